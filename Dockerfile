@@ -1,0 +1,55 @@
+# One image for the whole lab: the Flask app and its asyncio twin under every server model, the
+# mock slow upstream, locust and the `lab` CLI. compose.yaml runs each of them as its own service.
+#
+# Build arguments:
+#   PYTHON_VERSION  CPython version of the default (official) images
+#   BASE_IMAGE      runtime stage: a slim image with python3 (and its shared libpython)
+#   BUILD_IMAGE     build stage: the same Python plus a C compiler and headers (uWSGI is compiled)
+#   WHEELHOUSE      1 = install only from docker/wheelhouse/ (no index; see prepare-wheelhouse.sh)
+# Machines without a reachable registry build both images with docker/build-base.sh instead;
+# docker/build-image.sh picks the right arguments automatically.
+ARG PYTHON_VERSION=3.12
+ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim
+ARG BUILD_IMAGE=python:${PYTHON_VERSION}
+
+FROM ${BUILD_IMAGE} AS build
+ARG WHEELHOUSE=0
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
+# Dependencies first (from pyproject.toml alone), so editing the lab's code reuses this layer.
+# The wheelhouse glob matches nothing when there is no wheelhouse; COPY then takes pyproject only.
+COPY pyproject.toml docker/wheelhouse* /tmp/wheelhouse/
+RUN set -eu; \
+    if [ "$WHEELHOUSE" = 1 ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheelhouse; fi; \
+    python3 -c 'import sys, tomllib; \
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+        /tmp/wheelhouse/pyproject.toml > /tmp/requirements.txt; \
+    python3 -m venv /opt/lab; \
+    /opt/lab/bin/pip install "setuptools>=68" wheel; \
+    /opt/lab/bin/pip install -r /tmp/requirements.txt; \
+    /opt/lab/bin/uwsgi --version
+COPY . /app
+RUN /opt/lab/bin/pip install --no-deps --no-build-isolation --editable /app \
+    && /opt/lab/bin/python -m compileall -q /app \
+    && rm -rf /app/build /app/docker
+
+FROM ${BASE_IMAGE} AS runtime
+ARG PYTHON_VERSION
+LABEL org.opencontainers.image.title="concurrency-lab" \
+      org.opencontainers.image.description="Python server concurrency models under a slow upstream" \
+      lab.python-version="${PYTHON_VERSION}"
+# A fixed numeric non-root user, so Compose, Kubernetes and bind-mount ownership can rely on it.
+RUN groupadd --system --gid 10001 lab \
+    && useradd --system --uid 10001 --gid lab --no-create-home --home-dir /app \
+        --shell /usr/sbin/nologin lab
+COPY --from=build /opt/lab /opt/lab
+COPY --from=build /app /app
+# Read-only root filesystem in Compose: bytecode is precompiled, scratch files go to /tmp (tmpfs).
+ENV PATH=/opt/lab/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    MPLCONFIGDIR=/tmp/matplotlib \
+    HOME=/tmp
+WORKDIR /app
+USER 10001:10001
+EXPOSE 8000 8089 5557
+CMD ["lab", "--help"]

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Build the lab image on any machine, choosing base images and package source automatically.
+#
+# Why: `docker build .` with the defaults needs the official Python images and the package index.
+# This script keeps that path when it works and otherwise falls back, step by step:
+#   1. base images: the official python:X-slim / python:X if present or pullable, else the local
+#      Debian images from docker/build-base.sh (built once, then cached);
+#   2. packages: the index from inside a build container if reachable, else a wheelhouse prepared
+#      with the host's own pip configuration (docker/prepare-wheelhouse.sh, WHEELHOUSE=1).
+# Override with LAB_BASE_IMAGE + LAB_BUILD_IMAGE, LAB_WHEELHOUSE=0|1, LAB_IMAGE, LAB_PYTHON_VERSION.
+#
+# Usage: docker/build-image.sh   (prints the image name on stdout when done)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+image=${LAB_IMAGE:-concurrency-lab:latest}
+pyver=${LAB_PYTHON_VERSION:-3.12}
+log() { printf '[build-image] %s\n' "$*" >&2; }
+have_image() { docker image inspect "$1" >/dev/null 2>&1 || docker pull -q "$1" >/dev/null 2>&1; }
+
+start=$SECONDS
+if [[ -n ${LAB_BASE_IMAGE:-} ]]; then
+  base=$LAB_BASE_IMAGE
+  build=${LAB_BUILD_IMAGE:?LAB_BUILD_IMAGE must be set with LAB_BASE_IMAGE}
+elif have_image "python:$pyver-slim" && have_image "python:$pyver"; then
+  base="python:$pyver-slim"
+  build="python:$pyver"
+else
+  log "official python:$pyver images unavailable: using local Debian base images"
+  read -r -a base_args < <(docker/build-base.sh)
+  base=${base_args[1]#BASE_IMAGE=}
+  build=${base_args[3]#BUILD_IMAGE=}
+  pyver=${base_args[5]#PYTHON_VERSION=}
+fi
+log "base $base, build stage $build (python $pyver) ready after $((SECONDS - start)) s"
+
+index_reachable() {
+  docker run --rm "$build" sh -c 'python3 -m venv /tmp/probe &&
+    /tmp/probe/bin/pip download -q --no-deps --retries 0 --timeout 10 -d /tmp/probe/dl pip' \
+    >/dev/null 2>&1
+}
+wheelhouse=${LAB_WHEELHOUSE:-}
+if [[ -z $wheelhouse ]]; then
+  if index_reachable; then wheelhouse=0; else wheelhouse=1; fi
+fi
+if [[ $wheelhouse == 1 ]]; then
+  log "build containers cannot use the package index: installing from a host-prepared wheelhouse"
+  docker/prepare-wheelhouse.sh "$build"
+fi
+
+step=$SECONDS
+docker build -q -t "$image" \
+  --build-arg "BASE_IMAGE=$base" --build-arg "BUILD_IMAGE=$build" \
+  --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" . >/dev/null
+log "built $image in $((SECONDS - step)) s (total $((SECONDS - start)) s)"
+echo "$image"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Fill docker/wheelhouse/ on the host with everything the image's build stage installs.
+#
+# Why: when the build containers cannot reach the package index (no route, or a TLS-intercepting
+# egress proxy whose CA only the host trusts), the Dockerfile installs with --no-index from this
+# directory instead (build arg WHEELHOUSE=1). The host's own pip does the downloading, so its
+# configuration (/etc/pip.conf, PIP_* variables, proxies, CA bundle) applies unchanged.
+# Binary wheels are fetched for the *target* interpreter and glibc (asked of the build image), not
+# the host's; uWSGI is fetched as its source distribution because the build stage compiles it.
+#
+# Usage: docker/prepare-wheelhouse.sh BUILD_IMAGE
+set -euo pipefail
+
+image=${1:?usage: $0 BUILD_IMAGE}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+out="$here/wheelhouse"
+host_python=${LAB_HOST_PYTHON:-python3}
+log() { printf '[wheelhouse] %s\n' "$*" >&2; }
+
+read -r pyver glibc arch < <(docker run --rm "$image" python3 -c '
+import platform, sys
+print("%d.%d" % sys.version_info[:2], platform.libc_ver()[1], platform.machine())')
+abi="cp${pyver/./}"
+glibc_minor=${glibc#*.}
+
+reqs=$(mktemp)
+trap 'rm -f "$reqs"' EXIT
+"$host_python" - "$root/pyproject.toml" >"$reqs" <<'EOF'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"]))
+print("setuptools>=68\nwheel")
+EOF
+
+stamp="$out/.stamp"
+key="$(cat "$reqs" | sha256sum | cut -c1-16) $abi glibc$glibc $arch"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
+  log "cached: $out matches ($key)"
+  exit 0
+fi
+
+platforms=()
+for ((minor = 17; minor <= glibc_minor; minor++)); do
+  platforms+=(--platform "manylinux_2_${minor}_${arch}")
+done
+platforms+=(--platform "manylinux2014_${arch}" --platform "linux_${arch}")
+
+start=$SECONDS
+rm -rf "$out"
+mkdir -p "$out"
+log "downloading for $abi, glibc $glibc, $arch"
+"$host_python" -m pip download -q -d "$out" --only-binary=:all: \
+  --python-version "$pyver" --implementation cp --abi "$abi" --abi abi3 --abi none "${platforms[@]}" \
+  -r <(grep -iv '^uwsgi' "$reqs")
+"$host_python" -m pip download -q -d "$out" --no-deps --no-binary=:all: \
+  "$(grep -i '^uwsgi' "$reqs")"
+echo "$key" >"$stamp"
+log "$(ls "$out" | wc -l) files, $(du -sh "$out" | cut -f1), in $((SECONDS - start)) s"
