@@ -49,8 +49,14 @@ if [[ $wheelhouse == 1 ]]; then
 fi
 
 step=$SECONDS
-docker build -q -t "$image" \
+build_log=$(mktemp)
+trap 'rm -f "$build_log"' EXIT
+if ! docker build -t "$image" \
   --build-arg "BASE_IMAGE=$base" --build-arg "BUILD_IMAGE=$build" \
-  --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" . >/dev/null
+  --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" . >"$build_log" 2>&1; then
+  tail -n 60 "$build_log" >&2
+  log "docker build failed (last 60 lines above)"
+  exit 1
+fi
 log "built $image in $((SECONDS - step)) s (total $((SECONDS - start)) s)"
 echo "$image"
