@@ -1,0 +1,95 @@
+"""`lab serve MODEL`: run one model's server in the foreground, as the registry declares it.
+
+Why: in a container the server must be the main process (so signals, `init: true` and healthchecks
+reach it), and its command line must be the one the native sweep uses, not a hand-typed copy that
+drifts. This command renders the registry's argv template and replaces itself with the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from lab.errors import LabError
+from lab.models import Knobs, load_registry, server_env
+
+DEFAULT_UPSTREAM_URL = "http://upstream:8080"
+
+
+def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
+    """`NAME=VALUE` pairs into knob overrides: whole numbers, or the word "auto"."""
+    overrides: dict[str, int | str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. workers=200")
+        overrides[name] = value if value == "auto" else _whole(value, f"--knob {name}")
+    return overrides
+
+
+def _whole(value: str, where: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise LabError(f"{where}: expected a whole number or \"auto\", got {value!r}") from None
+
+
+def serve_argv(
+    model_name: str,
+    host: str,
+    port: int,
+    knob_pairs: tuple[str, ...],
+    max_concurrency: int,
+    models_file: Path | None,
+    upstream_url: str,
+) -> tuple[list[str], dict[str, str], Knobs]:
+    """The exact command and environment `lab run` would start this model with."""
+    registry = load_registry(models_file)
+    (model,) = registry.pick([model_name])
+    knobs = registry.knobs.updated(parse_knobs(knob_pairs), "--knob").resolve(max_concurrency)
+    model.check_installed(knobs)
+    return model.command(knobs, host, port), server_env(model, knobs, upstream_url), knobs
+
+
+@click.command("serve")
+@click.argument("model")
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--knob", "knobs", multiple=True, metavar="NAME=VALUE", help="Override a knob.")
+@click.option(
+    "--max-concurrency",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help='What "auto" knobs resolve to: the highest concurrency you will drive.',
+)
+@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--upstream-url",
+    envvar="LAB_UPSTREAM_URL",
+    default=DEFAULT_UPSTREAM_URL,
+    show_default=True,
+    help="Base URL of the mock upstream (env LAB_UPSTREAM_URL).",
+)
+def serve(
+    model: str,
+    host: str,
+    port: int,
+    knobs: tuple[str, ...],
+    max_concurrency: int,
+    models_file: Path | None,
+    upstream_url: str,
+) -> None:
+    """Run MODEL's server in the foreground (the container entry point)."""
+    try:
+        argv, env, resolved = serve_argv(
+            model, host, port, knobs, max_concurrency, models_file, upstream_url
+        )
+    except LabError as e:
+        raise click.ClickException(str(e)) from None
+    print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
+    os.execvpe(argv[0], argv, env)
