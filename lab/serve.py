@@ -93,3 +93,7 @@ def serve(
         raise click.ClickException(str(e)) from None
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
     os.execvpe(argv[0], argv, env)
+
+
+if __name__ == "__main__":
+    serve()
