@@ -22,8 +22,9 @@ STEP_FLAGS = (
     "serialized",  # the concurrency probe found requests did not overlap: not a fair result
     "client_saturated",  # the load generator's CPU was >= 90%: throughput is the client's limit
     "errors",  # at least one request failed
+    "no_responses",  # not one request succeeded
     "server_died",  # the server process exited during the step
-    "upstream_saturated",  # the upstream saw less concurrency than offered while the server idled
+    "loadgen_failed",  # the load generator exited without a result
 )
 ERROR_KINDS = ("refused", "reset", "timeout", "http_5xx", "http_4xx", "bad_body", "other")
 

@@ -231,6 +231,8 @@ class Sweep:
             evidence["client_saturated"] = f"load generator CPU {outcome['client_cpu_pct']}%"
         if outcome["errors"]:
             flags.append("errors")
+        if not outcome["ok"]:
+            flags.append("no_responses")
         duration = outcome["duration_s"]
         series = dict(outcome["timeseries"])
         series.update(server_cpu_pct=sampler.cpu, server_rss_mb=sampler.rss)
