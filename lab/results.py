@@ -50,6 +50,7 @@ class Step:
     client_cpu_pct: float  # mean over the window, the load generator process, 100 = one core
     upstream_max_inflight: int  # highest concurrency the upstream saw during the window
     flags: list[str] = field(default_factory=list)
+    upstream_cpu_pct: float = 0.0  # mean over the window: proof the upstream was not the limit
     rate_rps: float | None = None  # open loop: the target arrival rate
     histogram: str = ""  # path of the `.hlog`, relative to the run directory
     timeseries: dict[str, list[float]] = field(default_factory=dict)  # per-second samples
