@@ -16,7 +16,7 @@ from lab.progress import ConsoleProgress
 from lab.scenario import builtin_names, load_scenario, override
 from lab.sweep import Sweep, plan_run
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
