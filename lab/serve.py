@@ -35,7 +35,7 @@ def _whole(value: str, where: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise LabError(f"{where}: expected a whole number or \"auto\", got {value!r}") from None
+        raise LabError(f'{where}: expected a whole number or "auto", got {value!r}') from None
 
 
 def serve_argv(
