@@ -1,0 +1,306 @@
+"""compose.yaml: valid, hardened, in step with tuning/, and a real smoke run of the whole stack.
+
+The static checks need only a Compose tool. The smoke run needs a Docker Engine and the lab image
+(docker/build-image.sh) and is opt-in with LAB_DOCKER_TESTS=1, which docker/ci-smoke.sh sets after
+building the image: it brings the stack up under its own project name on free loopback ports,
+checks health, bodies, the locust UI and a headless locust run per model, inspects the hardening,
+and checks that `down` leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab.docker_backend import read_nofile, read_sysctls
+from lab.procs import free_port
+from servers.common import io_body
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "compose.yaml"
+CORE_MODELS = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent", "gunicorn-asyncio")
+IMAGE = os.environ.get("LAB_IMAGE", "concurrency-lab:latest")
+HEALTHY_WITHIN_S = 90.0
+PORT_VARS = {
+    "upstream": "LAB_UPSTREAM_PORT",
+    "uwsgi-threads": "LAB_PORT_UWSGI_THREADS",
+    "uwsgi-gevent": "LAB_PORT_UWSGI_GEVENT",
+    "gunicorn-gevent": "LAB_PORT_GUNICORN_GEVENT",
+    "gunicorn-asyncio": "LAB_PORT_GUNICORN_ASYNCIO",
+    "locust": "LAB_UI_PORT",
+    "locust-master": "LAB_MASTER_PORT",
+}
+
+
+def compose_tool() -> list[str] | None:
+    """`docker compose` (v2 plugin) if present, else the standalone `docker-compose`."""
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+COMPOSE = compose_tool()
+needs_compose = pytest.mark.skipif(COMPOSE is None, reason="no Compose tool installed")
+
+
+def compose(*args: str, project: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    assert COMPOSE is not None
+    argv = [*COMPOSE, "-f", str(COMPOSE_FILE), *(["-p", project] if project else []), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def resolved_config(*profiles: str) -> dict:
+    flags = [arg for p in profiles for arg in ("--profile", p)]
+    done = compose(*flags, "config")
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load(done.stdout)
+
+
+def raw_services() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+
+
+def host_ips(ports: list) -> list[str]:
+    """The host address of each published port, in short ("IP:HOST:CONTAINER") or long syntax."""
+    return [p.get("host_ip", "") if isinstance(p, dict) else p.rsplit(":", 2)[0] for p in ports]
+
+
+# ---- static checks (a Compose tool, no engine) ----------------------------------------------
+
+
+@needs_compose
+@pytest.mark.parametrize(
+    "profiles", [(), ("baselines",), ("sweep",)], ids=["default", "baselines", "sweep"]
+)
+def test_compose_config_is_valid(profiles: tuple[str, ...]) -> None:
+    services = resolved_config(*profiles)["services"]
+    assert set(CORE_MODELS) <= set(services)
+    assert "version" not in yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+def test_baselines_and_sweep_sit_behind_profiles() -> None:
+    services = raw_services()
+    assert services["gunicorn-gthread"]["profiles"] == ["baselines"]
+    assert services["gunicorn-sync"]["profiles"] == ["baselines"]
+    assert services["sweep"]["profiles"] == ["sweep"]
+    assert all("profiles" not in services[name] for name in CORE_MODELS)
+
+
+@needs_compose
+def test_every_published_port_is_bound_to_loopback() -> None:
+    services = resolved_config("baselines", "sweep")["services"]
+    for name, service in services.items():
+        assert set(host_ips(service.get("ports", []))) <= {"127.0.0.1"}, name
+
+
+@needs_compose
+def test_every_service_is_limited_and_hardened() -> None:
+    for name, s in resolved_config("baselines", "sweep")["services"].items():
+        assert str(s["user"]).split(":")[0] != "0", name
+        assert s["read_only"] is True and s["init"] is True, name
+        assert s["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in s["security_opt"], name
+        assert any(t.startswith("/tmp") for t in s["tmpfs"]), name
+        assert float(s["cpus"]) > 0 and s["mem_limit"] and int(s["pids_limit"]) > 0, name
+
+
+@needs_compose
+def test_limits_mirror_tuning_files() -> None:
+    nofile = read_nofile()
+    for name, s in resolved_config("baselines", "sweep")["services"].items():
+        sysctls = {k: " ".join(str(v).split()) for k, v in s["sysctls"].items()}
+        assert sysctls == read_sysctls(), name
+        assert {k: int(v) for k, v in s["ulimits"]["nofile"].items()} == nofile, name
+
+
+@needs_compose
+def test_model_services_are_served_from_the_registry() -> None:
+    services = resolved_config("baselines")["services"]
+    for name in (*CORE_MODELS, "gunicorn-gthread", "gunicorn-sync"):
+        assert services[name]["command"][:4] == ["python", "-m", "lab.serve", name]
+
+
+# ---- the smoke run (engine + image, opt-in) ------------------------------------------------
+
+
+def docker_ok() -> str | None:
+    """Why the smoke run cannot happen here, or None if it can."""
+    if os.environ.get("LAB_DOCKER_TESTS") != "1":
+        return "Docker smoke tests are opt-in: run docker/ci-smoke.sh (sets LAB_DOCKER_TESTS=1)"
+    if COMPOSE is None or not shutil.which("docker"):
+        return "no docker CLI or Compose tool"
+    if subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode != 0:
+        return "no Docker Engine reachable (docker info failed)"
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True,
+                      timeout=30).returncode != 0:  # fmt: skip
+        return f"image {IMAGE} missing: build it with docker/build-image.sh"
+    return None
+
+
+SKIP_REASON = docker_ok()
+needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+
+
+def docker_json(*args: str) -> list[dict]:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def project_ids(project: str, kind: str = "ps") -> list[str]:
+    label = f"label=com.docker.compose.project={project}"
+    argv = ["docker", "ps", "-aq"] if kind == "ps" else ["docker", "network", "ls", "-q"]
+    done = subprocess.run([*argv, "--filter", label], capture_output=True, text=True, timeout=60)
+    return done.stdout.split()
+
+
+@dataclass
+class Stack:
+    project: str
+    ports: dict[str, int]
+    up_seconds: float
+
+    def containers(self) -> list[dict]:
+        ids = project_ids(self.project)
+        return docker_json("inspect", *ids) if ids else []
+
+    def container_of(self, service: str) -> str:
+        for c in self.containers():
+            if c["Config"]["Labels"]["com.docker.compose.service"] == service:
+                return c["Id"]
+        raise AssertionError(f"no container for {service}")
+
+
+def wait_healthy(project: str, deadline: float) -> list[str]:
+    """Poll until every container with a healthcheck is healthy; return the ones that are not."""
+    while True:
+        ids = project_ids(project)
+        states = docker_json("inspect", *ids) if ids else []
+        pending = [c["Name"] for c in states if c["State"].get("Health", {}).get("Status",
+                   "healthy") != "healthy" or c["State"]["Status"] != "running"]  # fmt: skip
+        if (states and not pending) or time.monotonic() > deadline:
+            return pending or ([] if states else ["no containers"])
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    project = f"labsmoke{os.getpid()}"
+    ports = {service: free_port() for service in PORT_VARS}
+    env = {PORT_VARS[s]: str(p) for s, p in ports.items()}
+    env.update(LAB_IMAGE=IMAGE, LAB_DELAY_MS="50")
+    start = time.monotonic()
+    try:
+        up = compose("up", "-d", project=project, env=env, timeout=HEALTHY_WITHIN_S + 30)
+        pending = wait_healthy(project, start + HEALTHY_WITHIN_S)
+        assert up.returncode == 0 and not pending, f"up: {up.stderr[-2000:]}\nunhealthy: {pending}"
+        yield Stack(project, ports, time.monotonic() - start)
+    finally:
+        compose("down", "-v", "--remove-orphans", "-t", "5", project=project, env=env)
+
+
+@needs_docker
+def test_stack_is_healthy_within_90_s(stack: Stack) -> None:
+    assert stack.up_seconds < HEALTHY_WITHIN_S
+    services = {c["Config"]["Labels"]["com.docker.compose.service"] for c in stack.containers()}
+    assert services == {"upstream", *CORE_MODELS, "locust", "locust-worker"}
+
+
+@needs_docker
+@pytest.mark.parametrize("model", CORE_MODELS, ids=CORE_MODELS)
+def test_each_model_answers_with_the_expected_body(stack: Stack, model: str) -> None:
+    url = f"http://127.0.0.1:{stack.ports[model]}/io?delay_ms=10"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        assert reply.status == 200
+        assert reply.read() == io_body(200)[0]
+
+
+@needs_docker
+def test_locust_ui_answers_with_a_worker_and_every_model(stack: Stack) -> None:
+    base = f"http://127.0.0.1:{stack.ports['locust']}"
+    with urllib.request.urlopen(base + "/", timeout=10) as reply:
+        page = reply.read().decode()
+    assert all(model in page for model in CORE_MODELS)  # the class picker offers each model
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(base + "/stats/requests", timeout=10) as reply:
+            workers = json.load(reply).get("worker_count", 0)
+        if workers >= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert workers >= 1
+
+
+@needs_docker
+@pytest.mark.parametrize("model", CORE_MODELS, ids=CORE_MODELS)
+def test_headless_locust_run_from_the_locust_container(stack: Stack, model: str) -> None:
+    done = subprocess.run(
+        ["docker", "exec", stack.container_of("locust"), "locust", "-f", "loadgen/locustfile.py",
+         "--headless", "-u", "5", "-r", "5", "-t", "3s", "--only-summary", "--json", "--skip-log",
+         model],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    stats = json.loads(done.stdout)
+    assert sum(s["num_requests"] for s in stats) > 0
+    assert sum(s["num_failures"] for s in stats) == 0
+
+
+@needs_docker
+def test_containers_run_non_root_and_hardened(stack: Stack) -> None:
+    for c in stack.containers():
+        name, host = c["Name"], c["HostConfig"]
+        assert c["Config"]["User"] == "10001:10001", name
+        assert host["ReadonlyRootfs"] and host["Init"], name
+        assert host["CapDrop"] == ["ALL"], name
+        assert "no-new-privileges:true" in host["SecurityOpt"], name
+        assert host["NanoCpus"] > 0 and host["Memory"] > 0 and host["PidsLimit"] > 0, name
+        assert read_sysctls().items() <= host["Sysctls"].items(), name
+        for bindings in (host["PortBindings"] or {}).values():
+            assert all(b["HostIp"] == "127.0.0.1" for b in bindings), name
+        uid = subprocess.run(["docker", "exec", c["Id"], "id", "-u"], capture_output=True,
+                             text=True, timeout=30)  # fmt: skip
+        assert uid.stdout.strip() == "10001", name
+
+
+@needs_docker
+def test_down_leaves_no_container_or_network(stack: Stack) -> None:
+    done = compose("down", "-v", "--remove-orphans", "-t", "5", project=stack.project)
+    assert done.returncode == 0, done.stderr
+    assert project_ids(stack.project) == []
+    assert project_ids(stack.project, kind="network") == []
+
+
+@needs_docker
+def test_sweep_profile_writes_results_to_the_host(tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)  # the sweep runs as uid 10001, not as the test's user
+    project = f"labsweep{os.getpid()}"
+    env = {"LAB_RESULTS_DIR": str(tmp_path), "LAB_IMAGE": IMAGE}
+    try:
+        done = compose(
+            "--profile", "sweep", "run", "--rm", "sweep", "lab", "run", "--models",
+            "gunicorn-gevent", "--levels", "1,5", "--duration", "1", "--warmup", "0",
+            "--out", "/app/results", project=project, env=env, timeout=180,
+        )  # fmt: skip
+    finally:
+        compose("--profile", "sweep", "down", "-v", "--remove-orphans", project=project, env=env)
+    assert project_ids(project) == [] and project_ids(project, kind="network") == []
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (run_dir,) = tmp_path.iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert [s["concurrency"] for s in steps] == [1, 5]
+    assert all(s["ok"] > 0 and not s["errors"] for s in steps)
