@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docker_env import IMAGE, compose_tool, docker_skip_reason
 
 from lab.docker_backend import read_nofile, read_sysctls
 from lab.procs import free_port
@@ -29,7 +29,6 @@ from servers.common import io_body
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"
 CORE_MODELS = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent", "gunicorn-asyncio")
-IMAGE = os.environ.get("LAB_IMAGE", "concurrency-lab:latest")
 HEALTHY_WITHIN_S = 90.0
 PORT_VARS = {
     "upstream": "LAB_UPSTREAM_PORT",
@@ -40,15 +39,6 @@ PORT_VARS = {
     "locust": "LAB_UI_PORT",
     "locust-master": "LAB_MASTER_PORT",
 }
-
-
-def compose_tool() -> list[str] | None:
-    """`docker compose` (v2 plugin) if present, else the standalone `docker-compose`."""
-    if shutil.which("docker"):
-        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
-        if probe.returncode == 0:
-            return ["docker", "compose"]
-    return ["docker-compose"] if shutil.which("docker-compose") else None
 
 
 COMPOSE = compose_tool()
@@ -137,21 +127,7 @@ def test_model_services_are_served_from_the_registry() -> None:
 # ---- the smoke run (engine + image, opt-in) ------------------------------------------------
 
 
-def docker_ok() -> str | None:
-    """Why the smoke run cannot happen here, or None if it can."""
-    if os.environ.get("LAB_DOCKER_TESTS") != "1":
-        return "Docker smoke tests are opt-in: run docker/ci-smoke.sh (sets LAB_DOCKER_TESTS=1)"
-    if COMPOSE is None or not shutil.which("docker"):
-        return "no docker CLI or Compose tool"
-    if subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode != 0:
-        return "no Docker Engine reachable (docker info failed)"
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True,
-                      timeout=30).returncode != 0:  # fmt: skip
-        return f"image {IMAGE} missing: build it with docker/build-image.sh"
-    return None
-
-
-SKIP_REASON = docker_ok()
+SKIP_REASON = docker_skip_reason(COMPOSE)
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
 
 

@@ -1,0 +1,151 @@
+"""The Docker backend: limits from tuning/, the stats meter, the container command, and a real
+sweep whose containers are all removed afterwards (also when a model fails to start).
+
+The real sweep needs a Docker Engine and the lab image and is opt-in with LAB_DOCKER_TESTS=1
+(docker/ci-smoke.sh sets it after building the image).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker_env import IMAGE, compose_tool, docker_skip_reason
+
+from lab.backend import CpuLayout
+from lab.docker_backend import (
+    RUN_LABEL,
+    ContainerLimits,
+    ContainerMeter,
+    DockerBackend,
+    read_nofile,
+    read_sysctls,
+    serve_command,
+)
+from lab.models import load_registry
+from lab.procs import StartFailed, free_port
+from lab.scenario import UpstreamSpec, load_scenario, override
+from lab.sweep import Sweep, plan_run
+
+SKIP_REASON = docker_skip_reason(compose_tool())
+needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+
+
+def test_tuning_files_parse(tmp_path: Path) -> None:
+    conf = tmp_path / "sysctl.conf"
+    conf.write_text(
+        "# comment\nnet.core.somaxconn = 4096\n\nnet.ipv4.ip_local_port_range =  1024\t65535\n"
+    )
+    assert read_sysctls(conf) == {"net.core.somaxconn": "4096",
+                                  "net.ipv4.ip_local_port_range": "1024 65535"}  # fmt: skip
+    limits = tmp_path / "limits.conf"
+    limits.write_text("# x\n*  soft  nofile  100\n*  hard  nofile  200\n")
+    assert read_nofile(limits) == {"soft": 100, "hard": 200}
+    assert {"net.core.somaxconn", "net.ipv4.ip_local_port_range"} <= set(read_sysctls())
+
+
+def test_limits_carry_the_hardening() -> None:
+    kwargs = ContainerLimits(cpus=0.5).run_kwargs(cpuset=(1,))
+    assert kwargs["nano_cpus"] == 500_000_000 and kwargs["cpuset_cpus"] == "1"
+    assert kwargs["user"] == "10001:10001" and kwargs["read_only"] and kwargs["init"]
+    assert kwargs["cap_drop"] == ["ALL"] and kwargs["security_opt"] == ["no-new-privileges:true"]
+    assert kwargs["sysctls"] == read_sysctls()
+    assert "cpuset_cpus" not in ContainerLimits().run_kwargs(cpuset=())
+
+
+class FakeContainer:
+    """Returns canned one-shot stats: 0.5 s of CPU per call, 100 MB used of which 20 MB cache."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def stats(self, stream: bool, one_shot: bool) -> dict[str, Any]:
+        assert not stream and one_shot
+        self.calls += 1
+        return {
+            "cpu_stats": {"cpu_usage": {"total_usage": self.calls * 500_000_000}},
+            "memory_stats": {"usage": 100 * 2**20, "stats": {"total_inactive_file": 20 * 2**20}},
+        }
+
+
+def test_meter_reports_cpu_percent_and_memory_like_docker_stats(monkeypatch) -> None:
+    clock = iter([10.0, 11.0])
+    monkeypatch.setattr("lab.docker_backend.time.monotonic", lambda: next(clock))
+    cpu, mem = ContainerMeter(FakeContainer()).sample()
+    assert (cpu, mem) == (50.0, 80.0)
+
+
+def test_container_command_passes_every_resolved_knob() -> None:
+    registry = load_registry()
+    knobs = registry.knobs.resolve(50)
+    argv = serve_command(registry.models["uwsgi-gevent"], knobs)
+    assert argv[:4] == ["python", "-m", "lab.serve", "uwsgi-gevent"]
+    assert "workers=50" in argv and "pool=50" in argv and f"backlog={knobs.backlog}" in argv
+
+
+def labelled(run_id: str) -> list[str]:
+    """Ids of the containers and networks that still carry the run's label."""
+    label = ["--filter", f"label={RUN_LABEL}={run_id}"]
+    found = []
+    for argv in (["docker", "ps", "-aq"], ["docker", "network", "ls", "-q"]):
+        done = subprocess.run([*argv, *label], capture_output=True, text=True, timeout=30)
+        found += done.stdout.split()
+    return found
+
+
+class Quiet:
+    """A sweep listener that records problems only."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def model_started(self, *_: Any) -> None: ...
+    def preflight_done(self, *_: Any) -> None: ...
+    def phase(self, *_: Any) -> None: ...
+    def step_done(self, *_: Any) -> None: ...
+
+    def problem(self, model: str, message: str) -> None:
+        self.problems.append(f"{model}: {message}")
+
+
+@needs_docker
+def test_docker_sweep_fills_container_cpu_and_memory_and_cleans_up(tmp_path: Path) -> None:
+    registry = load_registry()
+    scenario = override(load_scenario("quick"), models=("gunicorn-gevent",), levels=(1, 10),
+                        duration_s=2.0, warmup_s=0.0)  # fmt: skip
+    plan = plan_run(scenario, registry.pick(list(scenario.models)), registry.knobs, tmp_path)
+    backend = DockerBackend(plan.run_id, CpuLayout.split(True), image=IMAGE)
+    listener = Quiet()
+    Sweep(plan, backend, listener).run()
+    assert listener.problems == []
+    assert labelled(plan.run_id) == []
+    manifest = json.loads((plan.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["backend"] == "docker"
+    assert manifest["execution"]["image_id"].startswith("sha256:")
+    assert manifest["execution"]["limits"]["nofile"] == read_nofile()
+    steps = [json.loads(line) for line in (plan.run_dir / "steps.jsonl").read_text().splitlines()]
+    assert [s["concurrency"] for s in steps] == [1, 10]
+    for step in steps:
+        assert step["ok"] > 0 and not step["errors"], step["flags"]
+        assert step["server_cpu_pct"] > 0 and step["server_rss_mb"] > 0
+        assert step["upstream_max_inflight"] == step["concurrency"]
+
+
+@needs_docker
+def test_a_model_that_fails_to_start_leaves_no_container(tmp_path: Path) -> None:
+    registry = load_registry()
+    backend = DockerBackend(f"failtest-{os.getpid()}", CpuLayout(), image=IMAGE)
+    try:
+        upstream = backend.start_upstream(UpstreamSpec(delay_ms=10), free_port())
+        knobs = registry.knobs.updated({"backlog": 10**9}, "test").resolve(1)  # uWSGI refuses
+        with pytest.raises(StartFailed) as failed:
+            backend.start_server(registry.models["uwsgi-threads"], knobs, upstream.url, free_port())
+        assert failed.value.evidence["log_tail"]
+        assert len(labelled(backend.run_id)) == 2  # only the upstream and the network are left
+    finally:
+        backend.close()
+    assert labelled(backend.run_id) == []
