@@ -111,15 +111,19 @@ log "suite $SUITE from this machine's apt mirror: $mirror"
 
 start=$SECONDS
 root=$(mktemp -d /var/tmp/lab-base.XXXXXX)
+steps_log=$(mktemp /var/tmp/lab-base-log.XXXXXX)
 cleanup() {
+  status=$?
+  ((status == 0)) || { tail -n 40 "$steps_log" >&2; log "failed (last 40 lines of its log above)"; }
   mountpoint -q "$root/proc" && umount "$root/proc"
-  rm -rf "$root"
+  rm -rf "$root" "$steps_log"
 }
 trap cleanup EXIT
 
-debootstrap --variant=minbase --include="$RUNTIME_PACKAGES" "$SUITE" "$root" "$mirror" >&2
+debootstrap --variant=minbase --include="$RUNTIME_PACKAGES" "$SUITE" "$root" "$mirror" \
+  >>"$steps_log" 2>&1
 mount -t proc proc "$root/proc"
-in_root() { chroot "$root" env DEBIAN_FRONTEND=noninteractive "$@" >&2; }
+in_root() { chroot "$root" env DEBIAN_FRONTEND=noninteractive "$@" >>"$steps_log" 2>&1; }
 apt_install() { in_root apt-get install -y -q --no-install-recommends "$@"; }
 strip_apt() { in_root apt-get clean; rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin; }
 import_root() {
