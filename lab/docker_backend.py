@@ -168,8 +168,10 @@ class DockerBackend:
     name = "docker"
 
     def __init__(self, run_id: str, layout: CpuLayout, limits: ContainerLimits | None = None,
-                 image: str = DEFAULT_IMAGE, client: Any = None) -> None:  # fmt: skip
+                 image: str = DEFAULT_IMAGE, ready_timeout_s: float = READY_TIMEOUT_S,
+                 client: Any = None) -> None:  # fmt: skip
         self.run_id = run_id
+        self.ready_timeout_s = ready_timeout_s
         self.layout = layout
         self.limits = limits or ContainerLimits()
         self.client = client or connect()
@@ -195,7 +197,7 @@ class DockerBackend:
             **self.limits.run_kwargs(cpuset),
         )  # fmt: skip
         server = ContainerServer(name, f"http://127.0.0.1:{port}", command, container)
-        wait_ready(server, READY_TIMEOUT_S)
+        wait_ready(server, self.ready_timeout_s)
         return server
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> ContainerServer:
