@@ -169,11 +169,15 @@ def _evidence(group: pd.DataFrame, spread: float | None) -> list[str]:
     for rec in group.to_dict("records"):
         ev = rec.get("evidence")
         if isinstance(ev, dict) and ev:
-            detail = ", ".join(f"{k}={v}" for k, v in sorted(ev.items()))
+            detail = ", ".join(f"{k}={_short(v)}" for k, v in sorted(ev.items()))
             notes.append(f"t{rec['trial']}: {detail}")
     if spread is not None:
         notes.append(f"trial spread {spread:.0%} >= 10%")
     return notes
+
+
+def _short(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:

@@ -317,9 +317,9 @@ def _axes(ax, xlabel: str, ylabel: str, logx: bool = True, logy: bool = False) -
 
 
 def _minor(v: float) -> str:
-    """Label 2x and 5x minor ticks of a log axis, so short ranges still show numbers."""
+    """Label 2x, 3x and 5x minor ticks of a log axis, so short ranges still show numbers."""
     lead = v / 10 ** math.floor(math.log10(v)) if v > 0 else 0
-    return f"{v:g}" if round(lead, 6) in (2.0, 5.0) else ""
+    return f"{v:g}" if round(lead, 6) in (2.0, 3.0, 5.0) else ""
 
 
 def _save(fig: Figure, out: Path, name: str, title: str, caption: str) -> Plot:
