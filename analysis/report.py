@@ -292,8 +292,8 @@ def _timeseries(run: Run, model: str) -> Figure:
         ax.tick_params(labelsize=7)
         right.tick_params(labelsize=7)
         ax.set_xlabel("second", fontsize=7)
+        right.set_ylabel("p99 ms (dotted)", fontsize=7)
     axes.flat[0].set_ylabel("rps (solid)", fontsize=8)
-    fig.supylabel("p99 ms (dotted, right axes)", x=0.995, fontsize=8, rotation=270)
     if levels:
         axes.flat[0].legend(fontsize=6, loc="lower left")
     fig.tight_layout()
@@ -337,7 +337,7 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#22
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f4f4f4}
-td.l,th.l{text-align:left}tr.unfair{background:#fde2e2}tr.warn{background:#fff4d6}
+td.l,th.l{text-align:left}td.n{white-space:nowrap}.wide{overflow-x:auto}tr.unfair{background:#fde2e2}tr.warn{background:#fff4d6}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}.meta td{text-align:left}.bad{color:#b00;font-weight:bold}
 """
@@ -482,14 +482,17 @@ def _points(table: pd.DataFrame) -> str:
     for rec in table.to_dict("records"):
         cls = "unfair" if not rec["fair"] else ("warn" if rec["flags"] else "")
         cells = "".join(
-            f"<td class=l>{_e(fmt(rec[k], spec))}</td>"
+            f"<td class='l n'>{_e(fmt(rec[k], spec))}</td>"
             if k in ("model", "flags")
             else f"<td>{_e(fmt(rec[k], spec))}</td>"
             for k, _, spec in POINT_COLUMNS
         )
         rows.append(f"<tr class='{cls}'>{cells}</tr>")
     legend = "; ".join(f"{k}: {v}" for k, v in EXPLAIN.items())
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table><p><small>{_e(legend)}</small></p>"
+    return (
+        f"<div class=wide><table><tr>{head}</tr>{''.join(rows)}</table></div>"
+        f"<p><small>{_e(legend)}</small></p>"
+    )
 
 
 def _frame(frame: pd.DataFrame, cols: list[str]) -> str:
