@@ -12,7 +12,8 @@ import click
 from rich.console import Console
 
 from analysis.compare import compare, print_compare
-from analysis.load import RunError, export, load
+from analysis.load import RunError, load
+from analysis.metrics import export_summary
 from analysis.report import write_report
 from analysis.summary import print_summary
 
@@ -37,7 +38,7 @@ def report(run_dir: Path, level: int | None) -> None:
     run = _load(run_dir)
     print_summary(run)
     try:
-        export(run)
+        export_summary(run)
         path = write_report(run, level=level)
     except OSError as exc:
         raise click.ClickException(f"cannot write the report into {run_dir}: {exc}") from exc

@@ -2,7 +2,8 @@
 
 A run may still be in progress or may have crashed mid-write: `steps.jsonl` can end in a truncated
 line and an `.hlog` in a half-written interval. Loading keeps everything that was complete and
-drops only the broken tail, so a report can be drawn at any moment of a run.
+drops only the broken tail, so a report can be drawn at any moment of a run. (The per-point
+metrics table is exported as summary.csv/.parquet by `analysis.metrics.export_summary`.)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from loadgen import hist
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max", "mean")
+SPECTRUM_NINES = tuple(i / 20 for i in range(5 * 20 + 1))  # 0 -> 0%, 1 -> 90%, ..., 5 -> 99.999%
 TIMESERIES_KEYS = ("rps", "errors", "server_cpu_pct", "server_rss_mb", "client_cpu_pct")
 
 
@@ -38,6 +40,17 @@ class Run:
     steps: pd.DataFrame  # one row per step (model x mode x concurrency x trial)
     timeseries: pd.DataFrame  # one row per second of each step, with per-second p50/p99
     histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
+
+    @property
+    def spectra(self) -> pd.DataFrame:
+        """Tidy percentile spectrum per point: latency at 0%, 90%, 99%, ... 99.999% (x = nines)."""
+        rows = []
+        for (model, mode, conc), h in sorted(self.histograms.items()):
+            for x in SPECTRUM_NINES if h.get_total_count() else ():
+                p = 100 * (1 - 10**-x)
+                value = h.get_value_at_percentile(p) / 1000
+                rows.append([model, mode, conc, x, p, value, h.get_total_count()])
+        return pd.DataFrame(rows, columns=[*POINT, "nines", "percentile", "latency_ms", "count"])
 
     @property
     def delay_ms(self) -> float:
@@ -146,16 +159,3 @@ def _histograms_and_series(
             rec["p99_ms"] = h.get_value_at_percentile(99) / 1000 if has else float("nan")
             records.append(rec)
     return pd.DataFrame(records), merged
-
-
-def export(run: Run) -> list[Path]:
-    """Write `summary.csv` and `summary.parquet` (the per-point metrics) into the run directory."""
-    from analysis.metrics import point_table  # metrics builds on load, not the other way round
-
-    table = point_table(run)
-    table = table.assign(flags=table["flags"].map(lambda f: ",".join(f)))
-    csv = run.run_dir / "summary.csv"
-    parquet = run.run_dir / "summary.parquet"
-    table.to_csv(csv, index=False)
-    table.to_parquet(parquet, index=False)
-    return [csv, parquet]

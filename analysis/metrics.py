@@ -20,6 +20,7 @@ Definitions (all per point = model x mode x concurrency, trials combined):
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -76,6 +77,17 @@ def point_table(run: Run) -> pd.DataFrame:
     table["rss_per_conn_kb"] = _rss_per_conn(table)
     table["fair"] = table["flags"].map(lambda f: not any(x in f for x in UNFAIR))
     return table
+
+
+def export_summary(run: Run) -> list[Path]:
+    """Write the point table as `summary.csv` and `summary.parquet` into the run directory."""
+    table = point_table(run)
+    if not table.empty:
+        table = table.assign(flags=table["flags"].map(", ".join))
+    paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
+    table.to_csv(paths[0], index=False)
+    table.to_parquet(paths[1], index=False)
+    return paths
 
 
 def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) -> dict[str, Any]:

@@ -32,7 +32,6 @@ MARKERS = {  # flag -> (marker, colour, legend text); drawn over the point, larg
     "unstable": ("o", "purple", "unstable (spread >= 10%)"),
     "errors": ("s", "crimson", "errors"),
 }
-SPECTRUM_NINES = 5  # spectrum x axis runs to 99.999%
 
 
 @dataclass(frozen=True)
@@ -198,22 +197,16 @@ def _latency(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
 
 def _spectrum(run: Run, table: pd.DataFrame, level: int, colours: dict[str, str]) -> Figure:
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    xs = [i / 20 for i in range(SPECTRUM_NINES * 20 + 1)]  # nines: 0 -> 0%, 1 -> 90%, 2 -> 99%
-    drawn = False
-    for (model, mode, conc), h in sorted(run.histograms.items()):
-        if conc != level or h.get_total_count() == 0:
-            continue
-        ys = [h.get_value_at_percentile(100 * (1 - 10**-x)) / 1000 for x in xs]
+    spectra = run.spectra
+    at = spectra[spectra["concurrency"] == level]
+    for (model, mode), one in at.groupby(["model", "mode"]):
         sub = table[(table["model"] == model) & (table["mode"] == mode)]
-        n = h.get_total_count()
-        ax.plot(xs, ys, color=colours.get(model), label=f"{_label(model, sub)} (n={n:,})")
-        drawn = True
-    if not drawn:
-        ax.text(
-            0.5, 0.5, f"no histograms recorded at c={level}", ha="center", transform=ax.transAxes
-        )
-    ax.set_xticks(range(SPECTRUM_NINES + 1))
-    ax.set_xticklabels(["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: SPECTRUM_NINES + 1])
+        label = f"{_label(model, sub)} (n={one['count'].iloc[0]:,})"
+        ax.plot(one["nines"], one["latency_ms"], color=colours.get(model), label=label)
+    if at.empty:
+        ax.text(0.5, 0.5, f"no histograms at c={level}", ha="center", transform=ax.transAxes)
+    ax.set_xticks(range(6))
+    ax.set_xticklabels(["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
     _axes(ax, "percentile", "latency (ms)", logx=False, logy=True)
     return fig
 

@@ -239,3 +239,11 @@ def test_cli_compare_prints_verdict(two: Path) -> None:
     result = CliRunner().invoke(compare_runs, [str(two), str(two)])
     assert result.exit_code == 0, result.output
     assert "0 of 6 points changed significantly in throughput" in result.output
+
+
+def test_spectrum_table_is_tidy(known: Path) -> None:
+    spectra = load(known).spectra
+    c10 = spectra[spectra["concurrency"] == 10].set_index("nines")
+    assert c10.loc[0.0, "latency_ms"] == pytest.approx(10.0, rel=1e-3)  # 0th percentile
+    assert c10.loc[2.0, "latency_ms"] == pytest.approx(1000.0, rel=1e-3)  # 99%
+    assert (c10["count"] == 30).all()
