@@ -60,6 +60,25 @@ def preflight_status(run: Run) -> dict[str, list[str]]:
     return out
 
 
+def unmeasured(run: Run) -> pd.DataFrame:
+    """Models the run declared or preflighted but never measured, with the preflight's reason."""
+    declared = list(run.manifest.get("models", {})) + list(run.preflight.get("model", []))
+    measured = set(run.steps["model"]) if not run.steps.empty else set()
+    messages = {str(r.get("model")): r for r in run.preflight.to_dict("records")}
+    rows = []
+    for model in dict.fromkeys(str(m) for m in declared):
+        if model in measured:
+            continue
+        pre = messages.get(model)
+        if pre is None:
+            why = "no preflight and no step recorded (not reached yet, or skipped)"
+        else:
+            flags = ", ".join(preflight_status(run).get(model, [])) or "preflight passed"
+            why = f"{flags}: {pre.get('message', '')}".strip(": ")
+        rows.append([model, why])
+    return pd.DataFrame(rows, columns=["model", "why"])
+
+
 def point_table(run: Run) -> pd.DataFrame:
     """One row per point with every metric, its trial statistics and its flags."""
     steps = run.steps

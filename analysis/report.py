@@ -23,7 +23,14 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from analysis.load import Run, load  # noqa: E402
-from analysis.metrics import EXPLAIN, best_per_level, crossovers, flagged, point_table  # noqa: E402
+from analysis.metrics import (
+    EXPLAIN,
+    best_per_level,
+    crossovers,
+    flagged,
+    point_table,
+    unmeasured,
+)  # noqa: E402
 
 MARKERS = {  # flag -> (marker, colour, legend text); drawn over the point, largest first
     "serialized": ("X", "red", "serialized (not fair)"),
@@ -352,6 +359,11 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
         )
     parts.append(_meta(m))
     parts.append("<h2>Verdict</h2>" + _verdict(table))
+    missing = unmeasured(run)
+    if not missing.empty:
+        parts.append(
+            "<p class=bad>Models with no measured step:</p>" + _frame(missing, ["model", "why"])
+        )
     for plot in plots:
         data = base64.b64encode(plot.png.read_bytes()).decode()
         parts.append(

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.load import Run
-from analysis.metrics import best_per_level, crossovers, flagged, point_table
+from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -59,6 +59,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
             console = Console(width=160)
     table = point_table(run)
     name = run.manifest.get("run_id", run.run_dir.name)
+    for rec in unmeasured(run).to_dict("records"):
+        console.print(f"[bold red]{rec['model']}: no measured step ({rec['why']})")
     if table.empty:
         console.print(f"[bold]{name}[/]: no step measured yet")
         return table

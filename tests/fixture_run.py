@@ -95,8 +95,12 @@ def build_run(
     processes: int = 1,
     cpus: int = 2,
 ) -> Path:
-    """Write manifest, preflight, steps and histograms; return the run directory."""
-    models = sorted({s.model for s in steps})
+    """Write manifest, preflight, steps and histograms; return the run directory.
+
+    A model named only in `preflight` is declared and preflighted but has no step, like a model
+    the lab skipped because its preflight failed.
+    """
+    models = sorted({s.model for s in steps} | set(preflight or {}))
     levels = sorted({s.concurrency for s in steps})
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(

@@ -13,7 +13,7 @@ from fixture_run import FixtureStep, build_run
 from analysis import load
 from analysis.cli import compare_runs, report
 from analysis.compare import compare
-from analysis.metrics import best_per_level, crossovers, flagged, point_table
+from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
 from analysis.stats import estimate, t975, welch
 
 
@@ -247,3 +247,15 @@ def test_spectrum_table_is_tidy(known: Path) -> None:
     assert c10.loc[0.0, "latency_ms"] == pytest.approx(10.0, rel=1e-3)  # 0th percentile
     assert c10.loc[2.0, "latency_ms"] == pytest.approx(1000.0, rel=1e-3)  # 99%
     assert (c10["count"] == 30).all()
+
+
+def test_model_without_steps_is_reported(tmp_path: Path) -> None:
+    run = build_run(
+        tmp_path, [FixtureStep("m", 1)], preflight={"x": {"ok": False, "message": "body differs"}}
+    )
+    missing = unmeasured(load(run))
+    assert missing.values.tolist() == [["x", "preflight_failed: body differs"]]
+    result = CliRunner().invoke(report, [str(run)])
+    assert result.exit_code == 0, result.output
+    assert "x: no measured step (preflight_failed: body differs)" in result.output
+    assert "body differs" in (run / "report.html").read_text()
