@@ -371,6 +371,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
             f"src='data:image/png;base64,{data}'><figcaption>{_e(plot.caption)} "
             f"(also <code>report/{plot.name}.svg</code>)</figcaption></figure>"
         )
+    parts.append("<h2>Against the source experiment</h2>" + _overhead(table))
     parts.append("<h2>All points</h2>" + _points(table))
     parts.append(
         "<h2>Preflight</h2>" + _frame(run.preflight, ["model", "ok", "serialized", "message"])
@@ -440,6 +441,33 @@ def _verdict(table: pd.DataFrame) -> str:
         names = ", ".join(sorted(unfair["model"].unique()))
         out.append(f"<p class=bad>Excluded from the verdict (not a fair result): {_e(names)}.</p>")
     return "".join(out)
+
+
+SOURCE_OVERHEAD = (
+    "gevent-threading-comparison (2012, 5 ms sleeps, in-process pools): overhead = actual time / "
+    "ideal time was about 2.0 for gevent and 1.03 for threads at low N; threads became slower "
+    "than gevent at about 80-90 workers. Here the same ratio is ideal rps / measured rps."
+)
+
+
+def _overhead(table: pd.DataFrame) -> str:
+    """Overhead per model at its lowest and highest level, beside the published figures."""
+    if table.empty:
+        return f"<p>{_e(SOURCE_OVERHEAD)}</p>"
+    rows = []
+    for (model, mode), sub in table.groupby(["model", "mode"]):
+        sub = sub.sort_values("concurrency")
+        low, high = sub.iloc[0], sub.iloc[-1]
+        rows.append(
+            {
+                "model": model if sub["fair"].all() else f"{model} (not fair)",
+                "mode": mode,
+                "overhead at lowest c": f"{fmt(low['overhead'], '{:.2f}')} (c={low['concurrency']})",
+                "overhead at highest c": f"{fmt(high['overhead'], '{:.2f}')} (c={high['concurrency']})",
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return f"<p>{_e(SOURCE_OVERHEAD)}</p>" + _frame(frame, list(frame.columns))
 
 
 POINT_COLUMNS = [
