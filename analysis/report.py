@@ -450,6 +450,10 @@ SOURCE_OVERHEAD = (
 )
 
 
+def _at(row: pd.Series) -> str:
+    return f"{fmt(row['overhead'], '{:.2f}')} (c={row['concurrency']})"
+
+
 def _overhead(table: pd.DataFrame) -> str:
     """Overhead per model at its lowest and highest level, beside the published figures."""
     if table.empty:
@@ -462,8 +466,8 @@ def _overhead(table: pd.DataFrame) -> str:
             {
                 "model": model if sub["fair"].all() else f"{model} (not fair)",
                 "mode": mode,
-                "overhead at lowest c": f"{fmt(low['overhead'], '{:.2f}')} (c={low['concurrency']})",
-                "overhead at highest c": f"{fmt(high['overhead'], '{:.2f}')} (c={high['concurrency']})",
+                "overhead at lowest c": _at(low),
+                "overhead at highest c": _at(high),
             }
         )
     frame = pd.DataFrame(rows)
