@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from analysis.compare import compare, print_compare
 from analysis.load import RunError, load
@@ -52,4 +51,4 @@ def compare_runs(run_a: Path, run_b: Path) -> None:
     """Show per model and level how RUN_B differs from RUN_A, and whether the change is real."""
     a, b = _load(run_a), _load(run_b)
     frame = compare(a, b)
-    print_compare(frame, f"{run_b.name} vs {run_a.name}", Console())
+    print_compare(frame, f"{run_b.name} vs {run_a.name}")

@@ -13,6 +13,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+BOOTSTRAP_ROUNDS = 400  # redraws per histogram when comparing percentiles of single trials
 UNSTABLE_SPREAD = 0.10  # (max - min) / median across trials at or above this flags a point
 # two-sided 95% Student t critical values, index = degrees of freedom (1..30)
 _T975 = (
@@ -134,3 +138,47 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Change:
     df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     half = t975(df) * math.sqrt(se2)
     return Change(ma, mb, diff, diff - half, diff + half)
+
+
+def bootstrap_percentile(a: HdrHistogram, b: HdrHistogram, percentile: float) -> Change:
+    """Interval of percentile(b) - percentile(a) by resampling the requests of each histogram.
+
+    Each round draws as many requests as were recorded, from the recorded bins (a multinomial
+    draw), and takes the percentile; the 2.5% and 97.5% quantiles of the differences bound it.
+    Requests are treated as independent, which they are not quite in a closed loop, so the
+    interval is somewhat optimistic; runs with several trials are compared over trials instead.
+    """
+    values_a, draws_a = _resample(a)
+    values_b, draws_b = _resample(b)
+    pa = a.get_value_at_percentile(percentile) / 1000
+    pb = b.get_value_at_percentile(percentile) / 1000
+    if draws_a is None or draws_b is None:
+        return Change(pa, pb, pb - pa, float("nan"), float("nan"))
+    diffs = _percentiles(values_b, draws_b, percentile) - _percentiles(
+        values_a, draws_a, percentile
+    )
+    diffs = np.sort(diffs)
+    lo, hi = diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
+    return Change(pa, pb, pb - pa, float(lo), float(hi))
+
+
+def _resample(h: HdrHistogram) -> tuple[np.ndarray, np.ndarray | None]:
+    """Bin values (ms) and BOOTSTRAP_ROUNDS multinomial redraws of the bin counts."""
+    items = [
+        (i.value_iterated_to / 1000, i.count_at_value_iterated_to)
+        for i in h.get_recorded_iterator()
+    ]
+    if not items:
+        return np.array([]), None
+    values = np.array([v for v, _ in items])
+    counts = np.array([c for _, c in items], dtype=float)
+    rng = np.random.default_rng(0)  # fixed seed: the same runs always give the same verdict
+    draws = rng.multinomial(int(counts.sum()), counts / counts.sum(), size=BOOTSTRAP_ROUNDS)
+    return values, draws
+
+
+def _percentiles(values: np.ndarray, draws: np.ndarray, percentile: float) -> np.ndarray:
+    """The percentile of each redraw: the first bin whose cumulative count reaches the target."""
+    cumulative = draws.cumsum(axis=1)
+    target = np.ceil(percentile / 100 * cumulative[:, -1:]).clip(min=1)
+    return values[(cumulative < target).sum(axis=1)]

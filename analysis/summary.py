@@ -27,6 +27,12 @@ COLUMNS = [  # (column, header, format)
 ]
 
 
+def wide_console() -> Console:
+    """A console for tables: piped or logged output is not squeezed into 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=180)
+
+
 def _cell(value: object, spec: str) -> str:
     if isinstance(value, float) and math.isnan(value):
         return "-"
@@ -53,10 +59,7 @@ def summary_table(table: pd.DataFrame, title: str = "") -> Table:
 
 def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     """Print the per-point table and the verdict; return the point table for further use."""
-    if console is None:
-        console = Console()
-        if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-            console = Console(width=160)
+    console = console or wide_console()
     table = point_table(run)
     name = run.manifest.get("run_id", run.run_dir.name)
     for rec in unmeasured(run).to_dict("records"):

@@ -14,7 +14,8 @@ from analysis import load
 from analysis.cli import compare_runs, report
 from analysis.compare import compare
 from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
-from analysis.stats import estimate, t975, welch
+from analysis.stats import bootstrap_percentile, estimate, t975, welch
+from loadgen import hist
 
 
 def _row(table, model: str, conc: int) -> dict:
@@ -208,7 +209,7 @@ def test_compare_same_run_and_a_real_change(two: Path, tmp_path: Path) -> None:
     assert len(changed) == 1
     row = changed.iloc[0]
     assert row["rps_change"] == pytest.approx(1.0, rel=0.01) and row["rps_significant"]
-    assert row["basis"] == "trials"
+    assert row["rps_basis"] == "trials" and row["p99_basis"] == "trials"
 
 
 @pytest.mark.parametrize(
@@ -259,3 +260,25 @@ def test_model_without_steps_is_reported(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "x: no measured step (preflight_failed: body differs)" in result.output
     assert "body differs" in (run / "report.html").read_text()
+
+
+def _hist(values_ms: list[float]):
+    h = hist.new_histogram()
+    for v in values_ms:
+        hist.record_ms(h, v)
+    return h
+
+
+def test_bootstrap_of_p99_tells_noise_from_change() -> None:
+    base = [100.0 + i % 50 for i in range(1000)]
+    same = bootstrap_percentile(_hist(base), _hist(base), 99.0)
+    assert same.diff == 0 and same.lo <= 0 <= same.hi and not same.significant
+    slower = bootstrap_percentile(_hist(base), _hist([v * 2 for v in base]), 99.0)
+    assert slower.diff == pytest.approx(149.0, rel=0.01) and slower.significant
+
+
+def test_compare_single_trials_uses_seconds_and_requests(tmp_path: Path) -> None:
+    runs = [build_run(tmp_path / n, [FixtureStep("m", 10, 1, (90.0, 100.0, 110.0))]) for n in "ab"]
+    row = compare(load(runs[0]), load(runs[1])).iloc[0]
+    assert (row["rps_basis"], row["p99_basis"]) == ("seconds", "requests")
+    assert not row["rps_significant"] and not row["p99_significant"]
