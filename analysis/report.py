@@ -203,17 +203,23 @@ def _latency(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
 
 
 def _spectrum(run: Run, table: pd.DataFrame, level: int, colours: dict[str, str]) -> Figure:
+    """Each line stops where its sample runs out: past 1/n of the requests there is only the max."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     spectra = run.spectra
     at = spectra[spectra["concurrency"] == level]
+    reach = 1
     for (model, mode), one in at.groupby(["model", "mode"]):
         sub = table[(table["model"] == model) & (table["mode"] == mode)]
-        label = f"{_label(model, sub)} (n={one['count'].iloc[0]:,})"
-        ax.plot(one["nines"], one["latency_ms"], color=colours.get(model), label=label)
+        n = int(one["count"].iloc[0])
+        one = one[one["nines"] <= math.log10(n)]
+        reach = max(reach, math.ceil(one["nines"].max()))
+        ax.plot(one["nines"], one["latency_ms"], color=colours.get(model),
+                label=f"{_label(model, sub)} (n={n:,})")  # fmt: skip
     if at.empty:
         ax.text(0.5, 0.5, f"no histograms at c={level}", ha="center", transform=ax.transAxes)
-    ax.set_xticks(range(6))
-    ax.set_xticklabels(["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+    labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: reach + 1]
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels)
     _axes(ax, "percentile", "latency (ms)", logx=False, logy=True)
     return fig
 
