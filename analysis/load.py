@@ -139,7 +139,7 @@ def _histograms_and_series(
             for h in intervals:
                 merged[key].add(h)
         series = r.get("timeseries") or {}
-        n = max([len(series.get(k) or []) for k in ("t", *TIMESERIES_KEYS)] + [len(intervals)])
+        n = max([len(v or []) for v in series.values()] + [len(intervals)])
         for i in range(n):
             rec: dict[str, Any] = {
                 "model": key[0],
@@ -154,8 +154,11 @@ def _histograms_and_series(
                 values = series.get(k) or []
                 rec[k] = float(values[i]) if i < len(values) else float("nan")
             h = intervals[i] if i < len(intervals) else None
-            has = h is not None and h.get_total_count() > 0
-            rec["p50_ms"] = h.get_value_at_percentile(50) / 1000 if has else float("nan")
-            rec["p99_ms"] = h.get_value_at_percentile(99) / 1000 if has else float("nan")
+            for name, p in (("p50_ms", 50), ("p99_ms", 99)):
+                if h is not None and h.get_total_count() > 0:
+                    rec[name] = h.get_value_at_percentile(p) / 1000
+                else:  # no .hlog interval: the worker's own per-second figure, if any
+                    values = series.get(name) or []
+                    rec[name] = float(values[i]) if i < len(values) else float("nan")
             records.append(rec)
     return pd.DataFrame(records), merged

@@ -32,31 +32,32 @@ from loadgen import hist
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # two models within 2% with no interval to tell them apart are tied
-UNFAIR = ("serialized", "preflight_failed")  # never part of a verdict
+UNFAIR = ("serialized",)  # never part of a verdict: requests did not overlap
 
 
 def server_cores(manifest: dict[str, Any], model: str) -> float:
-    """CPU cores usable by one model's server: cores given to it, capped by its process count."""
-    spec = manifest.get("models", {}).get(model, {}) or {}
-    knobs = spec.get("knobs", {}) or {}
+    """CPU cores usable by one model's server: cores given to it, capped by its process count.
+
+    Cores given: the server's pinned cores (execution.cpu_layout.server), else every core the run
+    could use. Processes: the run's `processes` knob (a model's own knobs win if it has any).
+    """
+    layout = (manifest.get("execution", {}) or {}).get("cpu_layout", {}) or {}
     env = manifest.get("environment", {}) or {}
-    given = spec.get("cpus") or knobs.get("cpus") or env.get("server_cpus") or env.get("cpus") or 1
-    if isinstance(given, list | tuple):
-        given = len(given)
-    processes = knobs.get("processes") or knobs.get("workers")
-    return float(min(int(given), int(processes))) if processes else float(given)
+    given = len(layout.get("server") or env.get("cpus_usable") or []) or env.get("cpus") or 1
+    spec = manifest.get("models", {}).get(model) or {}
+    processes = (spec.get("knobs") or manifest.get("knobs") or {}).get("processes")
+    return float(min(given, processes)) if isinstance(processes, int) else float(given)
 
 
 def preflight_status(run: Run) -> dict[str, list[str]]:
-    """Model -> flags from its preflight: `preflight_failed` and/or `serialized`."""
+    """Model -> flags from its preflight rows (one per trial): `serialized`, `preflight_failed`."""
     out: dict[str, list[str]] = {}
     for row in run.preflight.to_dict("records"):
-        flags = []
-        if row.get("ok") is False:
+        flags = out.setdefault(str(row.get("model")), [])
+        if row.get("serialized") is True and "serialized" not in flags:
+            flags.insert(0, "serialized")
+        if row.get("ok") is False and "preflight_failed" not in flags:
             flags.append("preflight_failed")
-        if row.get("serialized") is True:
-            flags.append("serialized")
-        out[str(row.get("model"))] = flags
     return out
 
 
@@ -75,7 +76,7 @@ def unmeasured(run: Run) -> pd.DataFrame:
         else:
             flags = ", ".join(preflight_status(run).get(model, [])) or "preflight passed"
             why = f"{flags}: {pre.get('message', '')}".strip(": ")
-        rows.append([model, why])
+        rows.append([model, why[:300]])
     return pd.DataFrame(rows, columns=["model", "why"])
 
 
@@ -352,7 +353,8 @@ def flagged(table: pd.DataFrame) -> pd.DataFrame:
 
 EXPLAIN = {
     "serialized": "requests did not overlap: not a fair result, excluded from the verdict",
-    "preflight_failed": "the model failed its preflight: excluded from the verdict",
+    "preflight_failed": "the model failed its preflight in some trial, which was not measured",
+    "loadgen_failed": "the load generator produced no result for this step",
     "client_saturated": "load generator CPU >= 90%: throughput may be the client's limit",
     "errors": "some requests failed",
     "server_died": "the server exited during the step",

@@ -125,16 +125,18 @@ def build_run(
                 "distribution": "fixed",
                 "models": models,
             },
+            "knobs": {"processes": processes, "workers": max(levels), "backlog": 2048},
             "models": {
-                m: {"description": m, "argv": [m], "env": {}, "knobs": {"processes": processes}}
+                m: {"description": m, "argv": [m], "env": {}, "capacity": max(levels)}
                 for m in models
             },
-            "environment": {"python": "3.11", "cpus": cpus},
+            "environment": {"python": "3.11", "cpus": cpus, "cpus_usable": list(range(cpus))},
+            "execution": {"backend": "native", "cpu_layout": {"server": [], "client": []}},
             "backend": "native",
         },
     )
     for m in models:
-        row = {"model": m, "ok": True, "serialized": False, "message": "ok"}
+        row = {"model": m, "ok": True, "serialized": False, "message": "ok", "trial": 1}
         row.update((preflight or {}).get(m, {}))
         append_jsonl(run_dir / "preflight.jsonl", row)
     for s in steps:

@@ -13,7 +13,14 @@ from fixture_run import FixtureStep, build_run
 from analysis import load
 from analysis.cli import compare_runs, report
 from analysis.compare import compare
-from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
+from analysis.metrics import (
+    best_per_level,
+    crossovers,
+    flagged,
+    point_table,
+    server_cores,
+    unmeasured,
+)
 from analysis.stats import bootstrap_percentile, estimate, t975, welch
 from loadgen import hist
 
@@ -282,3 +289,23 @@ def test_compare_single_trials_uses_seconds_and_requests(tmp_path: Path) -> None
     row = compare(load(runs[0]), load(runs[1])).iloc[0]
     assert (row["rps_basis"], row["p99_basis"]) == ("seconds", "requests")
     assert not row["rps_significant"] and not row["p99_significant"]
+
+
+@pytest.mark.parametrize(
+    "server, usable, processes, cores",
+    [
+        ([1], [0, 1], 2, 1.0),
+        ([], [0, 1], 1, 1.0),
+        ([], [0, 1], 4, 2.0),
+        ([2, 3], [0, 1, 2, 3], 8, 2.0),
+    ],
+    ids=["pinned-one-core", "one-process", "processes-capped-by-cores", "pinned-two-cores"],
+)
+def test_server_cores(server: list[int], usable: list[int], processes: int, cores: float) -> None:
+    manifest = {
+        "execution": {"cpu_layout": {"server": server}},
+        "environment": {"cpus_usable": usable, "cpus": len(usable)},
+        "knobs": {"processes": processes},
+        "models": {"m": {}},
+    }
+    assert server_cores(manifest, "m") == cores
