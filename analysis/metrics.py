@@ -25,13 +25,14 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.load import POINT, Run
+from analysis.load import LATENCY_KEYS, POINT, Run
 from analysis.stats import estimate, t975
 from lab.results import ERROR_KINDS
 from loadgen import hist
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
-TIE = 0.02  # two models within 2% with no interval to tell them apart are tied
+TIE = 0.02  # throughput: two models within 2% with no interval to tell them apart are tied
+P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
 UNFAIR = ("serialized",)  # never part of a verdict: requests did not overlap
 
 
@@ -150,6 +151,8 @@ def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) 
         flags += [f for f in step_flags if f not in flags]
     if rps.unstable:
         flags.append("unstable")
+    if row["ok"] == 0:
+        flags.append("no_requests")
     row["flags"] = tuple(flags)
     row["evidence"] = "; ".join(_evidence(group, rps.spread if rps.unstable else None))
     return row
@@ -184,6 +187,9 @@ def _seconds_ci(run: Run, key: tuple, centre: float) -> tuple[float, float]:
 
 def _latency(run: Run, key: tuple, group: pd.DataFrame) -> dict[str, Any]:
     """Percentiles of the merged histogram; the steps' own summaries only if no .hlog exists."""
+    if int(group["ok"].sum()) == 0:  # no successful request: there is no latency to report
+        nan = float("nan")
+        return {f"{k}_ms": nan for k in LATENCY_KEYS} | {"latency_source": "no successful request"}
     merged = run.histograms.get((key[0], key[1], int(key[2])))
     if merged is not None and merged.get_total_count() > 0:
         summary = hist.summary_ms(merged)
@@ -277,7 +283,7 @@ def crossovers(table: pd.DataFrame) -> pd.DataFrame:
 
 def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
     if metric == "p99_ms":
-        return abs(win[metric] - lose[metric]) >= 0.10 * max(win[metric], lose[metric])
+        return abs(win[metric] - lose[metric]) >= P99_TIE * max(win[metric], lose[metric])
     if not any(math.isnan(v) for v in (win["rps_lo"], lose["rps_hi"])):
         return bool(win["rps_lo"] > lose["rps_hi"])
     return abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"])
@@ -286,8 +292,8 @@ def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
 def best_per_level(table: pd.DataFrame) -> pd.DataFrame:
     """Per mode and level, the best fair model on throughput and on p99, with statistical ties.
 
-    A rival ties the best when their 95% intervals overlap (or, with no interval, when it is
-    within 2%). Levels with the same answer are merged into ranges.
+    A rival ties the best when their 95% throughput intervals overlap (with no interval: within
+    2%), or its p99 is within 10%. Levels with the same answer are merged into ranges.
     """
     cols = ["mode", "levels", "best_rps", "best_p99", "note"]
     if table.empty:
@@ -334,7 +340,8 @@ def _winners(fair: pd.DataFrame, metric: str, higher: bool) -> str:
         if metric == "rps" and not math.isnan(rec["rps_hi"]) and not math.isnan(best["rps_lo"]):
             same = rec["rps_hi"] >= best["rps_lo"]
         else:
-            same = abs(rec[metric] - best[metric]) <= TIE * abs(best[metric])
+            tie = TIE if metric == "rps" else P99_TIE
+            same = abs(rec[metric] - best[metric]) <= tie * abs(best[metric])
         if same:
             tied.append(rec["model"])
     return best["model"] + (f" (tied: {', '.join(sorted(tied))})" if tied else "")
@@ -360,6 +367,7 @@ EXPLAIN = {
     "server_died": "the server exited during the step",
     "upstream_saturated": "the upstream saw less concurrency than offered",
     "unstable": "trials differ by 10% or more",
+    "no_requests": "not one request succeeded: the server or the load generator did not work",
 }
 
 

@@ -76,13 +76,16 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
             f"c={rec['levels']} ({rec['mode']}): best rps [bold]{rec['best_rps']}[/], "
             f"best p99 [bold]{rec['best_p99']}[/]{note}"
         )
-    for rec in crossovers(table).to_dict("records"):
+    cross = crossovers(table)
+    for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"
         console.print(
             f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} "
             f"between c={rec['from_concurrency']} and c={rec['concurrency']}"
-            + ("" if rec["clear"] else " [dim](within noise)[/]")
         )
+    if (~cross["clear"]).any():
+        noisy = int((~cross["clear"]).sum())
+        console.print(f"[dim]{noisy} more crossover(s) within noise (listed in report.html)[/]")
     unfair = sorted(table.loc[~table["fair"], "model"].unique())
     if unfair:
         console.print(
