@@ -120,7 +120,7 @@ def _default_level(table: pd.DataFrame) -> int:
 def _label(model: str, sub: pd.DataFrame) -> str:
     bad = [
         f
-        for f in ("serialized", "preflight_failed")
+        for f in ("serialized", "preflight_failed", "no_requests")
         if sub["flags"].map(lambda x, f=f: f in x).any()
     ]
     return f"{model} [{', '.join(bad)}]" if bad else model
@@ -161,13 +161,13 @@ def _throughput(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
     for model, mode, sub in _by_model(table):
         c = colours[model]
         suffix = "" if mode == "closed" else f" ({mode})"
-        ax.plot(
-            sub["concurrency"], sub["rps"], _style(sub), color=c, label=_label(model, sub) + suffix
-        )
+        label = _label(model, sub) + suffix
+        sub = sub[sub["rps"] > 0]  # a log axis cannot show zero; the label and tables do
+        ax.plot(sub["concurrency"], sub["rps"], _style(sub), color=c, label=label)
         band = sub.dropna(subset=["rps_lo", "rps_hi"])
         ax.fill_between(
             band["concurrency"],
-            band["rps_lo"].clip(lower=1e-3),
+            band["rps_lo"].clip(lower=band["rps"] / 20),
             band["rps_hi"],
             color=c,
             alpha=0.2,
@@ -314,7 +314,7 @@ def _axes(ax, xlabel: str, ylabel: str, logx: bool = True, logy: bool = False) -
     if logy:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: _minor(v)))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: _minor(v, ax.get_ylim())))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
@@ -322,10 +322,13 @@ def _axes(ax, xlabel: str, ylabel: str, logx: bool = True, logy: bool = False) -
     ax.figure.tight_layout()
 
 
-def _minor(v: float) -> str:
-    """Label 2x, 3x and 5x minor ticks of a log axis, so short ranges still show numbers."""
-    lead = v / 10 ** math.floor(math.log10(v)) if v > 0 else 0
-    return f"{v:g}" if round(lead, 6) in (2.0, 3.0, 5.0) else ""
+def _minor(v: float, limits: tuple[float, float]) -> str:
+    """Label minor ticks of a log axis: all of them on a short axis, else the 2x, 3x and 5x."""
+    if v <= 0:
+        return ""
+    lo, hi = limits
+    lead = round(v / 10 ** math.floor(math.log10(v)), 6)
+    return f"{v:g}" if (lo > 0 and hi / lo <= 3) or lead in (2.0, 3.0, 5.0) else ""
 
 
 def _save(fig: Figure, out: Path, name: str, title: str, caption: str) -> Plot:
