@@ -2,9 +2,10 @@
 
 A change is significant when its 95% interval excludes zero. With at least two trials per point
 in both runs the interval is Welch's over the trials (throughput and per-trial p99). With single
-trials (`quick`) throughput uses the step's per-second values and p99 a bootstrap over the
-requests in the histograms; both treat correlated samples as independent, so "significant" there
-is a strong hint rather than proof. The basis columns say which was used. The values shown are
+trials (`quick`) both use the step's seconds: Welch over per-second throughput, and a block
+bootstrap of the per-second histograms for p99 (slow requests come in bursts, so resampling
+single requests would overclaim). A step has few seconds, so "significant" there is a strong
+hint rather than proof. The basis columns say which was used. The values shown are
 always each run's point values (median throughput, merged-histogram p99).
 """
 
@@ -48,10 +49,10 @@ def _p99_change(a: Run, b: Run, key: tuple) -> tuple[Change, str]:
     ta, tb = _trials(a, key, "p99_ms"), _trials(b, key, "p99_ms")
     if len(ta) >= 2 and len(tb) >= 2:
         return welch(ta, tb), "trials"
-    ha, hb = a.histograms.get(key), b.histograms.get(key)
-    if ha is None or hb is None:
+    sa, sb = a.seconds.get(key), b.seconds.get(key)
+    if not sa or not sb:
         return welch([], []), "none"
-    return bootstrap_percentile(ha, hb, 99.0), "requests"
+    return bootstrap_percentile(sa, sb, 99.0), "seconds"
 
 
 def compare(a: Run, b: Run) -> pd.DataFrame:
@@ -82,12 +83,23 @@ def compare(a: Run, b: Run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-HEADERS = ("model", "c", *[f"{m} {h}" for m in ("rps", "p99") for h in
-           ("A", "B", "change", "95% CI", "verdict", "basis")], "flags")  # fmt: skip
+HEADERS = ("model", "c", "rps A", "rps B", "rps change [95% CI]", "p99 A", "p99 B",
+           "p99 change [95% CI]", "basis", "flags")  # fmt: skip
 
 
 def _pct(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:+.1%}"
+
+
+def _num(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.1f}"
+
+
+def _change(r: dict, metric: str) -> str:
+    """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero."""
+    lo, hi = _pct(r[f"{metric}_ci_lo"]), _pct(r[f"{metric}_ci_hi"])
+    text = f"{_pct(r[f'{metric}_change'])} [{lo}, {hi}]"
+    return f"[bold]{text} *[/]" if r[f"{metric}_significant"] else f"{text}  "
 
 
 def print_compare(frame: pd.DataFrame, title: str, console: Console | None = None) -> None:
@@ -97,27 +109,21 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
         return
     out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in HEADERS:
-        out.add_column(
-            header, justify="left" if header[-5:] in ("model", "basis", "flags") else "right"
-        )
+        left = header in ("model", "basis", "flags")
+        out.add_column(header, justify="left" if left else "right", no_wrap=header != "flags")
     for r in frame.to_dict("records"):
-        cells = [r["model"], str(r["concurrency"])]
-        for metric, spec in (("rps", "{:.1f}"), ("p99", "{:.1f}")):
-            sig = r[f"{metric}_significant"]
-            cells += [
-                spec.format(r[f"{metric}_a"]),
-                spec.format(r[f"{metric}_b"]),
-                _pct(r[f"{metric}_change"]),
-                f"{_pct(r[f'{metric}_ci_lo'])}..{_pct(r[f'{metric}_ci_hi'])}",
-                "[bold]significant[/]" if sig else "[dim]n.s.[/]",
-                r[f"{metric}_basis"],
-            ]
-        out.add_row(*cells, r["flags"])
+        basis = {r["rps_basis"], r["p99_basis"]} - {"none"}
+        out.add_row(
+            r["model"], str(r["concurrency"]),
+            _num(r["rps_a"]), _num(r["rps_b"]), _change(r, "rps"),
+            _num(r["p99_a"]), _num(r["p99_b"]), _change(r, "p99"),
+            "/".join(sorted(basis)) or "-", r["flags"],
+        )  # fmt: skip
     console.print(out)
     n = len(frame)
     rps_sig = int(frame["rps_significant"].sum())
     p99_sig = int(frame["p99_significant"].sum())
     console.print(
-        f"{rps_sig} of {n} points changed significantly in throughput, {p99_sig} of {n} in p99 "
-        "(the 95% interval of the difference excludes zero)."
+        f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
+        "p99: their 95% interval of the change excludes zero."
     )

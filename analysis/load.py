@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
+from analysis.stats import Second, seconds_of
 from lab.results import ERROR_KINDS, read_jsonl
 from loadgen import hist
 
@@ -40,6 +41,7 @@ class Run:
     steps: pd.DataFrame  # one row per step (model x mode x concurrency x trial)
     timeseries: pd.DataFrame  # one row per second of each step, with per-second p50/p99
     histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
+    seconds: dict[tuple[str, str, int], list[Second]] = field(default_factory=dict)  # all trials
 
     @property
     def spectra(self) -> pd.DataFrame:
@@ -68,11 +70,11 @@ def load(run_dir: Path | str) -> Run:
     manifest = _read_manifest(run_dir / "manifest.json")
     rows = read_jsonl(steps_path)
     steps = steps_frame(rows)
-    timeseries, histograms = _histograms_and_series(run_dir, rows)
+    timeseries, histograms, seconds = _histograms_and_series(run_dir, rows)
     preflight = pd.DataFrame(read_jsonl(run_dir / "preflight.jsonl"))
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
-    return Run(run_dir, manifest, preflight, steps, timeseries, histograms)
+    return Run(run_dir, manifest, preflight, steps, timeseries, histograms, seconds)
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -123,13 +125,15 @@ def read_hlog_safe(path: Path) -> Iterator[HdrHistogram]:
 
 def _histograms_and_series(
     run_dir: Path, rows: list[dict[str, Any]]
-) -> tuple[pd.DataFrame, dict[tuple[str, str, int], HdrHistogram]]:
+) -> tuple[pd.DataFrame, dict[tuple[str, str, int], HdrHistogram], dict[tuple, list[Second]]]:
     """Per-second rows from each step's time series, plus per-second p50/p99 from its `.hlog`.
 
     The step's histograms are also merged per point across trials (counts added, never
-    percentiles averaged) so percentiles of a point use every request of every trial.
+    percentiles averaged) so percentiles of a point use every request of every trial; each
+    second is also kept in compact form for the block bootstrap of `compare`.
     """
     merged: dict[tuple[str, str, int], HdrHistogram] = {}
+    seconds: dict[tuple[str, str, int], list[Second]] = {}
     records: list[dict[str, Any]] = []
     for r in rows:
         key = (r["model"], r["mode"], int(r["concurrency"]))
@@ -138,6 +142,7 @@ def _histograms_and_series(
             merged.setdefault(key, hist.new_histogram())
             for h in intervals:
                 merged[key].add(h)
+                seconds.setdefault(key, []).append(seconds_of(h))
         series = r.get("timeseries") or {}
         n = max([len(v or []) for v in series.values()] + [len(intervals)])
         for i in range(n):
@@ -161,4 +166,4 @@ def _histograms_and_series(
                     values = series.get(name) or []
                     rec[name] = float(values[i]) if i < len(values) else float("nan")
             records.append(rec)
-    return pd.DataFrame(records), merged
+    return pd.DataFrame(records), merged, seconds

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-BOOTSTRAP_ROUNDS = 400  # redraws per histogram when comparing percentiles of single trials
+BOOTSTRAP_ROUNDS = 400  # redraws of the seconds when comparing percentiles of single trials
 UNSTABLE_SPREAD = 0.10  # (max - min) / median across trials at or above this flags a point
 # two-sided 95% Student t critical values, index = degrees of freedom (1..30)
 _T975 = (
@@ -140,45 +140,58 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Change:
     return Change(ma, mb, diff, diff - half, diff + half)
 
 
-def bootstrap_percentile(a: HdrHistogram, b: HdrHistogram, percentile: float) -> Change:
-    """Interval of percentile(b) - percentile(a) by resampling the requests of each histogram.
+Second = tuple[np.ndarray, np.ndarray]  # one second of a step: bin values (ms), their counts
 
-    Each round draws as many requests as were recorded, from the recorded bins (a multinomial
-    draw), and takes the percentile; the 2.5% and 97.5% quantiles of the differences bound it.
-    Requests are treated as independent, which they are not quite in a closed loop, so the
-    interval is somewhat optimistic; runs with several trials are compared over trials instead.
-    """
-    values_a, draws_a = _resample(a)
-    values_b, draws_b = _resample(b)
-    pa = a.get_value_at_percentile(percentile) / 1000
-    pb = b.get_value_at_percentile(percentile) / 1000
-    if draws_a is None or draws_b is None:
-        return Change(pa, pb, pb - pa, float("nan"), float("nan"))
-    diffs = _percentiles(values_b, draws_b, percentile) - _percentiles(
-        values_a, draws_a, percentile
+
+def seconds_of(h: HdrHistogram) -> Second:
+    """A per-second histogram as compact arrays (a full HdrHistogram holds ~400 KB of counts)."""
+    items = [(i.value_iterated_to / 1000, i.count_at_value_iterated_to)
+             for i in h.get_recorded_iterator()]  # fmt: skip
+    return np.array([v for v, _ in items], dtype=float), np.array(
+        [c for _, c in items], dtype=float
     )
-    diffs = np.sort(diffs)
+
+
+def bootstrap_percentile(a: list[Second], b: list[Second], percentile: float) -> Change:
+    """Interval of percentile(b) - percentile(a) by resampling whole seconds of each step.
+
+    Slow requests come in bursts (a GC pause, a scheduler hiccup, a stalled upstream), so
+    requests are not independent; resampling seconds (a block bootstrap) keeps each burst
+    together and gives an honest interval where resampling requests would claim too much.
+    Each round draws as many seconds as were recorded, with replacement, from each run.
+    """
+    a = [s for s in a if s[1].sum() > 0]
+    b = [s for s in b if s[1].sum() > 0]
+    if not a or not b:
+        nan = float("nan")
+        return Change(nan, nan, nan, nan, nan)
+    grid = np.unique(np.concatenate([v for v, _ in a + b]))
+    pa = float(_percentile(grid, _counts(grid, a), percentile))
+    pb = float(_percentile(grid, _counts(grid, b), percentile))
+    if len(a) < 2 or len(b) < 2:
+        return Change(pa, pb, pb - pa, float("nan"), float("nan"))
+    rng = np.random.default_rng(0)  # fixed seed: the same two runs always give the same verdict
+    diffs = np.sort(_redraw(grid, b, percentile, rng) - _redraw(grid, a, percentile, rng))
     lo, hi = diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
     return Change(pa, pb, pb - pa, float(lo), float(hi))
 
 
-def _resample(h: HdrHistogram) -> tuple[np.ndarray, np.ndarray | None]:
-    """Bin values (ms) and BOOTSTRAP_ROUNDS multinomial redraws of the bin counts."""
-    items = [
-        (i.value_iterated_to / 1000, i.count_at_value_iterated_to)
-        for i in h.get_recorded_iterator()
-    ]
-    if not items:
-        return np.array([]), None
-    values = np.array([v for v, _ in items])
-    counts = np.array([c for _, c in items], dtype=float)
-    rng = np.random.default_rng(0)  # fixed seed: the same runs always give the same verdict
-    draws = rng.multinomial(int(counts.sum()), counts / counts.sum(), size=BOOTSTRAP_ROUNDS)
-    return values, draws
+def _counts(grid: np.ndarray, seconds: list[Second]) -> np.ndarray:
+    """Seconds x grid matrix of counts."""
+    out = np.zeros((len(seconds), len(grid)))
+    for row, (values, counts) in enumerate(seconds):
+        out[row, np.searchsorted(grid, values)] = counts
+    return out
 
 
-def _percentiles(values: np.ndarray, draws: np.ndarray, percentile: float) -> np.ndarray:
-    """The percentile of each redraw: the first bin whose cumulative count reaches the target."""
-    cumulative = draws.cumsum(axis=1)
-    target = np.ceil(percentile / 100 * cumulative[:, -1:]).clip(min=1)
-    return values[(cumulative < target).sum(axis=1)]
+def _percentile(grid: np.ndarray, counts: np.ndarray, percentile: float) -> np.ndarray:
+    """Percentile of the counts summed over seconds (axis -2), as HdrHistogram computes it."""
+    cumulative = counts.sum(axis=-2).cumsum(axis=-1)
+    target = np.maximum(np.ceil(percentile / 100 * cumulative[..., -1:]), 1)
+    return grid[(cumulative < target).sum(axis=-1)]
+
+
+def _redraw(grid: np.ndarray, seconds: list[Second], percentile: float, rng) -> np.ndarray:
+    matrix = _counts(grid, seconds)
+    picks = rng.integers(0, len(seconds), size=(BOOTSTRAP_ROUNDS, len(seconds)))
+    return _percentile(grid, matrix[picks], percentile)

@@ -21,7 +21,7 @@ from analysis.metrics import (
     server_cores,
     unmeasured,
 )
-from analysis.stats import bootstrap_percentile, estimate, t975, welch
+from analysis.stats import bootstrap_percentile, estimate, seconds_of, t975, welch
 from loadgen import hist
 
 
@@ -246,7 +246,7 @@ def test_cli_bad_input_is_a_clear_error(tmp_path: Path, files: dict | None, mess
 def test_cli_compare_prints_verdict(two: Path) -> None:
     result = CliRunner().invoke(compare_runs, [str(two), str(two)])
     assert result.exit_code == 0, result.output
-    assert "0 of 6 points changed significantly in throughput" in result.output
+    assert "0 of 6 points changed significantly (*) in throughput, 0 of 6 in p99" in result.output
 
 
 def test_spectrum_table_is_tidy(known: Path) -> None:
@@ -269,25 +269,29 @@ def test_model_without_steps_is_reported(tmp_path: Path) -> None:
     assert "body differs" in (run / "report.html").read_text()
 
 
-def _hist(values_ms: list[float]):
+def _seconds(values_ms: list[float], n: int = 5) -> list:
+    """n seconds that each record the same latencies."""
     h = hist.new_histogram()
     for v in values_ms:
         hist.record_ms(h, v)
-    return h
+    return [seconds_of(h)] * n
 
 
-def test_bootstrap_of_p99_tells_noise_from_change() -> None:
+def test_block_bootstrap_of_p99_tells_noise_from_change() -> None:
     base = [100.0 + i % 50 for i in range(1000)]
-    same = bootstrap_percentile(_hist(base), _hist(base), 99.0)
+    same = bootstrap_percentile(_seconds(base), _seconds(base), 99.0)
     assert same.diff == 0 and same.lo <= 0 <= same.hi and not same.significant
-    slower = bootstrap_percentile(_hist(base), _hist([v * 2 for v in base]), 99.0)
+    slower = bootstrap_percentile(_seconds(base), _seconds([v * 2 for v in base]), 99.0)
     assert slower.diff == pytest.approx(149.0, rel=0.01) and slower.significant
+    # one bad second out of five: resampling seconds keeps the burst together -> not significant
+    burst = _seconds(base, 4) + _seconds([1000.0] * 50, 1)
+    assert not bootstrap_percentile(_seconds(base), burst, 99.0).significant
 
 
-def test_compare_single_trials_uses_seconds_and_requests(tmp_path: Path) -> None:
+def test_compare_single_trials_uses_seconds(tmp_path: Path) -> None:
     runs = [build_run(tmp_path / n, [FixtureStep("m", 10, 1, (90.0, 100.0, 110.0))]) for n in "ab"]
     row = compare(load(runs[0]), load(runs[1])).iloc[0]
-    assert (row["rps_basis"], row["p99_basis"]) == ("seconds", "requests")
+    assert (row["rps_basis"], row["p99_basis"]) == ("seconds", "seconds")
     assert not row["rps_significant"] and not row["p99_significant"]
 
 
