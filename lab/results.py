@@ -22,8 +22,9 @@ STEP_FLAGS = (
     "serialized",  # the concurrency probe found requests did not overlap: not a fair result
     "client_saturated",  # the load generator's CPU was >= 90%: throughput is the client's limit
     "errors",  # at least one request failed
+    "no_responses",  # not one request succeeded
     "server_died",  # the server process exited during the step
-    "upstream_saturated",  # the upstream saw less concurrency than offered while the server idled
+    "loadgen_failed",  # the load generator exited without a result
 )
 ERROR_KINDS = ("refused", "reset", "timeout", "http_5xx", "http_4xx", "bad_body", "other")
 
@@ -49,6 +50,7 @@ class Step:
     client_cpu_pct: float  # mean over the window, the load generator process, 100 = one core
     upstream_max_inflight: int  # highest concurrency the upstream saw during the window
     flags: list[str] = field(default_factory=list)
+    upstream_cpu_pct: float = 0.0  # mean over the window: proof the upstream was not the limit
     rate_rps: float | None = None  # open loop: the target arrival rate
     histogram: str = ""  # path of the `.hlog`, relative to the run directory
     timeseries: dict[str, list[float]] = field(default_factory=dict)  # per-second samples

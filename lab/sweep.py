@@ -188,6 +188,7 @@ class Sweep:
             pid_dir=self.plan.run_dir / "pids", pipe_stdout=True,
         )  # fmt: skip
         sampler = Sampler(server.meter())
+        upstream_sampler = Sampler(self.upstream.meter() if self.upstream else None)
         phase = "warmup" if warmup else "settle"
         outcome: dict[str, Any] | None = None
         try:
@@ -198,14 +199,19 @@ class Sweep:
                     phase = "warmup" if warmup else "measure"
                     self.reset_upstream()
                     sampler.start()
+                    upstream_sampler.start()
                 elif msg["type"] == "tick":
                     self.listener.phase(model.name, level, phase, msg)
                 elif msg["type"] == "result":
                     outcome = msg
         finally:
             sampler.stop()
+            upstream_sampler.stop()
             gen.stop(grace_s=2)
-        return self.make_step(model, level, trial, hlog, outcome, sampler, server, gen)
+        step = self.make_step(model, level, trial, hlog, outcome, sampler, server, gen)
+        step.upstream_cpu_pct = upstream_sampler.mean_cpu()
+        step.timeseries["upstream_cpu_pct"] = upstream_sampler.cpu
+        return step
 
     def reset_upstream(self) -> None:
         """Start the upstream's in-flight high-water mark at the measured window."""
@@ -231,6 +237,8 @@ class Sweep:
             evidence["client_saturated"] = f"load generator CPU {outcome['client_cpu_pct']}%"
         if outcome["errors"]:
             flags.append("errors")
+        if not outcome["ok"]:
+            flags.append("no_responses")
         duration = outcome["duration_s"]
         series = dict(outcome["timeseries"])
         series.update(server_cpu_pct=sampler.cpu, server_rss_mb=sampler.rss)
