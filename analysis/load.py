@@ -24,7 +24,14 @@ from loadgen import hist
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max", "mean")
 SPECTRUM_NINES = tuple(i / 20 for i in range(5 * 20 + 1))  # 0 -> 0%, 1 -> 90%, ..., 5 -> 99.999%
-TIMESERIES_KEYS = ("rps", "errors", "server_cpu_pct", "server_rss_mb", "client_cpu_pct")
+TIMESERIES_KEYS = (
+    "rps",
+    "errors",
+    "server_cpu_pct",
+    "server_rss_mb",
+    "client_cpu_pct",
+    "upstream_cpu_pct",
+)
 
 
 class RunError(Exception):
@@ -105,9 +112,9 @@ def steps_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(flat)
     if frame.empty:
         return pd.DataFrame(columns=[*POINT, "trial", "throughput_rps", "flags"])
-    for col in ("rate_rps", "histogram"):
-        if col not in frame:
-            frame[col] = None
+    for col, default in (("rate_rps", None), ("histogram", ""), ("upstream_cpu_pct", float("nan"))):
+        if col not in frame:  # fields added to the step after some runs were recorded
+            frame[col] = default
     err_cols = [c for c in frame if c.startswith("err_")]
     frame[err_cols] = frame[err_cols].fillna(0).astype(int)
     return frame.sort_values([*POINT, "trial"], kind="stable").reset_index(drop=True)

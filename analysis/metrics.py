@@ -145,14 +145,15 @@ def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) 
     row["cpu_ms_per_req"] = float(per_req.median())
     row["server_rss_mb"] = float(group["server_rss_mb"].median())
     row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
+    row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
     row["upstream_max_inflight"] = int(group["upstream_max_inflight"].max())
     flags = list(pre_flags)
     for step_flags in group["flags"]:
         flags += [f for f in step_flags if f not in flags]
     if rps.unstable:
         flags.append("unstable")
-    if row["ok"] == 0:
-        flags.append("no_requests")
+    if row["ok"] == 0 and "no_responses" not in flags:  # runs from before the core flagged it
+        flags.append("no_responses")
     row["flags"] = tuple(flags)
     row["evidence"] = "; ".join(_evidence(group, rps.spread if rps.unstable else None))
     return row
@@ -367,7 +368,7 @@ EXPLAIN = {
     "server_died": "the server exited during the step",
     "upstream_saturated": "the upstream saw less concurrency than offered",
     "unstable": "trials differ by 10% or more",
-    "no_requests": "not one request succeeded: the server or the load generator did not work",
+    "no_responses": "not one request succeeded: the server or the load generator did not work",
 }
 
 

@@ -97,7 +97,8 @@ _SPECTRUM = (
 )
 _ERRORS = "Failed requests by kind, summed over trials, per model and concurrency."
 _RESOURCES = (
-    "Server CPU (whole process tree, 100% = one core) and client CPU (dashed); peak server RSS."
+    "Server CPU (whole process tree, 100% = one core), client CPU (dashed) and upstream CPU "
+    "(dotted; the grey line marks 90%, where the client counts as saturated); peak server RSS."
 )
 _TIMESERIES = (
     "Each step's throughput per second (solid, left axis) and p99 per second (dotted, right)."
@@ -120,7 +121,7 @@ def _default_level(table: pd.DataFrame) -> int:
 def _label(model: str, sub: pd.DataFrame) -> str:
     bad = [
         f
-        for f in ("serialized", "preflight_failed", "no_requests")
+        for f in ("serialized", "preflight_failed", "no_responses")
         if sub["flags"].map(lambda x, f=f: f in x).any()
     ]
     return f"{model} [{', '.join(bad)}]" if bad else model
@@ -266,6 +267,9 @@ def _resources(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
             alpha=0.7,
             label=f"{model} client",
         )
+        if sub["upstream_cpu_pct"].notna().any():
+            cpu.plot(sub["concurrency"], sub["upstream_cpu_pct"], ":", color=c, alpha=0.7,
+                     label=f"{model} upstream")  # fmt: skip
         rss.plot(sub["concurrency"], sub["server_rss_mb"], "-o", color=c, label=model)
     cpu.axhline(90, color="grey", linestyle=":", linewidth=1)
     _axes(cpu, "concurrency (users)", "CPU % (100 = one core)", logy=False)
@@ -505,6 +509,7 @@ POINT_COLUMNS = [
     ("server_rss_mb", "RSS MB", "{:.0f}"),
     ("rss_per_conn_kb", "KB/conn", "{:.1f}"),
     ("client_cpu_pct", "cli CPU%", "{:.0f}"),
+    ("upstream_cpu_pct", "up CPU%", "{:.0f}"),
     ("flags", "flags", "{}"),
 ]
 
