@@ -181,8 +181,10 @@ def _throughput(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
     )
     if not ideal.empty:
         ax.plot(ideal["concurrency"], ideal["ideal_rps"], "k--", label="ideal c/d")
+    if table["ceiling_rps"].notna().any():
+        ax.plot([], [], color="grey", linestyle=":", label="CPU ceiling (model's colour)")
     _mark_flags(ax, table, "rps", set())
-    _axes(ax, "concurrency (users)", "throughput (ok responses/s)", logy=True)
+    _axes(ax, "concurrency (users)", "throughput (ok responses/s)", _levels(table), logy=True)
     return fig
 
 
@@ -199,7 +201,7 @@ def _latency(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
         )
         ax.plot(sub["concurrency"], sub["p50_ms"], "--", color=c, alpha=0.8, label=f"{model} p50")
     _mark_flags(ax, table, "p99_ms", set())
-    _axes(ax, "concurrency (users)", "latency (ms)", logy=True)
+    _axes(ax, "concurrency (users)", "latency (ms)", _levels(table), logy=True)
     return fig
 
 
@@ -221,7 +223,7 @@ def _spectrum(run: Run, table: pd.DataFrame, level: int, colours: dict[str, str]
     labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: reach + 1]
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels)
-    _axes(ax, "percentile", "latency (ms)", logx=False, logy=True)
+    _axes(ax, "percentile", "latency (ms)", logy=True)
     return fig
 
 
@@ -272,8 +274,8 @@ def _resources(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
                      label=f"{model} upstream")  # fmt: skip
         rss.plot(sub["concurrency"], sub["server_rss_mb"], "-o", color=c, label=model)
     cpu.axhline(90, color="grey", linestyle=":", linewidth=1)
-    _axes(cpu, "concurrency (users)", "CPU % (100 = one core)", logy=False)
-    _axes(rss, "concurrency (users)", "server RSS, peak (MB)", logy=False)
+    _axes(cpu, "concurrency (users)", "CPU % (100 = one core)", _levels(table))
+    _axes(rss, "concurrency (users)", "server RSS, peak (MB)", _levels(table))
     return fig
 
 
@@ -310,11 +312,16 @@ def _timeseries(run: Run, model: str) -> Figure:
     return fig
 
 
-def _axes(ax, xlabel: str, ylabel: str, logx: bool = True, logy: bool = False) -> None:
+def _axes(
+    ax, xlabel: str, ylabel: str, levels: list[int] | None = None, logy: bool = False
+) -> None:
+    """Log x axis ticked at exactly the measured `levels` (none: a linear x axis)."""
     plain = FuncFormatter(lambda v, _pos: f"{v:g}")
-    if logx:
+    if levels:
         ax.set_xscale("log")
+        ax.set_xticks(levels)
         ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
     if logy:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
@@ -324,6 +331,10 @@ def _axes(ax, xlabel: str, ylabel: str, logx: bool = True, logy: bool = False) -
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.figure.tight_layout()
+
+
+def _levels(table: pd.DataFrame) -> list[int]:
+    return sorted(int(c) for c in table["concurrency"].unique())
 
 
 def _minor(v: float, limits: tuple[float, float]) -> str:
@@ -344,6 +355,15 @@ def _save(fig: Figure, out: Path, name: str, title: str, caption: str) -> Plot:
 
 
 # ---- HTML ------------------------------------------------------------------------------------
+
+HOW_TO_READ = (
+    "How to read this: in a closed loop of c users and an upstream delay d, no server can beat "
+    "c/d requests per second (the ideal line); a model's efficiency is its throughput over that "
+    "ideal or its measured CPU ceiling, whichever is lower (1.0 = nothing lost). Throughput is the "
+    "median over trials with a 95% interval; latency percentiles come from every request of every "
+    "trial. Flagged points stay in every plot and table; serialized models are drawn but are not "
+    "part of the verdict."
+)
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -371,6 +391,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
             f"<p class=bad>Run status: {_e(status)} (the report shows what was measured).</p>"
         )
     parts.append(_meta(m))
+    parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
     parts.append("<h2>Verdict</h2>" + _verdict(table))
     missing = unmeasured(run)
     if not missing.empty:
