@@ -72,7 +72,8 @@ def load(run_dir: Path | str) -> Run:
     if not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")
     steps_path = run_dir / "steps.jsonl"
-    if not steps_path.exists():
+    if not steps_path.exists() and not (run_dir / "preflight.jsonl").exists():
+        # with a preflight but no step (every model failed it) there is still a story to tell
         raise RunError(f"{run_dir}: no steps.jsonl (has this run measured any step yet?)")
     manifest = _read_manifest(run_dir / "manifest.json")
     rows = read_jsonl(steps_path)

@@ -313,3 +313,14 @@ def test_server_cores(server: list[int], usable: list[int], processes: int, core
         "models": {"m": {}},
     }
     assert server_cores(manifest, "m") == cores
+
+
+def test_run_where_every_preflight_failed(tmp_path: Path) -> None:
+    run = build_run(
+        tmp_path, [FixtureStep("m", 1)], preflight={"m": {"ok": False, "message": "500"}}
+    )
+    (run / "steps.jsonl").unlink()
+    result = CliRunner().invoke(report, [str(run)])
+    assert result.exit_code == 0, result.output
+    assert "m: no measured step (preflight_failed: 500)" in result.output
+    assert "No step has been measured yet" in (run / "report.html").read_text()
