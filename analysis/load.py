@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from analysis.stats import Second, seconds_of
+from analysis.stats import Second, percentiles_of, seconds_of
 from lab.results import ERROR_KINDS, read_jsonl
 from loadgen import hist
 
@@ -54,11 +54,15 @@ class Run:
     def spectra(self) -> pd.DataFrame:
         """Tidy percentile spectrum per point: latency at 0%, 90%, 99%, ... 99.999% (x = nines)."""
         rows = []
+        ps = [100 * (1 - 10**-x) for x in SPECTRUM_NINES]
         for (model, mode, conc), h in sorted(self.histograms.items()):
-            for x in SPECTRUM_NINES if h.get_total_count() else ():
-                p = 100 * (1 - 10**-x)
-                value = h.get_value_at_percentile(p) / 1000
-                rows.append([model, mode, conc, x, p, value, h.get_total_count()])
+            n = h.get_total_count()
+            if n:
+                values = percentiles_of(seconds_of(h), ps)
+                rows += [
+                    [model, mode, conc, *xpv, n]
+                    for xpv in zip(SPECTRUM_NINES, ps, values, strict=True)
+                ]
         return pd.DataFrame(rows, columns=[*POINT, "nines", "percentile", "latency_ms", "count"])
 
     @property
@@ -146,11 +150,12 @@ def _histograms_and_series(
     for r in rows:
         key = (r["model"], r["mode"], int(r["concurrency"]))
         intervals = list(read_hlog_safe(run_dir / r["histogram"])) if r.get("histogram") else []
+        compact = [seconds_of(h) for h in intervals]
         if intervals:
             merged.setdefault(key, hist.new_histogram())
             for h in intervals:
                 merged[key].add(h)
-                seconds.setdefault(key, []).append(seconds_of(h))
+            seconds.setdefault(key, []).extend(compact)
         series = r.get("timeseries") or {}
         n = max([len(v or []) for v in series.values()] + [len(intervals)])
         for i in range(n):
@@ -166,11 +171,11 @@ def _histograms_and_series(
             for k in TIMESERIES_KEYS:
                 values = series.get(k) or []
                 rec[k] = float(values[i]) if i < len(values) else float("nan")
-            h = intervals[i] if i < len(intervals) else None
-            for name, p in (("p50_ms", 50), ("p99_ms", 99)):
-                if h is not None and h.get_total_count() > 0:
-                    rec[name] = h.get_value_at_percentile(p) / 1000
-                else:  # no .hlog interval: the worker's own per-second figure, if any
+            second = compact[i] if i < len(compact) else None
+            if second is not None and second[1].sum() > 0:
+                rec["p50_ms"], rec["p99_ms"] = percentiles_of(second, (50, 99))
+            else:  # no .hlog interval: the worker's own per-second figures, if any
+                for name in ("p50_ms", "p99_ms"):
                     values = series.get(name) or []
                     rec[name] = float(values[i]) if i < len(values) else float("nan")
             records.append(rec)
