@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.load import LATENCY_KEYS, POINT, Run
-from analysis.stats import estimate, t975
+from analysis.stats import estimate, percentiles_of, seconds_of, t975
 from lab.results import ERROR_KINDS
 from loadgen import hist
 
@@ -100,9 +100,9 @@ def point_table(run: Run) -> pd.DataFrame:
     return table
 
 
-def export_summary(run: Run) -> list[Path]:
+def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
     """Write the point table as `summary.csv` and `summary.parquet` into the run directory."""
-    table = point_table(run)
+    table = point_table(run) if table is None else table
     if not table.empty:
         table = table.assign(flags=table["flags"].map(", ".join))
     paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
@@ -193,8 +193,14 @@ def _latency(run: Run, key: tuple, group: pd.DataFrame) -> dict[str, Any]:
         return {f"{k}_ms": nan for k in LATENCY_KEYS} | {"latency_source": "no successful request"}
     merged = run.histograms.get((key[0], key[1], int(key[2])))
     if merged is not None and merged.get_total_count() > 0:
-        summary = hist.summary_ms(merged)
-        return {f"{k}_ms": float(v) for k, v in summary.items()} | {"latency_source": "histogram"}
+        values, counts = second = seconds_of(merged)  # hdrh's own mean walks every bucket: slow
+        quantiles = percentiles_of(second, list(hist.PERCENTILES.values()))
+        out = {f"{k}_ms": q for k, q in zip(hist.PERCENTILES, quantiles, strict=True)}
+        out |= {
+            "max_ms": float(values[-1]),
+            "mean_ms": float((values * counts).sum() / counts.sum()),
+        }
+        return out | {"latency_source": "histogram"}
     cols = ("p50", "p90", "p99", "p999", "max", "mean")
     out = {
         f"{k}_ms": float(group[f"{k}_ms"].max() if k == "max" else group[f"{k}_ms"].median())

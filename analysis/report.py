@@ -26,10 +26,15 @@ from analysis.metrics import (
 from analysis.plots import Plot, draw_all
 
 
-def write_report(run_dir: Run | Path | str, level: int | None = None) -> Path:
-    """Draw every figure and write `report.html`; `level` picks the spectrum's concurrency."""
+def write_report(
+    run_dir: Run | Path | str, level: int | None = None, table: pd.DataFrame | None = None
+) -> Path:
+    """Draw every figure and write `report.html`; `level` picks the spectrum's concurrency.
+
+    `table` is the run's point table when the caller already has it (it takes a while).
+    """
     run = run_dir if isinstance(run_dir, Run) else load(run_dir)
-    table = point_table(run)
+    table = point_table(run) if table is None else table
     plots = draw_all(run, table, run.run_dir / "report", level)
     path = run.run_dir / "report.html"
     path.write_text(_html(run, table, plots))
