@@ -134,22 +134,21 @@ def _verdict(table: pd.DataFrame) -> str:
     best = best_per_level(table)
     cross = crossovers(table)
     flags = flagged(table)
+    headers = {"levels": "concurrency", "best_rps": "best throughput", "best_p99": "best p99"}
     out = [
-        _frame(best, list(best.columns))
+        _frame(best.rename(columns=headers), ["mode", *headers.values(), "note"])
         if not best.empty
-        else "<p class=bad>No fair point: every point is serialized or failed preflight.</p>"
+        else "<p class=bad>No fair point: every point is serialized.</p>"
     ]
     if cross.empty:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
     else:
-        lines = [
-            f"<li>{'throughput' if r.metric == 'rps' else 'p99'} ({r.mode}): "
-            f"<b>{_e(r.overtaker)}</b>"
-            f" overtakes {_e(r.overtaken)} between c={r.from_concurrency} and c={r.concurrency}"
-            f"{'' if r.clear else ' (within noise)'}</li>"
-            for r in cross.itertuples()
-        ]
-        out.append("<p>Crossovers:</p><ul>" + "".join(lines) + "</ul>")
+        clear, noisy = cross[cross["clear"]], cross[~cross["clear"]]
+        out.append(f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>" if len(clear)
+                   else "<p>No crossover beyond noise.</p>")  # fmt: skip
+        if len(noisy):
+            out.append(f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
+                       f"<ul>{_crossings(noisy)}</ul></details>")  # fmt: skip
     if flags.empty:
         out.append("<p>No flagged points.</p>")
     else:
@@ -160,6 +159,14 @@ def _verdict(table: pd.DataFrame) -> str:
         names = ", ".join(sorted(unfair["model"].unique()))
         out.append(f"<p class=bad>Excluded from the verdict (not a fair result): {_e(names)}.</p>")
     return "".join(out)
+
+
+def _crossings(cross: pd.DataFrame) -> str:
+    return "".join(
+        f"<li>{'throughput' if r.metric == 'rps' else 'p99'} ({r.mode}): <b>{_e(r.overtaker)}</b>"
+        f" overtakes {_e(r.overtaken)} between c={r.from_concurrency} and c={r.concurrency}</li>"
+        for r in cross.itertuples()
+    )
 
 
 SOURCE_OVERHEAD = (
