@@ -25,7 +25,9 @@ def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int,
     try:
         levels = tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise click.BadParameter(f"expected whole numbers separated by commas, got {value!r}")
+        raise click.BadParameter(
+            f"expected whole numbers separated by commas, got {value!r}"
+        ) from None
     if not levels or any(v <= 0 for v in levels):
         raise click.BadParameter(f"every value must be a positive whole number, got {value!r}")
     return levels
@@ -68,28 +70,61 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--scenario", "scenario_name", default="quick", show_default=True,
-              help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.")
+@click.option(
+    "--scenario",
+    "scenario_name",
+    default="quick",
+    show_default=True,
+    help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
+)
 @click.option("--models", callback=name_list, help="Comma-separated models (see `lab models`).")
-@click.option("--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100.")
+@click.option(
+    "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+)
 @click.option("--duration", type=float, callback=positive, help="Seconds measured per level.")
 @click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none).")
 @click.option("--trials", type=int, callback=positive, help="Repeats of every level.")
 @click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
 @click.option("--route", type=click.Choice(["io", "sleep", "cpu"]), help="What each request does.")
-@click.option("--knob", "knobs", multiple=True, callback=knob_pairs, metavar="NAME=VALUE",
-              help="Override a server knob for this run (repeatable), e.g. --knob workers=50.")
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    callback=knob_pairs,
+    metavar="NAME=VALUE",
+    help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
+)
 @click.option("--port", type=int, help="Server port (default: any free port).")
 @click.option("--upstream-port", type=int, help="Upstream port (default: any free port).")
 @click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Directory that receives the run directory.")
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A TOML file of extra models (same shape as servers/models.toml).")
-def run(scenario_name: str, models: tuple[str, ...] | None, levels: tuple[int, ...] | None,
-        duration: float | None, warmup: float | None, trials: int | None, delay_ms: float | None,
-        route: str | None, knobs: dict[str, int | str], port: int | None,
-        upstream_port: int | None, no_pin: bool, out: Path, models_file: Path | None) -> None:  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Directory that receives the run directory.",
+)
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
+def run(
+    scenario_name: str,
+    models: tuple[str, ...] | None,
+    levels: tuple[int, ...] | None,
+    duration: float | None,
+    warmup: float | None,
+    trials: int | None,
+    delay_ms: float | None,
+    route: str | None,
+    knobs: dict[str, int | str],
+    port: int | None,
+    upstream_port: int | None,
+    no_pin: bool,
+    out: Path,
+    models_file: Path | None,
+) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
     registry = load_registry(models_file)
     scenario = override(

@@ -34,7 +34,9 @@ def check_table(
         if isinstance(value, bool) and bool not in _as_tuple(expected):
             raise LabError(f"{where}.{key}: expected {_names(expected)}, got a boolean")
         if not isinstance(value, expected):
-            raise LabError(f"{where}.{key}: expected {_names(expected)}, got {type(value).__name__}")
+            raise LabError(
+                f"{where}.{key}: expected {_names(expected)}, got {type(value).__name__}"
+            )
     return table
 
 

@@ -61,10 +61,8 @@ class Proc:
         """TERM the whole process group, then KILL whatever is left after the grace period."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # workers that outlived their master, too
         with contextlib.suppress(subprocess.TimeoutExpired):

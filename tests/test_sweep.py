@@ -37,7 +37,7 @@ def test_steps_have_the_schema(run_dir):
     steps = read_jsonl(run_dir / "steps.jsonl")
     assert len(steps) == 2 * 2 * 2  # models x levels x trials
     for step in steps:
-        assert REQUIRED <= step.keys()
+        assert step.keys() >= REQUIRED
         assert set(step) == {f.name for f in fields(Step)}
         assert step["mode"] == "closed"
         assert step["run_id"] == run_dir.name
