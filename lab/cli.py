@@ -9,6 +9,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from analysis.cli import compare_runs, report
+from analysis.load import load
+from analysis.summary import print_summary
 from lab.backend import CpuLayout, NativeBackend
 from lab.errors import LabError
 from lab.models import load_registry
@@ -146,6 +149,7 @@ def run(
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/]: finished steps are kept in {plan.run_dir}")
         sys.exit(130)
+    print_summary(load(plan.run_dir))
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
 
 
@@ -163,6 +167,10 @@ def list_models(models_file: Path | None) -> None:
     out.print(table)
     out.print("knob defaults: " + ", ".join(f"{k}={v}" for k, v in vars(registry.knobs).items()))
     out.print("override per run with --knob NAME=VALUE, per scenario in its \\[knobs] table")
+
+
+main.add_command(report)
+main.add_command(compare_runs)
 
 
 def entry() -> None:
