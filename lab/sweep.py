@@ -21,11 +21,12 @@ from lab.environment import capture
 from lab.models import Knobs, Model
 from lab.preflight import Preflight
 from lab.results import Step
-from lab.sampling import Sampler
+from lab.sampling import HostMeter, Sampler
 from lab.scenario import Scenario
 from loadgen.worker import StepSpec
 
 CLIENT_SATURATED_PCT = 90.0
+HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 30.0
 
 
@@ -207,6 +208,7 @@ class Sweep:
         )  # fmt: skip
         sampler = Sampler(server.meter())
         upstream_sampler = Sampler(self.upstream.meter() if self.upstream else None)
+        host_sampler = Sampler(HostMeter())
         phase = "warmup" if warmup else "settle"
         outcome: dict[str, Any] | None = None
         try:
@@ -216,19 +218,26 @@ class Sweep:
                 if msg["type"] == "measure":
                     phase = "warmup" if warmup else "measure"
                     self.reset_upstream()
-                    sampler.start()
-                    upstream_sampler.start()
+                    for each in (sampler, upstream_sampler, host_sampler):
+                        each.start()
                 elif msg["type"] == "tick":
                     self.listener.phase(model.name, level, phase, msg)
                 elif msg["type"] == "result":
                     outcome = msg
         finally:
-            sampler.stop()
-            upstream_sampler.stop()
+            for each in (sampler, upstream_sampler, host_sampler):
+                each.stop()
             gen.stop(grace_s=2)
         step = self.make_step(model, level, trial, hlog, outcome, sampler, server, gen)
         step.upstream_cpu_pct = upstream_sampler.mean_cpu()
-        step.timeseries["upstream_cpu_pct"] = upstream_sampler.cpu
+        step.host_cpu_pct = host_sampler.mean_cpu()
+        step.timeseries.update(upstream_cpu_pct=upstream_sampler.cpu, host_cpu_pct=host_sampler.cpu)
+        others = (
+            step.host_cpu_pct - step.server_cpu_pct - step.client_cpu_pct - step.upstream_cpu_pct
+        )
+        if others >= HOST_BUSY_PCT:
+            step.flags.append("host_busy")
+            step.evidence["host_busy"] = f"other processes used {others:.0f}% of a core"
         return step
 
     def reset_upstream(self) -> None:
