@@ -72,6 +72,7 @@ def new_run_dir(out: Path, scenario_name: str) -> Path:
 
 def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
     s = plan.scenario
+    environment = capture()
     return {
         "run_id": plan.run_id,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -109,8 +110,9 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
             }
             for m in plan.models
         },  # fmt: skip
-        "environment": capture(),
+        "environment": environment,
         "lab_version": lab.__version__,
+        "git_sha": environment["git_sha"],
     }
 
 
