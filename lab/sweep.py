@@ -325,15 +325,15 @@ class Sweep:
                 elif msg["type"] == "result":
                     outcome = msg
         except KeyboardInterrupt as e:
-            if not warmup:
+            if not warmup:  # keep what was measured; --resume measures this step again
                 step = self.make_step(model, level, trial, hlog, partial(ticks, started_at),
                                       sampler, server, gen)  # fmt: skip
                 step.flags.append("interrupted")
-                step.evidence["interrupted"] = (
-                    f"stopped by {e or 'SIGINT'} after {step.duration_s} s of {spec.duration_s} s "
-                    "measured; figures from the per-second ticks (no histogram, errors unclassified)"
-                )
                 step.histogram = ""
+                step.evidence["interrupted"] = (
+                    f"stopped by {e or 'SIGINT'} after {step.duration_s} of {spec.duration_s} s; "
+                    "figures from the per-second ticks (no histogram, errors unclassified)"
+                )
                 self.record(step)
             raise
         finally:
