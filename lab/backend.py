@@ -124,8 +124,11 @@ class NativeBackend:
         return self.layout.client
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "cpu_layout": {"server": list(self.layout.server),
-                                                     "client_and_upstream": list(self.layout.client)}}  # fmt: skip
+        layout = {
+            "server": list(self.layout.server),
+            "client_and_upstream": list(self.layout.client),
+        }
+        return {"backend": self.name, "cpu_layout": layout}
 
     def close(self) -> None:
         for proc in self.started:

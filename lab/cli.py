@@ -13,6 +13,9 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
+from analysis.cli import compare_runs, report
+from analysis.load import load
+from analysis.summary import print_summary
 from lab import leftovers, procs, safety
 from lab.backend import CpuLayout, NativeBackend
 from lab.doctor import doctor
@@ -22,7 +25,7 @@ from lab.progress import ConsoleProgress
 from lab.scenario import builtin_names, load_scenario, override
 from lab.sweep import Sweep, plan_run
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -31,7 +34,9 @@ def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int,
     try:
         levels = tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise click.BadParameter(f"expected whole numbers separated by commas, got {value!r}")
+        raise click.BadParameter(
+            f"expected whole numbers separated by commas, got {value!r}"
+        ) from None
     if not levels or any(v <= 0 for v in levels):
         raise click.BadParameter(f"every value must be a positive whole number, got {value!r}")
     return levels
@@ -74,34 +79,72 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--scenario", "scenario_name", default="quick", show_default=True,
-              help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.")
+@click.option(
+    "--scenario",
+    "scenario_name",
+    default="quick",
+    show_default=True,
+    help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
+)
 @click.option("--models", callback=name_list, help="Comma-separated models (see `lab models`).")
-@click.option("--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100.")
+@click.option(
+    "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+)
 @click.option("--duration", type=float, callback=positive, help="Seconds measured per level.")
 @click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none).")
 @click.option("--trials", type=int, callback=positive, help="Repeats of every level.")
 @click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
 @click.option("--route", type=click.Choice(["io", "sleep", "cpu"]), help="What each request does.")
-@click.option("--knob", "knobs", multiple=True, callback=knob_pairs, metavar="NAME=VALUE",
-              help="Override a server knob for this run (repeatable), e.g. --knob workers=50.")
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    callback=knob_pairs,
+    metavar="NAME=VALUE",
+    help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
+)
 @click.option("--port", type=int, help="Server port (default: any free port).")
 @click.option("--upstream-port", type=int, help="Upstream port (default: any free port).")
 @click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Directory that receives the run directory.")
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A TOML file of extra models (same shape as servers/models.toml).")
-@click.option("--host", help="Address every listener binds and the load targets "
-              "[default: 127.0.0.1]; non-loopback needs --allow-remote.")
-@click.option("--request-timeout", type=float, callback=positive,
-              help="Seconds before a request counts as a timeout [default: 30].")
-@click.option("--start-timeout", type=float, callback=positive,
-              help="Seconds a server gets to answer /health, else start_failed [default: 30].")
-@click.option("--resume", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="Continue the run in this directory, skipping its completed steps.")
-@click.option("--allow-remote", is_flag=True,
-              help="Allow non-loopback listeners and targets. Only for hosts you own.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Directory that receives the run directory.",
+)
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
+@click.option(
+    "--host",
+    help="Address every listener binds and the load targets "
+    "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
+)
+@click.option(
+    "--request-timeout",
+    type=float,
+    callback=positive,
+    help="Seconds before a request counts as a timeout [default: 30].",
+)
+@click.option(
+    "--start-timeout",
+    type=float,
+    callback=positive,
+    help="Seconds a server gets to answer /health, else start_failed [default: 30].",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Continue the run in this directory, skipping its completed steps.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow non-loopback listeners and targets. Only for hosts you own.",
+)
 @click.pass_context
 def run(ctx: click.Context, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
@@ -146,6 +189,7 @@ def run(ctx: click.Context, **_: Any) -> None:
             f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
         )
         sys.exit(143 if str(e) == "SIGTERM" else 130)
+    print_summary(load(plan.run_dir))
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
 
 
@@ -249,6 +293,8 @@ def list_models(models_file: Path | None) -> None:
 
 
 main.add_command(doctor)
+main.add_command(report)
+main.add_command(compare_runs)
 
 
 def entry() -> None:

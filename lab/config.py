@@ -45,7 +45,9 @@ def check_table(
         if isinstance(value, bool) and bool not in _as_tuple(expected):
             raise LabError(f"{where}.{key}: expected {_names(expected)}, got a boolean")
         if not isinstance(value, expected):
-            raise LabError(f"{where}.{key}: expected {_names(expected)}, got {type(value).__name__}")
+            raise LabError(
+                f"{where}.{key}: expected {_names(expected)}, got {type(value).__name__}"
+            )
         if isinstance(value, float) and not math.isfinite(value):
             raise LabError(f"{where}.{key}: must be a finite number, got {value}")
     return table

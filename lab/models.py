@@ -46,7 +46,7 @@ class Knobs:
         for f in fields(resolved):
             value = getattr(resolved, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise LabError(f"knob {f.name}: expected a whole number or \"auto\", got {value!r}")
+                raise LabError(f'knob {f.name}: expected a whole number or "auto", got {value!r}')
             positive(value, f"knob {f.name}")
             in_range(value, 1, KNOB_MAX[f.name], f"knob {f.name}")
         return resolved
@@ -55,7 +55,7 @@ class Knobs:
         check_table(overrides, where, {f.name: (int, str) for f in fields(self)})
         for key, value in overrides.items():
             if isinstance(value, str) and value != "auto":
-                raise LabError(f"{where}.{key}: expected a whole number or \"auto\", got {value!r}")
+                raise LabError(f'{where}.{key}: expected a whole number or "auto", got {value!r}')
         return replace(self, **overrides)
 
 

@@ -1,4 +1,4 @@
-"""The run sequence, per model: start, wait ready, verify and probe, warm up, measure each level, stop.
+"""The run sequence per model: start, wait ready, verify and probe, warm up, measure levels, stop.
 
 Models are interleaved across trials (trial 2 starts with the second model, and so on) so slow
 drift on the machine does not favour one model. Each finished step is appended to `steps.jsonl`
@@ -96,19 +96,33 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
         "backend": backend.name,
         "execution": backend.describe(),
         "scenario": {
-            "name": s.name, "description": s.description, "mode": s.mode,
-            "levels": list(s.levels), "duration_s": s.duration_s, "warmup_s": s.warmup_s,
-            "settle_s": s.settle_s, "trials": s.trials, "route": s.route, "path": s.path(),
-            "delay_ms": s.delay_ms, "distribution": s.upstream.distribution,
-            "upstream": vars(s.upstream), "models": [m.name for m in plan.models],
-            "request_timeout_s": s.request_timeout_s, "probe_k": s.probe_k,
+            "name": s.name,
+            "description": s.description,
+            "mode": s.mode,
+            "levels": list(s.levels),
+            "duration_s": s.duration_s,
+            "warmup_s": s.warmup_s,
+            "settle_s": s.settle_s,
+            "trials": s.trials,
+            "route": s.route,
+            "path": s.path(),
+            "delay_ms": s.delay_ms,
+            "distribution": s.upstream.distribution,
+            "upstream": vars(s.upstream),
+            "models": [m.name for m in plan.models],
+            "request_timeout_s": s.request_timeout_s,
+            "probe_k": s.probe_k,
         },  # fmt: skip
         "knobs": vars(plan.knobs),
         "models": {
             m.name: {
-                "description": m.description, "app": m.app, "unit": m.unit,
-                "baseline": m.baseline, "capacity": m.capacity(plan.knobs),
-                "argv": m.command(plan.knobs, "HOST", 0), "env": dict(m.env),
+                "description": m.description,
+                "app": m.app,
+                "unit": m.unit,
+                "baseline": m.baseline,
+                "capacity": m.capacity(plan.knobs),
+                "argv": m.command(plan.knobs, "HOST", 0),
+                "env": dict(m.env),
             }
             for m in plan.models
         },  # fmt: skip
@@ -477,4 +491,3 @@ def plan_run(scenario: Scenario, models: list[Model], knobs: Knobs, out: Path,
     resolved = knobs.updated(scenario.knobs, f"scenario {scenario.name}: [knobs]")
     return Plan(scenario, tuple(models), resolved.resolve(max(scenario.levels)),
                 run_dir or new_run_dir(out, scenario.name), **extra)  # fmt: skip
-
