@@ -54,8 +54,10 @@ def check_table(
 
 
 def positive(value: float, where: str) -> None:
-    if not value > 0 or not math.isfinite(value):  # `not >` also rejects NaN
-        raise LabError(f"{where}: must be a positive finite number, got {value}")
+    if not math.isfinite(value):
+        raise LabError(f"{where}: must be a finite number, got {value}")
+    if value <= 0:
+        raise LabError(f"{where}: must be positive, got {value}")
 
 
 def in_range(value: float, low: float, high: float, where: str) -> None:
