@@ -54,7 +54,9 @@ class ConsoleProgress:
             )
         else:
             overlaps = ", ".join(f"{p.route} overlap {p.overlap}/{p.k}" for p in result.probes)
-            self.console.print(f"[green]✓ {result.model} verified[/] ({overlaps or result.message})")
+            self.console.print(
+                f"[green]✓ {result.model} verified[/] ({overlaps or result.message})"
+            )
 
     def phase(self, model: str, level: int, phase: str, tick: dict[str, Any]) -> None:
         live = (

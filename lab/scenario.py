@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lab.config import check_table, load_toml, positive
+from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
@@ -16,6 +16,12 @@ MODES = ("closed",)
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
 FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstream socket
 FD_MARGIN = 256  # listening sockets, logs, libraries
+# Upper bounds: beyond these a value is a typo (ms for s, an extra zero), not an experiment.
+LIMITS = {
+    "duration_s": 86_400, "warmup_s": 3_600, "settle_s": 600, "trials": 100,
+    "request_timeout_s": 3_600, "start_timeout_s": 600, "probe_k": 1_000,
+    "probe_delay_ms": 60_000, "cpu_n": 100_000_000, "delay_ms": 600_000, "stall_ms": 600_000,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,8 @@ class Scenario:
     probe_k: int = 8  # simultaneous slow requests in the concurrency probe
     probe_delay_ms: float = 300.0
     pin_cpus: bool = True  # server on its own core, load generator and upstream on the others
+    host: str = "127.0.0.1"  # where every listener binds and the load goes; loopback unless allowed
+    start_timeout_s: float = 30.0  # a server not answering /health by then is `start_failed`
     server_port: int = 0  # 0 = any free port
     upstream_port: int = 0
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
@@ -74,18 +82,23 @@ class Scenario:
 
     def validate(self) -> Scenario:
         where = f"scenario {self.name}"
+        check_name(self.name, "scenario")
         if not self.models:
             raise LabError(f"{where}: no models to run")
+        for model in self.models:
+            check_name(model, f"{where}: models")
         if not self.levels:
             raise LabError(f"{where}: no levels to run")
         for level in self.levels:
             if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
                 raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
         for name in ("duration_s", "settle_s", "request_timeout_s", "probe_delay_ms", "trials",
-                     "probe_k", "cpu_n"):  # fmt: skip
+                     "probe_k", "cpu_n", "start_timeout_s"):  # fmt: skip
             positive(getattr(self, name), f"{where}: {name}")
-        if self.warmup_s < 0:
-            raise LabError(f"{where}: warmup_s must be 0 or more, got {self.warmup_s}")
+            in_range(getattr(self, name), 0, LIMITS[name], f"{where}: {name}")
+        in_range(self.warmup_s, 0, LIMITS["warmup_s"], f"{where}: warmup_s")
+        if not self.host or not isinstance(self.host, str) or any(c in self.host for c in "/ @"):
+            raise LabError(f"{where}: host must be a host name or address, got {self.host!r}")
         if self.mode not in MODES:
             raise LabError(f"{where}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.route not in ROUTES:
@@ -95,22 +108,25 @@ class Scenario:
             raise LabError(
                 f"{where}: upstream.distribution must be one of {', '.join(DISTRIBUTIONS)}"
             )
-        if up.delay_ms < 0 or up.stall_ms < 0:
-            raise LabError(f"{where}: upstream delays must be 0 or more")
+        for delay in ("delay_ms", "stall_ms"):
+            in_range(getattr(up, delay), 0, LIMITS[delay], f"{where}: upstream.{delay}")
         for rate in ("error_rate", "stall_rate"):
-            if not 0 <= getattr(up, rate) <= 1:
-                raise LabError(f"{where}: upstream.{rate} must be between 0 and 1")
+            in_range(getattr(up, rate), 0, 1, f"{where}: upstream.{rate}")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{where}: {port} must be 0-65535")
         return self
 
-    def check_open_files(self) -> int:
-        """Raise the soft open-file limit to the hard one if needed; fail if even that is short."""
+    def check_open_files(self) -> dict[str, int]:
+        """Raise the soft open-file limit to the hard one if needed; fail if even that is short.
+
+        Returns what the run needs and runs with, for the manifest (-1 = unlimited).
+        """
         need = FDS_PER_CONNECTION * max(self.levels) + FD_MARGIN
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        record = {"needed": need, "soft_before": soft, "soft": soft, "hard": hard}
         if soft >= need:
-            return soft
+            return record
         if hard != resource.RLIM_INFINITY and hard < need:
             raise LabError(
                 f"level {max(self.levels)} needs about {need} open files but the limit is "
@@ -118,9 +134,15 @@ class Scenario:
                 f"LimitNOFILE= for a service, or nofile in /etc/security/limits.conf "
                 f"(see tuning/)"
             )
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
-                                                    else hard, hard))  # fmt: skip
-        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
+                                                        else hard, hard))  # fmt: skip
+        except (ValueError, OSError) as e:  # above fs.nr_open, even with an unlimited hard limit
+            raise LabError(
+                f"level {max(self.levels)} needs about {need} open files, more than this system "
+                f"allows ({e}); lower the level or raise fs.nr_open (see `lab doctor`)"
+            ) from None
+        return {**record, "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
 
 
 _NUMBER = (int, float)
@@ -129,6 +151,7 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "warmup_s": _NUMBER, "settle_s": _NUMBER, "trials": int, "mode": str, "route": str,
     "cpu_n": int, "request_timeout_s": _NUMBER, "probe_k": int, "probe_delay_ms": _NUMBER,
     "pin_cpus": bool, "server_port": int, "upstream_port": int, "upstream": dict, "knobs": dict,
+    "host": str, "start_timeout_s": _NUMBER,
 }  # fmt: skip
 
 
