@@ -370,6 +370,7 @@ EXPLAIN = {
     "preflight_failed": "the model failed its preflight in some trial, which was not measured",
     "loadgen_failed": "the load generator produced no result for this step",
     "client_saturated": "load generator CPU >= 90%: throughput may be the client's limit",
+    "host_busy": "processes outside the run used half a core or more: the figures are disturbed",
     "errors": "some requests failed",
     "server_died": "the server exited during the step",
     "upstream_saturated": "the upstream saw less concurrency than offered",

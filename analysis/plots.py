@@ -25,6 +25,7 @@ MARKERS = {  # flag -> (marker, colour, legend text); drawn over the point, larg
     "serialized": ("X", "red", "serialized (not fair)"),
     "preflight_failed": ("X", "black", "preflight failed"),
     "client_saturated": ("^", "darkorange", "client saturated"),
+    "host_busy": ("D", "grey", "host busy (disturbed)"),
     "unstable": ("o", "purple", "unstable (spread >= 10%)"),
     "errors": ("s", "crimson", "errors"),
 }
