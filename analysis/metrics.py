@@ -33,6 +33,11 @@ from loadgen import hist
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # throughput: two models within 2% with no interval to tell them apart are tied
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
+VERDICT_NOTES = {  # flags that leave a point in the verdict but qualify it
+    "client_saturated": "client saturated: the load generator may be the limit",
+    "host_busy": "host busy: other processes disturbed the figures",
+    "unstable": "unstable: trials differ by 10% or more",
+}
 UNFAIR = ("serialized",)  # never part of a verdict: requests did not overlap
 
 
@@ -310,9 +315,8 @@ def best_per_level(table: pd.DataFrame) -> pd.DataFrame:
         fair = sub[sub["fair"]]
         if fair.empty:
             continue
-        note = []
-        if fair["flags"].map(lambda f: "client_saturated" in f).any():
-            note.append("client saturated: the load generator may be the limit")
+        note = [text for flag, text in VERDICT_NOTES.items()
+                if fair["flags"].map(lambda f, flag=flag: flag in f).any()]  # fmt: skip
         rows.append(
             [
                 mode,
