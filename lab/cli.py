@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.cli import compare_runs, report
-from analysis.load import load
+from analysis.load import RunError, load
 from analysis.summary import print_summary
 from lab import leftovers, procs, safety
 from lab.backend import CpuLayout, NativeBackend
@@ -189,7 +189,10 @@ def run(ctx: click.Context, **_: Any) -> None:
             f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
         )
         sys.exit(143 if str(e) == "SIGTERM" else 130)
-    print_summary(load(plan.run_dir))
+    try:
+        print_summary(load(plan.run_dir))
+    except RunError as e:  # e.g. the upstream never started: nothing was measured
+        console.print(f"[red]nothing to summarise:[/] {e}")
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from lab.results import Step, read_jsonl
 from loadgen import hist
-from tests.conftest import lab_cli
+from tests.conftest import lab_cli, undisturbed
 
 REQUIRED = {
     "run_id", "model", "mode", "concurrency", "trial", "started_at", "duration_s", "requests",
@@ -43,7 +43,7 @@ def test_steps_have_the_schema(run_dir):
         assert step["run_id"] == run_dir.name
         assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
         assert step["ok"] > 0 and step["errors"] == {}
-        assert set(step["flags"]) <= {"host_busy"}  # other processes on the machine: not ours
+        assert undisturbed(step)
         assert step["throughput_rps"] == pytest.approx(step["ok"] / step["duration_s"], rel=0.01)
 
 
