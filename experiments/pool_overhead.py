@@ -112,7 +112,8 @@ def plot(sleep: list[dict[str, Any]], io: list[dict[str, Any]], path: str) -> No
             ax.plot(xs, [mean(series[x]) for x in xs], marker=".", label=model)
         ax.set(title=f"overhead vs pool size ({variant})", xlabel="pool size N",
                ylabel="total / ideal", yscale="log")  # fmt: skip
-        ax.legend()
+        if data:
+            ax.legend()
     cpu = by_model_size(sleep, "cpu_s")
     for model, series in cpu.items():
         xs = sorted(series)
