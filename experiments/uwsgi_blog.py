@@ -1,7 +1,9 @@
 """`uwsgi-blog`: uWSGI `--threads N` vs `--gevent N` for a Flask view that sleeps 1 s (iximiuz).
 
 The blog measured ~10.1 s for both at 10/10 (`ab -c 10 -n 100`) and 35.7 s (threads) vs 5.1 s
-(gevent) at 1000/1000 (`-n 2000`). On this project's machines the gap has not reproduced as-is,
+(gevent) at 1000/1000 (`-n 2000`). Its gevent figure at 10/10 equals the ideal, so its view found
+`sleep` patched: the published gevent cases are run with `--gevent-monkey-patch` (late) and the
+sleep looked up at call time, as the blog's code imported it inside the view. On this project's machines the gap has not reproduced as-is,
 so after the two published cases this runs the variants that decide the outcome, each measured:
 
 - late vs early monkey-patching, with `from time import sleep` at module level (a late patch
@@ -62,11 +64,12 @@ class Case:
 
 CASES = (
     Case("threads 10", "threads", 10, 100, published="threads_10"),
-    Case("gevent 10, late patch", "gevent", 10, 100, "late", published="gevent_10"),
+    Case("gevent 10, late patch, sleep looked up in view", "gevent", 10, 100, "late",
+         lookup="view", published="gevent_10"),
     Case("threads 1000", "threads", 1000, 2000, published="threads_1000"),
-    Case("gevent 1000, late patch", "gevent", 1000, 2000, "late", published="gevent_1000"),
     Case("gevent 1000, late patch, sleep looked up in view", "gevent", 1000, 2000, "late",
-         lookup="view"),
+         lookup="view", published="gevent_1000"),
+    Case("gevent 1000, late patch, module-level import", "gevent", 1000, 2000, "late"),
     Case("gevent 1000, early patch", "gevent", 1000, 2000, "early"),
     Case("threads 1000, listen 4096", "threads", 1000, 2000, listen=4096),
     Case("gevent 1000, early patch, listen 4096", "gevent", 1000, 2000, "early", listen=4096),
@@ -115,9 +118,8 @@ def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
                 "--timeout", str(p.timeout_s), "--deadline", str(p.deadline_s), "--expect", BODY,
                 "--hlog", str(run.path / rel)]  # fmt: skip
         (r,) = run_child("experiments.abclient", args, p.deadline_s + 60, client_cpus)
-    queue_full = sum(
-        "listen queue" in line for line in log.read_text(errors="replace").splitlines()
-    )
+    lines = log.read_text(errors="replace").splitlines()
+    queue_full = sum("listen queue" in line for line in lines)
     ideal = math.ceil(case.n / case.c) * p.sleep_s
     out = {"case": case.name, "index": index, **case.__dict__, "sleep_s": p.sleep_s, **r,
            "ideal_s": ideal, "x_ideal": r["time_taken_s"] / ideal,
@@ -185,27 +187,31 @@ def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, Any]) ->
     by = {m["case"]: m for m in results}
     published_gap = pub["threads_1000"] / pub["gevent_1000"]
     pairs = [
-        ("threads 1000", "gevent 1000, late patch"),
         ("threads 1000", "gevent 1000, late patch, sleep looked up in view"),
+        ("threads 1000", "gevent 1000, late patch, module-level import"),
         ("threads 1000", "gevent 1000, early patch"),
         ("threads 1000, listen 4096", "gevent 1000, early patch, listen 4096"),
         ("threads 1000, server on one core", "gevent 1000, early patch, server on one core"),
     ]
-    said, reproduced = [], []
+    said, reproduced, partly = [], [], []
     for t, g in pairs:
         if t not in by or g not in by:
             continue
         gap = by[t]["x_ideal"] / by[g]["x_ideal"]
         more = " (gevent hit the deadline)" if by[g]["deadline_hit"] else ""
         said.append(f"{t} vs {g}: threads/gevent time {gap:.2f}{more}")
-        if gap >= 3:
+        if gap >= published_gap / 1.5:
             reproduced.append(f"{t} vs {g}")
+        elif gap >= 2:
+            partly.append(f"{t} vs {g} ({gap:.1f}x)")
     head = (
         f"The published gap (threads {published_gap:.1f}x slower than gevent at 1000/1000) "
-        + (f"reproduces only for: {'; '.join(reproduced)}." if reproduced
-           else "does not reproduce in any measured variant.")
+        + (f"reproduces (within 1.5x) for: {'; '.join(reproduced)}." if reproduced
+           else "does not reproduce (within 1.5x) in any measured variant.")
+        + (f" Threads are at least 2x slower, short of the published gap, for: "
+           f"{'; '.join(partly)}." if partly else "")
     )  # fmt: skip
-    late = by.get("gevent 1000, late patch")
+    late = by.get("gevent 1000, late patch, module-level import")
     if late and late["x_ideal"] > 3:
         head += (" A late monkey-patch with a module-level `from time import sleep` serialises "
                  "the gevent worker (each request blocks it for the whole sleep).")  # fmt: skip
@@ -223,6 +229,6 @@ EXPERIMENT = Experiment(
 )
 
 
-def quick_cases(n_scale: int = 1) -> tuple[Case, ...]:
-    """The cases at a smaller size (tests): every c and n divided by `n_scale`."""
-    return tuple(replace(c, c=max(c.c // n_scale, 1), n=max(c.n // n_scale, 2)) for c in CASES)
+def scaled_cases(divisor: int) -> tuple[Case, ...]:
+    """The same cases with every c and n divided by `divisor` (test-size protocols)."""
+    return tuple(replace(c, c=max(c.c // divisor, 1), n=max(c.n // divisor, 2)) for c in CASES)
