@@ -3,12 +3,13 @@
 The blog measured ~10.1 s for both at 10/10 (`ab -c 10 -n 100`) and 35.7 s (threads) vs 5.1 s
 (gevent) at 1000/1000 (`-n 2000`). Its gevent figure at 10/10 equals the ideal, so its view found
 `sleep` patched: the published gevent cases are run with `--gevent-monkey-patch` (late) and the
-sleep looked up at call time, as the blog's code imported it inside the view. On this project's machines the gap has not reproduced as-is,
-so after the two published cases this runs the variants that decide the outcome, each measured:
+sleep looked up at call time, as the blog's code imported it inside the view.
+
+On this project's machines the gap has not reproduced as-is, so after the published cases this
+runs the variants that decide the outcome, each measured:
 
 - late vs early monkey-patching, with `from time import sleep` at module level (a late patch
-  leaves that name bound to the blocking sleep, so the gevent worker serialises), and the blog's
-  own lookup at call time (late patch, `time.sleep` found in the view);
+  leaves that name bound to the blocking sleep, so the gevent worker serialises);
 - listen backlog 100 (uWSGI's default) vs 4096;
 - the server on one core (sched_setaffinity; client on the other) vs both cores shared.
 
