@@ -194,8 +194,8 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     g_first = next((c for c in p.levels if errs("gevent", c)), None)
     rows += [
         Row("errors", "gevent: lowest concurrency with errors", "connections",
-            pub["gevent_errors_from"], g_first if g_first else f"none up to {max(p.levels)}",
-            f"published: none up to {pub['gevent_errors_none_up_to']}"),
+            f"~{pub['gevent_errors_from']} (none up to {pub['gevent_errors_none_up_to']})",
+            g_first if g_first else f"none up to {max(p.levels)}"),
         Row("errors", "threaded: errors by concurrency", "", pub["threaded_errors"],
             ", ".join(f"c={c}: {errs('paste', c)}" for c in p.levels),
             "kinds in the details table"),

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from experiments import coroutines_vs_threads, pool_overhead
+from experiments import coroutines_vs_threads, mixpanel, pool_overhead, uwsgi_blog
 from experiments.cli import reproduce as reproduce_cmd
 from experiments.common import Experiment, load_published, reproduce
 from experiments.registry import EXPERIMENTS
@@ -35,6 +35,10 @@ TINY: dict[str, Any] = {
         squares=2000,
         start_method="fork",
         child_timeout_s=60,
+    ),
+    "mixpanel": mixpanel.Protocol(requests=60, levels=(5, 20), deadline_s=20),
+    "uwsgi-blog": uwsgi_blog.Protocol(
+        sleep_s=0.05, cases=uwsgi_blog.scaled_cases(50), deadline_s=10
     ),
 }
 
@@ -69,7 +73,7 @@ def test_every_published_figure_sits_beside_a_measured_one(ran: tuple) -> None:
     assert rows and table["conclusion"]
     assert all(set(r) >= COLUMNS for r in rows)
     assert all(r["measured"] is not None for r in rows if r["published"] is not None)
-    shown = " ".join(str(r["published"]) for r in rows)
+    shown = " ".join(f"{r['published']} {r['metric']}" for r in rows)
     for figure in published_numbers(load_published(exp.name.replace("-", "_"))["figures"]):
         assert str(figure) in shown, f"published {figure} has no row"
 
