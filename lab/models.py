@@ -1,0 +1,165 @@
+"""The model registry: each server model is one declarative entry in a TOML file.
+
+A model is an argv template plus what one unit of its `workers` knob is. Knobs are normalised: the
+same defaults for every model, overridable per scenario and per run, and recorded in the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from lab.config import check_table, load_toml, positive
+from lab.errors import LabError
+
+BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
+UNITS = ("thread", "greenlet", "coroutine", "process")
+APPS = ("wsgi", "asgi")
+INSTALL_HINTS = {
+    "uwsgi": "pip install uwsgi (it compiles from source: needs gcc and the Python headers)",
+    "gunicorn": "pip install gunicorn",
+}
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Server settings shared by every model; "auto" values are resolved per run."""
+
+    processes: int = 1
+    workers: int | str = "auto"
+    backlog: int = 2048
+    keepalive_s: int = 5
+    pool: int | str = "auto"
+    timeout_s: int = 120
+
+    def resolve(self, top_level: int) -> Knobs:
+        """Fill in "auto": workers = the run's highest level, pool = workers."""
+        workers = top_level if self.workers == "auto" else self.workers
+        pool = workers if self.pool == "auto" else self.pool
+        resolved = replace(self, workers=workers, pool=pool)
+        for f in fields(resolved):
+            value = getattr(resolved, f.name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise LabError(f"knob {f.name}: expected a whole number or \"auto\", got {value!r}")
+            positive(value, f"knob {f.name}")
+        return resolved
+
+    def updated(self, overrides: dict[str, Any], where: str) -> Knobs:
+        check_table(overrides, where, {f.name: (int, str) for f in fields(self)})
+        for key, value in overrides.items():
+            if isinstance(value, str) and value != "auto":
+                raise LabError(f"{where}.{key}: expected a whole number or \"auto\", got {value!r}")
+        return replace(self, **overrides)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    description: str
+    app: str  # "wsgi" (the Flask app) or "asgi" (its Quart twin)
+    unit: str  # what one `workers` unit is: thread, greenlet, coroutine or process
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    baseline: bool = False
+
+    def capacity(self, knobs: Knobs) -> int:
+        """How many requests the model can hold at once with these (resolved) knobs."""
+        per_process = 1 if self.unit == "process" else int(knobs.workers)
+        return int(knobs.processes) * per_process
+
+    def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
+        values = {**asdict(knobs), "bindir": str(Path(sys.executable).parent), "host": host}
+        values["port"] = port
+        try:
+            return [part.format(**values) for part in self.argv]
+        except KeyError as e:
+            raise LabError(f"model {self.name}: unknown placeholder {e} in argv") from None
+
+    def check_installed(self, knobs: Knobs) -> None:
+        """Fail before any load if the server program is missing, saying how to install it."""
+        program = self.command(knobs, "127.0.0.1", 0)[0]
+        if shutil.which(program) is None:
+            hint = INSTALL_HINTS.get(Path(program).name, "install it into this environment")
+            raise LabError(f"model {self.name}: {program} not found; {hint}")
+
+
+MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
+    "description": str,
+    "app": str,
+    "unit": str,
+    "argv": list,
+    "env": dict,
+    "baseline": bool,
+}
+
+
+@dataclass(frozen=True)
+class Registry:
+    knobs: Knobs
+    models: dict[str, Model]
+
+    def pick(self, names: list[str]) -> list[Model]:
+        unknown = [n for n in names if n not in self.models]
+        if unknown:
+            raise LabError(
+                f"unknown model {', '.join(unknown)}; known models: {', '.join(self.models)}"
+            )
+        return [self.models[n] for n in names]
+
+
+def load_registry(extra: Path | None = None) -> Registry:
+    """The built-in registry, extended (or overridden by name) by a user's models file."""
+    registry = _parse(BUILTIN_MODELS, Knobs(), {})
+    return _parse(extra, registry.knobs, registry.models) if extra else registry
+
+
+def _parse(path: Path, knobs: Knobs, models: dict[str, Model]) -> Registry:
+    data = check_table(load_toml(path), str(path), {"knobs": dict, "models": dict})
+    knobs = knobs.updated(data.get("knobs", {}), f"{path}: [knobs]")
+    models = dict(models)
+    for name, table in data.get("models", {}).items():
+        models[name] = _model(name, table, f"{path}: [models.{name}]")
+    return Registry(knobs, models)
+
+
+def _model(name: str, table: Any, where: str) -> Model:
+    check_table(table, where, MODEL_KEYS)
+    for key in ("description", "app", "unit", "argv"):
+        if key not in table:
+            raise LabError(f"{where}: missing key {key!r}")
+    if table["app"] not in APPS:
+        raise LabError(f"{where}.app: must be one of {', '.join(APPS)}, got {table['app']!r}")
+    if table["unit"] not in UNITS:
+        raise LabError(f"{where}.unit: must be one of {', '.join(UNITS)}, got {table['unit']!r}")
+    argv = table["argv"]
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise LabError(f"{where}.argv: must be a non-empty list of strings")
+    env = table.get("env", {})
+    if not all(isinstance(v, str) for v in env.values()):
+        raise LabError(f"{where}.env: values must be strings")
+    return Model(
+        name=name,
+        description=table["description"],
+        app=table["app"],
+        unit=table["unit"],
+        argv=tuple(argv),
+        env=tuple(sorted(env.items())),
+        baseline=table.get("baseline", False),
+    )
+
+
+def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
+    """The environment a model's server runs with: the app reads its settings from here."""
+    return {
+        **os.environ,
+        "LAB_UPSTREAM_URL": upstream_url,
+        "LAB_POOL_SIZE": str(knobs.pool),
+        "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
+        "PYTHONPATH": str(BUILTIN_MODELS.parent.parent),
+        "PYTHONUNBUFFERED": "1",
+        **dict(model.env),
+    }

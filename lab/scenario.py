@@ -1,0 +1,175 @@
+"""Scenarios: what a run measures, declared in TOML (`quick` and `standard` ship with the lab)."""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from lab.config import check_table, load_toml, positive
+from lab.errors import LabError
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
+ROUTES = ("io", "sleep", "cpu")
+MODES = ("closed",)
+DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
+FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstream socket
+FD_MARGIN = 256  # listening sockets, logs, libraries
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """The mock upstream's behaviour for a run."""
+
+    delay_ms: float = 100.0
+    distribution: str = "fixed"
+    error_rate: float = 0.0
+    stall_rate: float = 0.0
+    stall_ms: float = 0.0
+
+    def argv_flags(self) -> list[str]:
+        return [
+            "--delay-ms", str(self.delay_ms), "--distribution", self.distribution,
+            "--error-rate", str(self.error_rate), "--stall-rate", str(self.stall_rate),
+            "--stall-ms", str(self.stall_ms),
+        ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str = ""
+    models: tuple[str, ...] = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent",
+                               "gunicorn-asyncio")  # fmt: skip
+    levels: tuple[int, ...] = (1, 10, 50, 100, 200)
+    duration_s: float = 5.0
+    warmup_s: float = 3.0
+    settle_s: float = 1.0
+    trials: int = 1
+    mode: str = "closed"
+    route: str = "io"  # io: call the upstream; sleep: in-process sleep; cpu: CPU work
+    cpu_n: int = 10_000
+    request_timeout_s: float = 30.0
+    probe_k: int = 8  # simultaneous slow requests in the concurrency probe
+    probe_delay_ms: float = 300.0
+    pin_cpus: bool = True  # server on its own core, load generator and upstream on the others
+    server_port: int = 0  # 0 = any free port
+    upstream_port: int = 0
+    upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
+    knobs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def delay_ms(self) -> float:
+        """d in the closed-loop ideal throughput c / d."""
+        return 0.0 if self.route == "cpu" else self.upstream.delay_ms
+
+    def path(self) -> str:
+        match self.route:
+            case "io":
+                return "/io"
+            case "sleep":
+                return f"/sleep?ms={int(self.upstream.delay_ms)}"
+        return f"/cpu?n={self.cpu_n}"
+
+    def validate(self) -> Scenario:
+        where = f"scenario {self.name}"
+        if not self.models:
+            raise LabError(f"{where}: no models to run")
+        if not self.levels:
+            raise LabError(f"{where}: no levels to run")
+        for level in self.levels:
+            if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
+                raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
+        for name in ("duration_s", "settle_s", "request_timeout_s", "probe_delay_ms", "trials",
+                     "probe_k", "cpu_n"):  # fmt: skip
+            positive(getattr(self, name), f"{where}: {name}")
+        if self.warmup_s < 0:
+            raise LabError(f"{where}: warmup_s must be 0 or more, got {self.warmup_s}")
+        if self.mode not in MODES:
+            raise LabError(f"{where}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.route not in ROUTES:
+            raise LabError(f"{where}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
+        up = self.upstream
+        if up.distribution not in DISTRIBUTIONS:
+            raise LabError(
+                f"{where}: upstream.distribution must be one of {', '.join(DISTRIBUTIONS)}"
+            )
+        if up.delay_ms < 0 or up.stall_ms < 0:
+            raise LabError(f"{where}: upstream delays must be 0 or more")
+        for rate in ("error_rate", "stall_rate"):
+            if not 0 <= getattr(up, rate) <= 1:
+                raise LabError(f"{where}: upstream.{rate} must be between 0 and 1")
+        for port in ("server_port", "upstream_port"):
+            if not 0 <= getattr(self, port) <= 65535:
+                raise LabError(f"{where}: {port} must be 0-65535")
+        return self
+
+    def check_open_files(self) -> int:
+        """Raise the soft open-file limit to the hard one if needed; fail if even that is short."""
+        need = FDS_PER_CONNECTION * max(self.levels) + FD_MARGIN
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft >= need:
+            return soft
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise LabError(
+                f"level {max(self.levels)} needs about {need} open files but the limit is "
+                f"{soft} (hard {hard}); raise it, e.g. `ulimit -n {need}` as root, "
+                f"LimitNOFILE= for a service, or nofile in /etc/security/limits.conf "
+                f"(see tuning/)"
+            )
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
+                                                    else hard, hard))  # fmt: skip
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+_NUMBER = (int, float)
+SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
+    "description": str, "models": list, "levels": list, "duration_s": _NUMBER,
+    "warmup_s": _NUMBER, "settle_s": _NUMBER, "trials": int, "mode": str, "route": str,
+    "cpu_n": int, "request_timeout_s": _NUMBER, "probe_k": int, "probe_delay_ms": _NUMBER,
+    "pin_cpus": bool, "server_port": int, "upstream_port": int, "upstream": dict, "knobs": dict,
+}  # fmt: skip
+
+
+UPSTREAM_TYPES: dict[str, type | tuple[type, ...]] = {
+    "delay_ms": _NUMBER, "distribution": str, "error_rate": _NUMBER, "stall_rate": _NUMBER,
+    "stall_ms": _NUMBER,
+}  # fmt: skip
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a scenario file by path."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = SCENARIO_DIR / f"{name_or_path}.toml"
+        if not path.exists():
+            raise LabError(
+                f"unknown scenario {name_or_path!r}; built-in: {', '.join(builtin_names())}, "
+                f"or give the path of a .toml file"
+            )
+    data = check_table(load_toml(path), str(path), SCENARIO_TYPES)
+    upstream = check_table(data.pop("upstream", {}), f"{path}: [upstream]", UPSTREAM_TYPES)
+    for key in ("models", "levels"):
+        if key in data:
+            data[key] = tuple(data[key])
+    if not all(isinstance(m, str) for m in data.get("models", ())):
+        raise LabError(f"{path}: models must be a list of model names")
+    return Scenario(name=path.stem, upstream=UpstreamSpec(**upstream), **data).validate()
+
+
+def override(scenario: Scenario, **changes: Any) -> Scenario:
+    """The scenario with the CLI's overrides (None = not given) applied, then validated."""
+    given = {k: v for k, v in changes.items() if v is not None}
+    upstream_changes = {k: given.pop(k) for k in list(given) if k in UPSTREAM_TYPES}
+    names = {f.name for f in fields(Scenario)}
+    unknown = set(given) - names
+    if unknown:
+        raise LabError(f"unknown scenario setting(s): {', '.join(sorted(unknown))}")
+    return replace(
+        scenario, upstream=replace(scenario.upstream, **upstream_changes), **given
+    ).validate()

@@ -1,0 +1,73 @@
+"""The asyncio twin of the Flask app: Quart (Flask's API on ASGI) with async views and aiohttp.
+
+A real asyncio model needs this. Flask behind asgiref's WsgiToAsgi runs one request at a time per
+worker, and a2wsgi's bridge is a thread pool in disguise; the lab's pitfall models show both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from quart import Quart, Response, request
+
+from servers.common import (
+    CONTENT_TYPE,
+    DEFAULT_CPU_N,
+    HEALTH_BODY,
+    AppSettings,
+    body,
+    cpu_work,
+    io_body,
+    upstream_path,
+)
+
+settings = AppSettings.from_env()
+app = Quart(__name__)
+_session: aiohttp.ClientSession | None = None
+
+
+@app.before_serving
+async def open_client() -> None:
+    global _session
+    _session = aiohttp.ClientSession(
+        base_url=settings.upstream_url,
+        connector=aiohttp.TCPConnector(limit=settings.pool_size),
+        timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
+    )
+
+
+@app.after_serving
+async def close_client() -> None:
+    if _session is not None:
+        await _session.close()
+
+
+def respond(payload: bytes, status: int = 200) -> Response:
+    return Response(payload, status=status, content_type=CONTENT_TYPE)
+
+
+@app.get("/health")
+async def health() -> Response:
+    return respond(HEALTH_BODY)
+
+
+@app.get("/io")
+async def io() -> Response:
+    assert _session is not None, "the client session opens before serving"
+    async with _session.get(upstream_path(request.args.get("delay_ms"))) as reply:
+        await reply.read()
+        return respond(*io_body(reply.status))
+
+
+@app.get("/sleep")
+async def sleep_view() -> Response:
+    ms = int(request.args.get("ms", "100"))
+    await asyncio.sleep(ms / 1000)
+    return respond(body("sleep", ms=ms))
+
+
+@app.get("/cpu")
+async def cpu() -> Response:
+    n = int(request.args.get("n", DEFAULT_CPU_N))
+    return respond(body("cpu", n=n, result=cpu_work(n)))

@@ -1,0 +1,73 @@
+"""The Flask app served by every WSGI model (uWSGI threads/gevent, gunicorn sync/gthread/gevent).
+
+`sleep` is imported at module level on purpose, as in the uWSGI blog: under gevent it cooperates
+only if monkey-patching happened before this module was imported. That is how the lab shows the
+late-patching pitfall instead of hiding it.
+
+The outbound pool is urllib3's, sized from LAB_POOL_SIZE: `requests` keeps 10 connections per host
+and discards extras, so a default client under 100 concurrent requests measures TCP handshakes.
+"""
+
+from __future__ import annotations
+
+from time import sleep
+
+import urllib3
+from flask import Flask, Response, request
+
+from servers.common import (
+    CONTENT_TYPE,
+    DEFAULT_CPU_N,
+    HEALTH_BODY,
+    AppSettings,
+    body,
+    cpu_work,
+    io_body,
+    upstream_path,
+)
+
+settings = AppSettings.from_env()
+app = Flask(__name__)
+_pool: urllib3.HTTPConnectionPool | None = None
+
+
+def upstream() -> urllib3.HTTPConnectionPool:
+    """One pool per process, created on first use so it is never shared across a fork."""
+    global _pool
+    if _pool is None:
+        _pool = urllib3.connection_from_url(
+            settings.upstream_url,
+            maxsize=settings.pool_size,
+            block=False,
+            timeout=urllib3.Timeout(total=settings.timeout_s),
+            retries=False,
+        )
+    return _pool
+
+
+def respond(payload: bytes, status: int = 200) -> Response:
+    return Response(payload, status=status, content_type=CONTENT_TYPE)
+
+
+@app.get("/health")
+def health() -> Response:
+    return respond(HEALTH_BODY)
+
+
+@app.get("/io")
+def io() -> Response:
+    reply = upstream().request("GET", upstream_path(request.args.get("delay_ms")))
+    return respond(*io_body(reply.status))
+
+
+@app.get("/sleep")
+def sleep_view() -> Response:
+    ms = int(request.args.get("ms", "100"))
+    sleep(ms / 1000)
+    return respond(body("sleep", ms=ms))
+
+
+@app.get("/cpu")
+def cpu() -> Response:
+    n = int(request.args.get("n", DEFAULT_CPU_N))
+    return respond(body("cpu", n=n, result=cpu_work(n)))
