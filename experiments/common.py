@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import resource
 import signal
 import subprocess
 import sys
@@ -31,17 +29,10 @@ from rich.console import Console
 from rich.table import Table
 
 from lab import __version__ as LAB_VERSION
+from lab.environment import capture
 from lab.results import append_jsonl, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gevent", "greenlet", "flask", "werkzeug", "paste", "uwsgi", "hdrhistogram", "psutil")
-SYSCTLS = (
-    "net/ipv4/ip_local_port_range",
-    "net/ipv4/tcp_tw_reuse",
-    "net/core/somaxconn",
-    "net/ipv4/tcp_max_syn_backlog",
-    "net/ipv4/tcp_syncookies",
-)
 
 Number = float | int
 
@@ -115,51 +106,16 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def git_sha() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
 def environment() -> dict[str, Any]:
-    """The facts that decide these results: interpreter, library versions, CPUs, limits, sysctls."""
-    cpu_model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in _read("/proc/cpuinfo").splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    packages = {}
-    for name in PACKAGES:
+    """lab's environment record plus what reproductions also depend on: load, Paste's version."""
+    env = capture()
+    for name in ("paste",):
         try:
-            packages[name] = metadata.version(name)
+            env["packages"][name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            packages[name] = None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "packages": packages,
-        "kernel": platform.release(),
-        "cpu_model": cpu_model,
-        "cpus": os.cpu_count(),
-        "affinity": sorted(os.sched_getaffinity(0)),
-        "sysctls": {s.replace("/", "."): _read(f"/proc/sys/{s}") for s in SYSCTLS},
-        "limits": {"nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE))},
-        "loadavg": _read("/proc/loadavg"),
-    }
+            env["packages"][name] = "not installed"
+    env["loadavg"] = Path("/proc/loadavg").read_text().strip()
+    return env
 
 
 def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir:
@@ -172,10 +128,11 @@ def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir
         path = out / f"{run_id}-{suffix}"
     path.mkdir(parents=True)
     proto = asdict(protocol) if is_dataclass(protocol) else dict(protocol)
+    env = environment()
     manifest = {
         "run_id": path.name,
         "lab_version": LAB_VERSION,
-        "git_sha": git_sha(),
+        "git_sha": env["git_sha"],
         "created_at": utc_now(),
         "finished_at": None,
         "status": "running",
@@ -186,7 +143,7 @@ def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir
             "protocol": proto,
         },
         "models": {name: {"description": d} for name, d in exp.models.items()},
-        "environment": environment(),
+        "environment": env,
         "backend": "native",
     }
     run = RunDir(path, manifest)

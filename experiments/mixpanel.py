@@ -21,13 +21,13 @@ import resource
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from experiments.common import Experiment, Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
+from lab.environment import read_sysctl
 from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
 
 MODELS = {
@@ -62,20 +62,13 @@ PROTOCOLS = {
 }
 
 
-def read_sysctl(name: str) -> str:
-    try:
-        return Path("/proc/sys", name.replace(".", "/")).read_text().strip()
-    except OSError:
-        return ""
-
-
 def preflight(p: Protocol) -> list[dict[str, Any]]:
     """What the original had to tune, checked against this protocol; each with what to raise."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need_fds = max(p.levels) + 64  # each side holds one socket per concurrent request
     lo, hi = (int(x) for x in (read_sysctl("net.ipv4.ip_local_port_range") or "0 0").split())
     ports = hi - lo + 1
-    reuse = read_sysctl("net.ipv4.tcp_tw_reuse")
+    reuse = read_sysctl("net.ipv4.tcp_tw_reuse") or "0"
     somaxconn = int(read_sysctl("net.core.somaxconn") or 0)
     return [
         {"check": "open files (hard limit; children lift soft to hard)", "have": f"{soft}/{hard}",
