@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from experiments import coroutines_vs_threads, mixpanel, pool_overhead, uwsgi_blog
+from experiments import brownout, coroutines_vs_threads, mixpanel, pool_overhead, uwsgi_blog
 from experiments.cli import reproduce as reproduce_cmd
 from experiments.common import Experiment, load_published, reproduce
 from experiments.registry import EXPERIMENTS
@@ -40,6 +40,19 @@ TINY: dict[str, Any] = {
     "uwsgi-blog": uwsgi_blog.Protocol(
         sleep_s=0.05, cases=uwsgi_blog.scaled_cases(50), deadline_s=10
     ),
+    "brownout": brownout.Protocol(
+        rate_rps=20,
+        processes=1,
+        settle_s=0.5,
+        cap=200,
+        timeout_s=10,
+        runs=(
+            brownout.Run("uwsgi-threads", 2),
+            brownout.Run("gunicorn-gevent", 20),
+            brownout.Run("uwsgi-threads", 2, "closed"),
+        ),
+        phases=(("normal", 1.5, 50.0), ("slowdown", 2.0, 500.0), ("recovery", 2.0, 50.0)),
+    ),  # fmt: skip
 }
 
 
