@@ -104,12 +104,14 @@ def plot(sleep: list[dict[str, Any]], io: list[dict[str, Any]], path: str) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     for variant, data, ax in (("sleep", sleep, axes[0]), ("upstream I/O", io, axes[1])):
         ov = by_model_size(data, "overhead")
         for model, series in ov.items():
             xs = sorted(series)
             ax.plot(xs, [mean(series[x]) for x in xs], marker=".", label=model)
+        if data and (cross := crossover(ov)) is not None:
+            ax.axvline(cross, color="grey", linestyle="--", label=f"crossover N={cross}")
         ax.set(title=f"overhead vs pool size ({variant})", xlabel="pool size N",
                ylabel="total / ideal", yscale="log")  # fmt: skip
         if data:
