@@ -22,6 +22,9 @@ from lab.results import ERROR_KINDS, read_jsonl
 from loadgen import hist
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
+# An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding
+# requests) is the same at every rate, so the loader keys open rows by rate and keeps the cap as
+# `max_outstanding`. Plots then put rate where closed-loop runs put users.
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max", "mean")
 SPECTRUM_NINES = tuple(i / 20 for i in range(5 * 20 + 1))  # 0 -> 0%, 1 -> 90%, ..., 5 -> 99.999%
 TIMESERIES_KEYS = (
@@ -80,13 +83,17 @@ def load(run_dir: Path | str) -> Run:
         # with a preflight but no step (every model failed it) there is still a story to tell
         raise RunError(f"{run_dir}: no steps.jsonl (has this run measured any step yet?)")
     manifest = _read_manifest(run_dir / "manifest.json")
-    rows = read_jsonl(steps_path)
+    rows = [_keyed_by_rate(r) if r.get("mode") == "open" else r for r in read_jsonl(steps_path)]
     steps = steps_frame(rows)
     timeseries, histograms, seconds = _histograms_and_series(run_dir, rows)
     preflight = pd.DataFrame(read_jsonl(run_dir / "preflight.jsonl"))
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
     return Run(run_dir, manifest, preflight, steps, timeseries, histograms, seconds)
+
+
+def _keyed_by_rate(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "concurrency": round(row["rate_rps"]), "max_outstanding": row["concurrency"]}
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
