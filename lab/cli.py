@@ -16,6 +16,7 @@ from rich.table import Table
 from analysis.cli import compare_runs, report
 from analysis.load import RunError, load
 from analysis.summary import print_summary
+from experiments.cli import reproduce
 from lab import leftovers, procs, safety
 from lab.backend import CpuLayout, NativeBackend
 from lab.doctor import doctor
@@ -327,6 +328,7 @@ def list_models(models_file: Path | None) -> None:
 main.add_command(doctor)
 main.add_command(report)
 main.add_command(compare_runs)
+main.add_command(reproduce)
 
 
 def entry() -> None:
