@@ -21,7 +21,7 @@ def test_every_model_answers_identically(model, start_model, upstream):
 
 @pytest.mark.parametrize("model", ["uwsgi-gevent", "gunicorn-asyncio"], ids=str)
 def test_upstream_errors_become_502(model, start_model, failing_upstream):
-    """A failing upstream is the upstream's fault: the app says so with a 502, the same everywhere."""
+    """A failing upstream is the upstream's fault: every model says so with the same 502."""
     server = start_model(model, failing_upstream.url)
     status, body, _ = preflight.get(server.url, "/io")
     assert (status, body) == (502, b'{"route":"io","upstream":"error 500"}\n')
