@@ -141,7 +141,7 @@ def test_a_model_that_fails_to_start_leaves_no_container(tmp_path: Path) -> None
     backend = DockerBackend(f"failtest-{os.getpid()}", CpuLayout(), image=IMAGE)
     try:
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=10), free_port())
-        knobs = registry.knobs.updated({"backlog": 10**9}, "test").resolve(1)  # uWSGI refuses
+        knobs = registry.knobs.updated({"backlog": 100_000}, "test").resolve(1)  # > somaxconn
         with pytest.raises(StartFailed) as failed:
             backend.start_server(registry.models["uwsgi-threads"], knobs, upstream.url, free_port())
         assert failed.value.evidence["log_tail"]
