@@ -18,13 +18,13 @@ from analysis.load import RunError, load
 from analysis.summary import print_summary
 from experiments.cli import reproduce
 from lab import leftovers, procs, safety
-from lab.backend import CpuLayout, NativeBackend
+from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
 from lab.models import load_registry
 from lab.progress import ConsoleProgress
-from lab.scenario import builtin_names, load_scenario, override
-from lab.sweep import Sweep, plan_run
+from lab.scenario import Scenario, builtin_names, load_scenario, override
+from lab.sweep import Plan, Sweep, plan_run
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -173,6 +173,14 @@ def main() -> None:
     is_flag=True,
     help="Allow non-loopback listeners and targets. Only for hosts you own.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["native", "docker"]),
+    default="native",
+    show_default=True,
+    help="native: servers as local processes; docker: each in its own container "
+    "(image from docker/build-image.sh, limits from tuning/).",
+)
 @click.pass_context
 def run(ctx: click.Context, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
@@ -195,15 +203,15 @@ def run(ctx: click.Context, **_: Any) -> None:
     )  # fmt: skip
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     chosen = registry.pick(list(scenario.models))
-    for model in chosen:
-        model.check_installed(registry.knobs.resolve(1))
+    if opts["backend"] == "native":  # the docker backend runs the image's own servers
+        for model in chosen:
+            model.check_installed(registry.knobs.resolve(1))
     plan = plan_run(
         scenario, chosen, registry.knobs.updated(opts["knobs"], "--knob"), opts["out"],
         run_dir=opts["resume"], allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(), invocation=encode_invocation(opts),
     )  # fmt: skip
-    backend = NativeBackend(plan.run_dir, CpuLayout.split(scenario.pin_cpus), host=scenario.host,
-                            ready_timeout_s=scenario.start_timeout_s)  # fmt: skip
+    backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
     console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
                   f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
@@ -229,7 +237,17 @@ def run(ctx: click.Context, **_: Any) -> None:
 RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
              "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
              "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
-             "arrival")  # fmt: skip
+             "arrival", "backend")  # fmt: skip
+
+
+def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
+    layout = CpuLayout.split(scenario.pin_cpus)
+    if name == "docker":
+        from lab.docker_backend import DockerBackend  # needs the Docker SDK and an engine
+
+        return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
+    return NativeBackend(plan.run_dir, layout, host=scenario.host,
+                         ready_timeout_s=scenario.start_timeout_s)  # fmt: skip
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
