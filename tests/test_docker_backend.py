@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +152,29 @@ def test_a_model_that_fails_to_start_leaves_no_container(tmp_path: Path) -> None
     finally:
         backend.close()
     assert labelled(backend.run_id) == []
+
+
+@needs_docker
+def test_ctrl_c_during_a_docker_run_removes_its_containers(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "from lab.cli import entry; entry()", "run", "--backend",
+            "docker", "--models", "gunicorn-gevent", "--levels", "1,5", "--duration", "30",
+            "--warmup", "0", "--out", str(tmp_path)]  # fmt: skip
+    run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        role = "label=concurrency-lab.role=gunicorn-gevent"
+        while time.monotonic() < deadline and run.poll() is None:
+            found = subprocess.run(["docker", "ps", "-q", "--filter", role], capture_output=True,
+                                   text=True, timeout=30)  # fmt: skip
+            if found.stdout.strip() and list(tmp_path.iterdir()):
+                break
+            time.sleep(0.5)
+        time.sleep(2)  # into the measured step
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=60) == 130
+    finally:
+        if run.poll() is None:
+            run.kill()
+    (run_dir,) = tmp_path.iterdir()
+    assert labelled(run_dir.name) == []
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
