@@ -245,7 +245,7 @@ def run(p: Protocol, run_dir: RunDir) -> Reproduction:
             rows.append(
                 Row(
                     r["label"],
-                    f"{name}: busy fraction (in flight / capacity)",
+                    f"{name}: busy fraction (client in flight / capacity)",
                     "",
                     pub["busy_fraction"],
                     round(busy, 3),
@@ -272,15 +272,18 @@ def run(p: Protocol, run_dir: RunDir) -> Reproduction:
 
 
 def conclude(p: Protocol, results: list[dict[str, Any]]) -> str:
-    slow_name, slow_start, slow_end, slow_delay = phase_windows(p)[1]
+    slow_name, slow_start, _, slow_delay = phase_windows(p)[1]
     said = []
     for r in results:
         cap = r["capacity"] / (slow_delay / 1000)
-        p99 = max(in_phase(r, "p99_ms", slow_start, slow_end) or [0.0])
+        ts = r["timeseries"]
+        after = [v for t, v in zip(ts["t"], ts["p99_ms"], strict=True) if t > slow_start]
         verdict = "below the arrival rate" if cap < p.rate_rps else "above the arrival rate"
-        said.append(f"{r['label']}: capacity during the {slow_name} {cap:.0f} rps, {verdict}; "
-                    f"worst per-second p99 {p99:.0f} ms, {sum(r['errors'].values())} errors, "
-                    f"{r.get('dropped', 0)} dropped")  # fmt: skip
+        said.append(
+            f"{r['label']}: capacity during the {slow_name} {cap:.0f} rps, {verdict}; "
+            f"worst per-second p99 from the {slow_name} on {max(after or [0.0]):.0f} ms, "
+            f"{sum(r['errors'].values())} errors, {r.get('dropped', 0)} dropped"
+        )
     closed = [r for r in results if "closed" in r["label"]]
     tail = (
         (
