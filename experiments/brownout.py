@@ -222,9 +222,14 @@ def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
 
 
 def run(p: Protocol, run_dir: RunDir) -> Reproduction:
-    pub = load_published("brownout")["figures"]
     results = [measure(p, run_dir, i, r) for i, r in enumerate(p.runs, 1)]
     plot(p, results, str(run_dir.path / "brownout.png"))
+    return tabulate(p, results)
+
+
+def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
+    """The table from the runs' records (measurements.jsonl), so a saved run can be re-read."""
+    pub = load_published("brownout")["figures"]
     rows = [
         Row(
             "story",
