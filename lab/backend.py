@@ -84,35 +84,39 @@ class LocalServer:
 class NativeBackend:
     name = "native"
 
-    def __init__(self, run_dir: Path, layout: CpuLayout) -> None:
+    def __init__(self, run_dir: Path, layout: CpuLayout, host: str = HOST,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:  # fmt: skip
+        """`host`: where every listener binds (loopback unless the run allows remote)."""
         self.run_dir = run_dir
         self.layout = layout
+        self.host = host
+        self.ready_timeout_s = ready_timeout_s
         self.started: list[procs.Proc] = []
 
     def _start(self, name: str, argv: list[str], env: dict[str, str], port: int,
                cpus: tuple[int, ...], ready_path: str) -> LocalServer:  # fmt: skip
-        procs.ensure_port_free(HOST, port, name)
+        procs.ensure_port_free(self.host, port, name)
         proc = procs.start(
             name, argv, log_path=self.run_dir / "logs" / f"{name}.log", env=env,
             cwd=Path(__file__).resolve().parent.parent, cpus=cpus, pid_dir=self.run_dir / "pids",
         )  # fmt: skip
         self.started.append(proc)
-        url = f"http://{HOST}:{port}"
+        url = f"http://{self.host}:{port}"
         try:
-            procs.wait_http(proc, url + ready_path, READY_TIMEOUT_S)
+            procs.wait_http(proc, url + ready_path, self.ready_timeout_s)
         except procs.StartFailed:
             proc.stop()
             raise
         return LocalServer(name, url, proc, proc.argv)
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> LocalServer:
-        argv = [sys.executable, "-m", "servers.upstream", "--host", HOST, "--port", str(port),
+        argv = [sys.executable, "-m", "servers.upstream", "--host", self.host, "--port", str(port),
                 *spec.argv_flags()]  # fmt: skip
         return self._start("upstream", argv, dict(os.environ), port, self.layout.client, "/health")
 
     def start_server(self, model: Model, knobs: Knobs, upstream_url: str,
                      port: int) -> LocalServer:  # fmt: skip
-        argv = model.command(knobs, HOST, port)
+        argv = model.command(knobs, self.host, port)
         env = server_env(model, knobs, upstream_url)
         return self._start(model.name, argv, env, port, self.layout.server, "/health")
 
@@ -120,8 +124,11 @@ class NativeBackend:
         return self.layout.client
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "cpu_layout": {"server": list(self.layout.server),
-                                                     "client_and_upstream": list(self.layout.client)}}  # fmt: skip
+        layout = {
+            "server": list(self.layout.server),
+            "client_and_upstream": list(self.layout.client),
+        }
+        return {"backend": self.name, "cpu_layout": layout}
 
     def close(self) -> None:
         for proc in self.started:

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
+from analysis.cli import compare_runs, report
+from analysis.load import RunError, load
+from analysis.summary import print_summary
+from experiments.cli import reproduce
+from lab import leftovers, procs, safety
 from lab.backend import CpuLayout, NativeBackend
+from lab.doctor import doctor
 from lab.errors import LabError
 from lab.models import load_registry
 from lab.progress import ConsoleProgress
 from lab.scenario import builtin_names, load_scenario, override
 from lab.sweep import Sweep, plan_run
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -25,10 +35,24 @@ def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int,
     try:
         levels = tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise click.BadParameter(f"expected whole numbers separated by commas, got {value!r}")
+        raise click.BadParameter(
+            f"expected whole numbers separated by commas, got {value!r}"
+        ) from None
     if not levels or any(v <= 0 for v in levels):
         raise click.BadParameter(f"every value must be a positive whole number, got {value!r}")
     return levels
+
+
+def rate_list(_: object, __: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        rates = tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {value!r}") from None
+    if not rates or any(not 0 < v < float("inf") for v in rates):
+        raise click.BadParameter(f"every rate must be a positive number, got {value!r}")
+    return rates
 
 
 def name_list(_: object, __: click.Parameter, value: str | None) -> tuple[str, ...] | None:
@@ -68,50 +92,221 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--scenario", "scenario_name", default="quick", show_default=True,
-              help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.")
+@click.option(
+    "--scenario",
+    "scenario_name",
+    default="quick",
+    show_default=True,
+    help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
+)
 @click.option("--models", callback=name_list, help="Comma-separated models (see `lab models`).")
-@click.option("--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100.")
+@click.option(
+    "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["closed", "open"]),
+    help="closed: N users, no think time (default); open: requests arrive at fixed --rates.",
+)
+@click.option(
+    "--rates", callback=rate_list, help="Open loop: comma-separated arrival rates (req/s)."
+)
+@click.option(
+    "--max-outstanding",
+    type=int,
+    callback=positive,
+    help="Open loop: cap on requests in flight; the rest count as dropped [default: 500].",
+)
+@click.option("--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals.")
 @click.option("--duration", type=float, callback=positive, help="Seconds measured per level.")
 @click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none).")
 @click.option("--trials", type=int, callback=positive, help="Repeats of every level.")
 @click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
 @click.option("--route", type=click.Choice(["io", "sleep", "cpu"]), help="What each request does.")
-@click.option("--knob", "knobs", multiple=True, callback=knob_pairs, metavar="NAME=VALUE",
-              help="Override a server knob for this run (repeatable), e.g. --knob workers=50.")
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    callback=knob_pairs,
+    metavar="NAME=VALUE",
+    help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
+)
 @click.option("--port", type=int, help="Server port (default: any free port).")
 @click.option("--upstream-port", type=int, help="Upstream port (default: any free port).")
 @click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Directory that receives the run directory.")
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A TOML file of extra models (same shape as servers/models.toml).")
-def run(scenario_name: str, models: tuple[str, ...] | None, levels: tuple[int, ...] | None,
-        duration: float | None, warmup: float | None, trials: int | None, delay_ms: float | None,
-        route: str | None, knobs: dict[str, int | str], port: int | None,
-        upstream_port: int | None, no_pin: bool, out: Path, models_file: Path | None) -> None:  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Directory that receives the run directory.",
+)
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
+@click.option(
+    "--host",
+    help="Address every listener binds and the load targets "
+    "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
+)
+@click.option(
+    "--request-timeout",
+    type=float,
+    callback=positive,
+    help="Seconds before a request counts as a timeout [default: 30].",
+)
+@click.option(
+    "--start-timeout",
+    type=float,
+    callback=positive,
+    help="Seconds a server gets to answer /health, else start_failed [default: 30].",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Continue the run in this directory, skipping its completed steps.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow non-loopback listeners and targets. Only for hosts you own.",
+)
+@click.pass_context
+def run(ctx: click.Context, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
-    registry = load_registry(models_file)
+    opts = dict(ctx.params)
+    recorded = resumed_run(ctx) if opts["resume"] else None
+    if recorded is not None:
+        opts.update(decode_invocation(recorded.get("invocation", {})))
+    if opts["allow_remote"]:
+        console.print(f"[bold white on red] WARNING [/] {safety.REMOTE_WARNING}")
+    clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
+    registry = load_registry(opts["models_file"])
     scenario = override(
-        load_scenario(scenario_name), models=models, levels=levels, duration_s=duration,
-        warmup_s=warmup, trials=trials, delay_ms=delay_ms, route=route, server_port=port,
-        upstream_port=upstream_port, pin_cpus=False if no_pin else None,
+        load_scenario(opts["scenario_name"]), models=opts["models"], levels=opts["levels"],
+        duration_s=opts["duration"], warmup_s=opts["warmup"], trials=opts["trials"],
+        delay_ms=opts["delay_ms"], route=opts["route"], server_port=opts["port"],
+        upstream_port=opts["upstream_port"], pin_cpus=False if opts["no_pin"] else None,
+        host=opts["host"], request_timeout_s=opts["request_timeout"],
+        start_timeout_s=opts["start_timeout"], mode=opts["mode"], rates=opts["rates"],
+        max_outstanding=opts["max_outstanding"], arrival=opts["arrival"],
     )  # fmt: skip
+    safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     chosen = registry.pick(list(scenario.models))
     for model in chosen:
         model.check_installed(registry.knobs.resolve(1))
-    scenario.check_open_files()
-    plan = plan_run(scenario, chosen, registry.knobs.updated(knobs, "--knob"), out)
-    backend = NativeBackend(plan.run_dir, CpuLayout.split(scenario.pin_cpus))
-    console.print(f"run [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
+    plan = plan_run(
+        scenario, chosen, registry.knobs.updated(opts["knobs"], "--knob"), opts["out"],
+        run_dir=opts["resume"], allow_remote=opts["allow_remote"],
+        limits=scenario.check_open_files(), invocation=encode_invocation(opts),
+    )  # fmt: skip
+    backend = NativeBackend(plan.run_dir, CpuLayout.split(scenario.pin_cpus), host=scenario.host,
+                            ready_timeout_s=scenario.start_timeout_s)  # fmt: skip
+    verb = "resuming" if recorded else "run"
+    console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
                   f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
     try:
-        with ConsoleProgress(console, plan.expected_seconds()) as progress:
-            Sweep(plan, backend, progress).run()
-    except KeyboardInterrupt:
-        console.print(f"[red]interrupted[/]: finished steps are kept in {plan.run_dir}")
-        sys.exit(130)
+        with stop_signals(), ConsoleProgress(console, plan.expected_seconds()) as progress:
+            Sweep(plan, backend, progress, resume=recorded).run()
+    except KeyboardInterrupt as e:
+        late = procs.stop_all()  # normally none: the sweep stopped everything already
+        console.print(
+            f"[red]interrupted ({e or 'SIGINT'})[/]: stopped every process it started"
+            f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
+            f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
+        )
+        sys.exit(143 if str(e) == "SIGTERM" else 130)
+    try:
+        print_summary(load(plan.run_dir))
+    except RunError as e:  # e.g. the upstream never started: nothing was measured
+        console.print(f"[red]nothing to summarise:[/] {e}")
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
+
+
+# The options that define what a run measures: recorded in the manifest, reused by --resume.
+RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
+             "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
+             "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
+             "arrival")  # fmt: skip
+
+
+def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+
+
+def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
+    opts = {k: v for k, v in recorded.items() if k in RESUMABLE}
+    for key in ("models", "levels", "rates"):
+        if opts.get(key) is not None:
+            opts[key] = tuple(opts[key])
+    if opts.get("models_file") is not None:
+        opts["models_file"] = Path(opts["models_file"])
+    return opts
+
+
+def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
+    """The manifest of the run to resume; exits 0 (after saying so) if it is already complete.
+
+    Options given again on the command line must match the recorded ones; the rest are taken
+    from the manifest, so `lab run --resume DIR` alone continues the run as it was started.
+    """
+    run_dir: Path = ctx.params["resume"]
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError) as e:
+        raise LabError(f"--resume {run_dir}: not a run directory (manifest.json: {e})") from None
+    owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
+    if owner is not None and owner.is_running():
+        raise LabError(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
+    if manifest.get("status") == "complete":
+        console.print(f"{run_dir} is already complete; nothing to resume")
+        ctx.exit(0)
+    recorded = manifest.get("invocation", {})
+    given = encode_invocation(ctx.params)
+    conflicts = [
+        f"--{key.replace('_', '-')}: recorded {recorded.get(key)!r}, given {given[key]!r}"
+        for key in RESUMABLE
+        if ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE
+        and given[key] != recorded.get(key)
+    ]
+    if conflicts:
+        raise LabError(
+            f"--resume {run_dir}: options differ from the recorded run: {'; '.join(conflicts)}. "
+            f"Leave them out to reuse the recorded ones."
+        )
+    return manifest
+
+
+def clean_leftovers(out: Path) -> None:
+    """Report and remove processes left behind by runs whose lab process died."""
+    found = leftovers.find(out)
+    if not found:
+        return
+    for item in found:
+        console.print(f"[yellow]leftover from a dead run:[/] {item.describe()}")
+    leftovers.clean(found)
+    alive = sum(item.alive for item in found)
+    console.print(f"[yellow]stopped {alive} leftover process group(s), removed {len(found)} "
+                  f"pid file(s)")  # fmt: skip
+
+
+class stop_signals:  # noqa: N801 - used like a function: `with stop_signals():`
+    """SIGTERM and SIGHUP stop a run like Ctrl-C: the sweep records, cleans up, exits non-zero."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> None:
+        self.previous = {sig: signal.signal(sig, self._raise) for sig in self.SIGNALS}
+
+    def __exit__(self, *_: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    @staticmethod
+    def _raise(signum: int, _: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 @main.command("models")
@@ -128,6 +323,12 @@ def list_models(models_file: Path | None) -> None:
     out.print(table)
     out.print("knob defaults: " + ", ".join(f"{k}={v}" for k, v in vars(registry.knobs).items()))
     out.print("override per run with --knob NAME=VALUE, per scenario in its \\[knobs] table")
+
+
+main.add_command(doctor)
+main.add_command(report)
+main.add_command(compare_runs)
+main.add_command(reproduce)
 
 
 def entry() -> None:

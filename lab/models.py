@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lab.config import check_table, load_toml, positive
+from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
 
 BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
@@ -23,6 +23,8 @@ INSTALL_HINTS = {
     "uwsgi": "pip install uwsgi (it compiles from source: needs gcc and the Python headers)",
     "gunicorn": "pip install gunicorn",
 }
+KNOB_MAX = {"processes": 256, "workers": 100_000, "backlog": 1_000_000, "keepalive_s": 3_600,
+            "pool": 100_000, "timeout_s": 86_400}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,15 +46,16 @@ class Knobs:
         for f in fields(resolved):
             value = getattr(resolved, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise LabError(f"knob {f.name}: expected a whole number or \"auto\", got {value!r}")
+                raise LabError(f'knob {f.name}: expected a whole number or "auto", got {value!r}')
             positive(value, f"knob {f.name}")
+            in_range(value, 1, KNOB_MAX[f.name], f"knob {f.name}")
         return resolved
 
     def updated(self, overrides: dict[str, Any], where: str) -> Knobs:
         check_table(overrides, where, {f.name: (int, str) for f in fields(self)})
         for key, value in overrides.items():
             if isinstance(value, str) and value != "auto":
-                raise LabError(f"{where}.{key}: expected a whole number or \"auto\", got {value!r}")
+                raise LabError(f'{where}.{key}: expected a whole number or "auto", got {value!r}')
         return replace(self, **overrides)
 
 
@@ -78,6 +81,11 @@ class Model:
             return [part.format(**values) for part in self.argv]
         except KeyError as e:
             raise LabError(f"model {self.name}: unknown placeholder {e} in argv") from None
+        except (IndexError, ValueError, AttributeError) as e:  # "{0}", "{", "{port.x}"
+            raise LabError(
+                f"model {self.name}: bad placeholder in argv ({e}); use {{name}} with a knob "
+                f"name, host, port or bindir, and {{{{ for a literal brace"
+            ) from None
 
     def check_installed(self, knobs: Knobs) -> None:
         """Fail before any load if the server program is missing, saying how to install it."""
@@ -127,6 +135,7 @@ def _parse(path: Path, knobs: Knobs, models: dict[str, Model]) -> Registry:
 
 
 def _model(name: str, table: Any, where: str) -> Model:
+    check_name(name, where)
     check_table(table, where, MODEL_KEYS)
     for key in ("description", "app", "unit", "argv"):
         if key not in table:
@@ -141,6 +150,10 @@ def _model(name: str, table: Any, where: str) -> Model:
     env = table.get("env", {})
     if not all(isinstance(v, str) for v in env.values()):
         raise LabError(f"{where}.env: values must be strings")
+    if not all(k and "=" not in k and "\0" not in k for k in env):
+        raise LabError(f"{where}.env: names must be non-empty and contain no '=' or NUL")
+    if any("\0" in part for part in [*argv, *env.values()]):
+        raise LabError(f"{where}: argv and env values must not contain NUL characters")
     return Model(
         name=name,
         description=table["description"],

@@ -91,7 +91,11 @@ def verify(base_url: str, upstream_url: str, paths: list[str]) -> tuple[bool, di
             ok = False
             continue
         want = expected_body(path)
-        check = {"status": status, "ok": status == 200 and got == want, "seconds": round(seconds, 4)}
+        check = {
+            "status": status,
+            "ok": status == 200 and got == want,
+            "seconds": round(seconds, 4),
+        }
         if got != want:
             check.update(expected=want.decode(), got=got[:300].decode(errors="replace"))
         if path.startswith("/io"):

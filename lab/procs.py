@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import signal
@@ -19,10 +20,14 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from lab.errors import LabError
 
 STOP_GRACE_S = 5.0
+OWNER_PID_FILE = "lab.pid"  # the lab process that owns a run directory's children
 
 
 class StartFailed(LabError):
@@ -41,6 +46,7 @@ class Proc:
     log_path: Path
     pid_file: Path | None = None
     cpus: tuple[int, ...] = field(default_factory=tuple)
+    stopped: bool = False  # once stopped, never signal the group id again: it may be reused
 
     @property
     def pid(self) -> int:
@@ -59,18 +65,94 @@ class Proc:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """TERM the whole process group, then KILL whatever is left after the grace period."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)  # workers that outlived their master, too
+        if self.stopped:
+            return
+        stop_group(self.pid, grace_s, wait=self.popen.wait)
+        self.stopped = True
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace_s)
         if self.pid_file is not None:
             self.pid_file.unlink(missing_ok=True)
+        _running.pop(self.pid, None)
+
+
+# Every child started and not yet stopped, so an interrupted run can stop them all at once.
+_running: dict[int, Proc] = {}
+
+
+def stop_all(grace_s: float = STOP_GRACE_S) -> list[str]:
+    """Stop every child this process started and has not stopped yet; return their names."""
+    names = []
+    for proc in list(_running.values())[::-1]:
+        names.append(proc.name)
+        proc.stop(grace_s)
+    return names
+
+
+def stop_group(pgid: int, grace_s: float, wait: Any = None) -> None:
+    """TERM (and CONT, so a stopped group can act on it) a process group, then KILL it.
+
+    `wait(timeout=...)` waits for the group leader when it is our child; otherwise the group is
+    polled until it is empty or the grace period ends.
+    """
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    deadline = time.monotonic() + grace_s
+    if wait is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            wait(timeout=grace_s)
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)  # workers that outlived their master, too
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    """A pid file's content: enough to tell our process from another that reused its pid."""
+
+    name: str
+    pid: int
+    create_time: float  # psutil's process start time, compared before anything is killed
+    argv: tuple[str, ...]
+
+    @classmethod
+    def of(cls, name: str, pid: int, argv: list[str]) -> PidRecord:
+        try:
+            created = psutil.Process(pid).create_time()
+        except psutil.Error:
+            created = 0.0
+        return cls(name, pid, created, tuple(argv))
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**vars(self), "argv": list(self.argv)}) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> PidRecord | None:
+        try:
+            data = json.loads(path.read_text())
+            return cls(str(data["name"]), int(data["pid"]), float(data["create_time"]),
+                       tuple(data["argv"]))  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def is_running(self) -> bool:
+        """True only if this very process (same pid and start time) is still alive."""
+        try:
+            proc = psutil.Process(self.pid)
+            return abs(proc.create_time() - self.create_time) < 0.05 and proc.status() != "zombie"
+        except psutil.Error:
+            return False
 
 
 def start(
@@ -106,10 +188,11 @@ def start(
             raise LabError(f"{name}: program not found: {argv[0]}") from None
     pid_file = None
     if pid_dir is not None:
-        pid_dir.mkdir(parents=True, exist_ok=True)
         pid_file = pid_dir / f"{name}.pid"
-        pid_file.write_text(f"{popen.pid}\n")
-    return Proc(name, argv, popen, log_path, pid_file, cpus)
+        PidRecord.of(name, popen.pid, argv).write(pid_file)
+    proc = Proc(name, argv, popen, log_path, pid_file, cpus)
+    _running[proc.pid] = proc
+    return proc
 
 
 def wait_http(proc: Proc, url: str, timeout_s: float) -> None:

@@ -21,11 +21,16 @@ from typing import Any
 STEP_FLAGS = (
     "serialized",  # the concurrency probe found requests did not overlap: not a fair result
     "client_saturated",  # the load generator's CPU was >= 90%: throughput is the client's limit
+    "host_busy",  # processes outside the run used >= half a core: the figures are disturbed
     "errors",  # at least one request failed
+    "no_responses",  # not one request succeeded
     "server_died",  # the server process exited during the step
-    "upstream_saturated",  # the upstream saw less concurrency than offered while the server idled
+    "loadgen_failed",  # the load generator exited without a result
 )
-ERROR_KINDS = ("refused", "reset", "timeout", "http_5xx", "http_4xx", "bad_body", "other")
+# `dropped` is open loop only: a request due while the cap on outstanding requests was full.
+ERROR_KINDS = (
+    "refused", "reset", "timeout", "http_5xx", "http_4xx", "bad_body", "other", "dropped",
+)  # fmt: skip
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Step:
     client_cpu_pct: float  # mean over the window, the load generator process, 100 = one core
     upstream_max_inflight: int  # highest concurrency the upstream saw during the window
     flags: list[str] = field(default_factory=list)
+    upstream_cpu_pct: float = 0.0  # mean over the window: proof the upstream was not the limit
+    host_cpu_pct: float = 0.0  # whole machine, mean over the window, 100 = one core
     rate_rps: float | None = None  # open loop: the target arrival rate
     histogram: str = ""  # path of the `.hlog`, relative to the run directory
     timeseries: dict[str, list[float]] = field(default_factory=dict)  # per-second samples
@@ -58,8 +65,10 @@ class Step:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-def hlog_relpath(model: str, mode: str, concurrency: int, trial: int) -> str:
-    return f"histograms/{model}/{mode}-c{concurrency}-t{trial}.hlog"
+def hlog_relpath(model: str, mode: str, concurrency: int, trial: int,
+                 rate_rps: float | None = None) -> str:  # fmt: skip
+    point = f"r{rate_rps:g}" if rate_rps is not None else f"c{concurrency}"
+    return f"histograms/{model}/{mode}-{point}-t{trial}.hlog"
 
 
 def append_jsonl(path: Path, obj: dict[str, Any] | str) -> None:

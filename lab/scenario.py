@@ -7,15 +7,22 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lab.config import check_table, load_toml, positive
+from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
 ROUTES = ("io", "sleep", "cpu")
-MODES = ("closed",)
+MODES = ("closed", "open")
+ARRIVALS = ("constant", "poisson")
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
 FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstream socket
 FD_MARGIN = 256  # listening sockets, logs, libraries
+# Upper bounds: beyond these a value is a typo (ms for s, an extra zero), not an experiment.
+LIMITS = {
+    "duration_s": 86_400, "warmup_s": 3_600, "settle_s": 600, "trials": 100,
+    "request_timeout_s": 3_600, "start_timeout_s": 600, "probe_k": 1_000,
+    "probe_delay_ms": 60_000, "cpu_n": 100_000_000, "delay_ms": 600_000, "stall_ms": 600_000,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,23 @@ class UpstreamSpec:
 
 
 @dataclass(frozen=True)
+class Point:
+    """One point of a sweep: closed loop, `users` users; open loop, `rate_rps` with a cap."""
+
+    users: int  # closed: simultaneous users; open: the cap on outstanding requests
+    rate_rps: float | None = None  # open loop only: the target arrival rate
+
+    @property
+    def label(self) -> str:
+        return f"c={self.users}" if self.rate_rps is None else f"{self.rate_rps:g} req/s"
+
+    @property
+    def load(self) -> float:
+        """How heavy the point is, to pick the warm-up point: the heaviest."""
+        return self.users if self.rate_rps is None else self.rate_rps
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     description: str = ""
@@ -47,17 +71,31 @@ class Scenario:
     warmup_s: float = 3.0
     settle_s: float = 1.0
     trials: int = 1
-    mode: str = "closed"
+    mode: str = "closed"  # closed: `levels` of users; open: `rates` of arrivals (req/s)
+    rates: tuple[float, ...] = ()
+    max_outstanding: int = 500  # open loop: requests in flight at most; the rest count as dropped
+    arrival: str = "constant"  # open loop: constant spacing or poisson
     route: str = "io"  # io: call the upstream; sleep: in-process sleep; cpu: CPU work
     cpu_n: int = 10_000
     request_timeout_s: float = 30.0
     probe_k: int = 8  # simultaneous slow requests in the concurrency probe
     probe_delay_ms: float = 300.0
     pin_cpus: bool = True  # server on its own core, load generator and upstream on the others
+    host: str = "127.0.0.1"  # where every listener binds and the load goes; loopback unless allowed
+    start_timeout_s: float = 30.0  # a server not answering /health by then is `start_failed`
     server_port: int = 0  # 0 = any free port
     upstream_port: int = 0
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
     knobs: dict[str, Any] = field(default_factory=dict)
+
+    def points(self) -> list[Point]:
+        if self.mode == "open":
+            return [Point(self.max_outstanding, float(rate)) for rate in self.rates]
+        return [Point(level) for level in self.levels]
+
+    @property
+    def max_connections(self) -> int:
+        return max(p.users for p in self.points())
 
     @property
     def delay_ms(self) -> float:
@@ -74,20 +112,34 @@ class Scenario:
 
     def validate(self) -> Scenario:
         where = f"scenario {self.name}"
+        check_name(self.name, "scenario")
         if not self.models:
             raise LabError(f"{where}: no models to run")
+        for model in self.models:
+            check_name(model, f"{where}: models")
         if not self.levels:
             raise LabError(f"{where}: no levels to run")
         for level in self.levels:
             if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
                 raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
         for name in ("duration_s", "settle_s", "request_timeout_s", "probe_delay_ms", "trials",
-                     "probe_k", "cpu_n"):  # fmt: skip
+                     "probe_k", "cpu_n", "start_timeout_s"):  # fmt: skip
             positive(getattr(self, name), f"{where}: {name}")
-        if self.warmup_s < 0:
-            raise LabError(f"{where}: warmup_s must be 0 or more, got {self.warmup_s}")
+            in_range(getattr(self, name), 0, LIMITS[name], f"{where}: {name}")
+        in_range(self.warmup_s, 0, LIMITS["warmup_s"], f"{where}: warmup_s")
+        if not self.host or not isinstance(self.host, str) or any(c in self.host for c in "/ @"):
+            raise LabError(f"{where}: host must be a host name or address, got {self.host!r}")
         if self.mode not in MODES:
             raise LabError(f"{where}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.mode == "open":
+            if not self.rates:
+                raise LabError(f"{where}: open mode needs rates, e.g. rates = [50, 100, 200]")
+            for rate in self.rates:
+                if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
+                    raise LabError(f"{where}: rates must be positive numbers, got {rate!r}")
+            positive(self.max_outstanding, f"{where}: max_outstanding")
+            if self.arrival not in ARRIVALS:
+                raise LabError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
         if self.route not in ROUTES:
             raise LabError(f"{where}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
         up = self.upstream
@@ -95,32 +147,41 @@ class Scenario:
             raise LabError(
                 f"{where}: upstream.distribution must be one of {', '.join(DISTRIBUTIONS)}"
             )
-        if up.delay_ms < 0 or up.stall_ms < 0:
-            raise LabError(f"{where}: upstream delays must be 0 or more")
+        for delay in ("delay_ms", "stall_ms"):
+            in_range(getattr(up, delay), 0, LIMITS[delay], f"{where}: upstream.{delay}")
         for rate in ("error_rate", "stall_rate"):
-            if not 0 <= getattr(up, rate) <= 1:
-                raise LabError(f"{where}: upstream.{rate} must be between 0 and 1")
+            in_range(getattr(up, rate), 0, 1, f"{where}: upstream.{rate}")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{where}: {port} must be 0-65535")
         return self
 
-    def check_open_files(self) -> int:
-        """Raise the soft open-file limit to the hard one if needed; fail if even that is short."""
-        need = FDS_PER_CONNECTION * max(self.levels) + FD_MARGIN
+    def check_open_files(self) -> dict[str, int]:
+        """Raise the soft open-file limit to the hard one if needed; fail if even that is short.
+
+        Returns what the run needs and runs with, for the manifest (-1 = unlimited).
+        """
+        need = FDS_PER_CONNECTION * self.max_connections + FD_MARGIN
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        record = {"needed": need, "soft_before": soft, "soft": soft, "hard": hard}
         if soft >= need:
-            return soft
+            return record
         if hard != resource.RLIM_INFINITY and hard < need:
             raise LabError(
-                f"level {max(self.levels)} needs about {need} open files but the limit is "
+                f"{self.max_connections} connections need about {need} open files but the limit is "
                 f"{soft} (hard {hard}); raise it, e.g. `ulimit -n {need}` as root, "
                 f"LimitNOFILE= for a service, or nofile in /etc/security/limits.conf "
                 f"(see tuning/)"
             )
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
-                                                    else hard, hard))  # fmt: skip
-        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
+                                                        else hard, hard))  # fmt: skip
+        except (ValueError, OSError) as e:  # above fs.nr_open, even with an unlimited hard limit
+            raise LabError(
+                f"{self.max_connections} connections need about {need} open files, more than "
+                f"this system allows ({e}); lower the level or raise fs.nr_open (see `lab doctor`)"
+            ) from None
+        return {**record, "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
 
 
 _NUMBER = (int, float)
@@ -129,6 +190,8 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "warmup_s": _NUMBER, "settle_s": _NUMBER, "trials": int, "mode": str, "route": str,
     "cpu_n": int, "request_timeout_s": _NUMBER, "probe_k": int, "probe_delay_ms": _NUMBER,
     "pin_cpus": bool, "server_port": int, "upstream_port": int, "upstream": dict, "knobs": dict,
+    "host": str, "start_timeout_s": _NUMBER, "rates": list, "max_outstanding": int,
+    "arrival": str,
 }  # fmt: skip
 
 
@@ -154,7 +217,7 @@ def load_scenario(name_or_path: str) -> Scenario:
             )
     data = check_table(load_toml(path), str(path), SCENARIO_TYPES)
     upstream = check_table(data.pop("upstream", {}), f"{path}: [upstream]", UPSTREAM_TYPES)
-    for key in ("models", "levels"):
+    for key in ("models", "levels", "rates"):
         if key in data:
             data[key] = tuple(data[key])
     if not all(isinstance(m, str) for m in data.get("models", ())):

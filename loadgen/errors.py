@@ -11,8 +11,9 @@ except ImportError:  # pragma: no cover - gevent is a locust dependency
     GeventTimeout = TimeoutError  # type: ignore[misc,assignment]
 
 
-def classify(exception: BaseException | None, status: int, body: bytes | None,
-             expected: bytes | None) -> str | None:
+def classify(
+    exception: BaseException | None, status: int, body: bytes | None, expected: bytes | None
+) -> str | None:
     """The error kind of one request, or None when it succeeded with the expected body."""
     if exception is not None and status == 0:
         return classify_exception(exception)

@@ -48,7 +48,7 @@ def merge(hists: Iterable[HdrHistogram]) -> HdrHistogram:
 
 
 def write_hlog(path: Path, intervals: Iterable[tuple[float, float, HdrHistogram]]) -> None:
-    """Write (start_s, end_s, histogram) intervals as an HdrHistogram log, values in microseconds."""
+    """Write (start_s, end_s, histogram) intervals as an HdrHistogram log (values in µs)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         writer = HistogramLogWriter(f)
@@ -59,7 +59,7 @@ def write_hlog(path: Path, intervals: Iterable[tuple[float, float, HdrHistogram]
 
 
 def read_hlog(path: Path) -> Iterator[HdrHistogram]:
-    """Yield each interval histogram of an `.hlog`, in order (timestamps via get_start_time_stamp)."""
+    """Yield each interval histogram of an `.hlog` in order (start via get_start_time_stamp)."""
     reader = HistogramLogReader(str(path), new_histogram())
     while (hist := reader.get_next_interval_histogram()) is not None:
         copy = new_histogram()

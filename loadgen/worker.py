@@ -72,8 +72,13 @@ class Recorder:
         self.live_requests = 0  # every completion, measured or not, for the progress display
         self.live_errors = 0
 
-    def on_request(self, response_time: float, response: Any = None,
-                   exception: BaseException | None = None, **_: Any) -> None:
+    def on_request(
+        self,
+        response_time: float,
+        response: Any = None,
+        exception: BaseException | None = None,
+        **_: Any,
+    ) -> None:
         status = getattr(response, "status_code", 0) or 0
         content = getattr(response, "content", None) if exception is None else None
         kind = classify(exception, status, content, self.expected)
@@ -154,9 +159,16 @@ def run_closed(spec: StepSpec) -> dict[str, Any]:
     settle_end = t0 + spec.settle_s
     while (now := time.monotonic()) < settle_end:
         gevent.sleep(min(1.0, settle_end - now))
-        emit({"type": "tick", "phase": "settle", "t": round(time.monotonic() - t0, 2),
-              "live_requests": recorder.live_requests, "live_errors": recorder.live_errors,
-              "client_cpu_pct": cpu.lap()})
+        emit(
+            {
+                "type": "tick",
+                "phase": "settle",
+                "t": round(time.monotonic() - t0, 2),
+                "live_requests": recorder.live_requests,
+                "live_errors": recorder.live_errors,
+                "client_cpu_pct": cpu.lap(),
+            }
+        )
 
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     emit({"type": "measure", "started_at": started_at})
@@ -173,8 +185,15 @@ def run_closed(spec: StepSpec) -> dict[str, Any]:
         tick = recorder.roll(tick_start - start, now - start)
         tick.update(t=round(now - start, 2), client_cpu_pct=cpu.lap())
         ticks.append(tick)
-        emit({"type": "tick", "phase": "measure", **tick,
-              "live_requests": recorder.live_requests, "live_errors": recorder.live_errors})
+        emit(
+            {
+                "type": "tick",
+                "phase": "measure",
+                **tick,
+                "live_requests": recorder.live_requests,
+                "live_errors": recorder.live_errors,
+            }
+        )
         tick_start = now
     recorder.measuring = False
     measured_s = time.monotonic() - start

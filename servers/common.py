@@ -31,7 +31,9 @@ class AppSettings:
 
 def body(route: str, **fields: object) -> bytes:
     """A compact, key-sorted JSON body ending in a newline."""
-    return (json.dumps({"route": route, **fields}, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    return (
+        json.dumps({"route": route, **fields}, sort_keys=True, separators=(",", ":")) + "\n"
+    ).encode()
 
 
 def cpu_work(n: int) -> int:

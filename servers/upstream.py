@@ -23,7 +23,7 @@ LOGNORMAL_SIGMA = 0.5
 
 @dataclass(frozen=True)
 class Delay:
-    """How long `/delay` waits when the request does not say: a mean and a distribution around it."""
+    """How long `/delay` waits when the request does not say: a mean and a distribution."""
 
     mean_ms: float
     distribution: str = "fixed"
@@ -89,7 +89,7 @@ class Upstream:
         return web.json_response(self.stats())
 
     async def handle_reset(self, _: web.Request) -> web.Response:
-        """Start a new measurement window: the high-water mark restarts from what is in flight now."""
+        """Start a measurement window: the high-water mark restarts from what is in flight."""
         self.max_inflight = self.inflight
         self.served = 0
         return web.json_response(self.stats())

@@ -1,0 +1,129 @@
+"""Compare two runs point by point: the change in throughput and p99, and whether it is real.
+
+A change is significant when its 95% interval excludes zero. With at least two trials per point
+in both runs the interval is Welch's over the trials (throughput and per-trial p99). With single
+trials (`quick`) both use the step's seconds: Welch over per-second throughput, and a block
+bootstrap of the per-second histograms for p99 (slow requests come in bursts, so resampling
+single requests would overclaim). A step has few seconds, so "significant" there is a strong
+hint rather than proof. The basis columns say which was used. The values shown are
+always each run's point values (median throughput, merged-histogram p99).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from analysis.load import POINT, Run
+from analysis.metrics import point_table
+from analysis.stats import Change, bootstrap_percentile, welch
+from analysis.summary import wide_console
+
+
+def _trials(run: Run, key: tuple, column: str) -> list[float]:
+    steps = run.steps
+    sel = steps[(steps["model"] == key[0]) & (steps["mode"] == key[1])]
+    return sel.loc[sel["concurrency"] == key[2], column].astype(float).tolist()
+
+
+def _seconds(run: Run, key: tuple) -> list[float]:
+    ts = run.timeseries
+    if ts.empty:
+        return []
+    sel = ts[(ts["model"] == key[0]) & (ts["mode"] == key[1]) & (ts["concurrency"] == key[2])]
+    return sel["rps"].dropna().astype(float).tolist()
+
+
+def _throughput_change(a: Run, b: Run, key: tuple) -> tuple[Change, str]:
+    ta, tb = _trials(a, key, "throughput_rps"), _trials(b, key, "throughput_rps")
+    if len(ta) >= 2 and len(tb) >= 2:
+        return welch(ta, tb), "trials"
+    return welch(_seconds(a, key), _seconds(b, key)), "seconds"
+
+
+def _p99_change(a: Run, b: Run, key: tuple) -> tuple[Change, str]:
+    ta, tb = _trials(a, key, "p99_ms"), _trials(b, key, "p99_ms")
+    if len(ta) >= 2 and len(tb) >= 2:
+        return welch(ta, tb), "trials"
+    sa, sb = a.seconds.get(key), b.seconds.get(key)
+    if not sa or not sb:
+        return welch([], []), "none"
+    return bootstrap_percentile(sa, sb, 99.0), "seconds"
+
+
+def compare(a: Run, b: Run) -> pd.DataFrame:
+    """One row per point present in both runs: values, relative change, its interval, verdict."""
+    ta, tb = point_table(a), point_table(b)
+    if ta.empty or tb.empty:
+        return pd.DataFrame()
+    both = ta.merge(tb, on=POINT, suffixes=("_a", "_b"))
+    rows = []
+    for rec in both.to_dict("records"):
+        key = (rec["model"], rec["mode"], int(rec["concurrency"]))
+        row = {k: rec[k] for k in POINT}
+        for metric, column, test in (
+            ("rps", "rps", _throughput_change),
+            ("p99", "p99_ms", _p99_change),
+        ):
+            change, basis = test(a, b, key)
+            base = rec[f"{column}_a"]
+            row[f"{metric}_a"] = base
+            row[f"{metric}_b"] = rec[f"{column}_b"]
+            row[f"{metric}_change"] = (rec[f"{column}_b"] - base) / base if base else math.nan
+            row[f"{metric}_ci_lo"] = change.lo / change.mean_a if change.mean_a else math.nan
+            row[f"{metric}_ci_hi"] = change.hi / change.mean_a if change.mean_a else math.nan
+            row[f"{metric}_significant"] = change.significant
+            row[f"{metric}_basis"] = basis
+        row["flags"] = ", ".join(sorted(set(rec["flags_a"]) | set(rec["flags_b"])))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+HEADERS = ("model", "c", "rps A", "rps B", "rps change [95% CI]", "p99 A", "p99 B",
+           "p99 change [95% CI]", "basis", "flags")  # fmt: skip
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:+.1%}"
+
+
+def _num(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.1f}"
+
+
+def _change(r: dict, metric: str) -> str:
+    """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero."""
+    lo, hi = _pct(r[f"{metric}_ci_lo"]), _pct(r[f"{metric}_ci_hi"])
+    text = f"{_pct(r[f'{metric}_change'])} [{lo}, {hi}]"
+    return f"[bold]{text} *[/]" if r[f"{metric}_significant"] else f"{text}  "
+
+
+def print_compare(frame: pd.DataFrame, title: str, console: Console | None = None) -> None:
+    console = console or wide_console()
+    if frame.empty:
+        console.print("no point was measured in both runs")
+        return
+    out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for header in HEADERS:
+        left = header in ("model", "basis", "flags")
+        out.add_column(header, justify="left" if left else "right", no_wrap=header != "flags")
+    for r in frame.to_dict("records"):
+        basis = {r["rps_basis"], r["p99_basis"]} - {"none"}
+        out.add_row(
+            r["model"], str(r["concurrency"]),
+            _num(r["rps_a"]), _num(r["rps_b"]), _change(r, "rps"),
+            _num(r["p99_a"]), _num(r["p99_b"]), _change(r, "p99"),
+            "/".join(sorted(basis)) or "-", r["flags"],
+        )  # fmt: skip
+    console.print(out)
+    n = len(frame)
+    rps_sig = int(frame["rps_significant"].sum())
+    p99_sig = int(frame["p99_significant"].sum())
+    console.print(
+        f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
+        "p99: their 95% interval of the change excludes zero."
+    )

@@ -1,0 +1,189 @@
+"""Load a run directory into tidy pandas tables, usable from the CLI, the report or a notebook.
+
+A run may still be in progress or may have crashed mid-write: `steps.jsonl` can end in a truncated
+line and an `.hlog` in a half-written interval. Loading keeps everything that was complete and
+drops only the broken tail, so a report can be drawn at any moment of a run. (The per-point
+metrics table is exported as summary.csv/.parquet by `analysis.metrics.export_summary`.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hdrh.histogram import HdrHistogram
+
+from analysis.stats import Second, percentiles_of, seconds_of
+from lab.results import ERROR_KINDS, read_jsonl
+from loadgen import hist
+
+POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
+# An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding
+# requests) is the same at every rate, so the loader keys open rows by rate and keeps the cap as
+# `max_outstanding`. Plots then put rate where closed-loop runs put users.
+LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max", "mean")
+SPECTRUM_NINES = tuple(i / 20 for i in range(5 * 20 + 1))  # 0 -> 0%, 1 -> 90%, ..., 5 -> 99.999%
+TIMESERIES_KEYS = (
+    "rps",
+    "errors",
+    "server_cpu_pct",
+    "server_rss_mb",
+    "client_cpu_pct",
+    "upstream_cpu_pct",
+)
+
+
+class RunError(Exception):
+    """A run directory that cannot be analysed; the message says why, for the CLI to print."""
+
+
+@dataclass
+class Run:
+    """Everything one run recorded, as tables. Histograms are merged per point across trials."""
+
+    run_dir: Path
+    manifest: dict[str, Any]
+    preflight: pd.DataFrame  # one row per model: ok, serialized, message
+    steps: pd.DataFrame  # one row per step (model x mode x concurrency x trial)
+    timeseries: pd.DataFrame  # one row per second of each step, with per-second p50/p99
+    histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
+    seconds: dict[tuple[str, str, int], list[Second]] = field(default_factory=dict)  # all trials
+
+    @property
+    def spectra(self) -> pd.DataFrame:
+        """Tidy percentile spectrum per point: latency at 0%, 90%, 99%, ... 99.999% (x = nines)."""
+        rows = []
+        ps = [100 * (1 - 10**-x) for x in SPECTRUM_NINES]
+        for (model, mode, conc), h in sorted(self.histograms.items()):
+            n = h.get_total_count()
+            if n:
+                values = percentiles_of(seconds_of(h), ps)
+                rows += [
+                    [model, mode, conc, *xpv, n]
+                    for xpv in zip(SPECTRUM_NINES, ps, values, strict=True)
+                ]
+        return pd.DataFrame(rows, columns=[*POINT, "nines", "percentile", "latency_ms", "count"])
+
+    @property
+    def delay_ms(self) -> float:
+        return float(self.manifest.get("scenario", {}).get("delay_ms") or 0.0)
+
+
+def load(run_dir: Path | str) -> Run:
+    """Read manifest, preflight, steps and histograms of one run directory."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunError(f"{run_dir}: no such run directory")
+    steps_path = run_dir / "steps.jsonl"
+    if not steps_path.exists() and not (run_dir / "preflight.jsonl").exists():
+        # with a preflight but no step (every model failed it) there is still a story to tell
+        raise RunError(f"{run_dir}: no steps.jsonl (has this run measured any step yet?)")
+    manifest = _read_manifest(run_dir / "manifest.json")
+    rows = [_keyed_by_rate(r) if r.get("mode") == "open" else r for r in read_jsonl(steps_path)]
+    steps = steps_frame(rows)
+    timeseries, histograms, seconds = _histograms_and_series(run_dir, rows)
+    preflight = pd.DataFrame(read_jsonl(run_dir / "preflight.jsonl"))
+    if preflight.empty:
+        preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
+    return Run(run_dir, manifest, preflight, steps, timeseries, histograms, seconds)
+
+
+def _keyed_by_rate(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "concurrency": round(row["rate_rps"]), "max_outstanding": row["concurrency"]}
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise RunError(f"{path}: missing (every run directory starts with its manifest)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunError(f"{path}: unreadable manifest ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise RunError(f"{path}: manifest is not a JSON object")
+    return manifest
+
+
+def steps_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Flatten step objects: latency_ms.p99 -> p99_ms, errors.timeout -> err_timeout."""
+    flat = []
+    for r in rows:
+        latency = r.get("latency_ms") or {}
+        errors = r.get("errors") or {}
+        row = {k: v for k, v in r.items() if k not in ("latency_ms", "errors", "timeseries")}
+        row.update({f"{k}_ms": float(latency.get(k, float("nan"))) for k in LATENCY_KEYS})
+        kinds = sorted(set(ERROR_KINDS) | set(errors))
+        row.update({f"err_{k}": int(errors.get(k, 0)) for k in kinds})
+        row["errors_total"] = int(sum(errors.values()))
+        row["flags"] = tuple(r.get("flags") or ())
+        flat.append(row)
+    frame = pd.DataFrame(flat)
+    if frame.empty:
+        return pd.DataFrame(columns=[*POINT, "trial", "throughput_rps", "flags"])
+    for col, default in (("rate_rps", None), ("histogram", ""), ("upstream_cpu_pct", float("nan"))):
+        if col not in frame:  # fields added to the step after some runs were recorded
+            frame[col] = default
+    err_cols = [c for c in frame if c.startswith("err_")]
+    frame[err_cols] = frame[err_cols].fillna(0).astype(int)
+    return frame.sort_values([*POINT, "trial"], kind="stable").reset_index(drop=True)
+
+
+def read_hlog_safe(path: Path) -> Iterator[HdrHistogram]:
+    """Yield the complete intervals of an `.hlog`, stopping quietly at a half-written one."""
+    if not path.exists():
+        return
+    try:
+        yield from hist.read_hlog(path)
+    except (ValueError, TypeError, IndexError, EOFError, OSError):  # binascii.Error is ValueError
+        return
+
+
+def _histograms_and_series(
+    run_dir: Path, rows: list[dict[str, Any]]
+) -> tuple[pd.DataFrame, dict[tuple[str, str, int], HdrHistogram], dict[tuple, list[Second]]]:
+    """Per-second rows from each step's time series, plus per-second p50/p99 from its `.hlog`.
+
+    The step's histograms are also merged per point across trials (counts added, never
+    percentiles averaged) so percentiles of a point use every request of every trial; each
+    second is also kept in compact form for the block bootstrap of `compare`.
+    """
+    merged: dict[tuple[str, str, int], HdrHistogram] = {}
+    seconds: dict[tuple[str, str, int], list[Second]] = {}
+    records: list[dict[str, Any]] = []
+    for r in rows:
+        key = (r["model"], r["mode"], int(r["concurrency"]))
+        intervals = list(read_hlog_safe(run_dir / r["histogram"])) if r.get("histogram") else []
+        compact = [seconds_of(h) for h in intervals]
+        if intervals:
+            merged.setdefault(key, hist.new_histogram())
+            for h in intervals:
+                merged[key].add(h)
+            seconds.setdefault(key, []).extend(compact)
+        series = r.get("timeseries") or {}
+        n = max([len(v or []) for v in series.values()] + [len(intervals)])
+        for i in range(n):
+            rec: dict[str, Any] = {
+                "model": key[0],
+                "mode": key[1],
+                "concurrency": key[2],
+                "trial": int(r.get("trial", 0)),
+                "second": i,
+            }
+            t = series.get("t") or []
+            rec["t"] = float(t[i]) if i < len(t) else float(i)
+            for k in TIMESERIES_KEYS:
+                values = series.get(k) or []
+                rec[k] = float(values[i]) if i < len(values) else float("nan")
+            second = compact[i] if i < len(compact) else None
+            if second is not None and second[1].sum() > 0:
+                rec["p50_ms"], rec["p99_ms"] = percentiles_of(second, (50, 99))
+            else:  # no .hlog interval: the worker's own per-second figures, if any
+                for name in ("p50_ms", "p99_ms"):
+                    values = series.get(name) or []
+                    rec[name] = float(values[i]) if i < len(values) else float("nan")
+            records.append(rec)
+    return pd.DataFrame(records), merged, seconds

@@ -1,0 +1,390 @@
+"""Per-point metrics of a run: throughput against the ideal, latency, errors, cost, crossovers.
+
+Definitions (all per point = model x mode x concurrency, trials combined):
+
+- ideal_rps: closed loop, Little's law c / d with d the scenario's mean upstream delay; open loop,
+  the target arrival rate.
+- ceiling_rps: the model's measured CPU ceiling. At the model's highest-throughput fair point with
+  measurable CPU, rps per fully used core = rps / (server_cpu_pct / 100); the ceiling is that times
+  the cores the server can use = min(cores given to the server, its processes), because one
+  CPython process (threads under the GIL, greenlets, an event loop) never uses more than one core.
+  It assumes cost per request stays flat, so it is an upper bound, not a prediction.
+- efficiency = rps / min(ideal, ceiling): 1.0 means the model got all the I/O concurrency or CPU
+  allowed; overhead = ideal / rps = actual time / ideal time for the same requests, the
+  gevent-threading-comparison metric (1.0 is perfect, their gevent ~2.0, threads ~1.03).
+- latency percentiles come from the per-point histogram, merged across trials by adding counts.
+- cpu_ms_per_req = server CPU time over the window / requests; rss_per_conn_kb = the RSS added per
+  extra concurrent connection relative to the model's lowest level (the memory cost of concurrency).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.load import LATENCY_KEYS, POINT, Run
+from analysis.stats import estimate, percentiles_of, seconds_of, t975
+from lab.results import ERROR_KINDS
+from loadgen import hist
+
+MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
+TIE = 0.02  # throughput: two models within 2% with no interval to tell them apart are tied
+P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
+VERDICT_NOTES = {  # flags that leave a point in the verdict but qualify it
+    "client_saturated": "client saturated: the load generator may be the limit",
+    "host_busy": "host busy: other processes disturbed the figures",
+    "unstable": "unstable: trials differ by 10% or more",
+}
+UNFAIR = ("serialized",)  # never part of a verdict: requests did not overlap
+
+
+def server_cores(manifest: dict[str, Any], model: str) -> float:
+    """CPU cores usable by one model's server: cores given to it, capped by its process count.
+
+    Cores given: the server's pinned cores (execution.cpu_layout.server), else every core the run
+    could use. Processes: the run's `processes` knob (a model's own knobs win if it has any).
+    """
+    layout = (manifest.get("execution", {}) or {}).get("cpu_layout", {}) or {}
+    env = manifest.get("environment", {}) or {}
+    given = len(layout.get("server") or env.get("cpus_usable") or []) or env.get("cpus") or 1
+    spec = manifest.get("models", {}).get(model) or {}
+    processes = (spec.get("knobs") or manifest.get("knobs") or {}).get("processes")
+    return float(min(given, processes)) if isinstance(processes, int) else float(given)
+
+
+def preflight_status(run: Run) -> dict[str, list[str]]:
+    """Model -> flags from its preflight rows (one per trial): `serialized`, `preflight_failed`."""
+    out: dict[str, list[str]] = {}
+    for row in run.preflight.to_dict("records"):
+        flags = out.setdefault(str(row.get("model")), [])
+        if row.get("serialized") is True and "serialized" not in flags:
+            flags.insert(0, "serialized")
+        if row.get("ok") is False and "preflight_failed" not in flags:
+            flags.append("preflight_failed")
+    return out
+
+
+def unmeasured(run: Run) -> pd.DataFrame:
+    """Models the run declared or preflighted but never measured, with the preflight's reason."""
+    declared = list(run.manifest.get("models", {})) + list(run.preflight.get("model", []))
+    measured = set(run.steps["model"]) if not run.steps.empty else set()
+    messages = {str(r.get("model")): r for r in run.preflight.to_dict("records")}
+    rows = []
+    for model in dict.fromkeys(str(m) for m in declared):
+        if model in measured:
+            continue
+        pre = messages.get(model)
+        if pre is None:
+            why = "no preflight and no step recorded (not reached yet, or skipped)"
+        else:
+            flags = ", ".join(preflight_status(run).get(model, [])) or "preflight passed"
+            why = f"{flags}: {pre.get('message', '')}".strip(": ")
+        rows.append([model, why[:300]])
+    return pd.DataFrame(rows, columns=["model", "why"])
+
+
+def point_table(run: Run) -> pd.DataFrame:
+    """One row per point with every metric, its trial statistics and its flags."""
+    steps = run.steps
+    if steps.empty:
+        return pd.DataFrame()
+    pre = preflight_status(run)
+    rows = []
+    for key, group in steps.groupby(POINT, sort=True):
+        rows.append(_point_row(run, key, group, pre.get(str(key[0]), [])))
+    table = pd.DataFrame(rows)
+    table["ceiling_rps"] = _ceilings(run, table)
+    limit = table[["ideal_rps", "ceiling_rps"]].min(axis=1, skipna=True)
+    table["efficiency"] = table["rps"] / limit.where(limit > 0)
+    table["overhead"] = table["ideal_rps"] / table["rps"].where(table["rps"] > 0)
+    table["rss_per_conn_kb"] = _rss_per_conn(table)
+    table["fair"] = table["flags"].map(lambda f: not any(x in f for x in UNFAIR))
+    return table
+
+
+def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
+    """Write the point table as `summary.csv` and `summary.parquet` into the run directory."""
+    table = point_table(run) if table is None else table
+    if not table.empty:
+        table = table.assign(flags=table["flags"].map(", ".join))
+    paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
+    table.to_csv(paths[0], index=False)
+    table.to_parquet(paths[1], index=False)
+    return paths
+
+
+def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) -> dict[str, Any]:
+    model, mode, conc = key[0], key[1], int(key[2])
+    rps = estimate(group["throughput_rps"].tolist())
+    ci_basis = "trials"
+    lo, hi = rps.lo, rps.hi
+    if rps.n == 1:  # one trial: the interval comes from its per-second throughput
+        lo, hi, ci_basis = *_seconds_ci(run, key, rps.median), "seconds"
+    requests = int(group["requests"].sum())
+    row: dict[str, Any] = {
+        "model": model,
+        "mode": mode,
+        "concurrency": conc,
+        "trials": rps.n,
+        "rps": rps.median,
+        "rps_lo": lo,
+        "rps_hi": hi,
+        "rps_spread": rps.spread,
+        "ci_basis": ci_basis,
+        "unstable": rps.unstable,
+        "ideal_rps": _ideal(run, mode, conc, group),
+        "requests": requests,
+        "ok": int(group["ok"].sum()),
+    }
+    row.update(_latency(run, key, group))
+    errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
+    row.update({f"err_{k}": v for k, v in errs.items()})
+    row["errors"] = sum(errs.values())
+    row["error_rate"] = row["errors"] / requests if requests else 0.0
+    row["server_cpu_pct"] = float(group["server_cpu_pct"].median())
+    cpu_ms = group["server_cpu_pct"] / 100 * group["duration_s"] * 1000
+    per_req = cpu_ms / group["requests"].where(group["requests"] > 0)
+    row["cpu_ms_per_req"] = float(per_req.median())
+    row["server_rss_mb"] = float(group["server_rss_mb"].median())
+    row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
+    row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
+    row["upstream_max_inflight"] = int(group["upstream_max_inflight"].max())
+    flags = list(pre_flags)
+    for step_flags in group["flags"]:
+        flags += [f for f in step_flags if f not in flags]
+    if rps.unstable:
+        flags.append("unstable")
+    if row["ok"] == 0 and "no_responses" not in flags:  # runs from before the core flagged it
+        flags.append("no_responses")
+    row["flags"] = tuple(flags)
+    row["evidence"] = "; ".join(_evidence(group, rps.spread if rps.unstable else None))
+    return row
+
+
+def _error_kinds(group: pd.DataFrame) -> list[str]:
+    extra = sorted(c[4:] for c in group if c.startswith("err_") and c[4:] not in ERROR_KINDS)
+    return [*ERROR_KINDS, *extra]
+
+
+def _ideal(run: Run, mode: str, conc: int, group: pd.DataFrame) -> float:
+    if mode == "open":
+        rate = group["rate_rps"].dropna()
+        return float(rate.median()) if len(rate) else float("nan")
+    return conc / (run.delay_ms / 1000) if run.delay_ms > 0 else float("nan")
+
+
+def _seconds_ci(run: Run, key: tuple, centre: float) -> tuple[float, float]:
+    """95% half-width of the mean per-second throughput, around the step's throughput."""
+    ts = run.timeseries
+    if ts.empty:
+        return float("nan"), float("nan")
+    sel = ts[(ts["model"] == key[0]) & (ts["mode"] == key[1]) & (ts["concurrency"] == key[2])]
+    xs = sel["rps"].dropna().tolist()
+    if len(xs) < 2:
+        return float("nan"), float("nan")
+    mean = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    half = t975(len(xs) - 1) * sd / math.sqrt(len(xs))
+    return centre - half, centre + half
+
+
+def _latency(run: Run, key: tuple, group: pd.DataFrame) -> dict[str, Any]:
+    """Percentiles of the merged histogram; the steps' own summaries only if no .hlog exists."""
+    if int(group["ok"].sum()) == 0:  # no successful request: there is no latency to report
+        nan = float("nan")
+        return {f"{k}_ms": nan for k in LATENCY_KEYS} | {"latency_source": "no successful request"}
+    merged = run.histograms.get((key[0], key[1], int(key[2])))
+    if merged is not None and merged.get_total_count() > 0:
+        values, counts = second = seconds_of(merged)  # hdrh's own mean walks every bucket: slow
+        quantiles = percentiles_of(second, list(hist.PERCENTILES.values()))
+        out = {f"{k}_ms": q for k, q in zip(hist.PERCENTILES, quantiles, strict=True)}
+        out |= {
+            "max_ms": float(values[-1]),
+            "mean_ms": float((values * counts).sum() / counts.sum()),
+        }
+        return out | {"latency_source": "histogram"}
+    cols = ("p50", "p90", "p99", "p999", "max", "mean")
+    out = {
+        f"{k}_ms": float(group[f"{k}_ms"].max() if k == "max" else group[f"{k}_ms"].median())
+        for k in cols
+    }
+    return out | {"latency_source": "step summary (no histogram)"}
+
+
+def _evidence(group: pd.DataFrame, spread: float | None) -> list[str]:
+    notes = []
+    for rec in group.to_dict("records"):
+        ev = rec.get("evidence")
+        if isinstance(ev, dict) and ev:
+            detail = ", ".join(f"{k}={_short(v)}" for k, v in sorted(ev.items()))
+            notes.append(f"t{rec['trial']}: {detail}")
+    if spread is not None:
+        notes.append(f"trial spread {spread:.0%} >= 10%")
+    return notes
+
+
+def _short(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:
+    out = pd.Series(float("nan"), index=table.index)
+    for (model, _mode), group in table.groupby(["model", "mode"]):
+        usable = group[
+            group["flags"].map(lambda f: "serialized" not in f)
+            & (group["server_cpu_pct"] >= MIN_CPU_PCT_FOR_CEILING)
+        ]
+        if usable.empty:
+            continue
+        best = usable.loc[usable["rps"].idxmax()]
+        per_core = best["rps"] / (best["server_cpu_pct"] / 100)
+        out[group.index] = per_core * server_cores(run.manifest, str(model))
+    return out
+
+
+def _rss_per_conn(table: pd.DataFrame) -> pd.Series:
+    out = pd.Series(float("nan"), index=table.index)
+    for _, group in table.groupby(["model", "mode"]):
+        base = group.loc[group["concurrency"].idxmin()]
+        extra = group["concurrency"] - base["concurrency"]
+        out[group.index] = (
+            (group["server_rss_mb"] - base["server_rss_mb"]) * 1024 / extra.where(extra > 0)
+        )
+    return out
+
+
+def crossovers(table: pd.DataFrame) -> pd.DataFrame:
+    """Where one model overtakes another: higher throughput, or lower p99, from a level on.
+
+    Only fair points count. A crossover is reported at the first level where the order of a pair
+    flips relative to the level before (both models measured at both levels). `clear` says the
+    two are apart at that level beyond noise: non-overlapping 95% intervals for throughput (2%
+    without intervals), 10% for p99, which has no interval here.
+    """
+    cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "clear"]
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    fair = table[table["fair"]]
+    found = []
+    for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
+        for mode, sub in fair.groupby("mode"):
+            wide = sub.pivot_table(index="concurrency", columns="model", values=metric)
+            rows = sub.set_index(["concurrency", "model"])
+            models = list(wide.columns)
+            for i, a in enumerate(models):
+                for b in models[i + 1 :]:
+                    diff = (sign * (wide[a] - wide[b])).dropna()
+                    prev_c, prev_d = None, None
+                    for c, d in diff.items():
+                        if (
+                            prev_d is not None
+                            and d != 0
+                            and prev_d != 0
+                            and (d > 0) != (prev_d > 0)
+                        ):
+                            win, lose = (a, b) if d > 0 else (b, a)
+                            clear = _apart(rows.loc[(c, win)], rows.loc[(c, lose)], metric)
+                            found.append([metric, mode, int(c), int(prev_c), win, lose, clear])
+                        if d != 0:
+                            prev_c, prev_d = c, d
+    return pd.DataFrame(found, columns=cols)
+
+
+def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
+    if metric == "p99_ms":
+        return abs(win[metric] - lose[metric]) >= P99_TIE * max(win[metric], lose[metric])
+    if not any(math.isnan(v) for v in (win["rps_lo"], lose["rps_hi"])):
+        return bool(win["rps_lo"] > lose["rps_hi"])
+    return abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"])
+
+
+def best_per_level(table: pd.DataFrame) -> pd.DataFrame:
+    """Per mode and level, the best fair model on throughput and on p99, with statistical ties.
+
+    A rival ties the best when their 95% throughput intervals overlap (with no interval: within
+    2%), or its p99 is within 10%. Levels with the same answer are merged into ranges.
+    """
+    cols = ["mode", "levels", "best_rps", "best_p99", "note"]
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (mode, conc), sub in table.groupby(["mode", "concurrency"]):
+        fair = sub[sub["fair"]]
+        if fair.empty:
+            continue
+        note = [text for flag, text in VERDICT_NOTES.items()
+                if fair["flags"].map(lambda f, flag=flag: flag in f).any()]  # fmt: skip
+        rows.append(
+            [
+                mode,
+                int(conc),
+                _winners(fair, "rps", True),
+                _winners(fair, "p99_ms", False),
+                "; ".join(note),
+            ]
+        )
+    ranges: list[list[Any]] = []
+    for mode, conc, rps_best, p99_best, note in rows:
+        last = ranges[-1] if ranges else None
+        if last and last[0] == mode and last[3:6] == [rps_best, p99_best, note]:
+            last[2] = conc
+        else:
+            ranges.append([mode, conc, conc, rps_best, p99_best, note])
+    return pd.DataFrame(
+        [[m, str(a) if a == b else f"{a}-{b}", r, p, n] for m, a, b, r, p, n in ranges],
+        columns=cols,
+    )
+
+
+def _winners(fair: pd.DataFrame, metric: str, higher: bool) -> str:
+    sub = fair.dropna(subset=[metric])
+    if sub.empty:
+        return "-"
+    best = sub.loc[sub[metric].idxmax() if higher else sub[metric].idxmin()]
+    tied = []
+    for rec in sub.to_dict("records"):
+        if rec["model"] == best["model"]:
+            continue
+        if metric == "rps" and not math.isnan(rec["rps_hi"]) and not math.isnan(best["rps_lo"]):
+            same = rec["rps_hi"] >= best["rps_lo"]
+        else:
+            tie = TIE if metric == "rps" else P99_TIE
+            same = abs(rec[metric] - best[metric]) <= tie * abs(best[metric])
+        if same:
+            tied.append(rec["model"])
+    return best["model"] + (f" (tied: {', '.join(sorted(tied))})" if tied else "")
+
+
+def flagged(table: pd.DataFrame) -> pd.DataFrame:
+    """Every flagged point with why, for the report and the terminal: nothing is dropped quietly."""
+    cols = ["model", "mode", "concurrency", "flags", "why"]
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    sub = table[table["flags"].map(bool)]
+    why = sub.apply(lambda r: _why(r), axis=1) if not sub.empty else pd.Series(dtype=str)
+    out = sub.assign(flags=sub["flags"].map(", ".join), why=why)
+    return out[cols].reset_index(drop=True)
+
+
+EXPLAIN = {
+    "serialized": "requests did not overlap: not a fair result, excluded from the verdict",
+    "preflight_failed": "the model failed its preflight in some trial, which was not measured",
+    "loadgen_failed": "the load generator produced no result for this step",
+    "client_saturated": "load generator CPU >= 90%: throughput may be the client's limit",
+    "host_busy": "processes outside the run used half a core or more: the figures are disturbed",
+    "errors": "some requests failed",
+    "server_died": "the server exited during the step",
+    "upstream_saturated": "the upstream saw less concurrency than offered",
+    "unstable": "trials differ by 10% or more",
+    "no_responses": "not one request succeeded: the server or the load generator did not work",
+}
+
+
+def _why(row: pd.Series) -> str:
+    parts = [EXPLAIN.get(f, f) for f in row["flags"]]
+    if row.get("evidence"):
+        parts.append(f"evidence: {row['evidence']}")
+    return "; ".join(parts)

@@ -1,0 +1,271 @@
+"""The run report: one self-contained `report.html` over the figures of `analysis.plots`.
+
+The HTML embeds every image as base64 and carries its own CSS, so it opens offline, can be mailed
+as one file, and never fetches anything. Every flagged point is listed with its reason;
+serialized models are shown but left out of the verdict.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.load import Run, load
+from analysis.metrics import (
+    EXPLAIN,
+    best_per_level,
+    crossovers,
+    flagged,
+    point_table,
+    unmeasured,
+)
+from analysis.plots import Plot, draw_all
+
+
+def write_report(
+    run_dir: Run | Path | str, level: int | None = None, table: pd.DataFrame | None = None
+) -> Path:
+    """Draw every figure and write `report.html`; `level` picks the spectrum's concurrency.
+
+    `table` is the run's point table when the caller already has it (it takes a while).
+    """
+    run = run_dir if isinstance(run_dir, Run) else load(run_dir)
+    table = point_table(run) if table is None else table
+    plots = draw_all(run, table, run.run_dir / "report", level)
+    path = run.run_dir / "report.html"
+    path.write_text(_html(run, table, plots))
+    return path
+
+
+HOW_TO_READ = (
+    "How to read this: in a closed loop of c users and an upstream delay d, no server can beat "
+    "c/d requests per second (the ideal line); a model's efficiency is its throughput over that "
+    "ideal or its measured CPU ceiling, whichever is lower (1.0 = nothing lost). Throughput is the "
+    "median over trials with a 95% interval; latency percentiles come from every request of every "
+    "trial. Flagged points stay in every plot and table; serialized models are drawn but are not "
+    "part of the verdict."
+)
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}td.n{white-space:nowrap}.wide{overflow-x:auto}tr.unfair{background:#fde2e2}tr.warn{background:#fff4d6}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}.meta td{text-align:left}.bad{color:#b00;font-weight:bold}
+"""
+
+
+def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
+    m = run.manifest
+    scen = m.get("scenario", {})
+    status = m.get("status", "?")
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>concurrency-lab report {_e(m.get('run_id', run.run_dir.name))}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>concurrency-lab: run {_e(m.get('run_id', run.run_dir.name))}</h1>",
+    ]
+    if status != "complete":
+        parts.append(
+            f"<p class=bad>Run status: {_e(status)} (the report shows what was measured).</p>"
+        )
+    parts.append(_meta(m))
+    parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
+    parts.append("<h2>Verdict</h2>" + _verdict(table))
+    missing = unmeasured(run)
+    if not missing.empty:
+        parts.append(
+            "<p class=bad>Models with no measured step:</p>" + _frame(missing, ["model", "why"])
+        )
+    for plot in plots:
+        data = base64.b64encode(plot.png.read_bytes()).decode()
+        parts.append(
+            f"<h2>{_e(plot.title)}</h2><figure><img alt='{_e(plot.title)}' "
+            f"src='data:image/png;base64,{data}'><figcaption>{_e(plot.caption)} "
+            f"(also <code>report/{plot.name}.svg</code>)</figcaption></figure>"
+        )
+    parts.append("<h2>Against the source experiment</h2>" + _overhead(table))
+    parts.append("<h2>All points</h2>" + _points(table))
+    parts.append(
+        "<h2>Preflight</h2>" + _frame(run.preflight, ["model", "ok", "serialized", "message"])
+    )
+    parts.append(
+        f"<p><small>scenario {_e(scen.get('name', '?'))}; definitions of every metric: "
+        "<code>analysis/metrics.py</code>.</small></p></body></html>"
+    )
+    return "\n".join(parts)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _meta(m: dict) -> str:
+    scen = m.get("scenario", {})
+    env = m.get("environment", {})
+    rows = [
+        ("scenario", scen.get("name")),
+        ("mode", scen.get("mode")),
+        ("levels", scen.get("levels")),
+        ("duration / warm-up (s)", f"{scen.get('duration_s')} / {scen.get('warmup_s')}"),
+        ("trials", scen.get("trials")),
+        (
+            "route, upstream delay d",
+            f"{scen.get('route')}, {scen.get('delay_ms')} ms ({scen.get('distribution')})",
+        ),
+        ("models", ", ".join(m.get("models", {}))),
+        ("python, cpus, kernel", f"{env.get('python')}, {env.get('cpus')}, {env.get('kernel')}"),
+        ("git sha, backend", f"{m.get('git_sha')}, {m.get('backend')}"),
+        ("started, finished", f"{m.get('created_at')}, {m.get('finished_at')}"),
+    ]
+    body = "".join(f"<tr><th class=l>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<table class=meta>{body}</table>"
+
+
+def _verdict(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "<p>No step has been measured yet.</p>"
+    best = best_per_level(table)
+    cross = crossovers(table)
+    flags = flagged(table)
+    headers = {"levels": "concurrency", "best_rps": "best throughput", "best_p99": "best p99"}
+    out = [
+        _frame(best.rename(columns=headers), ["mode", *headers.values(), "note"])
+        if not best.empty
+        else "<p class=bad>No fair point: every point is serialized.</p>"
+    ]
+    if cross.empty:
+        out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
+    else:
+        clear, noisy = cross[cross["clear"]], cross[~cross["clear"]]
+        out.append(f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>" if len(clear)
+                   else "<p>No crossover beyond noise.</p>")  # fmt: skip
+        if len(noisy):
+            out.append(f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
+                       f"<ul>{_crossings(noisy)}</ul></details>")  # fmt: skip
+    if flags.empty:
+        out.append("<p>No flagged points.</p>")
+    else:
+        out.append("<p>Flagged points (kept in every plot and table):</p>")
+        out.append(_frame(flags, list(flags.columns)))
+    unfair = table[~table["fair"]]
+    if not unfair.empty:
+        names = ", ".join(sorted(unfair["model"].unique()))
+        out.append(f"<p class=bad>Excluded from the verdict (not a fair result): {_e(names)}.</p>")
+    return "".join(out)
+
+
+def _crossings(cross: pd.DataFrame) -> str:
+    return "".join(
+        f"<li>{'throughput' if r.metric == 'rps' else 'p99'} ({r.mode}): <b>{_e(r.overtaker)}</b>"
+        f" overtakes {_e(r.overtaken)} between c={r.from_concurrency} and c={r.concurrency}</li>"
+        for r in cross.itertuples()
+    )
+
+
+SOURCE_OVERHEAD = (
+    "gevent-threading-comparison (2012, 5 ms sleeps, in-process pools): overhead = actual time / "
+    "ideal time was about 2.0 for gevent and 1.03 for threads at low N; threads became slower "
+    "than gevent at about 80-90 workers. Here the same ratio is ideal rps / measured rps."
+)
+
+
+def _at(row: pd.Series) -> str:
+    return f"{fmt(row['overhead'], '{:.2f}')} (c={row['concurrency']})"
+
+
+def _overhead(table: pd.DataFrame) -> str:
+    """Overhead per model at its lowest and highest level, beside the published figures."""
+    if table.empty:
+        return f"<p>{_e(SOURCE_OVERHEAD)}</p>"
+    rows = []
+    for (model, mode), sub in table.groupby(["model", "mode"]):
+        sub = sub.sort_values("concurrency")
+        low, high = sub.iloc[0], sub.iloc[-1]
+        rows.append(
+            {
+                "model": model if sub["fair"].all() else f"{model} (not fair)",
+                "mode": mode,
+                "overhead at lowest c": _at(low),
+                "overhead at highest c": _at(high),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return f"<p>{_e(SOURCE_OVERHEAD)}</p>" + _frame(frame, list(frame.columns))
+
+
+POINT_COLUMNS = [
+    ("model", "model", "{}"),
+    ("concurrency", "c", "{}"),
+    ("trials", "trials", "{}"),
+    ("rps", "rps", "{:.1f}"),
+    ("rps_lo", "95% lo", "{:.1f}"),
+    ("rps_hi", "95% hi", "{:.1f}"),
+    ("ideal_rps", "ideal", "{:.1f}"),
+    ("ceiling_rps", "ceiling", "{:.0f}"),
+    ("efficiency", "eff.", "{:.2f}"),
+    ("overhead", "overhead", "{:.2f}"),
+    ("p50_ms", "p50 ms", "{:.1f}"),
+    ("p90_ms", "p90", "{:.1f}"),
+    ("p99_ms", "p99", "{:.1f}"),
+    ("p999_ms", "p99.9", "{:.1f}"),
+    ("max_ms", "max", "{:.1f}"),
+    ("error_rate", "err %", "{:.2%}"),
+    ("server_cpu_pct", "srv CPU%", "{:.0f}"),
+    ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
+    ("server_rss_mb", "RSS MB", "{:.0f}"),
+    ("rss_per_conn_kb", "KB/conn", "{:.1f}"),
+    ("client_cpu_pct", "cli CPU%", "{:.0f}"),
+    ("upstream_cpu_pct", "up CPU%", "{:.0f}"),
+    ("flags", "flags", "{}"),
+]
+
+
+def fmt(value: object, spec: str) -> str:
+    if isinstance(value, tuple):
+        return ", ".join(value)
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    try:
+        return spec.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def _points(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "<p>No points.</p>"
+    head = "".join(f"<th>{_e(title)}</th>" for _, title, _ in POINT_COLUMNS)
+    rows = []
+    for rec in table.to_dict("records"):
+        cls = "unfair" if not rec["fair"] else ("warn" if rec["flags"] else "")
+        cells = "".join(
+            f"<td class='l n'>{_e(fmt(rec[k], spec))}</td>"
+            if k in ("model", "flags")
+            else f"<td>{_e(fmt(rec[k], spec))}</td>"
+            for k, _, spec in POINT_COLUMNS
+        )
+        rows.append(f"<tr class='{cls}'>{cells}</tr>")
+    legend = "; ".join(f"{k}: {v}" for k, v in EXPLAIN.items())
+    return (
+        f"<div class=wide><table><tr>{head}</tr>{''.join(rows)}</table></div>"
+        f"<p><small>{_e(legend)}</small></p>"
+    )
+
+
+def _frame(frame: pd.DataFrame, cols: list[str]) -> str:
+    if frame.empty:
+        return "<p>none recorded</p>"
+    cols = [c for c in cols if c in frame]
+    head = "".join(f"<th class=l>{_e(c)}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td class=l>{_e(fmt(r[c], '{}'))}</td>" for c in cols) + "</tr>"
+        for r in frame.to_dict("records")
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"

@@ -1,0 +1,97 @@
+"""The compact terminal table printed after every run, with the same verdict as the report."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from analysis.load import Run
+from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
+
+COLUMNS = [  # (column, header, format)
+    ("model", "model", "{}"),
+    ("concurrency", "c", "{}"),
+    ("rps", "rps", "{:.1f}"),
+    ("ideal_rps", "ideal", "{:.0f}"),
+    ("efficiency", "eff", "{:.2f}"),
+    ("p50_ms", "p50 ms", "{:.1f}"),
+    ("p99_ms", "p99 ms", "{:.1f}"),
+    ("errors", "errors", "{}"),
+    ("server_cpu_pct", "srv CPU%", "{:.0f}"),
+    ("server_rss_mb", "RSS MB", "{:.0f}"),
+    ("client_cpu_pct", "cli CPU%", "{:.0f}"),
+]
+
+
+def wide_console() -> Console:
+    """A console for tables: piped or logged output is not squeezed into 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=180)
+
+
+def _cell(value: object, spec: str) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    return spec.format(value)
+
+
+def summary_table(table: pd.DataFrame, title: str = "") -> Table:
+    out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for _, header, _ in COLUMNS:
+        out.add_column(header, justify="left" if header == "model" else "right", no_wrap=True)
+    out.add_column("flags", justify="left")
+    previous = None
+    for rec in table.to_dict("records"):
+        if previous is not None and rec["model"] != previous:
+            out.add_section()
+        previous = rec["model"]
+        cells = [_cell(rec[k], spec) for k, _, spec in COLUMNS]
+        if not math.isnan(rec["rps_lo"]):
+            cells[2] += f" ±{(rec['rps_hi'] - rec['rps_lo']) / 2:.0f}"
+        style = "red" if not rec["fair"] else ("yellow" if rec["flags"] else None)
+        out.add_row(*cells, ", ".join(rec["flags"]), style=style)
+    return out
+
+
+def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
+    """Print the per-point table and the verdict; return the point table for further use."""
+    console = console or wide_console()
+    table = point_table(run)
+    name = run.manifest.get("run_id", run.run_dir.name)
+    for rec in unmeasured(run).to_dict("records"):
+        console.print(f"[bold red]{rec['model']}: no measured step ({rec['why']})")
+    if table.empty:
+        console.print(f"[bold]{name}[/]: no step measured yet")
+        return table
+    scen = run.manifest.get("scenario", {})
+    title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
+    console.print(summary_table(table, title))
+    for rec in best_per_level(table).to_dict("records"):
+        note = f"  [yellow]({rec['note']})[/]" if rec["note"] else ""
+        console.print(
+            f"c={rec['levels']} ({rec['mode']}): best rps [bold]{rec['best_rps']}[/], "
+            f"best p99 [bold]{rec['best_p99']}[/]{note}"
+        )
+    cross = crossovers(table)
+    for rec in cross[cross["clear"]].to_dict("records"):
+        what = "throughput" if rec["metric"] == "rps" else "p99"
+        console.print(
+            f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} "
+            f"between c={rec['from_concurrency']} and c={rec['concurrency']}"
+        )
+    if (~cross["clear"]).any():
+        noisy = int((~cross["clear"]).sum())
+        console.print(f"[dim]{noisy} more crossover(s) within noise (listed in report.html)[/]")
+    unfair = sorted(table.loc[~table["fair"], "model"].unique())
+    if unfair:
+        console.print(
+            f"[bold red]not a fair result, excluded from the verdict: {', '.join(unfair)}"
+        )
+    n_flagged = len(flagged(table))
+    if n_flagged:
+        console.print(f"[yellow]{n_flagged} flagged point(s); reasons in report.html")
+    return table

@@ -1,0 +1,157 @@
+"""Benchmark (not a test): can the lab's own parts be trusted not to be the bottleneck?
+
+Reports, side by side in one run (these machines are noisy, so only ratios measured together mean
+anything):
+
+1. Hook overhead: the lab's load generator (locust FastHttpUser + the HdrHistogram request hook +
+   body check) against plain locust FastHttpUser run by locust's own CLI, on the same fast target
+   (the upstream's /health), alternating A/B rounds, each pinned to the same core.
+2. The upstream at 1,000+ concurrent connections: added delay (latency minus the requested delay)
+   and capacity, with its CPU use, driven by the lab's generator.
+
+Usage: .venv/bin/python benchmarks/loadgen_overhead.py [--seconds 8] [--rounds 3]
+       [--connections 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from lab import procs
+from lab.backend import CpuLayout, NativeBackend
+from lab.sampling import Sampler
+from lab.scenario import UpstreamSpec
+from loadgen.worker import StepSpec
+
+PLAIN_LOCUSTFILE = """
+from locust import FastHttpUser, constant, task
+
+class Plain(FastHttpUser):
+    wait_time = constant(0)
+
+    @task
+    def hit(self):
+        self.client.get("/health")
+"""
+
+
+def lab_generator(url: str, path: str, users: int, seconds: float, cpus: tuple[int, ...],
+                  workdir: Path) -> dict:  # fmt: skip
+    spec = StepSpec(base_url=url, path=path, users=users, settle_s=1.0 + users / 500,
+                    duration_s=seconds,
+                    timeout_s=60.0)  # fmt: skip
+    gen = procs.start("bench-lab", [sys.executable, "-m", "loadgen.worker", spec.to_json()],
+                      log_path=workdir / "lab.log", cpus=cpus, pipe_stdout=True)  # fmt: skip
+    out, _ = gen.popen.communicate(timeout=seconds + 120)
+    return json.loads(out.splitlines()[-1])
+
+
+def plain_locust(
+    url: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
+) -> float:
+    """Requests per second of plain locust (its CLI, no lab hooks) over the same window length."""
+    locustfile = workdir / "plain_locustfile.py"
+    locustfile.write_text(PLAIN_LOCUSTFILE)
+    argv = ["taskset", "--cpu-list", ",".join(map(str, cpus))] if cpus else []
+    argv += [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url,
+             "-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s", "--json",
+             "--only-summary", "--loglevel", "ERROR"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
+    stats = json.loads(done.stdout)[0]
+    return stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"])
+
+
+def hook_overhead(url: str, users: int, seconds: float, rounds: int, cpus: tuple[int, ...],
+                  workdir: Path) -> dict[str, list[float]]:  # fmt: skip
+    measured: dict[str, list[float]] = {"lab": [], "plain": [], "lab_cpu": []}
+    for _ in range(rounds):
+        lab = lab_generator(url, "/health", users, seconds, cpus, workdir)
+        measured["lab"].append(lab["ok"] / lab["duration_s"])
+        measured["lab_cpu"].append(lab["client_cpu_pct"])
+        measured["plain"].append(plain_locust(url, users, seconds, cpus, workdir))
+    return measured
+
+
+def upstream_at(backend: NativeBackend, delay_ms: int, connections: int, seconds: float,
+                cpus: tuple[int, ...], workdir: Path) -> dict:  # fmt: skip
+    upstream = backend.start_upstream(UpstreamSpec(delay_ms=delay_ms), procs.free_port())
+    sampler = Sampler(upstream.meter())
+    try:
+        sampler.start()
+        result = lab_generator(upstream.url, f"/delay?ms={delay_ms}", connections, seconds, cpus,
+                               workdir)  # fmt: skip
+    finally:
+        sampler.stop()
+        upstream.stop()
+    lat = result["latency_ms"]
+    return {
+        "delay_ms": delay_ms, "connections": connections,
+        "rps": result["ok"] / result["duration_s"], "ideal_rps": connections * 1000 / delay_ms,
+        "added_p50_ms": lat["p50"] - delay_ms, "added_p99_ms": lat["p99"] - delay_ms,
+        "errors": sum(result["errors"].values()), "upstream_cpu": sampler.mean_cpu(),
+        "client_cpu": result["client_cpu_pct"],
+    }  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--users", type=int, default=50, help="users for the hook-overhead rounds")
+    p.add_argument("--connections", type=int, default=1000)
+    args = p.parse_args()
+    console = Console()
+    layout = CpuLayout.split(pin=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        backend = NativeBackend(workdir, layout)
+        try:
+            target = backend.start_upstream(UpstreamSpec(delay_ms=0), procs.free_port())
+            m = hook_overhead(target.url, args.users, args.seconds, args.rounds, layout.client,
+                              workdir)  # fmt: skip
+            target.stop()
+            ups = [upstream_at(backend, d, args.connections, args.seconds, layout.client, workdir)
+                   for d in (1000, 100)]  # fmt: skip
+        finally:
+            backend.close()
+
+    t = Table(
+        title=f"load generator on cores {list(layout.client)}, target on {list(layout.server)}"
+        f": {args.users} users, {args.rounds} alternating rounds of {args.seconds:.0f} s"
+    )
+    for col in ("generator", "rps per round", "median rps", "vs plain"):
+        t.add_column(col)
+    plain = statistics.median(m["plain"])
+    for name in ("plain", "lab"):
+        med = statistics.median(m[name])
+        t.add_row(
+            f"{name} locust FastHttpUser" + (" + HdrHistogram hook" if name == "lab" else ""),
+            ", ".join(f"{v:.0f}" for v in m[name]),
+            f"{med:.0f}",
+            f"{med / plain:.2f}",
+        )
+    console.print(t)
+    console.print(f"lab generator CPU per round: {m['lab_cpu']} % of one core")
+
+    u = Table(title=f"mock upstream at {args.connections} concurrent connections")
+    for col in ("delay ms", "rps", "ideal rps", "added p50 ms", "added p99 ms", "errors",
+                "upstream CPU %", "client CPU %"):  # fmt: skip
+        u.add_column(col)
+    for r in ups:
+        u.add_row(*(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in
+                    ("delay_ms", "rps", "ideal_rps", "added_p50_ms", "added_p99_ms", "errors",
+                     "upstream_cpu", "client_cpu")))  # fmt: skip
+    console.print(u)
+
+
+if __name__ == "__main__":
+    main()

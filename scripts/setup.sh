@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up concurrency-lab on a fresh machine: system packages if missing, then .venv with the lab.
+# Safe to run again: it only installs what is missing or changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+need_apt=()
+command -v "$PYTHON" >/dev/null || need_apt+=(python3)
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+command -v gcc >/dev/null || need_apt+=(gcc)  # uWSGI compiles from source
+"$PYTHON" - <<'PY' 2>/dev/null || need_apt+=(python3-dev)
+import sysconfig, pathlib, sys
+sys.exit(0 if pathlib.Path(sysconfig.get_paths()["include"], "Python.h").exists() else 1)
+PY
+if ((${#need_apt[@]})); then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing ${need_apt[*]} with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+  else
+    echo "setup: please install: ${need_apt[*]} (e.g. sudo apt-get install ${need_apt[*]})" >&2
+    exit 1
+  fi
+fi
+
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "setup: Python 3.11 or newer is needed ($("$PYTHON" --version) found); set PYTHON=..." >&2
+  exit 1
+}
+
+[[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+stamp=.venv/.lab-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  echo "setup: installing the lab and its servers into .venv (uWSGI compiles: about a minute)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+echo "setup: ready ($(.venv/bin/lab --version))"

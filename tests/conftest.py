@@ -1,0 +1,70 @@
+"""Real processes on loopback: the upstream and each server model, on free ports."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab import procs
+from lab.backend import CpuLayout, LocalServer, NativeBackend
+from lab.models import Registry, load_registry
+from lab.scenario import UpstreamSpec
+
+PITFALLS = Path(__file__).resolve().parent.parent / "servers" / "pitfalls.toml"
+TEST_WORKERS = 16
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    return load_registry(PITFALLS)
+
+
+@pytest.fixture(scope="session")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeBackend]:
+    native = NativeBackend(tmp_path_factory.mktemp("run"), CpuLayout())
+    yield native
+    native.close()
+
+
+@pytest.fixture(scope="session")
+def upstream(backend: NativeBackend) -> Iterator[LocalServer]:
+    server = backend.start_upstream(UpstreamSpec(delay_ms=50), procs.free_port())
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def failing_upstream(backend: NativeBackend) -> Iterator[LocalServer]:
+    server = backend.start_upstream(UpstreamSpec(delay_ms=1, error_rate=1.0), procs.free_port())
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def start_model(backend: NativeBackend, upstream: LocalServer, registry: Registry):
+    """Start a model by name with test-sized knobs; stopped at the end of the test."""
+    started: list[LocalServer] = []
+
+    def start(name: str, upstream_url: str | None = None) -> LocalServer:
+        knobs = registry.knobs.updated({"workers": TEST_WORKERS}, "test").resolve(TEST_WORKERS)
+        model = registry.models[name]
+        server = backend.start_server(model, knobs, upstream_url or upstream.url, procs.free_port())
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def lab_cli(*args: str) -> list[str]:
+    """argv running the `lab` CLI in a subprocess with this interpreter."""
+    return [sys.executable, "-c", "from lab.cli import entry; entry()", *args]
+
+
+def undisturbed(step: dict) -> bool:
+    """No flag but `host_busy`, which is about other processes on the machine, not the lab."""
+    return set(step["flags"]) <= {"host_busy"}

@@ -1,0 +1,147 @@
+"""Build small run directories with known values, written by the project's own result code.
+
+The analysis tests need runs whose every number is known in advance, so this writes them with
+`lab.results` (Step, append_jsonl, write_json) and `loadgen.hist` (the `.hlog` writer) exactly as
+a real sweep does, only with chosen values instead of measured ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.results import Step, append_jsonl, hlog_relpath, write_json
+from loadgen import hist
+
+RUN_ID = "fixture"
+T0 = 1_700_000_000.0  # start of the first interval, seconds since the epoch
+
+
+@dataclass(frozen=True)
+class FixtureStep:
+    """One step to write: `latencies_ms` are recorded in every second of the step."""
+
+    model: str
+    concurrency: int
+    trial: int = 1
+    rps_per_second: tuple[float, ...] = (10.0, 10.0, 10.0)
+    latencies_ms: tuple[float, ...] = (100.0,)
+    server_cpu_pct: float = 50.0
+    server_rss_mb: float = 100.0
+    client_cpu_pct: float = 20.0
+    errors: dict[str, int] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
+    mode: str = "closed"
+    write_hlog: bool = True
+
+    @property
+    def seconds(self) -> int:
+        return len(self.rps_per_second)
+
+    @property
+    def ok(self) -> int:
+        return round(sum(self.rps_per_second))
+
+    def to_step(self) -> Step:
+        merged = hist.merge(h for _, _, h in self.intervals())
+        return Step(
+            run_id=RUN_ID,
+            model=self.model,
+            mode=self.mode,
+            concurrency=self.concurrency,
+            trial=self.trial,
+            started_at="2023-11-14T22:13:20+00:00",
+            duration_s=float(self.seconds),
+            requests=self.ok + sum(self.errors.values()),
+            ok=self.ok,
+            errors=dict(self.errors),
+            throughput_rps=self.ok / self.seconds,
+            latency_ms=hist.summary_ms(merged),
+            server_cpu_pct=self.server_cpu_pct,
+            server_rss_mb=self.server_rss_mb,
+            client_cpu_pct=self.client_cpu_pct,
+            upstream_max_inflight=self.concurrency,
+            flags=list(self.flags),
+            histogram=hlog_relpath(self.model, self.mode, self.concurrency, self.trial)
+            if self.write_hlog
+            else "",
+            timeseries={
+                "t": [float(i) for i in range(self.seconds)],
+                "rps": list(self.rps_per_second),
+                "errors": [0.0] * self.seconds,
+                "server_cpu_pct": [self.server_cpu_pct] * self.seconds,
+                "server_rss_mb": [self.server_rss_mb] * self.seconds,
+                "client_cpu_pct": [self.client_cpu_pct] * self.seconds,
+            },
+            evidence={"client_cpu_pct": self.client_cpu_pct} if self.flags else {},
+        )
+
+    def intervals(self) -> list[tuple[float, float, Any]]:
+        out = []
+        for i in range(self.seconds):
+            h = hist.new_histogram()
+            for ms in self.latencies_ms:
+                hist.record_ms(h, ms)
+            out.append((T0 + i, T0 + i + 1, h))
+        return out
+
+
+def build_run(
+    run_dir: Path,
+    steps: list[FixtureStep],
+    delay_ms: float = 100.0,
+    preflight: dict[str, dict[str, Any]] | None = None,
+    processes: int = 1,
+    cpus: int = 2,
+) -> Path:
+    """Write manifest, preflight, steps and histograms; return the run directory.
+
+    A model named only in `preflight` is declared and preflighted but has no step, like a model
+    the lab skipped because its preflight failed.
+    """
+    models = sorted({s.model for s in steps} | set(preflight or {}))
+    levels = sorted({s.concurrency for s in steps})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(
+        run_dir / "manifest.json",
+        {
+            "run_id": RUN_ID,
+            "lab_version": "0.1.0",
+            "git_sha": "0" * 40,
+            "created_at": "2023-11-14T22:13:00+00:00",
+            "finished_at": "2023-11-14T22:20:00+00:00",
+            "status": "complete",
+            "scenario": {
+                "name": "fixture",
+                "mode": "closed",
+                "levels": levels,
+                "duration_s": 3,
+                "warmup_s": 0,
+                "settle_s": 0,
+                "trials": max(s.trial for s in steps),
+                "route": "/io",
+                "delay_ms": delay_ms,
+                "distribution": "fixed",
+                "models": models,
+            },
+            "knobs": {"processes": processes, "workers": max(levels), "backlog": 2048},
+            "models": {
+                m: {"description": m, "argv": [m], "env": {}, "capacity": max(levels)}
+                for m in models
+            },
+            "environment": {"python": "3.11", "cpus": cpus, "cpus_usable": list(range(cpus))},
+            "execution": {"backend": "native", "cpu_layout": {"server": [], "client": []}},
+            "backend": "native",
+        },
+    )
+    for m in models:
+        row = {"model": m, "ok": True, "serialized": False, "message": "ok", "trial": 1}
+        row.update((preflight or {}).get(m, {}))
+        append_jsonl(run_dir / "preflight.jsonl", row)
+    for s in steps:
+        step = s.to_step()
+        if s.write_hlog:
+            hist.write_hlog(run_dir / step.histogram, s.intervals())
+        append_jsonl(run_dir / "steps.jsonl", step.to_json())
+    return run_dir

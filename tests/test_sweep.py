@@ -1,0 +1,101 @@
+"""A real (tiny) sweep through the CLI: the run directory and every step's schema."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import fields
+
+import pytest
+
+from lab.results import Step, read_jsonl
+from loadgen import hist
+from tests.conftest import lab_cli, undisturbed
+
+REQUIRED = {
+    "run_id", "model", "mode", "concurrency", "trial", "started_at", "duration_s", "requests",
+    "ok", "errors", "throughput_rps", "latency_ms", "server_cpu_pct", "server_rss_mb",
+    "client_cpu_pct", "upstream_max_inflight", "flags",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    done = subprocess.run(
+        lab_cli("run", "--models", "gunicorn-asyncio,uwsgi-threads", "--levels", "1,8",
+                "--duration", "2", "--warmup", "1", "--delay-ms", "50", "--trials", "2",
+                "--out", str(out)),
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = out.iterdir()
+    return run
+
+
+def test_steps_have_the_schema(run_dir):
+    steps = read_jsonl(run_dir / "steps.jsonl")
+    assert len(steps) == 2 * 2 * 2  # models x levels x trials
+    for step in steps:
+        assert step.keys() >= REQUIRED
+        assert set(step) == {f.name for f in fields(Step)}
+        assert step["mode"] == "closed"
+        assert step["run_id"] == run_dir.name
+        assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
+        assert step["ok"] > 0 and step["errors"] == {}
+        assert undisturbed(step)
+        assert step["throughput_rps"] == pytest.approx(step["ok"] / step["duration_s"], rel=0.01)
+
+
+def test_latency_comes_from_the_kept_histogram(run_dir):
+    for step in read_jsonl(run_dir / "steps.jsonl"):
+        whole = hist.load_hlog(run_dir / step["histogram"])
+        assert whole.get_total_count() == step["ok"]
+        assert hist.summary_ms(whole) == step["latency_ms"]
+        assert step["latency_ms"]["p50"] >= 50  # the upstream's delay is a floor
+
+
+def test_closed_loop_concurrency_reached_the_upstream(run_dir):
+    steps = read_jsonl(run_dir / "steps.jsonl")
+    assert {s["upstream_max_inflight"] for s in steps if s["concurrency"] == 8} == {8}
+    assert all(len(s["timeseries"]["server_cpu_pct"]) >= 1 for s in steps)
+
+
+def test_trials_interleave_models(run_dir):
+    order = [(s["trial"], s["model"]) for s in read_jsonl(run_dir / "steps.jsonl")]
+    firsts = [order[0][1], order[4][1]]
+    assert firsts[0] != firsts[1]
+
+
+def test_manifest_records_environment_and_commands(run_dir):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    env = manifest["environment"]
+    for key in ("python", "packages", "kernel", "cpu_model", "sysctls", "limits", "git_sha"):
+        assert key in env
+    model = manifest["models"]["uwsgi-threads"]
+    assert "--die-on-term" in model["argv"] and model["capacity"] == 8
+    assert manifest["knobs"]["workers"] == 8
+    preflights = read_jsonl(run_dir / "preflight.jsonl")
+    assert len(preflights) == 4 and all(p["ok"] and not p["serialized"] for p in preflights)
+
+
+def test_open_loop_run_is_keyed_by_rate(tmp_path):
+    done = subprocess.run(
+        lab_cli("run", "--models", "gunicorn-asyncio", "--mode", "open", "--rates", "20,40",
+                "--max-outstanding", "30", "--duration", "2", "--warmup", "0", "--delay-ms", "50",
+                "--out", str(tmp_path)),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = tmp_path.iterdir()
+    steps = read_jsonl(run / "steps.jsonl")
+    assert [(s["mode"], s["concurrency"], s["rate_rps"]) for s in steps] == [
+        ("open", 30, 20.0),
+        ("open", 30, 40.0),
+    ]
+    assert len({s["histogram"] for s in steps}) == 2
+    for step in steps:
+        achieved = step["evidence"]["open_loop"]["achieved_rate_rps"]
+        assert achieved == pytest.approx(step["rate_rps"], rel=0.1)
+        assert step["throughput_rps"] == pytest.approx(step["rate_rps"], rel=0.2)

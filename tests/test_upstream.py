@@ -1,0 +1,67 @@
+"""The mock upstream: delays as declared, faults as asked, and /stats telling the truth."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from lab import preflight, procs
+from lab.scenario import UpstreamSpec
+from servers.upstream import Delay
+
+DISTRIBUTIONS = ["fixed", "uniform", "exponential", "lognormal"]
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS, ids=DISTRIBUTIONS)
+def test_delay_distribution_mean(distribution):
+    rng = random.Random(7)
+    draws = [Delay(100, distribution).draw_ms(rng) for _ in range(20_000)]
+    assert statistics.fmean(draws) == pytest.approx(100, rel=0.05)
+    assert min(draws) >= 0
+
+
+def test_distributions_differ_in_spread():
+    rng = random.Random(7)
+    spread = {d: statistics.pstdev(Delay(100, d).draw_ms(rng) for _ in range(5000))
+              for d in DISTRIBUTIONS}  # fmt: skip
+    assert spread["fixed"] == 0
+    assert spread["lognormal"] < spread["uniform"] < spread["exponential"]
+
+
+def stats(url: str) -> dict[str, int]:
+    return json.loads(preflight.get(url, "/stats")[1])
+
+
+def test_fixed_delay_and_stats(upstream):
+    preflight.get(upstream.url, "/stats/reset", method="POST")
+    status, body, seconds = preflight.get(upstream.url, "/delay?ms=120")
+    assert (status, body) == (200, b'{"ok":true}')
+    assert 0.12 <= seconds < 0.5
+    _, _, default_seconds = preflight.get(upstream.url, "/delay")  # the run's default, 50 ms
+    assert 0.05 <= default_seconds < 0.4
+    assert stats(upstream.url)["served"] == 2
+
+
+def test_max_inflight_counts_concurrent_requests(upstream):
+    preflight.get(upstream.url, "/stats/reset", method="POST")
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(lambda _: preflight.get(upstream.url, "/delay?ms=400"), range(12)))
+    now = stats(upstream.url)
+    assert now["max_inflight"] == 12
+    assert now["inflight"] == 0
+    assert now["served"] == 12
+
+
+def test_faults_errors_and_stalls(backend):
+    spec = UpstreamSpec(delay_ms=1, error_rate=1.0, stall_rate=1.0, stall_ms=300)
+    server = backend.start_upstream(spec, procs.free_port())
+    try:
+        status, body, seconds = preflight.get(server.url, "/delay")
+    finally:
+        server.stop()
+    assert (status, body) == (500, b'{"ok":false}')
+    assert seconds >= 0.3
