@@ -154,12 +154,15 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
     try:
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())
         server = backend.start_server(model, knobs, upstream.url, free_port())
-        rel = hlog_relpath(run.model, run.mode, run.workers * p.processes, index)
+        rate = p.rate_rps if run.mode == "open" else None
+        rel = hlog_relpath(run.model, run.mode, run.workers * p.processes, index, rate)
         r = load_step(p, run, server.url, str(run_dir.path / rel), upstream.url)
     finally:
         backend.close()
     capacity = model.capacity(knobs)
     errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
+    if r.get("dropped"):  # as lab run does in open loop: a request that could not start failed
+        errors["dropped"] = r["dropped"]
     step = Step(
         run_id=run_dir.path.name, model=run.model, mode=run.mode, concurrency=r["users"],
         trial=index, started_at=r["started_at"], duration_s=r["duration_s"],
