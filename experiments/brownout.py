@@ -5,14 +5,9 @@ requests keep arriving at a fixed rate (open loop, loadgen/openloop.py: latency 
 intended start). Capacity arithmetic from the story: a model holding W x P requests at once can
 serve at most W x P / delay requests per second; below the arrival rate the queue grows for the
 whole slowdown and drains only after it. uWSGI threads (few, as in production) are set against
-gevent with many greenlets, and the threads model is also run closed loop (users =
+uWSGI gevent (many greenlets), and the threads model is also run closed loop (users =
 rate x normal delay, like a load test with a fixed user count) under the same schedule, which
 shows how a closed-loop test hides the brownout: its users simply wait and send less.
-
-The gevent side is gunicorn's gevent worker, not uWSGI's: with uWSGI 2.0.31 and gevent 26 the
-registry's uwsgi-gevent model (--http11-socket) has its worker die on the first requests
-("'gevent.libev.corecext.io' object has no attribute 'stop'") and respawn, so it would measure
-crashes, not the story.
 
 Per second, for each run: throughput, p50/p99 latency, errors, dropped and in-flight requests
 (steps.jsonl `timeseries`, plotted in brownout.png).
@@ -64,7 +59,7 @@ class Protocol:
     processes: int = 2
     runs: tuple[Run, ...] = (
         Run("uwsgi-threads", 8),
-        Run("gunicorn-gevent", 1000),
+        Run("uwsgi-gevent", 1000),
         Run("uwsgi-threads", 8, "closed"),
     )
     phases: tuple[tuple[str, float, float], ...] = (  # (name, seconds, upstream delay ms)
@@ -87,7 +82,7 @@ PROTOCOLS = {
 }
 MODELS = {
     "uwsgi-threads": "uWSGI --threads W (servers/models.toml), W x processes requests at once",
-    "gunicorn-gevent": "gunicorn's gevent worker, W worker-connections (servers/models.toml)",
+    "uwsgi-gevent": "uWSGI --gevent W, patched before the app is imported (servers/models.toml)",
 }
 
 
