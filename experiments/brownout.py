@@ -261,7 +261,9 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
             predicted = r["capacity"] / (delay / 1000)
             rps = in_phase(r, "rps", start, end)
             p99 = in_phase(r, "p99_ms", start, end)
-            expected = min(predicted, p.rate_rps) if "open" in r["label"] else predicted
+            # open loop: the arrival rate, if capacity allows; closed: users / delay at most
+            offered = p.rate_rps if "open" in r["label"] else r["users"] / (delay / 1000)
+            expected = min(predicted, offered)
             rows.append(Row(r["label"], f"{name}: throughput vs min(capacity, rate)", "rps",
                             None, round(mean(rps), 1) if rps else "-",
                             f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
