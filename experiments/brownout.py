@@ -264,8 +264,8 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
             # open loop: the arrival rate, if capacity allows; closed: users / delay at most
             offered = p.rate_rps if "open" in r["label"] else r["users"] / (delay / 1000)
             expected = min(predicted, offered)
-            rows.append(Row(r["label"], f"{name}: throughput vs min(capacity, rate)", "rps",
-                            None, round(mean(rps), 1) if rps else "-",
+            rows.append(Row(r["label"], f"{name}: throughput (expected: min(capacity, offered))",
+                            "rps", None, round(mean(rps), 1) if rps else "-",
                             f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
                             f" expected {expected:.0f}; p99 {mean(p99):.0f} ms"))  # fmt: skip
             details.append({"run": r["label"], "phase": name, "delay_ms": delay,
