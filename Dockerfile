@@ -27,22 +27,33 @@ print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
     /opt/lab/bin/pip install "setuptools>=68" wheel; \
     /opt/lab/bin/pip install -r /tmp/requirements.txt; \
     /opt/lab/bin/uwsgi --version
-COPY . /app
-RUN /opt/lab/bin/pip install --no-deps --no-build-isolation --editable /app \
-    && /opt/lab/bin/python -m compileall -q /app \
-    && rm -rf /app/build /app/docker
+# Tagged by docker/build-image.sh (NAME:build) so superseded build stages can be pruned by label.
+LABEL concurrency-lab.stage=build
+
+# The lab's own code without the Docker tooling (the context may carry a large wheelhouse).
+FROM ${BASE_IMAGE} AS source
+COPY . /src
+RUN rm -rf /src/docker /src/build
+LABEL concurrency-lab.stage=source
 
 FROM ${BASE_IMAGE} AS runtime
 ARG PYTHON_VERSION
 LABEL org.opencontainers.image.title="concurrency-lab" \
       org.opencontainers.image.description="Python server concurrency models under a slow upstream" \
-      lab.python-version="${PYTHON_VERSION}"
+      lab.python-version="${PYTHON_VERSION}" \
+      concurrency-lab.stage=runtime
 # A fixed numeric non-root user, so Compose, Kubernetes and bind-mount ownership can rely on it.
 RUN groupadd --system --gid 10001 lab \
     && useradd --system --uid 10001 --gid lab --no-create-home --home-dir /app \
         --shell /usr/sbin/nologin lab
 COPY --from=build /opt/lab /opt/lab
-COPY --from=build /app /app
+# The lab's own code last and small: a code change rebuilds only these two layers. The editable
+# install adds just the `lab` command and a path entry to the venv; the code stays root-owned.
+COPY --from=source /src /app
+RUN PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/lab/bin/pip install -q --no-deps \
+        --no-build-isolation --no-index --editable /app \
+    && /opt/lab/bin/python -m compileall -q /app \
+    && rm -rf /app/build
 # Read-only root filesystem in Compose: bytecode is precompiled, scratch files go to /tmp (tmpfs).
 ENV PATH=/opt/lab/bin:$PATH \
     PYTHONUNBUFFERED=1 \

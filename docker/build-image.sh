@@ -51,12 +51,19 @@ fi
 step=$SECONDS
 build_log=$(mktemp)
 trap 'rm -f "$build_log"' EXIT
-if ! docker build -t "$image" \
-  --build-arg "BASE_IMAGE=$base" --build-arg "BUILD_IMAGE=$build" \
-  --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" . >"$build_log" 2>&1; then
-  tail -n 60 "$build_log" >&2
-  log "docker build failed (last 60 lines above)"
-  exit 1
-fi
+docker_build() {
+  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BUILD_IMAGE=$build" \
+    --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" "$@" . \
+    >"$build_log" 2>&1; then
+    tail -n 60 "$build_log" >&2
+    log "docker build failed (last 60 lines above)"
+    exit 1
+  fi
+}
+# The build stage gets its own tag so it stays the cache of the next build, and older, untagged
+# stages and images of this project (found by their label, nothing else) can be pruned.
+docker_build --target build -t "${image%:*}:build"
+docker_build -t "$image"
+docker image prune -f --filter label=concurrency-lab.stage >/dev/null
 log "built $image in $((SECONDS - step)) s (total $((SECONDS - start)) s)"
 echo "$image"
