@@ -28,8 +28,7 @@ from lab.preflight import Preflight
 from lab.results import Step
 from lab.sampling import HostMeter, Sampler
 from lab.scenario import Point, Scenario
-from loadgen.openloop import OpenSpec
-from loadgen.worker import StepSpec
+from loadgen.spec import OpenSpec, StepSpec
 
 CLIENT_SATURATED_PCT = 90.0
 # What an open-loop step adds to its evidence: the rate achieved, requests sent, dropped and still
