@@ -297,9 +297,10 @@ main.add_command(report)
 main.add_command(compare_runs)
 
 
-def entry() -> None:
+def entry(argv: list[str] | None = None) -> None:
+    """The console script; `argv` (default: sys.argv[1:]) lets tests call it in-process."""
     try:
-        main(standalone_mode=True)
+        main(args=argv, standalone_mode=True)
     except LabError as e:
         console.print(f"[red]error:[/] {e}")
         sys.exit(2)
