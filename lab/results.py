@@ -21,6 +21,7 @@ from typing import Any
 STEP_FLAGS = (
     "serialized",  # the concurrency probe found requests did not overlap: not a fair result
     "client_saturated",  # the load generator's CPU was >= 90%: throughput is the client's limit
+    "host_busy",  # processes outside the run used >= half a core: the figures are disturbed
     "errors",  # at least one request failed
     "no_responses",  # not one request succeeded
     "server_died",  # the server process exited during the step
@@ -51,6 +52,7 @@ class Step:
     upstream_max_inflight: int  # highest concurrency the upstream saw during the window
     flags: list[str] = field(default_factory=list)
     upstream_cpu_pct: float = 0.0  # mean over the window: proof the upstream was not the limit
+    host_cpu_pct: float = 0.0  # whole machine, mean over the window, 100 = one core
     rate_rps: float | None = None  # open loop: the target arrival rate
     histogram: str = ""  # path of the `.hlog`, relative to the run directory
     timeseries: dict[str, list[float]] = field(default_factory=dict)  # per-second samples

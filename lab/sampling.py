@@ -55,6 +55,24 @@ class TreeMeter:
         return round(100 * cpu_delta / max(wall, 1e-9), 1), round(rss / MB, 1)
 
 
+class HostMeter:
+    """CPU% of the whole machine (100 = one core), to see what else competed with the run."""
+
+    def __init__(self) -> None:
+        self.last = self._busy()
+
+    @staticmethod
+    def _busy() -> tuple[float, float]:
+        t = psutil.cpu_times()
+        return time.monotonic(), t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+
+    def sample(self) -> tuple[float, float]:
+        now = self._busy()
+        (w0, b0), (w1, b1) = self.last, now
+        self.last = now
+        return round(100 * (b1 - b0) / max(w1 - w0, 1e-9), 1), 0.0
+
+
 class Sampler:
     """Samples a meter every `interval_s` on a thread, between start() and stop()."""
 

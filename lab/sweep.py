@@ -26,11 +26,12 @@ from lab.errors import LabError
 from lab.models import Knobs, Model
 from lab.preflight import Preflight
 from lab.results import Step
-from lab.sampling import Sampler
+from lab.sampling import HostMeter, Sampler
 from lab.scenario import Scenario
 from loadgen.worker import StepSpec
 
 CLIENT_SATURATED_PCT = 90.0
+HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
 # Fault flags this module adds to STEP_FLAGS (lab/results.py):
@@ -89,6 +90,7 @@ def new_run_dir(out: Path, scenario_name: str) -> Path:
 
 def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
     s = plan.scenario
+    environment = capture()
     return {
         "run_id": plan.run_id,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -126,8 +128,9 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
             }
             for m in plan.models
         },  # fmt: skip
-        "environment": {**capture(), "nofile_applied": plan.limits},
+        "environment": {**environment, "nofile_applied": plan.limits},
         "lab_version": lab.__version__,
+        "git_sha": environment["git_sha"],
         "allow_remote": plan.allow_remote,
         "invocation": plan.invocation,
     }
@@ -318,6 +321,7 @@ class Sweep:
         watchdog = Watchdog(gen, limit_s)
         sampler = Sampler(server.meter())
         upstream_sampler = Sampler(self.upstream.meter() if self.upstream else None)
+        host_sampler = Sampler(HostMeter())
         phase = "warmup" if warmup else "settle"
         outcome: dict[str, Any] | None = None
         ticks: list[dict[str, Any]] = []
@@ -330,8 +334,8 @@ class Sweep:
                     phase = "warmup" if warmup else "measure"
                     started_at = msg["started_at"]
                     self.reset_upstream()
-                    sampler.start()
-                    upstream_sampler.start()
+                    for each in (sampler, upstream_sampler, host_sampler):
+                        each.start()
                 elif msg["type"] == "tick":
                     if msg.get("phase") == "measure":
                         ticks.append(msg)
@@ -352,14 +356,21 @@ class Sweep:
             raise
         finally:
             watchdog.cancel()
-            sampler.stop()
-            upstream_sampler.stop()
+            for each in (sampler, upstream_sampler, host_sampler):
+                each.stop()
             gen.stop(grace_s=2)
         step = self.make_step(model, level, trial, hlog, outcome, sampler, server, gen)
         if watchdog.fired:
             step.evidence["watchdog"] = f"load generator killed after {limit_s:.0f} s"
         step.upstream_cpu_pct = upstream_sampler.mean_cpu()
-        step.timeseries["upstream_cpu_pct"] = upstream_sampler.cpu
+        step.host_cpu_pct = host_sampler.mean_cpu()
+        step.timeseries.update(upstream_cpu_pct=upstream_sampler.cpu, host_cpu_pct=host_sampler.cpu)
+        others = (
+            step.host_cpu_pct - step.server_cpu_pct - step.client_cpu_pct - step.upstream_cpu_pct
+        )
+        if others >= HOST_BUSY_PCT:
+            step.flags.append("host_busy")
+            step.evidence["host_busy"] = f"other processes used {others:.0f}% of a core"
         return step
 
     def ensure_upstream(self) -> None:

@@ -11,18 +11,9 @@ import asyncio
 import aiohttp
 from quart import Quart, Response, request
 
-from servers.common import (
-    CONTENT_TYPE,
-    DEFAULT_CPU_N,
-    HEALTH_BODY,
-    AppSettings,
-    body,
-    cpu_work,
-    io_body,
-    upstream_path,
-)
+from servers import common
 
-settings = AppSettings.from_env()
+settings = common.AppSettings.from_env()
 app = Quart(__name__)
 _session: aiohttp.ClientSession | None = None
 
@@ -44,30 +35,30 @@ async def close_client() -> None:
 
 
 def respond(payload: bytes, status: int = 200) -> Response:
-    return Response(payload, status=status, content_type=CONTENT_TYPE)
+    return Response(payload, status=status, content_type=common.CONTENT_TYPE)
 
 
 @app.get("/health")
 async def health() -> Response:
-    return respond(HEALTH_BODY)
+    return respond(common.HEALTH_BODY)
 
 
 @app.get("/io")
 async def io() -> Response:
     assert _session is not None, "the client session opens before serving"
-    async with _session.get(upstream_path(request.args.get("delay_ms"))) as reply:
+    async with _session.get(common.upstream_path(request.args.get("delay_ms"))) as reply:
         await reply.read()
-        return respond(*io_body(reply.status))
+        return respond(*common.io_body(reply.status))
 
 
 @app.get("/sleep")
 async def sleep_view() -> Response:
     ms = int(request.args.get("ms", "100"))
     await asyncio.sleep(ms / 1000)
-    return respond(body("sleep", ms=ms))
+    return respond(common.body("sleep", ms=ms))
 
 
 @app.get("/cpu")
 async def cpu() -> Response:
-    n = int(request.args.get("n", DEFAULT_CPU_N))
-    return respond(body("cpu", n=n, result=cpu_work(n)))
+    n = int(request.args.get("n", common.DEFAULT_CPU_N))
+    return respond(common.body("cpu", n=n, result=common.cpu_work(n)))

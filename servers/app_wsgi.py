@@ -15,18 +15,9 @@ from time import sleep
 import urllib3
 from flask import Flask, Response, request
 
-from servers.common import (
-    CONTENT_TYPE,
-    DEFAULT_CPU_N,
-    HEALTH_BODY,
-    AppSettings,
-    body,
-    cpu_work,
-    io_body,
-    upstream_path,
-)
+from servers import common
 
-settings = AppSettings.from_env()
+settings = common.AppSettings.from_env()
 app = Flask(__name__)
 _pool: urllib3.HTTPConnectionPool | None = None
 
@@ -46,28 +37,28 @@ def upstream() -> urllib3.HTTPConnectionPool:
 
 
 def respond(payload: bytes, status: int = 200) -> Response:
-    return Response(payload, status=status, content_type=CONTENT_TYPE)
+    return Response(payload, status=status, content_type=common.CONTENT_TYPE)
 
 
 @app.get("/health")
 def health() -> Response:
-    return respond(HEALTH_BODY)
+    return respond(common.HEALTH_BODY)
 
 
 @app.get("/io")
 def io() -> Response:
-    reply = upstream().request("GET", upstream_path(request.args.get("delay_ms")))
-    return respond(*io_body(reply.status))
+    reply = upstream().request("GET", common.upstream_path(request.args.get("delay_ms")))
+    return respond(*common.io_body(reply.status))
 
 
 @app.get("/sleep")
 def sleep_view() -> Response:
     ms = int(request.args.get("ms", "100"))
     sleep(ms / 1000)
-    return respond(body("sleep", ms=ms))
+    return respond(common.body("sleep", ms=ms))
 
 
 @app.get("/cpu")
 def cpu() -> Response:
-    n = int(request.args.get("n", DEFAULT_CPU_N))
-    return respond(body("cpu", n=n, result=cpu_work(n)))
+    n = int(request.args.get("n", common.DEFAULT_CPU_N))
+    return respond(common.body("cpu", n=n, result=common.cpu_work(n)))

