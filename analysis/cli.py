@@ -35,10 +35,10 @@ def _load(path: Path):
 def report(run_dir: Path, level: int | None) -> None:
     """Print the summary table of RUN_DIR and write its self-contained report.html."""
     run = _load(run_dir)
-    print_summary(run)
+    table = print_summary(run)
     try:
-        export_summary(run)
-        path = write_report(run, level=level)
+        export_summary(run, table)
+        path = write_report(run, level=level, table=table)
     except OSError as exc:
         raise click.ClickException(f"cannot write the report into {run_dir}: {exc}") from exc
     click.echo(f"report: {path}")

@@ -17,11 +17,14 @@ from typing import Any
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from analysis.stats import Second, seconds_of
+from analysis.stats import Second, percentiles_of, seconds_of
 from lab.results import ERROR_KINDS, read_jsonl
 from loadgen import hist
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
+# An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding
+# requests) is the same at every rate, so the loader keys open rows by rate and keeps the cap as
+# `max_outstanding`. Plots then put rate where closed-loop runs put users.
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max", "mean")
 SPECTRUM_NINES = tuple(i / 20 for i in range(5 * 20 + 1))  # 0 -> 0%, 1 -> 90%, ..., 5 -> 99.999%
 TIMESERIES_KEYS = (
@@ -54,11 +57,15 @@ class Run:
     def spectra(self) -> pd.DataFrame:
         """Tidy percentile spectrum per point: latency at 0%, 90%, 99%, ... 99.999% (x = nines)."""
         rows = []
+        ps = [100 * (1 - 10**-x) for x in SPECTRUM_NINES]
         for (model, mode, conc), h in sorted(self.histograms.items()):
-            for x in SPECTRUM_NINES if h.get_total_count() else ():
-                p = 100 * (1 - 10**-x)
-                value = h.get_value_at_percentile(p) / 1000
-                rows.append([model, mode, conc, x, p, value, h.get_total_count()])
+            n = h.get_total_count()
+            if n:
+                values = percentiles_of(seconds_of(h), ps)
+                rows += [
+                    [model, mode, conc, *xpv, n]
+                    for xpv in zip(SPECTRUM_NINES, ps, values, strict=True)
+                ]
         return pd.DataFrame(rows, columns=[*POINT, "nines", "percentile", "latency_ms", "count"])
 
     @property
@@ -72,16 +79,21 @@ def load(run_dir: Path | str) -> Run:
     if not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")
     steps_path = run_dir / "steps.jsonl"
-    if not steps_path.exists():
+    if not steps_path.exists() and not (run_dir / "preflight.jsonl").exists():
+        # with a preflight but no step (every model failed it) there is still a story to tell
         raise RunError(f"{run_dir}: no steps.jsonl (has this run measured any step yet?)")
     manifest = _read_manifest(run_dir / "manifest.json")
-    rows = read_jsonl(steps_path)
+    rows = [_keyed_by_rate(r) if r.get("mode") == "open" else r for r in read_jsonl(steps_path)]
     steps = steps_frame(rows)
     timeseries, histograms, seconds = _histograms_and_series(run_dir, rows)
     preflight = pd.DataFrame(read_jsonl(run_dir / "preflight.jsonl"))
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
     return Run(run_dir, manifest, preflight, steps, timeseries, histograms, seconds)
+
+
+def _keyed_by_rate(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "concurrency": round(row["rate_rps"]), "max_outstanding": row["concurrency"]}
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -145,11 +157,12 @@ def _histograms_and_series(
     for r in rows:
         key = (r["model"], r["mode"], int(r["concurrency"]))
         intervals = list(read_hlog_safe(run_dir / r["histogram"])) if r.get("histogram") else []
+        compact = [seconds_of(h) for h in intervals]
         if intervals:
             merged.setdefault(key, hist.new_histogram())
             for h in intervals:
                 merged[key].add(h)
-                seconds.setdefault(key, []).append(seconds_of(h))
+            seconds.setdefault(key, []).extend(compact)
         series = r.get("timeseries") or {}
         n = max([len(v or []) for v in series.values()] + [len(intervals)])
         for i in range(n):
@@ -165,11 +178,11 @@ def _histograms_and_series(
             for k in TIMESERIES_KEYS:
                 values = series.get(k) or []
                 rec[k] = float(values[i]) if i < len(values) else float("nan")
-            h = intervals[i] if i < len(intervals) else None
-            for name, p in (("p50_ms", 50), ("p99_ms", 99)):
-                if h is not None and h.get_total_count() > 0:
-                    rec[name] = h.get_value_at_percentile(p) / 1000
-                else:  # no .hlog interval: the worker's own per-second figure, if any
+            second = compact[i] if i < len(compact) else None
+            if second is not None and second[1].sum() > 0:
+                rec["p50_ms"], rec["p99_ms"] = percentiles_of(second, (50, 99))
+            else:  # no .hlog interval: the worker's own per-second figures, if any
+                for name in ("p50_ms", "p99_ms"):
                     values = series.get(name) or []
                     rec[name] = float(values[i]) if i < len(values) else float("nan")
             records.append(rec)

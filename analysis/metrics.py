@@ -26,13 +26,18 @@ from typing import Any
 import pandas as pd
 
 from analysis.load import LATENCY_KEYS, POINT, Run
-from analysis.stats import estimate, t975
+from analysis.stats import estimate, percentiles_of, seconds_of, t975
 from lab.results import ERROR_KINDS
 from loadgen import hist
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # throughput: two models within 2% with no interval to tell them apart are tied
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
+VERDICT_NOTES = {  # flags that leave a point in the verdict but qualify it
+    "client_saturated": "client saturated: the load generator may be the limit",
+    "host_busy": "host busy: other processes disturbed the figures",
+    "unstable": "unstable: trials differ by 10% or more",
+}
 UNFAIR = ("serialized",)  # never part of a verdict: requests did not overlap
 
 
@@ -100,9 +105,9 @@ def point_table(run: Run) -> pd.DataFrame:
     return table
 
 
-def export_summary(run: Run) -> list[Path]:
+def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
     """Write the point table as `summary.csv` and `summary.parquet` into the run directory."""
-    table = point_table(run)
+    table = point_table(run) if table is None else table
     if not table.empty:
         table = table.assign(flags=table["flags"].map(", ".join))
     paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
@@ -193,8 +198,14 @@ def _latency(run: Run, key: tuple, group: pd.DataFrame) -> dict[str, Any]:
         return {f"{k}_ms": nan for k in LATENCY_KEYS} | {"latency_source": "no successful request"}
     merged = run.histograms.get((key[0], key[1], int(key[2])))
     if merged is not None and merged.get_total_count() > 0:
-        summary = hist.summary_ms(merged)
-        return {f"{k}_ms": float(v) for k, v in summary.items()} | {"latency_source": "histogram"}
+        values, counts = second = seconds_of(merged)  # hdrh's own mean walks every bucket: slow
+        quantiles = percentiles_of(second, list(hist.PERCENTILES.values()))
+        out = {f"{k}_ms": q for k, q in zip(hist.PERCENTILES, quantiles, strict=True)}
+        out |= {
+            "max_ms": float(values[-1]),
+            "mean_ms": float((values * counts).sum() / counts.sum()),
+        }
+        return out | {"latency_source": "histogram"}
     cols = ("p50", "p90", "p99", "p999", "max", "mean")
     out = {
         f"{k}_ms": float(group[f"{k}_ms"].max() if k == "max" else group[f"{k}_ms"].median())
@@ -304,9 +315,8 @@ def best_per_level(table: pd.DataFrame) -> pd.DataFrame:
         fair = sub[sub["fair"]]
         if fair.empty:
             continue
-        note = []
-        if fair["flags"].map(lambda f: "client_saturated" in f).any():
-            note.append("client saturated: the load generator may be the limit")
+        note = [text for flag, text in VERDICT_NOTES.items()
+                if fair["flags"].map(lambda f, flag=flag: flag in f).any()]  # fmt: skip
         rows.append(
             [
                 mode,
@@ -364,6 +374,7 @@ EXPLAIN = {
     "preflight_failed": "the model failed its preflight in some trial, which was not measured",
     "loadgen_failed": "the load generator produced no result for this step",
     "client_saturated": "load generator CPU >= 90%: throughput may be the client's limit",
+    "host_busy": "processes outside the run used half a core or more: the figures are disturbed",
     "errors": "some requests failed",
     "server_died": "the server exited during the step",
     "upstream_saturated": "the upstream saw less concurrency than offered",

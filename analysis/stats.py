@@ -144,12 +144,29 @@ Second = tuple[np.ndarray, np.ndarray]  # one second of a step: bin values (ms),
 
 
 def seconds_of(h: HdrHistogram) -> Second:
-    """A per-second histogram as compact arrays (a full HdrHistogram holds ~400 KB of counts)."""
-    items = [(i.value_iterated_to / 1000, i.count_at_value_iterated_to)
-             for i in h.get_recorded_iterator()]  # fmt: skip
-    return np.array([v for v, _ in items], dtype=float), np.array(
-        [c for _, c in items], dtype=float
-    )
+    """A per-second histogram as compact arrays (a full HdrHistogram holds ~200 KB of counts).
+
+    Reads the counts array directly: walking it with hdrh's Python iterator costs 0.4 s each.
+    """
+    counts = np.ctypeslib.as_array(h.counts)
+    index = np.nonzero(counts)[0]
+    values = [h.get_highest_equivalent_value(h.get_value_from_index(int(i))) / 1000 for i in index]
+    return np.array(values, dtype=float), counts[index].astype(float)
+
+
+def percentiles_of(second: Second, percentiles: Sequence[float]) -> list[float]:
+    """Percentiles (ms) of compact counts, computed as HdrHistogram does; nan when empty."""
+    values, counts = second
+    if counts.sum() == 0:
+        return [float("nan")] * len(percentiles)
+    cumulative = counts.cumsum()
+    targets = _target(np.asarray(percentiles, dtype=float), cumulative[-1])
+    return [float(v) for v in values[np.searchsorted(cumulative, targets)]]
+
+
+def _target(percentile: float | np.ndarray, total: float | np.ndarray) -> np.ndarray:
+    """HdrHistogram's count at a percentile: rounded, at least 1."""
+    return np.maximum(np.floor(percentile / 100 * total + 0.5), 1)
 
 
 def bootstrap_percentile(a: list[Second], b: list[Second], percentile: float) -> Change:
@@ -187,7 +204,7 @@ def _counts(grid: np.ndarray, seconds: list[Second]) -> np.ndarray:
 def _percentile(grid: np.ndarray, counts: np.ndarray, percentile: float) -> np.ndarray:
     """Percentile of the counts summed over seconds (axis -2), as HdrHistogram computes it."""
     cumulative = counts.sum(axis=-2).cumsum(axis=-1)
-    target = np.maximum(np.ceil(percentile / 100 * cumulative[..., -1:]), 1)
+    target = _target(percentile, cumulative[..., -1:])
     return grid[(cumulative < target).sum(axis=-1)]
 
 

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.cli import compare_runs, report
-from analysis.load import load
+from analysis.load import RunError, load
 from analysis.summary import print_summary
+from experiments.cli import reproduce
 from lab import leftovers, procs, safety
 from lab.backend import CpuLayout, NativeBackend
 from lab.doctor import doctor
@@ -40,6 +41,18 @@ def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int,
     if not levels or any(v <= 0 for v in levels):
         raise click.BadParameter(f"every value must be a positive whole number, got {value!r}")
     return levels
+
+
+def rate_list(_: object, __: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        rates = tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {value!r}") from None
+    if not rates or any(not 0 < v < float("inf") for v in rates):
+        raise click.BadParameter(f"every rate must be a positive number, got {value!r}")
+    return rates
 
 
 def name_list(_: object, __: click.Parameter, value: str | None) -> tuple[str, ...] | None:
@@ -90,6 +103,21 @@ def main() -> None:
 @click.option(
     "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
 )
+@click.option(
+    "--mode",
+    type=click.Choice(["closed", "open"]),
+    help="closed: N users, no think time (default); open: requests arrive at fixed --rates.",
+)
+@click.option(
+    "--rates", callback=rate_list, help="Open loop: comma-separated arrival rates (req/s)."
+)
+@click.option(
+    "--max-outstanding",
+    type=int,
+    callback=positive,
+    help="Open loop: cap on requests in flight; the rest count as dropped [default: 500].",
+)
+@click.option("--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals.")
 @click.option("--duration", type=float, callback=positive, help="Seconds measured per level.")
 @click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none).")
 @click.option("--trials", type=int, callback=positive, help="Repeats of every level.")
@@ -162,7 +190,8 @@ def run(ctx: click.Context, **_: Any) -> None:
         delay_ms=opts["delay_ms"], route=opts["route"], server_port=opts["port"],
         upstream_port=opts["upstream_port"], pin_cpus=False if opts["no_pin"] else None,
         host=opts["host"], request_timeout_s=opts["request_timeout"],
-        start_timeout_s=opts["start_timeout"],
+        start_timeout_s=opts["start_timeout"], mode=opts["mode"], rates=opts["rates"],
+        max_outstanding=opts["max_outstanding"], arrival=opts["arrival"],
     )  # fmt: skip
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     chosen = registry.pick(list(scenario.models))
@@ -189,14 +218,18 @@ def run(ctx: click.Context, **_: Any) -> None:
             f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
         )
         sys.exit(143 if str(e) == "SIGTERM" else 130)
-    print_summary(load(plan.run_dir))
+    try:
+        print_summary(load(plan.run_dir))
+    except RunError as e:  # e.g. the upstream never started: nothing was measured
+        console.print(f"[red]nothing to summarise:[/] {e}")
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
 
 
 # The options that define what a run measures: recorded in the manifest, reused by --resume.
 RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
              "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
-             "request_timeout", "start_timeout")  # fmt: skip
+             "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
+             "arrival")  # fmt: skip
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +238,7 @@ def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
 
 def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
     opts = {k: v for k, v in recorded.items() if k in RESUMABLE}
-    for key in ("models", "levels"):
+    for key in ("models", "levels", "rates"):
         if opts.get(key) is not None:
             opts[key] = tuple(opts[key])
     if opts.get("models_file") is not None:
@@ -295,6 +328,7 @@ def list_models(models_file: Path | None) -> None:
 main.add_command(doctor)
 main.add_command(report)
 main.add_command(compare_runs)
+main.add_command(reproduce)
 
 
 def entry(argv: list[str] | None = None) -> None:

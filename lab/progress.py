@@ -58,22 +58,23 @@ class ConsoleProgress:
                 f"[green]✓ {result.model} verified[/] ({overlaps or result.message})"
             )
 
-    def phase(self, model: str, level: int, phase: str, tick: dict[str, Any]) -> None:
+    def phase(self, model: str, point: str, phase: str, tick: dict[str, Any]) -> None:
         live = (
             f"{tick.get('rps', 0):>7.0f} rps  {tick.get('live_errors', 0)} errors  "
             f"client CPU {tick.get('client_cpu_pct', 0):.0f}%"
             if phase == "measure"
             else f"{tick.get('live_requests', 0)} requests so far"
         )
-        self._advance(f"{model} c={level} {phase}", live)
+        self._advance(f"{model} {point} {phase}", live)
 
     def step_done(self, step: Step) -> None:
         lat = step.latency_ms
         errors = sum(step.errors.values())
         colour = "red" if errors or step.flags else "default"
         flags = f"  [yellow]{', '.join(step.flags)}" if step.flags else ""
+        point = f"c={step.concurrency}" if step.rate_rps is None else f"{step.rate_rps:g} req/s"
         self.console.print(
-            f"[{colour}]  {step.model:<18} c={step.concurrency:<5} {step.throughput_rps:>8.1f} rps"
+            f"[{colour}]  {step.model:<18} {point:<13} {step.throughput_rps:>8.1f} rps"
             f"  p50 {lat.get('p50', 0):>7.1f} ms  p99 {lat.get('p99', 0):>7.1f} ms"
             f"  errors {errors}  server CPU {step.server_cpu_pct:.0f}%"
             f"  client CPU {step.client_cpu_pct:.0f}%{flags}"

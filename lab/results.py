@@ -27,7 +27,10 @@ STEP_FLAGS = (
     "server_died",  # the server process exited during the step
     "loadgen_failed",  # the load generator exited without a result
 )
-ERROR_KINDS = ("refused", "reset", "timeout", "http_5xx", "http_4xx", "bad_body", "other")
+# `dropped` is open loop only: a request due while the cap on outstanding requests was full.
+ERROR_KINDS = (
+    "refused", "reset", "timeout", "http_5xx", "http_4xx", "bad_body", "other", "dropped",
+)  # fmt: skip
 
 
 @dataclass
@@ -62,8 +65,10 @@ class Step:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-def hlog_relpath(model: str, mode: str, concurrency: int, trial: int) -> str:
-    return f"histograms/{model}/{mode}-c{concurrency}-t{trial}.hlog"
+def hlog_relpath(model: str, mode: str, concurrency: int, trial: int,
+                 rate_rps: float | None = None) -> str:  # fmt: skip
+    point = f"r{rate_rps:g}" if rate_rps is not None else f"c{concurrency}"
+    return f"histograms/{model}/{mode}-{point}-t{trial}.hlog"
 
 
 def append_jsonl(path: Path, obj: dict[str, Any] | str) -> None:

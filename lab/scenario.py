@@ -12,7 +12,8 @@ from lab.errors import LabError
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
 ROUTES = ("io", "sleep", "cpu")
-MODES = ("closed",)
+MODES = ("closed", "open")
+ARRIVALS = ("constant", "poisson")
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
 FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstream socket
 FD_MARGIN = 256  # listening sockets, logs, libraries
@@ -43,6 +44,23 @@ class UpstreamSpec:
 
 
 @dataclass(frozen=True)
+class Point:
+    """One point of a sweep: closed loop, `users` users; open loop, `rate_rps` with a cap."""
+
+    users: int  # closed: simultaneous users; open: the cap on outstanding requests
+    rate_rps: float | None = None  # open loop only: the target arrival rate
+
+    @property
+    def label(self) -> str:
+        return f"c={self.users}" if self.rate_rps is None else f"{self.rate_rps:g} req/s"
+
+    @property
+    def load(self) -> float:
+        """How heavy the point is, to pick the warm-up point: the heaviest."""
+        return self.users if self.rate_rps is None else self.rate_rps
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     description: str = ""
@@ -53,7 +71,10 @@ class Scenario:
     warmup_s: float = 3.0
     settle_s: float = 1.0
     trials: int = 1
-    mode: str = "closed"
+    mode: str = "closed"  # closed: `levels` of users; open: `rates` of arrivals (req/s)
+    rates: tuple[float, ...] = ()
+    max_outstanding: int = 500  # open loop: requests in flight at most; the rest count as dropped
+    arrival: str = "constant"  # open loop: constant spacing or poisson
     route: str = "io"  # io: call the upstream; sleep: in-process sleep; cpu: CPU work
     cpu_n: int = 10_000
     request_timeout_s: float = 30.0
@@ -66,6 +87,15 @@ class Scenario:
     upstream_port: int = 0
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
     knobs: dict[str, Any] = field(default_factory=dict)
+
+    def points(self) -> list[Point]:
+        if self.mode == "open":
+            return [Point(self.max_outstanding, float(rate)) for rate in self.rates]
+        return [Point(level) for level in self.levels]
+
+    @property
+    def max_connections(self) -> int:
+        return max(p.users for p in self.points())
 
     @property
     def delay_ms(self) -> float:
@@ -101,6 +131,15 @@ class Scenario:
             raise LabError(f"{where}: host must be a host name or address, got {self.host!r}")
         if self.mode not in MODES:
             raise LabError(f"{where}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.mode == "open":
+            if not self.rates:
+                raise LabError(f"{where}: open mode needs rates, e.g. rates = [50, 100, 200]")
+            for rate in self.rates:
+                if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
+                    raise LabError(f"{where}: rates must be positive numbers, got {rate!r}")
+            positive(self.max_outstanding, f"{where}: max_outstanding")
+            if self.arrival not in ARRIVALS:
+                raise LabError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
         if self.route not in ROUTES:
             raise LabError(f"{where}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
         up = self.upstream
@@ -122,14 +161,14 @@ class Scenario:
 
         Returns what the run needs and runs with, for the manifest (-1 = unlimited).
         """
-        need = FDS_PER_CONNECTION * max(self.levels) + FD_MARGIN
+        need = FDS_PER_CONNECTION * self.max_connections + FD_MARGIN
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         record = {"needed": need, "soft_before": soft, "soft": soft, "hard": hard}
         if soft >= need:
             return record
         if hard != resource.RLIM_INFINITY and hard < need:
             raise LabError(
-                f"level {max(self.levels)} needs about {need} open files but the limit is "
+                f"{self.max_connections} connections need about {need} open files but the limit is "
                 f"{soft} (hard {hard}); raise it, e.g. `ulimit -n {need}` as root, "
                 f"LimitNOFILE= for a service, or nofile in /etc/security/limits.conf "
                 f"(see tuning/)"
@@ -139,8 +178,8 @@ class Scenario:
                                                         else hard, hard))  # fmt: skip
         except (ValueError, OSError) as e:  # above fs.nr_open, even with an unlimited hard limit
             raise LabError(
-                f"level {max(self.levels)} needs about {need} open files, more than this system "
-                f"allows ({e}); lower the level or raise fs.nr_open (see `lab doctor`)"
+                f"{self.max_connections} connections need about {need} open files, more than "
+                f"this system allows ({e}); lower the level or raise fs.nr_open (see `lab doctor`)"
             ) from None
         return {**record, "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
 
@@ -151,7 +190,8 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "warmup_s": _NUMBER, "settle_s": _NUMBER, "trials": int, "mode": str, "route": str,
     "cpu_n": int, "request_timeout_s": _NUMBER, "probe_k": int, "probe_delay_ms": _NUMBER,
     "pin_cpus": bool, "server_port": int, "upstream_port": int, "upstream": dict, "knobs": dict,
-    "host": str, "start_timeout_s": _NUMBER,
+    "host": str, "start_timeout_s": _NUMBER, "rates": list, "max_outstanding": int,
+    "arrival": str,
 }  # fmt: skip
 
 
@@ -177,7 +217,7 @@ def load_scenario(name_or_path: str) -> Scenario:
             )
     data = check_table(load_toml(path), str(path), SCENARIO_TYPES)
     upstream = check_table(data.pop("upstream", {}), f"{path}: [upstream]", UPSTREAM_TYPES)
-    for key in ("models", "levels"):
+    for key in ("models", "levels", "rates"):
         if key in data:
             data[key] = tuple(data[key])
     if not all(isinstance(m, str) for m in data.get("models", ())):

@@ -27,10 +27,14 @@ from lab.models import Knobs, Model
 from lab.preflight import Preflight
 from lab.results import Step
 from lab.sampling import HostMeter, Sampler
-from lab.scenario import Scenario
+from lab.scenario import Point, Scenario
+from loadgen.openloop import OpenSpec
 from loadgen.worker import StepSpec
 
 CLIENT_SATURATED_PCT = 90.0
+# What an open-loop step adds to its evidence: the rate achieved, requests sent, dropped and still
+# unanswered at the end, and latency from actual send time (what a closed loop would report).
+OPEN_LOOP_EVIDENCE = ("achieved_rate_rps", "sent", "dropped", "unfinished", "service_latency_ms")
 HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
@@ -50,7 +54,7 @@ class Listener(Protocol):
 
     def model_started(self, model: str, trial: int) -> None: ...
     def preflight_done(self, result: Preflight) -> None: ...
-    def phase(self, model: str, level: int, phase: str, tick: dict[str, Any]) -> None: ...
+    def phase(self, model: str, point: str, phase: str, tick: dict[str, Any]) -> None: ...
     def step_done(self, step: Step) -> None: ...
     def problem(self, model: str, message: str) -> None: ...
 
@@ -74,7 +78,7 @@ class Plan:
         s = self.scenario
         per_step = s.settle_s + s.duration_s + 2.0
         per_model = 4.0 + s.probe_delay_ms / 500 + s.warmup_s + s.settle_s + 2.0
-        return s.trials * len(self.models) * (per_model + len(s.levels) * per_step)
+        return s.trials * len(self.models) * (per_model + len(s.points()) * per_step)
 
 
 def new_run_dir(out: Path, scenario_name: str) -> Path:
@@ -102,6 +106,9 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
             "description": s.description,
             "mode": s.mode,
             "levels": list(s.levels),
+            "rates": list(s.rates),
+            "max_outstanding": s.max_outstanding,
+            "arrival": s.arrival,
             "duration_s": s.duration_s,
             "warmup_s": s.warmup_s,
             "settle_s": s.settle_s,
@@ -136,11 +143,15 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
     }
 
 
-def step_key(step: dict[str, Any]) -> tuple[str, str, int, int]:
-    return step["model"], step["mode"], step["concurrency"], step["trial"]
+StepKey = tuple[str, str, int, float | None, int]
 
 
-def completed_steps(run_dir: Path) -> set[tuple[str, str, int, int]]:
+def step_key(step: dict[str, Any]) -> StepKey:
+    """What identifies a step: model, mode, users (or cap), rate (open loop) and trial."""
+    return step["model"], step["mode"], step["concurrency"], step.get("rate_rps"), step["trial"]
+
+
+def completed_steps(run_dir: Path) -> set[StepKey]:
     """Steps already recorded in steps.jsonl; an interrupted one is measured again."""
     rows = results.read_jsonl(run_dir / "steps.jsonl")
     return {step_key(r) for r in rows if "interrupted" not in r.get("flags", [])}
@@ -228,9 +239,10 @@ class Sweep:
 
     def run_model(self, model: Model, trial: int) -> None:
         assert self.upstream is not None
-        levels = [lv for lv in self.s.levels
-                  if (model.name, self.s.mode, lv, trial) not in self.done]  # fmt: skip
-        if not levels:
+        mode = self.s.mode
+        points = [p for p in self.s.points()
+                  if (model.name, mode, p.users, p.rate_rps, trial) not in self.done]  # fmt: skip
+        if not points:
             return
         self.listener.model_started(model.name, trial)
         port = self.s.server_port or procs.free_port(self.s.host)
@@ -241,14 +253,14 @@ class Sweep:
                               verify={"start_failed": e.evidence})  # fmt: skip
             self.record_preflight(check, trial)
             evidence = {"message": str(e), **e.evidence}
-            self.record_unmeasured(model, trial, levels, "start_failed", evidence)
+            self.record_unmeasured(model, trial, points, "start_failed", evidence)
             return
         try:
-            self.measure_model(server, model, trial, levels)
+            self.measure_model(server, model, trial, points)
         finally:
             server.stop()
 
-    def measure_model(self, server: Server, model: Model, trial: int, levels: list[int]) -> None:
+    def measure_model(self, server: Server, model: Model, trial: int, points: list[Point]) -> None:
         assert self.upstream is not None
         k = min(self.s.probe_k, model.capacity(self.plan.knobs))
         check = preflight.run(model.name, server.url, self.upstream.url, self.s.path(), k,
@@ -256,12 +268,12 @@ class Sweep:
         self.record_preflight(check, trial)
         if not check.ok:
             evidence = {"message": check.message, "verify": check.verify, **server.evidence()}
-            self.record_unmeasured(model, trial, levels, "preflight_failed", evidence)
+            self.record_unmeasured(model, trial, points, "preflight_failed", evidence)
             return
         if self.s.warmup_s > 0:
-            self.load(server, model, max(levels), trial, warmup=True)
-        for level in levels:
-            step = self.load(server, model, level, trial, warmup=False)
+            self.load(server, model, max(points, key=lambda p: p.load), trial, warmup=True)
+        for point in points:
+            step = self.load(server, model, point, trial, warmup=False)
             if check.serialized:
                 step.flags.insert(0, "serialized")
                 step.evidence["serialized"] = check.message
@@ -275,13 +287,14 @@ class Sweep:
         results.append_jsonl(self.steps_path, step.to_json())
         self.listener.step_done(step)
 
-    def record_unmeasured(self, model: Model, trial: int, levels: list[int], flag: str,
+    def record_unmeasured(self, model: Model, trial: int, points: list[Point], flag: str,
                           evidence: dict[str, Any]) -> None:  # fmt: skip
-        """One step per level the model could not be measured at, so every report shows why."""
+        """One step per point the model could not be measured at, so every report shows why."""
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        for level in levels:
+        for point in points:
             self.record(Step(
-                run_id=self.plan.run_id, model=model.name, mode=self.s.mode, concurrency=level,
+                run_id=self.plan.run_id, model=model.name, mode=self.s.mode,
+                concurrency=point.users, rate_rps=point.rate_rps,
                 trial=trial, started_at=now, duration_s=0.0, requests=0, ok=0, errors={},
                 throughput_rps=0.0, latency_ms={}, server_cpu_pct=0.0, server_rss_mb=0.0,
                 client_cpu_pct=0.0, upstream_max_inflight=0, flags=[flag],
@@ -300,20 +313,29 @@ class Sweep:
         for what, url in (("server", server.url), ("upstream", self.upstream.url)):
             safety.check_url(url, what, allow_remote=self.plan.allow_remote, trusted=trusted)
 
-    def load(self, server: Server, model: Model, level: int, trial: int, warmup: bool) -> Step:
-        """Run one load generator process for one level; return the step it measured."""
+    def spec(self, server: Server, point: Point, hlog: str | None, warmup: bool) -> StepSpec:
+        """What the load generator is asked to do: users in closed loop, a rate in open loop."""
+        s = self.s
+        common = dict(
+            base_url=server.url, path=s.path(), users=point.users, settle_s=s.settle_s,
+            duration_s=s.warmup_s if warmup else s.duration_s, timeout_s=s.request_timeout_s,
+            expected_body=preflight.expected_body(s.path()).decode(),
+            hlog=None if hlog is None else str(self.plan.run_dir / hlog),
+        )  # fmt: skip
+        if point.rate_rps is None:
+            return StepSpec(**common)
+        return OpenSpec(**common, rate_rps=point.rate_rps, arrival=s.arrival)
+
+    def load(self, server: Server, model: Model, point: Point, trial: int, warmup: bool) -> Step:
+        """Run one load generator process for one point; return the step it measured."""
         s = self.s
         self.ensure_upstream()
         self.check_targets(server)
-        hlog = results.hlog_relpath(model.name, s.mode, level, trial)
-        spec = StepSpec(
-            base_url=server.url, path=s.path(), users=level, settle_s=s.settle_s,
-            duration_s=s.warmup_s if warmup else s.duration_s, timeout_s=s.request_timeout_s,
-            expected_body=preflight.expected_body(s.path()).decode(),
-            hlog=None if warmup else str(self.plan.run_dir / hlog), mode=s.mode,
-        )  # fmt: skip
+        hlog = results.hlog_relpath(model.name, s.mode, point.users, trial, point.rate_rps)
+        spec = self.spec(server, point, None if warmup else hlog, warmup)
+        generator = "loadgen.worker" if point.rate_rps is None else "loadgen.openloop"
         gen = procs.start(
-            "loadgen", [sys.executable, "-m", "loadgen.worker", spec.to_json()],
+            "loadgen", [sys.executable, "-m", generator, spec.to_json()],
             log_path=self.plan.run_dir / "logs" / "loadgen.log", cpus=self.backend.loadgen_cpus(),
             pid_dir=self.plan.run_dir / "pids", pipe_stdout=True,
         )  # fmt: skip
@@ -339,12 +361,12 @@ class Sweep:
                 elif msg["type"] == "tick":
                     if msg.get("phase") == "measure":
                         ticks.append(msg)
-                    self.listener.phase(model.name, level, phase, msg)
+                    self.listener.phase(model.name, point.label, phase, msg)
                 elif msg["type"] == "result":
                     outcome = msg
         except KeyboardInterrupt as e:
             if not warmup:  # keep what was measured; --resume measures this step again
-                step = self.make_step(model, level, trial, hlog, partial(ticks, started_at),
+                step = self.make_step(model, point, trial, hlog, partial(ticks, started_at),
                                       sampler, server, gen)  # fmt: skip
                 step.flags.append("interrupted")
                 step.histogram = ""
@@ -359,7 +381,7 @@ class Sweep:
             for each in (sampler, upstream_sampler, host_sampler):
                 each.stop()
             gen.stop(grace_s=2)
-        step = self.make_step(model, level, trial, hlog, outcome, sampler, server, gen)
+        step = self.make_step(model, point, trial, hlog, outcome, sampler, server, gen)
         if watchdog.fired:
             step.evidence["watchdog"] = f"load generator killed after {limit_s:.0f} s"
         step.upstream_cpu_pct = upstream_sampler.mean_cpu()
@@ -408,7 +430,7 @@ class Sweep:
         with contextlib.suppress(OSError):  # a dead upstream is recorded after the step
             preflight.get(self.upstream.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
 
-    def make_step(self, model: Model, level: int, trial: int, hlog: str,
+    def make_step(self, model: Model, point: Point, trial: int, hlog: str,
                   outcome: dict[str, Any] | None, sampler: Sampler, server: Server,
                   gen: procs.Proc) -> Step:  # fmt: skip
         flags: list[str] = []
@@ -432,7 +454,12 @@ class Sweep:
         if outcome["client_cpu_pct"] >= CLIENT_SATURATED_PCT:
             flags.append("client_saturated")
             evidence["client_saturated"] = f"load generator CPU {outcome['client_cpu_pct']}%"
-        if outcome["errors"]:
+        errors = dict(outcome["errors"])
+        if outcome.get("dropped"):  # open loop: due while the cap was full, never sent
+            errors["dropped"] = outcome["dropped"]
+        if point.rate_rps is not None:
+            evidence["open_loop"] = {k: outcome.get(k) for k in OPEN_LOOP_EVIDENCE}
+        if errors:
             flags.append("errors")
         if not outcome["ok"]:
             flags.append("no_responses")
@@ -440,9 +467,9 @@ class Sweep:
         series = dict(outcome["timeseries"])
         series.update(server_cpu_pct=sampler.cpu, server_rss_mb=sampler.rss)
         return Step(
-            run_id=self.plan.run_id, model=model.name, mode=self.s.mode, concurrency=level,
-            trial=trial, started_at=outcome["started_at"], duration_s=duration,
-            requests=outcome["requests"], ok=outcome["ok"], errors=outcome["errors"],
+            run_id=self.plan.run_id, model=model.name, mode=self.s.mode, concurrency=point.users,
+            rate_rps=point.rate_rps, trial=trial, started_at=outcome["started_at"],
+            duration_s=duration, requests=outcome["requests"], ok=outcome["ok"], errors=errors,
             throughput_rps=round(outcome["ok"] / duration, 2) if duration else 0.0,
             latency_ms=outcome["latency_ms"], server_cpu_pct=sampler.mean_cpu(),
             server_rss_mb=sampler.peak_rss(), client_cpu_pct=outcome["client_cpu_pct"],
@@ -500,5 +527,5 @@ def plan_run(scenario: Scenario, models: list[Model], knobs: Knobs, out: Path,
              run_dir: Path | None = None, **extra: Any) -> Plan:  # fmt: skip
     """The run's plan; a new run directory under `out` unless an existing `run_dir` is resumed."""
     resolved = knobs.updated(scenario.knobs, f"scenario {scenario.name}: [knobs]")
-    return Plan(scenario, tuple(models), resolved.resolve(max(scenario.levels)),
+    return Plan(scenario, tuple(models), resolved.resolve(scenario.max_connections),
                 run_dir or new_run_dir(out, scenario.name), **extra)  # fmt: skip

@@ -63,3 +63,8 @@ def start_model(backend: NativeBackend, upstream: LocalServer, registry: Registr
 def lab_cli(*args: str) -> list[str]:
     """argv running the `lab` CLI in a subprocess with this interpreter."""
     return [sys.executable, "-c", "from lab.cli import entry; entry()", *args]
+
+
+def undisturbed(step: dict) -> bool:
+    """No flag but `host_busy`, which is about other processes on the machine, not the lab."""
+    return set(step["flags"]) <= {"host_busy"}

@@ -21,7 +21,14 @@ from analysis.metrics import (
     server_cores,
     unmeasured,
 )
-from analysis.stats import bootstrap_percentile, estimate, seconds_of, t975, welch
+from analysis.stats import (
+    bootstrap_percentile,
+    estimate,
+    percentiles_of,
+    seconds_of,
+    t975,
+    welch,
+)
 from loadgen import hist
 
 
@@ -313,3 +320,24 @@ def test_server_cores(server: list[int], usable: list[int], processes: int, core
         "models": {"m": {}},
     }
     assert server_cores(manifest, "m") == cores
+
+
+def test_run_where_every_preflight_failed(tmp_path: Path) -> None:
+    run = build_run(
+        tmp_path, [FixtureStep("m", 1)], preflight={"m": {"ok": False, "message": "500"}}
+    )
+    (run / "steps.jsonl").unlink()
+    result = CliRunner().invoke(report, [str(run)])
+    assert result.exit_code == 0, result.output
+    assert "m: no measured step (preflight_failed: 500)" in result.output
+    assert "No step has been measured yet" in (run / "report.html").read_text()
+
+
+def test_compact_percentiles_match_hdrhistogram() -> None:
+    values = [0.5 + (i * 37 % 1000) * 1.7 for i in range(997)] + [9000.0, 12000.0, 15000.0]
+    h = hist.new_histogram()
+    for v in values:
+        hist.record_ms(h, v)
+    ps = [0.0, 10.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0]
+    expected = [h.get_value_at_percentile(p) / 1000 for p in ps]
+    assert percentiles_of(seconds_of(h), ps) == pytest.approx(expected)

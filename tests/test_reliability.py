@@ -23,7 +23,7 @@ import pytest
 from lab import procs
 from lab.results import read_jsonl
 from lab.sweep import Watchdog
-from tests.conftest import lab_cli
+from tests.conftest import lab_cli, undisturbed
 
 FIRST, SECOND = "gunicorn-gevent", "gunicorn-gthread"
 FAST_SCENARIO = """\
@@ -61,14 +61,6 @@ app = "wsgi"
 unit = "thread"
 argv = ["{bindir}/python", "-c", "import socket, time; s = socket.create_server(('{host}', {port})); conns = [s.accept() for _ in range(100)]; time.sleep(60)"]
 """  # noqa: E501
-
-
-# Flags about this busy shared machine, not about the fault under test.
-ENVIRONMENT_FLAGS = {"host_busy", "client_saturated"}
-
-
-def no_fault(step: dict) -> bool:
-    return set(step["flags"]) <= ENVIRONMENT_FLAGS
 
 
 class LabRun:
@@ -260,7 +252,7 @@ def test_server_that_never_starts_is_recorded_and_the_sweep_moves_on(broken_run,
         assert steps[(model, 1)]["evidence"]["start_failed"]["exit_code"] == 3
         assert "boom" in steps[(model, 1)]["evidence"]["start_failed"]["log_tail"]
     real = [steps[(FIRST, level)] for level in (1, 4)]
-    assert all(s["ok"] > 0 and no_fault(s) for s in real)  # the next model ran normally
+    assert all(s["ok"] > 0 and undisturbed(s) for s in real)  # the next model ran normally
     assert list((broken_run / "pids").glob("*.pid")) == []
 
 
@@ -280,7 +272,7 @@ def test_server_killed_mid_step(lab_run, scenario):
     assert died["evidence"]["server"]["exit_code"] == -signal.SIGKILL
     assert died["duration_s"] == pytest.approx(2, abs=0.5)
     nxt = [s for s in steps if s["model"] == SECOND]
-    assert [s["concurrency"] for s in nxt] == [1, 4] and all(map(no_fault, nxt))
+    assert [s["concurrency"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
     assert_all_gone(run)
 
 
@@ -297,7 +289,7 @@ def test_hung_server_times_out_and_the_step_ends_on_time(lab_run, scenario):
     assert "server_hung" in hung["flags"] and hung["errors"].get("timeout", 0) > 0
     assert hung["duration_s"] == pytest.approx(2, abs=0.5)
     nxt = [s for s in run.steps() if s["model"] == SECOND]
-    assert [s["concurrency"] for s in nxt] == [1, 4] and all(map(no_fault, nxt))
+    assert [s["concurrency"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
     assert_all_gone(run)
 
 
@@ -318,7 +310,7 @@ def test_upstream_and_load_generator_deaths_are_recorded_as_theirs(lab_run, scen
     assert up_down["errors"].get("http_5xx", 0) > 0  # the app answered 502: the upstream's fault
     assert "loadgen_failed" in gen_failed["flags"] and "server_died" not in gen_failed["flags"]
     assert gen_failed["evidence"]["loadgen"]["exit_code"] == -signal.SIGKILL
-    assert no_fault(clean) and clean["ok"] > 0  # a restarted upstream, the same server
+    assert undisturbed(clean) and clean["ok"] > 0  # a restarted upstream, the same server
     assert run.pid("upstream") is None  # stopped at the end like everything else
     assert_all_gone(run)
 
@@ -367,7 +359,7 @@ def test_stop_signal_records_stops_everything_and_exits_non_zero(lab_run, scenar
     nofile = manifest["environment"]["nofile_applied"]
     assert nofile["soft"] >= nofile["needed"] and nofile["hard"] >= nofile["soft"]
     first, partial = run.steps()
-    assert no_fault(first) and "interrupted" in partial["flags"]
+    assert undisturbed(first) and "interrupted" in partial["flags"]
     assert partial["ok"] > 0 and partial["histogram"] == ""
     assert_all_gone(run)
     upstream_port = int(manifest["upstream_argv"][manifest["upstream_argv"].index("--port") + 1])

@@ -10,7 +10,7 @@ import pytest
 
 from lab.results import Step, read_jsonl
 from loadgen import hist
-from tests.conftest import lab_cli
+from tests.conftest import lab_cli, undisturbed
 
 REQUIRED = {
     "run_id", "model", "mode", "concurrency", "trial", "started_at", "duration_s", "requests",
@@ -43,7 +43,7 @@ def test_steps_have_the_schema(run_dir):
         assert step["run_id"] == run_dir.name
         assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
         assert step["ok"] > 0 and step["errors"] == {}
-        assert set(step["flags"]) <= {"host_busy"}  # other processes on the machine: not ours
+        assert undisturbed(step)
         assert step["throughput_rps"] == pytest.approx(step["ok"] / step["duration_s"], rel=0.01)
 
 
@@ -78,3 +78,24 @@ def test_manifest_records_environment_and_commands(run_dir):
     assert manifest["knobs"]["workers"] == 8
     preflights = read_jsonl(run_dir / "preflight.jsonl")
     assert len(preflights) == 4 and all(p["ok"] and not p["serialized"] for p in preflights)
+
+
+def test_open_loop_run_is_keyed_by_rate(tmp_path):
+    done = subprocess.run(
+        lab_cli("run", "--models", "gunicorn-asyncio", "--mode", "open", "--rates", "20,40",
+                "--max-outstanding", "30", "--duration", "2", "--warmup", "0", "--delay-ms", "50",
+                "--out", str(tmp_path)),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = tmp_path.iterdir()
+    steps = read_jsonl(run / "steps.jsonl")
+    assert [(s["mode"], s["concurrency"], s["rate_rps"]) for s in steps] == [
+        ("open", 30, 20.0),
+        ("open", 30, 40.0),
+    ]
+    assert len({s["histogram"] for s in steps}) == 2
+    for step in steps:
+        achieved = step["evidence"]["open_loop"]["achieved_rate_rps"]
+        assert achieved == pytest.approx(step["rate_rps"], rel=0.1)
+        assert step["throughput_rps"] == pytest.approx(step["rate_rps"], rel=0.2)

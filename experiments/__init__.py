@@ -1,0 +1,1 @@
+"""Reproductions of the published experiments: published figures beside this machine's figures."""

@@ -1,0 +1,302 @@
+"""`brownout`: the blog's production story, played on loopback under a constant arrival rate.
+
+The upstream answers after `normal_ms`, then slows to `slow_ms` for a while, then recovers, while
+requests keep arriving at a fixed rate (open loop, loadgen/openloop.py: latency from each request's
+intended start). Capacity arithmetic from the story: a model holding W x P requests at once can
+serve at most W x P / delay requests per second; below the arrival rate the queue grows for the
+whole slowdown and drains only after it. uWSGI threads (few, as in production) are set against
+gevent with many greenlets, and the threads model is also run closed loop (users =
+rate x normal delay, like a load test with a fixed user count) under the same schedule, which
+shows how a closed-loop test hides the brownout: its users simply wait and send less.
+
+The gevent side is gunicorn's gevent worker, not uWSGI's: with uWSGI 2.0.31 and gevent 26 the
+registry's uwsgi-gevent model (--http11-socket) has its worker die on the first requests
+("'gevent.libev.corecext.io' object has no attribute 'stop'") and respawn, so it would measure
+crashes, not the story.
+
+Per second, for each run: throughput, p50/p99 latency, errors, dropped and in-flight requests
+(steps.jsonl `timeseries`, plotted in brownout.png).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.common import (
+    Experiment,
+    Reproduction,
+    Row,
+    RunDir,
+    child_env,
+    kill_group,
+    load_published,
+    mean,
+)
+from experiments.serve import free_port
+from lab.backend import CpuLayout, NativeBackend
+from lab.models import Knobs, load_registry
+from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
+from lab.scenario import UpstreamSpec
+
+
+@dataclass(frozen=True)
+class Run:
+    """One load run under the brownout schedule: a registry model, its workers, the loop."""
+
+    model: str
+    workers: int
+    mode: str = "open"  # "open" (constant arrival rate) or "closed" (fixed users)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} x{self.workers} ({self.mode})"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    rate_rps: float = 40.0
+    processes: int = 2
+    runs: tuple[Run, ...] = (
+        Run("uwsgi-threads", 8),
+        Run("gunicorn-gevent", 1000),
+        Run("uwsgi-threads", 8, "closed"),
+    )
+    phases: tuple[tuple[str, float, float], ...] = (  # (name, seconds, upstream delay ms)
+        ("normal", 10.0, 100.0),
+        ("slowdown", 15.0, 2000.0),
+        ("recovery", 20.0, 100.0),
+    )
+    settle_s: float = 2.0
+    cap: int = 2000  # open loop: most requests outstanding at once
+    timeout_s: float = 30.0
+    arrival: str = "constant"
+
+
+PROTOCOLS = {
+    "default": Protocol(),
+    "quick": Protocol(
+        phases=(("normal", 5.0, 100.0), ("slowdown", 8.0, 1000.0), ("recovery", 8.0, 100.0)),
+        settle_s=1.0,
+    ),  # fmt: skip
+}
+MODELS = {
+    "uwsgi-threads": "uWSGI --threads W (servers/models.toml), W x processes requests at once",
+    "gunicorn-gevent": "gunicorn's gevent worker, W worker-connections (servers/models.toml)",
+}
+
+
+def set_delay(upstream_url: str, delay_ms: float) -> None:
+    req = urllib.request.Request(f"{upstream_url}/config", method="POST",
+                                 data=json.dumps({"delay_ms": delay_ms}).encode())  # fmt: skip
+    with urllib.request.urlopen(req, timeout=5) as r:
+        r.read()
+
+
+def drive(p: Protocol, upstream_url: str, t0_event: threading.Event, stop: threading.Event) -> None:
+    """Change the upstream's delay at each phase boundary, counted from the measured start."""
+    t0_event.wait()
+    for _, seconds, delay_ms in p.phases:
+        set_delay(upstream_url, delay_ms)
+        if stop.wait(seconds):
+            return
+
+
+def load_step(p: Protocol, run: Run, url: str, hlog: str, upstream_url: str) -> dict[str, Any]:
+    duration = sum(s for _, s, _ in p.phases)
+    spec: dict[str, Any] = {
+        "base_url": url,
+        "path": "/io",
+        "settle_s": p.settle_s,
+        "duration_s": duration,
+        "timeout_s": p.timeout_s,
+        "hlog": hlog,
+    }
+    if run.mode == "open":
+        module = "loadgen.openloop"
+        spec |= {"mode": "open", "users": p.cap, "rate_rps": p.rate_rps, "arrival": p.arrival}
+    else:
+        module = "loadgen.worker"
+        spec |= {"users": max(1, round(p.rate_rps * p.phases[0][2] / 1000))}
+    measuring, stop = threading.Event(), threading.Event()
+    driver = threading.Thread(target=drive, args=(p, upstream_url, measuring, stop), daemon=True)
+    driver.start()
+    proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(spec)], env=child_env(),
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            msg = json.loads(line)
+            if msg["type"] == "measure":
+                measuring.set()
+            elif msg["type"] == "result":
+                return msg | {"users": spec["users"]}
+        raise RuntimeError(f"{module} ended without a result (exit {proc.wait()})")
+    finally:
+        stop.set()
+        measuring.set()
+        driver.join(timeout=10)
+        kill_group(proc)
+        set_delay(upstream_url, p.phases[0][2])
+
+
+def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any]:
+    registry = load_registry()
+    (model,) = registry.pick([run.model])
+    knobs = Knobs(processes=p.processes, workers=run.workers, pool=run.workers,
+                  timeout_s=int(p.timeout_s * 4)).resolve(run.workers)  # fmt: skip
+    backend = NativeBackend(run_dir.path, CpuLayout.split(pin=True))
+    try:
+        upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())
+        server = backend.start_server(model, knobs, upstream.url, free_port())
+        rel = hlog_relpath(run.model, run.mode, run.workers * p.processes, index)
+        r = load_step(p, run, server.url, str(run_dir.path / rel), upstream.url)
+    finally:
+        backend.close()
+    capacity = model.capacity(knobs)
+    errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
+    step = Step(
+        run_id=run_dir.path.name, model=run.model, mode=run.mode, concurrency=r["users"],
+        trial=index, started_at=r["started_at"], duration_s=r["duration_s"],
+        requests=r["requests"], ok=r["ok"], errors=errors,
+        throughput_rps=r["ok"] / r["duration_s"], latency_ms=r["latency_ms"], server_cpu_pct=0.0,
+        server_rss_mb=0.0, client_cpu_pct=r["client_cpu_pct"], upstream_max_inflight=0,
+        flags=["errors"] if errors else [], rate_rps=p.rate_rps if run.mode == "open" else None,
+        histogram=rel, timeseries=r["timeseries"],
+        evidence={"capacity": capacity, "phases": p.phases, "dropped": r.get("dropped", 0),
+                  "knobs": knobs.__dict__, "label": run.label},
+    )  # fmt: skip
+    append_jsonl(run_dir.path / "steps.jsonl", step.to_json())
+    out = {"label": run.label, "capacity": capacity, **r}
+    run_dir.record(out)
+    return out
+
+
+def phase_windows(p: Protocol) -> list[tuple[str, float, float, float]]:
+    """(name, start_s, end_s, delay_ms) of each phase in the measured window."""
+    out, t = [], 0.0
+    for name, seconds, delay in p.phases:
+        out.append((name, t, t + seconds, delay))
+        t += seconds
+    return out
+
+
+def in_phase(r: dict[str, Any], key: str, start: float, end: float) -> list[float]:
+    """Per-second values of `key` whose second ends in the second half of the phase."""
+    ts = r["timeseries"]
+    mid = (start + end) / 2
+    return [v for t, v in zip(ts["t"], ts[key], strict=True) if mid < t <= end + 0.5]
+
+
+def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = (("rps", "throughput (ok/s)"), ("p99_ms", "p99 latency ms (log)"),
+            ("errors", "errors/s"), ("inflight", "in flight (open loop)"))  # fmt: skip
+    fig, axes = plt.subplots(len(keys), 1, figsize=(11, 11), sharex=True)
+    for ax, (key, title) in zip(axes, keys, strict=True):
+        for r in results:
+            if key in r["timeseries"]:
+                ax.plot(r["timeseries"]["t"], r["timeseries"][key], marker=".", label=r["label"])
+        for name, start, end, delay in phase_windows(p):
+            if name != "normal":
+                ax.axvspan(start, end, alpha=0.08 if name == "recovery" else 0.2, color="red")
+            ax.text(start + 0.2, 0.92, f"{name} ({delay:g} ms)", transform=ax.get_xaxis_transform(),
+                    fontsize=8)  # fmt: skip
+        ax.set_ylabel(title)
+        if key == "p99_ms":
+            ax.set_yscale("log")
+    axes[0].legend(fontsize=8)
+    axes[-1].set_xlabel(f"seconds (arrival rate {p.rate_rps:g} rps)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def run(p: Protocol, run_dir: RunDir) -> Reproduction:
+    pub = load_published("brownout")["figures"]
+    results = [measure(p, run_dir, i, r) for i, r in enumerate(p.runs, 1)]
+    plot(p, results, str(run_dir.path / "brownout.png"))
+    rows = [
+        Row(
+            "story",
+            f"capacity = {pub['threads_total']} threads / "
+            f"{pub['upstream_latency_s']} s upstream latency",
+            "rps",
+            pub["capacity_rps"],
+            round(pub["threads_total"] / pub["upstream_latency_s"]),
+            "the arithmetic redone",
+        ),
+        Row("story", "offered arrival rate", "rps", pub["offered_rps"], p.rate_rps,
+            "scaled down here with the capacities, so the same side of capacity holds"),
+    ]  # fmt: skip
+    for r in results:
+        if "inflight" in r["timeseries"]:
+            name, start, end, _ = phase_windows(p)[0]
+            busy = mean(in_phase(r, "inflight", start, end)) / r["capacity"]
+            rows.append(
+                Row(
+                    r["label"],
+                    f"{name}: busy fraction (in flight / capacity)",
+                    "",
+                    pub["busy_fraction"],
+                    round(busy, 3),
+                    "story: only a third of the threads busy 95% of the time",
+                )
+            )
+    details = []
+    for r in results:
+        for name, start, end, delay in phase_windows(p):
+            predicted = r["capacity"] / (delay / 1000)
+            rps = in_phase(r, "rps", start, end)
+            p99 = in_phase(r, "p99_ms", start, end)
+            expected = min(predicted, p.rate_rps) if "open" in r["label"] else predicted
+            rows.append(Row(r["label"], f"{name}: throughput vs min(capacity, rate)", "rps",
+                            None, round(mean(rps), 1) if rps else "-",
+                            f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
+                            f" expected {expected:.0f}; p99 {mean(p99):.0f} ms"))  # fmt: skip
+            details.append({"run": r["label"], "phase": name, "delay_ms": delay,
+                            "capacity_rps": round(predicted, 1), "rps": round(mean(rps), 1),
+                            "p99_ms": round(mean(p99)), "errors": sum(in_phase(r, "errors",
+                            start, end)), "dropped": sum(in_phase(r, "dropped", start, end))
+                            if "dropped" in r["timeseries"] else "-"})  # fmt: skip
+    return Reproduction(rows, conclude(p, results), ["brownout.png"], {"per phase": details})
+
+
+def conclude(p: Protocol, results: list[dict[str, Any]]) -> str:
+    slow_name, slow_start, slow_end, slow_delay = phase_windows(p)[1]
+    said = []
+    for r in results:
+        cap = r["capacity"] / (slow_delay / 1000)
+        p99 = max(in_phase(r, "p99_ms", slow_start, slow_end) or [0.0])
+        verdict = "below the arrival rate" if cap < p.rate_rps else "above the arrival rate"
+        said.append(f"{r['label']}: capacity during the {slow_name} {cap:.0f} rps, {verdict}; "
+                    f"worst per-second p99 {p99:.0f} ms, {sum(r['errors'].values())} errors, "
+                    f"{r.get('dropped', 0)} dropped")  # fmt: skip
+    closed = [r for r in results if "closed" in r["label"]]
+    tail = (
+        (
+            " The closed-loop run's latency stays near the upstream delay because its users wait "
+            "instead of arriving: it hides the queue the open-loop run shows."
+        )
+        if closed
+        else ""
+    )
+    return "; ".join(said) + "." + tail
+
+
+EXPERIMENT = Experiment(
+    name="brownout",
+    summary="upstream slowdown under a constant arrival rate (open loop): threads vs gevent",
+    protocols=PROTOCOLS,
+    run=run,
+    models=MODELS,
+)

@@ -1,0 +1,285 @@
+"""What every reproduction shares: a run directory, a published-vs-measured table, clean children.
+
+A reproduction is only worth something if the published figure is printed beside the measured one
+and the run can be inspected later, so each experiment returns rows of (published, measured) and
+this module writes them into a normal run directory (`manifest.json`, `measurements.jsonl`,
+`reproduction.json`) and prints them with rich.
+
+Every benchmark body runs in a child Python process started here: gevent must monkey-patch before
+anything else is imported while threads must never be patched, and the `lab` process itself may
+have imported locust (which patches on import), so nothing is measured in the parent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lab import __version__ as LAB_VERSION
+from lab.environment import capture
+from lab.results import append_jsonl, write_json
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+Number = float | int
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the published-vs-measured table; `published` is None for a measured-only fact."""
+
+    section: str
+    metric: str
+    unit: str
+    published: Number | str | None
+    measured: Number | str | None
+    note: str = ""
+
+    def ratio(self) -> float | None:
+        """measured / published where both are numbers: 1.0 means the figure reproduced."""
+        p, m = self.published, self.measured
+        if isinstance(p, int | float) and isinstance(m, int | float) and p:
+            return round(m / p, 3)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio()}
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    rows: list[Row]
+    conclusion: str
+    artifacts: list[str] = field(default_factory=list)  # files in the run dir, e.g. plots
+    details: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # title -> table rows
+
+
+@dataclass
+class RunDir:
+    """A run directory being written: manifest first, measurements appended as they happen."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def measurements(self) -> Path:
+        return self.path / "measurements.jsonl"
+
+    def record(self, obj: dict[str, Any]) -> None:
+        append_jsonl(self.measurements, obj)
+
+    def save_manifest(self) -> None:
+        write_json(self.path / "manifest.json", self.manifest)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A reproducible experiment: its protocols by size ("default", "quick", maybe "full")."""
+
+    name: str
+    summary: str
+    protocols: Mapping[str, Any]
+    run: Callable[[Any, RunDir], Reproduction]
+    models: Mapping[str, str] = field(default_factory=dict)  # name -> description
+
+
+def load_published(stem: str) -> dict[str, Any]:
+    """The published figures of one experiment, kept as data in `experiments/<stem>.toml`."""
+    with open(Path(__file__).with_name(f"{stem}.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def environment() -> dict[str, Any]:
+    """lab's environment record plus what reproductions also depend on: load, Paste's version."""
+    env = capture()
+    for name in ("paste",):
+        try:
+            env["packages"][name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            env["packages"][name] = "not installed"
+    env["loadavg"] = Path("/proc/loadavg").read_text().strip()
+    return env
+
+
+def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_id = f"{stamp}-reproduce-{exp.name}-{size}"
+    path = out / run_id
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = out / f"{run_id}-{suffix}"
+    path.mkdir(parents=True)
+    proto = asdict(protocol) if is_dataclass(protocol) else dict(protocol)
+    env = environment()
+    manifest = {
+        "run_id": path.name,
+        "lab_version": LAB_VERSION,
+        "git_sha": env["git_sha"],
+        "created_at": utc_now(),
+        "finished_at": None,
+        "status": "running",
+        "scenario": {
+            "name": f"reproduce/{exp.name}",
+            "mode": "reproduce",
+            "size": size,
+            "protocol": proto,
+        },
+        "models": {name: {"description": d} for name, d in exp.models.items()},
+        "environment": env,
+        "backend": "native",
+    }
+    run = RunDir(path, manifest)
+    run.save_manifest()
+    return run
+
+
+def reproduce(
+    exp: Experiment, size: str, out: Path, protocol: Any = None, console: Console | None = None
+) -> Path:
+    """Run one experiment into a fresh run directory and print its table; returns the run dir."""
+    protocol = protocol if protocol is not None else exp.protocols[size]
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    run = make_run_dir(exp, size, protocol, out)
+    console.print(f"[bold]{exp.name}[/] ({size}) -> {run.path}")
+    try:
+        result = exp.run(protocol, run)
+    except KeyboardInterrupt:
+        run.manifest.update(status="interrupted", finished_at=utc_now())
+        run.save_manifest()
+        raise
+    except BaseException:
+        run.manifest.update(status="failed", finished_at=utc_now())
+        run.save_manifest()
+        raise
+    table = {
+        "experiment": exp.name,
+        "size": size,
+        "machine": "this machine: " + describe_machine(run.manifest["environment"]),
+        "published_source": load_published(exp.name.replace("-", "_")).get("source", ""),
+        "rows": [r.to_dict() for r in result.rows],
+        "conclusion": result.conclusion,
+        "artifacts": result.artifacts,
+        "details": result.details,
+    }
+    write_json(run.path / "reproduction.json", table)
+    run.manifest.update(status="complete", finished_at=utc_now())
+    run.save_manifest()
+    print_table(table, console)
+    return run.path
+
+
+def describe_machine(env: dict[str, Any]) -> str:
+    return f"{env['cpus']} CPUs ({env['cpu_model']}), Python {env['python']}, Linux {env['kernel']}"
+
+
+def fmt(value: Number | str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return str(value)
+
+
+def print_table(table: dict[str, Any], console: Console) -> None:
+    t = Table(title=f"{table['experiment']}: published vs measured ({table['machine']})")
+    for col in ("section", "metric", "unit", "published", "measured", "ratio", "note"):
+        t.add_column(col, justify="right" if col in ("published", "measured", "ratio") else "left")
+    for r in table["rows"]:
+        t.add_row(
+            r["section"],
+            r["metric"],
+            r["unit"],
+            fmt(r["published"]),
+            fmt(r["measured"]),
+            fmt(r["ratio"]),
+            r["note"],
+        )
+    console.print(t)
+    for title, rows in table.get("details", {}).items():
+        d = Table(title=title)
+        for col in rows[0] if rows else ():
+            d.add_column(col, justify="right")
+        for r in rows:
+            d.add_row(*(fmt(v) for v in r.values()))
+        console.print(d)
+    console.print(f"[bold]Conclusion:[/] {table['conclusion']}")
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a benchmark child: this tree first on the path, nothing patched."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_child(
+    module: str, args: Sequence[str], timeout_s: float, cpus: Sequence[int] | None = None
+) -> list[dict[str, Any]]:
+    """Run `python -m module args` in its own process group; return its JSON stdout lines.
+
+    The whole group is killed if it outlives `timeout_s`, so a hung benchmark cannot hang the lab.
+    `cpus` pins the child (and whatever it starts) with sched_setaffinity.
+    """
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=REPO_ROOT,
+        start_new_session=True,
+        preexec_fn=preexec,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        raise TimeoutError(f"{module} {' '.join(args)} exceeded {timeout_s:.0f} s") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} exited {proc.returncode}:\n{err[-2000:]}")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def kill_group(proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
+    """TERM the child's process group, then KILL it if it has not gone within `grace_s`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def stdev(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = mean(xs)
+    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5

@@ -1,0 +1,205 @@
+"""Open-loop load on locust: requests start on a schedule, whatever earlier responses are doing.
+
+Run as `python -m loadgen.openloop SPEC_JSON` (an `OpenSpec`); it prints the same tick and result
+lines as `loadgen.worker`, plus open-loop figures (target and achieved arrival rate, dropped).
+
+Locust's users are closed loop: each user sends its next request only when the last one answered,
+so when the server stalls the load generator stalls with it and the slow period is recorded as a
+handful of slow requests instead of the many that real users would have sent (coordinated
+omission). Here one scheduler greenlet issues request i at its intended time (constant spacing
+1/rate, or Poisson arrivals), each on locust's FastHttpSession (so locust's request event, error
+handling and connection pool are used), and latency is measured from that intended time, not
+from when the request could actually be sent. At most `users` requests are outstanding (the cap,
+one pooled connection each); a request whose intended time comes while the cap is full is not sent
+and is counted as dropped, so overload shows as drops and latency, never as a lower rate.
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import json  # noqa: E402
+import logging  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+from gevent.pool import Group  # noqa: E402
+from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
+from locust.env import Environment  # noqa: E402
+
+from loadgen import hist  # noqa: E402
+from loadgen.worker import CpuMeter, Recorder, StepSpec, emit  # noqa: E402
+
+ARRIVALS = ("constant", "poisson")
+
+
+@dataclass(frozen=True)
+class OpenSpec(StepSpec):
+    """A step in open loop: `users` is the cap on outstanding requests."""
+
+    rate_rps: float = 0.0  # target arrival rate
+    arrival: str = "constant"  # "constant" spacing or "poisson" (exponential gaps, same mean)
+    seed: int | None = None  # for reproducible Poisson schedules
+    mode: str = "open"
+
+
+def intended_offsets(rate: float, arrival: str, rng: random.Random) -> Iterator[float]:
+    """Seconds after the start at which each request is meant to begin."""
+    if arrival not in ARRIVALS:
+        raise ValueError(f"arrival must be one of {ARRIVALS}, got {arrival!r}")
+    t, i = 0.0, 0
+    while True:
+        if arrival == "poisson":
+            t += rng.expovariate(rate)
+            yield t
+        else:
+            yield i / rate
+            i += 1
+
+
+class OpenLoop:
+    """The scheduler and its counters; latency goes to a Recorder as in the closed loop."""
+
+    def __init__(self, spec: OpenSpec) -> None:
+        self.spec = spec
+        expected = spec.expected_body.encode() if spec.expected_body is not None else None
+        self.recorder = Recorder(expected)
+        self.service = hist.new_histogram()  # send-to-answer time, what closed loop would show
+        env = Environment()
+        env.events.request.add_listener(self.on_request)
+        self.session = FastHttpSession(
+            spec.base_url, env.events.request, user=None, concurrency=spec.users,
+            network_timeout=spec.timeout_s, connection_timeout=spec.timeout_s,
+        )  # fmt: skip
+        self.inflight = Group()
+        self.started = 0  # requests sent while measuring
+        self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
+        self.dropped = 0  # requests due while measuring that the cap did not let start
+        self.tick_dropped = 0
+
+    def on_request(self, response_time: float, context: dict[str, Any], **kw: Any) -> None:
+        from_intended_ms = (time.perf_counter() - context["intended"]) * 1000
+        if self.recorder.measuring and kw.get("exception") is None:
+            hist.record_ms(self.service, response_time)
+        self.recorder.on_request(response_time=from_intended_ms, **kw)
+
+    def send(self, intended: float) -> None:
+        self.session.get(self.spec.path, name=self.spec.path, context={"intended": intended})
+
+    def schedule(self, start: float) -> None:
+        """Issue requests at their intended times until killed; catch up at once when late."""
+        rng = random.Random(self.spec.seed)
+        for offset in intended_offsets(self.spec.rate_rps, self.spec.arrival, rng):
+            due = start + offset
+            delay = due - time.perf_counter()
+            if delay > 0:
+                gevent.sleep(delay)
+            if len(self.inflight) >= self.spec.users:
+                if self.recorder.measuring:
+                    self.dropped += 1
+                    self.tick_dropped += 1
+                continue
+            if self.recorder.measuring:
+                now = time.perf_counter()
+                self.first_sent = self.first_sent or now
+                self.last_sent = now
+                self.started += 1
+            self.inflight.spawn(self.send, due)
+
+    def achieved_rate(self) -> float:
+        """Sends per second between the first and the last send of the window: the rate the
+        server was offered, unaffected by how late the window's own timer woke up."""
+        span = self.last_sent - self.first_sent
+        return (self.started - 1) / span if self.started > 1 and span > 0 else 0.0
+
+
+def run_open(spec: OpenSpec) -> dict[str, Any]:
+    if spec.rate_rps <= 0:
+        raise ValueError("open loop needs rate_rps > 0")
+    loop = OpenLoop(spec)
+    rec = loop.recorder
+    cpu = CpuMeter()
+    t0 = time.perf_counter()
+    scheduler = gevent.spawn(loop.schedule, t0)
+    settle_end = t0 + spec.settle_s
+    while (now := time.perf_counter()) < settle_end:
+        gevent.sleep(min(1.0, settle_end - now))
+        emit({"type": "tick", "phase": "settle", "t": round(time.perf_counter() - t0, 2),
+              "live_requests": rec.live_requests, "live_errors": rec.live_errors,
+              "client_cpu_pct": cpu.lap()})  # fmt: skip
+
+    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+    emit({"type": "measure", "started_at": started_at})
+    cpu.lap()
+    rec.measuring = True
+    start = time.perf_counter()
+    end = start + spec.duration_s
+    ticks: list[dict[str, Any]] = []
+    tick_start = start
+    while tick_start < end - 1e-3:
+        tick_end = min(tick_start + 1.0, end)
+        gevent.sleep(max(0.0, tick_end - time.perf_counter()))
+        now = time.perf_counter()
+        tick = rec.roll(tick_start - start, now - start)
+        tick.update(t=round(now - start, 2), client_cpu_pct=cpu.lap(), dropped=loop.tick_dropped,
+                    inflight=len(loop.inflight))  # fmt: skip
+        loop.tick_dropped = 0
+        ticks.append(tick)
+        emit({"type": "tick", "phase": "measure", **tick, "live_requests": rec.live_requests,
+              "live_errors": rec.live_errors})  # fmt: skip
+        tick_start = now
+    rec.measuring = False
+    measured_s = time.perf_counter() - start
+    scheduler.kill()
+    unfinished = len(loop.inflight)
+    loop.inflight.kill(block=True, timeout=5)
+
+    whole = hist.merge(h for _, _, h in rec.intervals)
+    if spec.hlog:
+        hist.write_hlog(Path(spec.hlog), rec.intervals)
+    cpu_series = [t["client_cpu_pct"] for t in ticks]
+    return {
+        "type": "result",
+        "started_at": started_at,
+        "duration_s": round(measured_s, 3),
+        "requests": rec.requests,
+        "ok": rec.ok,
+        "errors": dict(rec.errors),
+        "latency_ms": hist.summary_ms(whole),  # from each request's intended start
+        "service_latency_ms": hist.summary_ms(loop.service),  # from when it was actually sent
+        "client_cpu_pct": round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
+        "rate_rps": spec.rate_rps,
+        "achieved_rate_rps": round(loop.achieved_rate(), 2),
+        "sent": loop.started,
+        "dropped": loop.dropped,
+        "unfinished": unfinished,
+        "timeseries": {
+            key: [t[key] for t in ticks]
+            for key in (
+                "t",
+                "rps",
+                "errors",
+                "p50_ms",
+                "p99_ms",
+                "client_cpu_pct",
+                "dropped",
+                "inflight",
+            )
+        },  # fmt: skip
+    }
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    emit(run_open(OpenSpec(**json.loads(sys.argv[1]))))
+
+
+if __name__ == "__main__":
+    main()
