@@ -315,6 +315,21 @@ def test_upstream_and_load_generator_deaths_are_recorded_as_theirs(lab_run, scen
     assert_all_gone(run)
 
 
+def test_stalled_upstream_is_recorded_and_replaced(lab_run, scenario):
+    run = lab_run("--scenario", scenario([FIRST], levels=[1, 2]))
+    run.wait_measuring(FIRST, step_index=0)
+    upstream = run.pid("upstream")
+    assert upstream is not None
+    os.killpg(upstream.pid, signal.SIGSTOP)  # alive, listening, answering nothing
+    assert run.finish() == 0, run.output()
+    stalled, clean = run.steps()
+    assert "upstream_down" in stalled["flags"] and "server_hung" not in stalled["flags"]
+    assert "no answer to /stats" in stalled["evidence"]["upstream"]["problem"]
+    assert undisturbed(clean) and clean["ok"] > 0
+    assert not upstream.is_running()
+    assert_all_gone(run)
+
+
 def test_lab_killed_then_resumed_keeps_and_skips_every_finished_step(lab_run, scenario):
     path = scenario([FIRST, SECOND])
     run = lab_run("--scenario", path)

@@ -45,7 +45,7 @@ HOSTILE_VALUES: list[Any] = [
 CLI_OPTIONS = [
     "--levels", "--duration", "--warmup", "--trials", "--delay-ms", "--route", "--knob", "--port",
     "--upstream-port", "--models", "--host", "--request-timeout", "--start-timeout", "--scenario",
-    "--models-file", "--resume",
+    "--models-file", "--resume", "--mode", "--rates", "--max-outstanding", "--arrival",
 ]  # fmt: skip
 CLI_VALUES = [
     "", "0", "-1", "nan", "inf", "-inf", "1e309", "9" * 40, "1,,2", ",", "a,b", "1.5", "0x10",
