@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -34,7 +35,8 @@ FD_GROWTH = 16  # more descriptors than this at the end than at mid-run counts a
 
 @dataclass(frozen=True)
 class Sample:
-    t: float
+    t: float  # seconds since the soak started
+    wall: float  # epoch seconds, to keep only samples inside the step's measured window
     role: str
     rss_mb: float
     fds: int
@@ -59,7 +61,7 @@ def measure(t: float, role: str, pid: int) -> Sample | None:
             alive += 1
         except psutil.Error:
             continue
-    return Sample(t, role, round(rss / MB, 1), fds, alive) if alive else None
+    return Sample(t, time.time(), role, round(rss / MB, 1), fds, alive) if alive else None
 
 
 def role_pids(lab_pid: int, run_dir: Path | None, model: str) -> dict[str, int]:
@@ -142,6 +144,9 @@ def main() -> None:
         raise SystemExit(f"lab exited ({lab.returncode}) before creating a run directory")
     steps = read_jsonl(run_dir / "steps.jsonl")
     step = steps[-1] if steps else {}
+    if step:  # settle and shutdown are not the soak: keep the measured window only
+        begin = datetime.fromisoformat(step["started_at"]).timestamp()
+        samples = [x for x in samples if begin <= x.wall <= begin + step["duration_s"]]
     report = {
         "model": args.model, "connections": args.connections, "minutes": args.minutes,
         "lab_exit_code": lab.returncode, "run_dir": str(run_dir),
