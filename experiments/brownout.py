@@ -5,14 +5,9 @@ requests keep arriving at a fixed rate (open loop, loadgen/openloop.py: latency 
 intended start). Capacity arithmetic from the story: a model holding W x P requests at once can
 serve at most W x P / delay requests per second; below the arrival rate the queue grows for the
 whole slowdown and drains only after it. uWSGI threads (few, as in production) are set against
-gevent with many greenlets, and the threads model is also run closed loop (users =
+uWSGI gevent (many greenlets), and the threads model is also run closed loop (users =
 rate x normal delay, like a load test with a fixed user count) under the same schedule, which
 shows how a closed-loop test hides the brownout: its users simply wait and send less.
-
-The gevent side is gunicorn's gevent worker, not uWSGI's: with uWSGI 2.0.31 and gevent 26 the
-registry's uwsgi-gevent model (--http11-socket) has its worker die on the first requests
-("'gevent.libev.corecext.io' object has no attribute 'stop'") and respawn, so it would measure
-crashes, not the story.
 
 Per second, for each run: throughput, p50/p99 latency, errors, dropped and in-flight requests
 (steps.jsonl `timeseries`, plotted in brownout.png).
@@ -64,7 +59,7 @@ class Protocol:
     processes: int = 2
     runs: tuple[Run, ...] = (
         Run("uwsgi-threads", 8),
-        Run("gunicorn-gevent", 1000),
+        Run("uwsgi-gevent", 1000),
         Run("uwsgi-threads", 8, "closed"),
     )
     phases: tuple[tuple[str, float, float], ...] = (  # (name, seconds, upstream delay ms)
@@ -87,7 +82,7 @@ PROTOCOLS = {
 }
 MODELS = {
     "uwsgi-threads": "uWSGI --threads W (servers/models.toml), W x processes requests at once",
-    "gunicorn-gevent": "gunicorn's gevent worker, W worker-connections (servers/models.toml)",
+    "uwsgi-gevent": "uWSGI --gevent W, patched before the app is imported (servers/models.toml)",
 }
 
 
@@ -154,12 +149,15 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
     try:
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())
         server = backend.start_server(model, knobs, upstream.url, free_port())
-        rel = hlog_relpath(run.model, run.mode, run.workers * p.processes, index)
+        rate = p.rate_rps if run.mode == "open" else None
+        rel = hlog_relpath(run.model, run.mode, run.workers * p.processes, index, rate)
         r = load_step(p, run, server.url, str(run_dir.path / rel), upstream.url)
     finally:
         backend.close()
     capacity = model.capacity(knobs)
     errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
+    if r.get("dropped"):  # as lab run does in open loop: a request that could not start failed
+        errors["dropped"] = r["dropped"]
     step = Step(
         run_id=run_dir.path.name, model=run.model, mode=run.mode, concurrency=r["users"],
         trial=index, started_at=r["started_at"], duration_s=r["duration_s"],
@@ -222,9 +220,14 @@ def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
 
 
 def run(p: Protocol, run_dir: RunDir) -> Reproduction:
-    pub = load_published("brownout")["figures"]
     results = [measure(p, run_dir, i, r) for i, r in enumerate(p.runs, 1)]
     plot(p, results, str(run_dir.path / "brownout.png"))
+    return tabulate(p, results)
+
+
+def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
+    """The table from the runs' records (measurements.jsonl), so a saved run can be re-read."""
+    pub = load_published("brownout")["figures"]
     rows = [
         Row(
             "story",
@@ -245,7 +248,7 @@ def run(p: Protocol, run_dir: RunDir) -> Reproduction:
             rows.append(
                 Row(
                     r["label"],
-                    f"{name}: busy fraction (in flight / capacity)",
+                    f"{name}: busy fraction (client in flight / capacity)",
                     "",
                     pub["busy_fraction"],
                     round(busy, 3),
@@ -258,9 +261,11 @@ def run(p: Protocol, run_dir: RunDir) -> Reproduction:
             predicted = r["capacity"] / (delay / 1000)
             rps = in_phase(r, "rps", start, end)
             p99 = in_phase(r, "p99_ms", start, end)
-            expected = min(predicted, p.rate_rps) if "open" in r["label"] else predicted
-            rows.append(Row(r["label"], f"{name}: throughput vs min(capacity, rate)", "rps",
-                            None, round(mean(rps), 1) if rps else "-",
+            # open loop: the arrival rate, if capacity allows; closed: users / delay at most
+            offered = p.rate_rps if "open" in r["label"] else r["users"] / (delay / 1000)
+            expected = min(predicted, offered)
+            rows.append(Row(r["label"], f"{name}: throughput (expected: min(capacity, offered))",
+                            "rps", None, round(mean(rps), 1) if rps else "-",
                             f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
                             f" expected {expected:.0f}; p99 {mean(p99):.0f} ms"))  # fmt: skip
             details.append({"run": r["label"], "phase": name, "delay_ms": delay,
@@ -272,15 +277,18 @@ def run(p: Protocol, run_dir: RunDir) -> Reproduction:
 
 
 def conclude(p: Protocol, results: list[dict[str, Any]]) -> str:
-    slow_name, slow_start, slow_end, slow_delay = phase_windows(p)[1]
+    slow_name, slow_start, _, slow_delay = phase_windows(p)[1]
     said = []
     for r in results:
         cap = r["capacity"] / (slow_delay / 1000)
-        p99 = max(in_phase(r, "p99_ms", slow_start, slow_end) or [0.0])
+        ts = r["timeseries"]
+        after = [v for t, v in zip(ts["t"], ts["p99_ms"], strict=True) if t > slow_start]
         verdict = "below the arrival rate" if cap < p.rate_rps else "above the arrival rate"
-        said.append(f"{r['label']}: capacity during the {slow_name} {cap:.0f} rps, {verdict}; "
-                    f"worst per-second p99 {p99:.0f} ms, {sum(r['errors'].values())} errors, "
-                    f"{r.get('dropped', 0)} dropped")  # fmt: skip
+        said.append(
+            f"{r['label']}: capacity during the {slow_name} {cap:.0f} rps, {verdict}; "
+            f"worst per-second p99 from the {slow_name} on {max(after or [0.0]):.0f} ms, "
+            f"{sum(r['errors'].values())} errors, {r.get('dropped', 0)} dropped"
+        )
     closed = [r for r in results if "closed" in r["label"]]
     tail = (
         (

@@ -9,7 +9,6 @@ all three and repeats the sweep with each task a keep-alive HTTP request to the 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -152,24 +151,32 @@ def details(measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(p: Protocol, run: RunDir) -> Reproduction:
-    pub = load_published("pool_overhead")["figures"]
     sleep = sweep(p, run, "sleep")
     io: list[dict[str, Any]] = []
-    notes = []
-    if p.io_sizes and importlib.util.find_spec("servers.upstream"):
+    if p.io_sizes:
         port = free_port()
         argv = [sys.executable, "-m", "servers.upstream", "--host", "127.0.0.1", "--port",
                 str(port), "--delay-ms", str(p.sleep_ms)]  # fmt: skip
         with serving(argv, f"http://127.0.0.1:{port}/health", run.path / "logs/upstream.log"):
             io = sweep(p, run, "io", f"http://127.0.0.1:{port}/delay?ms={p.sleep_ms:g}")
-    elif p.io_sizes:
-        notes.append("real-I/O variant skipped: servers.upstream is not in this tree")
     plot(sleep, io, str(run.path / "overhead.png"))
+    return tabulate(p, sleep, io)
 
+
+def threads_slower(overhead: dict[str, dict[int, list[float]]]) -> list[int]:
+    """Pool sizes at which threads' mean overhead is above gevent's."""
+    return [n for n in sorted(overhead["threads"])
+            if mean(overhead["threads"][n]) > mean(overhead["gevent"][n])]  # fmt: skip
+
+
+def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]]) -> Reproduction:
+    """The published-vs-measured table from the measurements (also usable on a saved run)."""
+    pub = load_published("pool_overhead")["figures"]
     ov = by_model_size(sleep, "overhead")
     low = min(ov["gevent"])
     cross = crossover(ov)
     max_n = max(ov["threads"])
+    slower = threads_slower(ov)
     rows = [
         Row("sleep", f"gevent overhead at N={low}", "x", pub["gevent_overhead_low_n"],
             round(mean(ov["gevent"][low]), 3), f"sd {stdev(ov['gevent'][low]):.3f}"),
@@ -179,26 +186,34 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
             f"{pub['crossover_low']}-{pub['crossover_high']}",
             cross if cross is not None else f"none up to {max_n}",
             "smallest N with threads' mean overhead above gevent's at every larger N"),
+        Row("sleep", "pool sizes where threads are slower", "sizes", None,
+            f"{len(slower)} of {len(ov['threads'])}",
+            f"first at N={slower[0]}" if slower else "never"),
     ]  # fmt: skip
     if io:
         io_ov = by_model_size(io, "overhead")
         io_cross = crossover(io_ov)
+        io_slower = threads_slower(io_ov)
         rows.append(Row("upstream I/O", "crossover pool size", "workers", None,
                         io_cross if io_cross is not None else f"none up to {max(io_ov['threads'])}",
-                        "each task a keep-alive GET to the mock upstream"))  # fmt: skip
+                        f"threads slower at N={io_slower or 'none'}; each task a keep-alive GET "
+                        "to the mock upstream"))  # fmt: skip
     g1, t1 = mean(ov["gevent"][low]), mean(ov["threads"][low])
-    conclusion = (
-        f"At N={low} gevent's overhead is {g1:.2f} (published ~{pub['gevent_overhead_low_n']}) and "
-        f"threads' {t1:.2f} (published ~{pub['threads_overhead_low_n']}). "
-        + (
+    if cross is not None:
+        crossing = (
             f"Threads become slower than gevent from N={cross} on "
             f"(published about {pub['crossover_low']}-{pub['crossover_high']})."
-            if cross is not None
-            else f"Threads never became slower than gevent up to N={max_n}, so the published "
-            f"crossover at {pub['crossover_low']}-{pub['crossover_high']} does not reproduce."
         )
+    else:
+        crossing = (f"There is no stable crossover up to N={max_n}: threads were slower than "
+                    f"gevent at only {len(slower)} of {len(ov['threads'])} pool sizes"
+                    + (f" (first at N={slower[0]})" if slower else "")
+                    + f", so the published crossover at {pub['crossover_low']}-"
+                    f"{pub['crossover_high']} does not reproduce.")  # fmt: skip
+    conclusion = (
+        f"At N={low} gevent's overhead is {g1:.2f} (published ~{pub['gevent_overhead_low_n']}) and "
+        f"threads' {t1:.2f} (published ~{pub['threads_overhead_low_n']}). {crossing}"
         + (f" {p.tasks} tasks per trial (published 10,000)." if p.tasks != 10_000 else "")
-        + "".join(f" {n}." for n in notes)
     )
     tables = {"sleep: per model and pool size (mean of trials)": details(sleep)}
     if io:

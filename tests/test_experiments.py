@@ -48,7 +48,7 @@ TINY: dict[str, Any] = {
         timeout_s=10,
         runs=(
             brownout.Run("uwsgi-threads", 2),
-            brownout.Run("gunicorn-gevent", 20),
+            brownout.Run("uwsgi-gevent", 20),
             brownout.Run("uwsgi-threads", 2, "closed"),
         ),
         phases=(("normal", 1.5, 50.0), ("slowdown", 2.0, 500.0), ("recovery", 2.0, 50.0)),
