@@ -14,8 +14,6 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.cli import compare_runs, report
-from analysis.load import RunError, load
-from analysis.summary import print_summary
 from experiments.cli import reproduce
 from lab import leftovers, procs, safety
 from lab.backend import CpuLayout, NativeBackend
@@ -218,6 +216,9 @@ def run(ctx: click.Context, **_: Any) -> None:
             f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
         )
         sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
+    from analysis.loading import RunError, load  # pandas: imported only when there is a run to show
+    from analysis.summary import print_summary
+
     try:
         print_summary(load(plan.run_dir))
     except RunError as e:  # e.g. the upstream never started: nothing was measured

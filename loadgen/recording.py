@@ -5,6 +5,7 @@ Imported only by the generator processes, which have monkey-patched with gevent 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -34,7 +35,8 @@ class Recorder:
         self.interval = hist.new_histogram()
         self.interval_requests = 0
         self.interval_errors: Counter[str] = Counter()
-        self.intervals: list[tuple[float, float, HdrHistogram]] = []
+        self.whole = hist.new_histogram()  # every measured second merged
+        self.sink: Callable[[float, float, HdrHistogram], None] | None = None  # e.g. an .hlog
         self.errors: Counter[str] = Counter()
         self.requests = 0
         self.ok = 0
@@ -66,7 +68,9 @@ class Recorder:
         done, self.interval = self.interval, hist.new_histogram()
         errors, self.interval_errors = self.interval_errors, Counter()
         requests, self.interval_requests = self.interval_requests, 0
-        self.intervals.append((start, end, done))
+        self.whole.add(done)
+        if self.sink is not None:
+            self.sink(start, end, done)
         self.requests += requests
         self.ok += done.get_total_count()
         self.errors.update(errors)
@@ -117,6 +121,15 @@ def run_phases(
     `extra_tick` adds a generator's own per-second figures (open loop: dropped, in flight).
     Returns the result line's common part; the `.hlog` is written if the spec asks for one.
     """
+    with contextlib.ExitStack() as stack:
+        if spec.hlog:
+            recorder.sink = stack.enter_context(hist.HlogWriter(Path(spec.hlog))).write
+        return _settle_and_measure(spec, recorder, extra_tick)
+
+
+def _settle_and_measure(
+    spec: StepSpec, recorder: Recorder, extra_tick: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
     cpu = CpuMeter()
     t0 = time.monotonic()
     settle_end = t0 + spec.settle_s
@@ -144,8 +157,6 @@ def run_phases(
     recorder.measuring = False
     measured_s = time.monotonic() - start
 
-    if spec.hlog:
-        hist.write_hlog(Path(spec.hlog), recorder.intervals)
     cpu_series = [t["client_cpu_pct"] for t in ticks]
     return {
         "type": "result",
@@ -154,7 +165,7 @@ def run_phases(
         "requests": recorder.requests,
         "ok": recorder.ok,
         "errors": dict(recorder.errors),
-        "latency_ms": hist.summary_ms(hist.merge(h for _, _, h in recorder.intervals)),
+        "latency_ms": hist.summary_ms(recorder.whole),
         "client_cpu_pct": round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
         "timeseries": {key: [t[key] for t in ticks] for key in ticks[0]} if ticks else {},
     }
