@@ -10,14 +10,13 @@ from pathlib import Path
 
 import click
 
-from analysis.compare import compare, print_compare
-from analysis.load import RunError, load
-from analysis.metrics import export_summary
-from analysis.report import write_report
-from analysis.summary import print_summary
+# pandas and matplotlib take seconds to import, so the analysis modules are imported by the
+# commands that use them, never when `lab` starts.
 
 
 def _load(path: Path):
+    from analysis.loading import RunError, load
+
     try:
         return load(path)
     except RunError as exc:
@@ -35,6 +34,10 @@ def _load(path: Path):
 def report(run_dir: Path, level: int | None) -> None:
     """Print the summary table of RUN_DIR and write its self-contained report.html."""
     run = _load(run_dir)
+    from analysis.metrics import export_summary
+    from analysis.report import write_report
+    from analysis.summary import print_summary
+
     table = print_summary(run)
     try:
         export_summary(run, table)
@@ -50,5 +53,7 @@ def report(run_dir: Path, level: int | None) -> None:
 def compare_runs(run_a: Path, run_b: Path) -> None:
     """Show per model and level how RUN_B differs from RUN_A, and whether the change is real."""
     a, b = _load(run_a), _load(run_b)
+    from analysis.compare import compare, print_compare
+
     frame = compare(a, b)
     print_compare(frame, f"{run_b.name} vs {run_a.name}")

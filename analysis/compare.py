@@ -18,7 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from analysis.load import POINT, Run
+from analysis.loading import POINT, Run
 from analysis.metrics import point_table
 from analysis.stats import Change, bootstrap_percentile, welch
 from analysis.summary import wide_console

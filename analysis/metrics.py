@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.load import LATENCY_KEYS, POINT, Run
+from analysis.loading import LATENCY_KEYS, POINT, Run
 from analysis.stats import estimate, percentiles_of, seconds_of, t975
 from lab.results import ERROR_KINDS
 from loadgen import hist

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.load import Run  # noqa: E402
+from analysis.loading import Run  # noqa: E402
 
 MARKERS = {  # flag -> (marker, colour, legend text); drawn over the point, largest first
     "serialized": ("X", "red", "serialized (not fair)"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.load import Run, load
+from analysis.loading import Run, load
 from analysis.metrics import (
     EXPLAIN,
     best_per_level,

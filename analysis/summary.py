@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from analysis.load import Run
+from analysis.loading import Run
 from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
 
 COLUMNS = [  # (column, header, format)

@@ -30,7 +30,7 @@ from lab import procs
 from lab.backend import CpuLayout, NativeBackend
 from lab.sampling import Sampler
 from lab.scenario import UpstreamSpec
-from loadgen.worker import StepSpec
+from loadgen.spec import StepSpec
 
 PLAIN_LOCUSTFILE = """
 from locust import FastHttpUser, constant, task

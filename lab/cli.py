@@ -14,8 +14,6 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.cli import compare_runs, report
-from analysis.load import RunError, load
-from analysis.summary import print_summary
 from experiments.cli import reproduce
 from lab import leftovers, procs, safety
 from lab.backend import Backend, CpuLayout, NativeBackend
@@ -225,7 +223,10 @@ def run(ctx: click.Context, **_: Any) -> None:
             f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
             f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
         )
-        sys.exit(143 if str(e) == "SIGTERM" else 130)
+        sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
+    from analysis.loading import RunError, load  # pandas: imported only when there is a run to show
+    from analysis.summary import print_summary
+
     try:
         print_summary(load(plan.run_dir))
     except RunError as e:  # e.g. the upstream never started: nothing was measured
@@ -310,10 +311,13 @@ def clean_leftovers(out: Path) -> None:
                   f"pid file(s)")  # fmt: skip
 
 
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
 class stop_signals:  # noqa: N801 - used like a function: `with stop_signals():`
     """SIGTERM and SIGHUP stop a run like Ctrl-C: the sweep records, cleans up, exits non-zero."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+    SIGNALS = tuple(signal.Signals[name] for name in STOP_SIGNALS)  # exit 128 + its number
 
     def __enter__(self) -> None:
         self.previous = {sig: signal.signal(sig, self._raise) for sig in self.SIGNALS}
@@ -349,9 +353,10 @@ main.add_command(compare_runs)
 main.add_command(reproduce)
 
 
-def entry() -> None:
+def entry(argv: list[str] | None = None) -> None:
+    """The console script; `argv` (default: sys.argv[1:]) lets tests call it in-process."""
     try:
-        main(standalone_mode=True)
+        main(args=argv, standalone_mode=True)
     except LabError as e:
         console.print(f"[red]error:[/] {e}")
         sys.exit(2)

@@ -154,7 +154,7 @@ def _model(name: str, table: Any, where: str) -> Model:
         raise LabError(f"{where}.env: names must be non-empty and contain no '=' or NUL")
     if any("\0" in part for part in [*argv, *env.values()]):
         raise LabError(f"{where}: argv and env values must not contain NUL characters")
-    return Model(
+    model = Model(
         name=name,
         description=table["description"],
         app=table["app"],
@@ -163,6 +163,11 @@ def _model(name: str, table: Any, where: str) -> Model:
         env=tuple(sorted(env.items())),
         baseline=table.get("baseline", False),
     )
+    try:  # placeholders are checked now, so the error can name the file
+        model.command(Knobs().resolve(1), "127.0.0.1", 0)
+    except LabError as e:
+        raise LabError(f"{where}.argv: {e}") from None
+    return model
 
 
 def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:

@@ -25,7 +25,12 @@ STEP_FLAGS = (
     "errors",  # at least one request failed
     "no_responses",  # not one request succeeded
     "server_died",  # the server process exited during the step
+    "server_hung",  # the server was alive but did not answer /health after the step
+    "upstream_down",  # the upstream exited or stalled: the errors are its, not the model's
     "loadgen_failed",  # the load generator exited without a result
+    "start_failed",  # the server exited or never answered /health; nothing measured
+    "preflight_failed",  # the server answered wrongly before any load; nothing measured
+    "interrupted",  # Ctrl-C/SIGTERM cut the step short; `--resume` measures it again
 )
 # `dropped` is open loop only: a request due while the cap on outstanding requests was full.
 ERROR_KINDS = (

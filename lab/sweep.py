@@ -28,8 +28,7 @@ from lab.preflight import Preflight
 from lab.results import Step
 from lab.sampling import HostMeter, Sampler
 from lab.scenario import Point, Scenario
-from loadgen.openloop import OpenSpec
-from loadgen.worker import StepSpec
+from loadgen.spec import OpenSpec, StepSpec
 
 CLIENT_SATURATED_PCT = 90.0
 # What an open-loop step adds to its evidence: the rate achieved, requests sent, dropped and still
@@ -441,13 +440,13 @@ class Sweep:
                        "client_cpu_pct": 0.0, "timeseries": {}}  # fmt: skip
             flags.append("loadgen_failed")
             evidence["loadgen"] = gen.evidence()
+        upstream_down = self.upstream_problem()
         if not server.alive():
             flags.append("server_died")
             evidence["server"] = server.evidence()
-        elif (hung := self.server_hung(server)) is not None:
-            flags.append("server_hung")
+        elif upstream_down is None and (hung := self.server_hung(server)) is not None:
+            flags.append("server_hung")  # (with the upstream down, busy workers are its fault)
             evidence["server"] = hung
-        upstream_down = self.upstream_problem()
         if upstream_down is not None:
             flags.append("upstream_down")
             evidence["upstream"] = upstream_down

@@ -47,15 +47,35 @@ def merge(hists: Iterable[HdrHistogram]) -> HdrHistogram:
     return total
 
 
+class HlogWriter:
+    """An `.hlog` written interval by interval, so a long step never holds all its seconds."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(path, "w")  # noqa: SIM115 - closed by close() / the context manager
+        self.writer = HistogramLogWriter(self.file)
+        self.writer.output_comment("concurrency-lab latency log, values in microseconds")
+        self.writer.output_legend()
+
+    def write(self, start_s: float, end_s: float, hist: HdrHistogram) -> None:
+        self.writer.output_interval_histogram(hist, start_s, end_s, max_value_unit_ratio=1000.0)
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> HlogWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 def write_hlog(path: Path, intervals: Iterable[tuple[float, float, HdrHistogram]]) -> None:
     """Write (start_s, end_s, histogram) intervals as an HdrHistogram log (values in µs)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        writer = HistogramLogWriter(f)
-        writer.output_comment("concurrency-lab latency log, values in microseconds")
-        writer.output_legend()
+    with HlogWriter(path) as out:
         for start, end, hist in intervals:
-            writer.output_interval_histogram(hist, start, end, max_value_unit_ratio=1000.0)
+            out.write(start, end, hist)
 
 
 def read_hlog(path: Path) -> Iterator[HdrHistogram]:

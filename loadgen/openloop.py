@@ -18,15 +18,11 @@ from gevent import monkey
 
 monkey.patch_all()
 
-import json  # noqa: E402
 import logging  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gevent  # noqa: E402
@@ -35,19 +31,8 @@ from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from loadgen import hist  # noqa: E402
-from loadgen.worker import CpuMeter, Recorder, StepSpec, emit  # noqa: E402
-
-ARRIVALS = ("constant", "poisson")
-
-
-@dataclass(frozen=True)
-class OpenSpec(StepSpec):
-    """A step in open loop: `users` is the cap on outstanding requests."""
-
-    rate_rps: float = 0.0  # target arrival rate
-    arrival: str = "constant"  # "constant" spacing or "poisson" (exponential gaps, same mean)
-    seed: int | None = None  # for reproducible Poisson schedules
-    mode: str = "open"
+from loadgen.recording import Recorder, emit, run_phases  # noqa: E402
+from loadgen.spec import ARRIVALS, OpenSpec, spec_from_json  # noqa: E402
 
 
 def intended_offsets(rate: float, arrival: str, rng: random.Random) -> Iterator[float]:
@@ -113,6 +98,11 @@ class OpenLoop:
                 self.started += 1
             self.inflight.spawn(self.send, due)
 
+    def tick(self) -> dict[str, int]:
+        """This second's open-loop figures for the tick line."""
+        dropped, self.tick_dropped = self.tick_dropped, 0
+        return {"dropped": dropped, "inflight": len(self.inflight)}
+
     def achieved_rate(self) -> float:
         """Sends per second between the first and the last send of the window: the rate the
         server was offered, unaffected by how late the window's own timer woke up."""
@@ -124,81 +114,29 @@ def run_open(spec: OpenSpec) -> dict[str, Any]:
     if spec.rate_rps <= 0:
         raise ValueError("open loop needs rate_rps > 0")
     loop = OpenLoop(spec)
-    rec = loop.recorder
-    cpu = CpuMeter()
-    t0 = time.perf_counter()
-    scheduler = gevent.spawn(loop.schedule, t0)
-    settle_end = t0 + spec.settle_s
-    while (now := time.perf_counter()) < settle_end:
-        gevent.sleep(min(1.0, settle_end - now))
-        emit({"type": "tick", "phase": "settle", "t": round(time.perf_counter() - t0, 2),
-              "live_requests": rec.live_requests, "live_errors": rec.live_errors,
-              "client_cpu_pct": cpu.lap()})  # fmt: skip
-
-    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-    emit({"type": "measure", "started_at": started_at})
-    cpu.lap()
-    rec.measuring = True
-    start = time.perf_counter()
-    end = start + spec.duration_s
-    ticks: list[dict[str, Any]] = []
-    tick_start = start
-    while tick_start < end - 1e-3:
-        tick_end = min(tick_start + 1.0, end)
-        gevent.sleep(max(0.0, tick_end - time.perf_counter()))
-        now = time.perf_counter()
-        tick = rec.roll(tick_start - start, now - start)
-        tick.update(t=round(now - start, 2), client_cpu_pct=cpu.lap(), dropped=loop.tick_dropped,
-                    inflight=len(loop.inflight))  # fmt: skip
-        loop.tick_dropped = 0
-        ticks.append(tick)
-        emit({"type": "tick", "phase": "measure", **tick, "live_requests": rec.live_requests,
-              "live_errors": rec.live_errors})  # fmt: skip
-        tick_start = now
-    rec.measuring = False
-    measured_s = time.perf_counter() - start
-    scheduler.kill()
-    unfinished = len(loop.inflight)
-    loop.inflight.kill(block=True, timeout=5)
-
-    whole = hist.merge(h for _, _, h in rec.intervals)
-    if spec.hlog:
-        hist.write_hlog(Path(spec.hlog), rec.intervals)
-    cpu_series = [t["client_cpu_pct"] for t in ticks]
+    scheduler = gevent.spawn(loop.schedule, time.perf_counter())
+    try:
+        result = run_phases(spec, loop.recorder, loop.tick)
+    finally:
+        scheduler.kill()
+        unfinished = len(loop.inflight)
+        loop.inflight.kill(block=True, timeout=5)
     return {
-        "type": "result",
-        "started_at": started_at,
-        "duration_s": round(measured_s, 3),
-        "requests": rec.requests,
-        "ok": rec.ok,
-        "errors": dict(rec.errors),
-        "latency_ms": hist.summary_ms(whole),  # from each request's intended start
+        **result,  # latency_ms here is from each request's intended start
         "service_latency_ms": hist.summary_ms(loop.service),  # from when it was actually sent
-        "client_cpu_pct": round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
         "rate_rps": spec.rate_rps,
         "achieved_rate_rps": round(loop.achieved_rate(), 2),
         "sent": loop.started,
         "dropped": loop.dropped,
         "unfinished": unfinished,
-        "timeseries": {
-            key: [t[key] for t in ticks]
-            for key in (
-                "t",
-                "rps",
-                "errors",
-                "p50_ms",
-                "p99_ms",
-                "client_cpu_pct",
-                "dropped",
-                "inflight",
-            )
-        },  # fmt: skip
     }
 
 
 def main() -> None:
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    emit(run_open(OpenSpec(**json.loads(sys.argv[1]))))
+    spec = spec_from_json(sys.argv[1])
+    assert isinstance(spec, OpenSpec), "loadgen.openloop runs open-loop specs"
+    emit(run_open(spec))
 
 
 if __name__ == "__main__":

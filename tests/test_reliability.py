@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from lab import procs
 from lab.results import read_jsonl
+from lab.sweep import Watchdog
 from tests.conftest import lab_cli, undisturbed
 
 FIRST, SECOND = "gunicorn-gevent", "gunicorn-gthread"
@@ -181,6 +183,28 @@ def assert_all_gone(run: LabRun) -> None:
     assert list((run.dir / "pids").glob("*.pid")) == []
 
 
+def listening_hosts(pid: int) -> set[str]:
+    """The addresses a process tree listens on (every listener the lab starts is loopback)."""
+    root = psutil.Process(pid)
+    return {
+        c.laddr.ip
+        for proc in (root, *root.children(recursive=True))
+        for c in proc.net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN
+    }
+
+
+def test_watchdog_kills_a_load_generator_that_overruns(tmp_path):
+    gen = procs.start("loadgen", [sys.executable, "-c", "import time; time.sleep(60)"],
+                      log_path=tmp_path / "gen.log", pid_dir=tmp_path / "pids")  # fmt: skip
+    start = time.monotonic()
+    watchdog = Watchdog(gen, limit_s=0.5)
+    gen.popen.wait(timeout=10)
+    assert watchdog.fired and time.monotonic() - start < 5
+    assert gen.popen.returncode in (-signal.SIGTERM, -signal.SIGKILL)
+    gen.stop()
+
+
 def port_is_free(port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -291,6 +315,21 @@ def test_upstream_and_load_generator_deaths_are_recorded_as_theirs(lab_run, scen
     assert_all_gone(run)
 
 
+def test_stalled_upstream_is_recorded_and_replaced(lab_run, scenario):
+    run = lab_run("--scenario", scenario([FIRST], levels=[1, 2]))
+    run.wait_measuring(FIRST, step_index=0)
+    upstream = run.pid("upstream")
+    assert upstream is not None
+    os.killpg(upstream.pid, signal.SIGSTOP)  # alive, listening, answering nothing
+    assert run.finish() == 0, run.output()
+    stalled, clean = run.steps()
+    assert "upstream_down" in stalled["flags"] and "server_hung" not in stalled["flags"]
+    assert "no answer to /stats" in stalled["evidence"]["upstream"]["problem"]
+    assert undisturbed(clean) and clean["ok"] > 0
+    assert not upstream.is_running()
+    assert_all_gone(run)
+
+
 def test_lab_killed_then_resumed_keeps_and_skips_every_finished_step(lab_run, scenario):
     path = scenario([FIRST, SECOND])
     run = lab_run("--scenario", path)
@@ -323,13 +362,17 @@ def test_lab_killed_then_resumed_keeps_and_skips_every_finished_step(lab_run, sc
 )
 def test_stop_signal_records_stops_everything_and_exits_non_zero(lab_run, scenario, sig, code):
     run = lab_run("--scenario", scenario([FIRST]))
-    run.wait_measuring(FIRST, step_index=1)
-    run.pid("upstream")
+    server = run.wait_measuring(FIRST, step_index=1)
+    upstream = run.pid("upstream")
+    assert upstream is not None
+    assert listening_hosts(server.pid) | listening_hosts(upstream.pid) == {"127.0.0.1"}
     time.sleep(1.2)  # at least one per-second tick measured: something to keep
     os.kill(run.popen.pid, sig)
     assert run.finish(timeout_s=30) == code, run.output()
     manifest = run.manifest()
-    assert manifest["status"] == "interrupted"
+    assert manifest["status"] == "interrupted" and manifest["interrupted_by"] == sig.name
+    nofile = manifest["environment"]["nofile_applied"]
+    assert nofile["soft"] >= nofile["needed"] and nofile["hard"] >= nofile["soft"]
     first, partial = run.steps()
     assert undisturbed(first) and "interrupted" in partial["flags"]
     assert partial["ok"] > 0 and partial["histogram"] == ""

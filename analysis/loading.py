@@ -83,13 +83,28 @@ def load(run_dir: Path | str) -> Run:
         # with a preflight but no step (every model failed it) there is still a story to tell
         raise RunError(f"{run_dir}: no steps.jsonl (has this run measured any step yet?)")
     manifest = _read_manifest(run_dir / "manifest.json")
-    rows = [_keyed_by_rate(r) if r.get("mode") == "open" else r for r in read_jsonl(steps_path)]
+    rows = _without_superseded(
+        [_keyed_by_rate(r) if r.get("mode") == "open" else r for r in read_jsonl(steps_path)]
+    )
     steps = steps_frame(rows)
     timeseries, histograms, seconds = _histograms_and_series(run_dir, rows)
     preflight = pd.DataFrame(read_jsonl(run_dir / "preflight.jsonl"))
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
     return Run(run_dir, manifest, preflight, steps, timeseries, histograms, seconds)
+
+
+def _without_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop an `interrupted` step once `--resume` has measured the same step again."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("model"), r.get("mode"), r.get("concurrency"), r.get("trial")
+
+    def cut(r: dict[str, Any]) -> bool:
+        return "interrupted" in r.get("flags", [])
+
+    remeasured = {key(r) for r in rows if not cut(r)}
+    return [r for r in rows if not cut(r) or key(r) not in remeasured]
 
 
 def _keyed_by_rate(row: dict[str, Any]) -> dict[str, Any]:
