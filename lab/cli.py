@@ -19,9 +19,10 @@ from lab import leftovers, procs, safety
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
-from lab.models import load_registry
+from lab.models import load_registry, parse_knobs
 from lab.progress import ConsoleProgress
 from lab.scenario import Scenario, builtin_names, load_scenario, override
+from lab.serve import serve
 from lab.sweep import Plan, Sweep, plan_run
 
 console = Console(stderr=True, soft_wrap=True)
@@ -58,20 +59,10 @@ def name_list(_: object, __: click.Parameter, value: str | None) -> tuple[str, .
 
 
 def knob_pairs(_: object, __: click.Parameter, value: tuple[str, ...]) -> dict[str, int | str]:
-    knobs: dict[str, int | str] = {}
-    for pair in value:
-        key, sep, raw = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}")
-        knobs[key.strip()] = raw.strip() if raw.strip() == "auto" else _int(raw, pair)
-    return knobs
-
-
-def _int(raw: str, pair: str) -> int:
     try:
-        return int(raw)
-    except ValueError:
-        raise click.BadParameter(f"knob values are whole numbers or auto, got {pair!r}") from None
+        return parse_knobs(value)
+    except LabError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def positive(_: object, param: click.Parameter, value: float | None) -> float | None:
@@ -351,6 +342,7 @@ main.add_command(doctor)
 main.add_command(report)
 main.add_command(compare_runs)
 main.add_command(reproduce)
+main.add_command(serve)
 
 
 def entry(argv: list[str] | None = None) -> None:

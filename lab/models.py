@@ -95,6 +95,22 @@ class Model:
             raise LabError(f"model {self.name}: {program} not found; {hint}")
 
 
+def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
+    """`NAME=VALUE` pairs (from `--knob`) into knob overrides: whole numbers, or the word "auto"."""
+    overrides: dict[str, int | str] = {}
+    for pair in pairs:
+        name, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or not name:
+            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. workers=200")
+        try:
+            overrides[name] = value if value == "auto" else int(value)
+        except ValueError:
+            raise LabError(
+                f'--knob {name}: expected a whole number or "auto", got {value!r}'
+            ) from None
+    return overrides
+
+
 MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "description": str,
     "app": str,

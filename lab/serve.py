@@ -15,27 +15,9 @@ from pathlib import Path
 import click
 
 from lab.errors import LabError
-from lab.models import Knobs, load_registry, server_env
+from lab.models import Knobs, load_registry, parse_knobs, server_env
 
 DEFAULT_UPSTREAM_URL = "http://upstream:8080"
-
-
-def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
-    """`NAME=VALUE` pairs into knob overrides: whole numbers, or the word "auto"."""
-    overrides: dict[str, int | str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. workers=200")
-        overrides[name] = value if value == "auto" else _whole(value, f"--knob {name}")
-    return overrides
-
-
-def _whole(value: str, where: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise LabError(f'{where}: expected a whole number or "auto", got {value!r}') from None
 
 
 def serve_argv(

@@ -15,3 +15,7 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python -m pytest -q "$@"
+
+# The Docker part: builds the image (cached) and runs the Compose smoke and Docker-backend tests
+# when a Docker Engine is reachable; otherwise it says why and skips.
+bash docker/ci-smoke.sh .venv/bin/python
