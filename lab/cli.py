@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -324,8 +325,16 @@ class stop_signals:  # noqa: N801 - used like a function: `with stop_signals():`
 
 @main.command("models")
 @click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
-def list_models(models_file: Path | None) -> None:
-    """List the server models, their knobs and exact command lines."""
+@click.option(
+    "--commands",
+    "top_level",
+    type=int,
+    default=None,
+    metavar="LEVEL",
+    help='Also print each command line, with "auto" knobs resolved for this top level.',
+)
+def list_models(models_file: Path | None, top_level: int | None) -> None:
+    """List the server models, their knobs and (with --commands) exact command lines."""
     registry = load_registry(models_file)
     out = Console()
     table = Table(title="models (baselines dimmed)")
@@ -336,6 +345,11 @@ def list_models(models_file: Path | None) -> None:
     out.print(table)
     out.print("knob defaults: " + ", ".join(f"{k}={v}" for k, v in vars(registry.knobs).items()))
     out.print("override per run with --knob NAME=VALUE, per scenario in its \\[knobs] table")
+    if top_level is not None:
+        knobs = registry.knobs.resolve(top_level)
+        for m in registry.models.values():
+            out.print(f"\n[bold]{m.name}[/] (capacity {m.capacity(knobs)}):", highlight=False)
+            out.print(shlex.join(m.command(knobs, "127.0.0.1", 8000)), markup=False)
 
 
 main.add_command(doctor)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from lab.backend import CpuLayout
 from lab.errors import LabError
 from lab.models import Knobs, Model
-from lab.procs import StartFailed
+from lab.procs import StartFailed, wait_http
 from lab.sampling import MB
 from lab.scenario import UpstreamSpec
 
@@ -263,22 +262,9 @@ def connect() -> Any:
 
 
 def wait_ready(server: ContainerServer, timeout_s: float) -> None:
-    """Poll /health until it answers 200, the container stops, or timeout_s passes."""
-    deadline = time.monotonic() + timeout_s
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        if not server.alive():
-            evidence = server.evidence()
-            server.stop()
-            raise StartFailed(f"{server.name}: container exited", evidence)
-        try:
-            with urllib.request.urlopen(server.url + "/health", timeout=1) as reply:
-                if reply.status == 200:
-                    return
-                last = f"HTTP {reply.status}"
-        except OSError as e:
-            last = str(e)
-        time.sleep(0.2)
-    evidence = server.evidence()
-    server.stop()
-    raise StartFailed(f"{server.name} did not answer within {timeout_s:.0f} s ({last})", evidence)
+    """Wait for /health like a native start; a container that fails it is removed."""
+    try:
+        wait_http(server, server.url + "/health", timeout_s)
+    except StartFailed:
+        server.stop()
+        raise

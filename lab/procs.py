@@ -20,7 +20,7 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 
@@ -195,13 +195,23 @@ def start(
     return proc
 
 
-def wait_http(proc: Proc, url: str, timeout_s: float) -> None:
+class Watched(Protocol):
+    """Anything the lab waits for: a local process or a container."""
+
+    name: str
+
+    def alive(self) -> bool: ...
+    def evidence(self) -> dict[str, object]: ...
+
+
+def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
     """Poll url until it answers 200, the process dies, or timeout_s passes (StartFailed)."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
     while time.monotonic() < deadline:
         if not proc.alive():
-            raise StartFailed(f"{proc.name} exited with code {proc.popen.poll()}", proc.evidence())
+            evidence = proc.evidence()
+            raise StartFailed(f"{proc.name} exited with code {evidence.get('exit_code')}", evidence)
         try:
             with urllib.request.urlopen(url, timeout=1) as reply:
                 if reply.status == 200:

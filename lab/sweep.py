@@ -18,11 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import lab
 from lab import preflight, procs, results, safety
 from lab.backend import Backend, Server
-from lab.environment import capture
-from lab.errors import LabError
+from lab.manifest import completed_steps, manifest, new_run_dir, resumed_manifest
 from lab.models import Knobs, Model
 from lab.preflight import Preflight
 from lab.results import Step
@@ -37,15 +35,6 @@ OPEN_LOOP_EVIDENCE = ("achieved_rate_rps", "sent", "dropped", "unfinished", "ser
 HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
-# Fault flags this module adds to STEP_FLAGS (lab/results.py):
-#   start_failed      the server exited or never answered /health (bounded wait); nothing measured
-#   preflight_failed  the server answered wrongly before any load; nothing measured
-#   server_hung       the server was alive but did not answer /health after the step
-#   upstream_down     the upstream exited or stopped answering during the step: errors are its
-#   interrupted       Ctrl-C/SIGTERM stopped the step; figures are from the per-second ticks only
-# A step is identified by (model, mode, concurrency, trial); `--resume` skips every recorded step
-# except interrupted ones.
-COMPARED_ON_RESUME = ("scenario", "knobs", "models")
 
 
 class Listener(Protocol):
@@ -78,105 +67,6 @@ class Plan:
         per_step = s.settle_s + s.duration_s + 2.0
         per_model = 4.0 + s.probe_delay_ms / 500 + s.warmup_s + s.settle_s + 2.0
         return s.trials * len(self.models) * (per_model + len(s.points()) * per_step)
-
-
-def new_run_dir(out: Path, scenario_name: str) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    run_dir = out / f"{stamp}-{scenario_name}"
-    suffix = 1
-    while run_dir.exists():
-        suffix += 1
-        run_dir = out / f"{stamp}-{scenario_name}-{suffix}"
-    run_dir.mkdir(parents=True)
-    return run_dir
-
-
-def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
-    s = plan.scenario
-    environment = capture()
-    return {
-        "run_id": plan.run_id,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "status": status,
-        "backend": backend.name,
-        "execution": backend.describe(),
-        "scenario": {
-            "name": s.name,
-            "description": s.description,
-            "mode": s.mode,
-            "levels": list(s.levels),
-            "rates": list(s.rates),
-            "max_outstanding": s.max_outstanding,
-            "arrival": s.arrival,
-            "duration_s": s.duration_s,
-            "warmup_s": s.warmup_s,
-            "settle_s": s.settle_s,
-            "trials": s.trials,
-            "route": s.route,
-            "path": s.path(),
-            "delay_ms": s.delay_ms,
-            "distribution": s.upstream.distribution,
-            "upstream": vars(s.upstream),
-            "models": [m.name for m in plan.models],
-            "request_timeout_s": s.request_timeout_s,
-            "probe_k": s.probe_k,
-        },  # fmt: skip
-        "knobs": vars(plan.knobs),
-        "models": {
-            m.name: {
-                "description": m.description,
-                "app": m.app,
-                "unit": m.unit,
-                "baseline": m.baseline,
-                "capacity": m.capacity(plan.knobs),
-                "argv": m.command(plan.knobs, "HOST", 0),
-                "env": dict(m.env),
-            }
-            for m in plan.models
-        },  # fmt: skip
-        "environment": {**environment, "nofile_applied": plan.limits},
-        "lab_version": lab.__version__,
-        "git_sha": environment["git_sha"],
-        "allow_remote": plan.allow_remote,
-        "invocation": plan.invocation,
-    }
-
-
-StepKey = tuple[str, str, int, float | None, int]
-
-
-def step_key(step: dict[str, Any]) -> StepKey:
-    """What identifies a step: model, mode, users (or cap), rate (open loop) and trial."""
-    return step["model"], step["mode"], step["concurrency"], step.get("rate_rps"), step["trial"]
-
-
-def completed_steps(run_dir: Path) -> set[StepKey]:
-    """Steps already recorded in steps.jsonl; an interrupted one is measured again."""
-    rows = results.read_jsonl(run_dir / "steps.jsonl")
-    return {step_key(r) for r in rows if "interrupted" not in r.get("flags", [])}
-
-
-def resumed_manifest(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
-    """The recorded manifest, continued, if the new invocation would measure the same thing."""
-    changed = [k for k in COMPARED_ON_RESUME if recorded.get(k) != fresh.get(k)]
-    if changed:
-        details = "; ".join(_first_difference(recorded.get(k), fresh.get(k), k) for k in changed)
-        raise LabError(
-            f"cannot resume {recorded.get('run_id')}: {', '.join(changed)} differ from the "
-            f"recorded run ({details}). Resume with the same options and files, or start a new run."
-        )
-    resumes = [*recorded.get("resumes", []),
-               {"at": fresh["created_at"], "git_sha": fresh["environment"]["git_sha"]}]  # fmt: skip
-    return {**recorded, "status": "running", "resumes": resumes, "finished_at": None}
-
-
-def _first_difference(old: Any, new: Any, path: str) -> str:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new), key=str):
-            if old.get(key) != new.get(key):
-                return _first_difference(old.get(key), new.get(key), f"{path}.{key}")
-    was, now = (json.dumps(v, default=str)[:80] for v in (old, new))
-    return f"{path} was {was}, now {now}"
 
 
 class Sweep:
@@ -270,7 +160,7 @@ class Sweep:
             self.record_unmeasured(model, trial, points, "preflight_failed", evidence)
             return
         if self.s.warmup_s > 0:
-            self.load(server, model, max(points, key=lambda p: p.load), trial, warmup=True)
+            self.load(server, model, self.warmup_point(model, points), trial, warmup=True)
         for point in points:
             step = self.load(server, model, point, trial, warmup=False)
             if check.serialized:
@@ -281,6 +171,15 @@ class Sweep:
             if fatal:
                 self.listener.problem(model.name, f"{', '.join(sorted(fatal))}; moving on")
                 return
+
+    def warmup_point(self, model: Model, points: list[Point]) -> Point:
+        """The heaviest point, but never more users than the model can hold: a warm-up beyond
+        capacity only fills the listen queue with requests the first level would then wait
+        behind (gunicorn-sync, one request at a time, took 20 s to drain 200 of them)."""
+        heaviest = max(points, key=lambda p: p.load)
+        if heaviest.rate_rps is not None:
+            return heaviest
+        return Point(min(heaviest.users, model.capacity(self.plan.knobs)))
 
     def record(self, step: Step) -> None:
         results.append_jsonl(self.steps_path, step.to_json())
@@ -415,11 +314,16 @@ class Sweep:
                     **self.upstream.evidence()}  # fmt: skip
         return None
 
-    def server_hung(self, server: Server) -> dict[str, Any] | None:
+    def server_hung(self, server: Server, model: Model, point: Point) -> dict[str, Any] | None:
+        """Evidence that the server stopped answering, allowing it time to drain its own queue:
+        a model holding fewer requests than the step's users still has the rest queued."""
+        backlog = max(0, point.users - model.capacity(self.plan.knobs))
+        drain_s = backlog / model.capacity(self.plan.knobs) * self.s.delay_ms / 1000
+        timeout_s = HEALTH_TIMEOUT_S + drain_s
         try:
-            status, _, _ = preflight.get(server.url, "/health", timeout_s=HEALTH_TIMEOUT_S)
+            status, _, _ = preflight.get(server.url, "/health", timeout_s=timeout_s)
         except OSError as e:
-            return {"problem": f"no answer to /health within {HEALTH_TIMEOUT_S:.0f} s ({e})",
+            return {"problem": f"no answer to /health within {timeout_s:.0f} s ({e})",
                     **server.evidence()}  # fmt: skip
         return None if status == 200 else {"problem": f"/health answered {status}"}
 
@@ -444,7 +348,7 @@ class Sweep:
         if not server.alive():
             flags.append("server_died")
             evidence["server"] = server.evidence()
-        elif upstream_down is None and (hung := self.server_hung(server)) is not None:
+        elif upstream_down is None and (hung := self.server_hung(server, model, point)) is not None:
             flags.append("server_hung")  # (with the upstream down, busy workers are its fault)
             evidence["server"] = hung
         if upstream_down is not None:
