@@ -8,6 +8,7 @@ import click
 
 from experiments.common import reproduce as run_reproduction
 from experiments.registry import EXPERIMENTS
+from lab.options import results_dir_option
 
 
 def _help() -> str:
@@ -26,13 +27,7 @@ def _help() -> str:
 @click.argument("name", type=click.Choice(list(EXPERIMENTS)))
 @click.option("--quick", is_flag=True, help="Reduced protocol, about two minutes on two cores.")
 @click.option("--full", is_flag=True, help="Full published size where the default is scaled down.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Directory that receives the run directory.",
-)
+@results_dir_option("Directory that receives the run directory.")
 def reproduce(name: str, quick: bool, full: bool, out: Path) -> None:
     if quick and full:
         raise click.UsageError("--quick and --full exclude each other")

@@ -21,6 +21,7 @@ from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
 from lab.models import load_registry, parse_knobs
+from lab.options import results_dir_option
 from lab.progress import ConsoleProgress
 from lab.scenario import Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
@@ -124,13 +125,7 @@ def main() -> None:
 @click.option("--port", type=int, help="Server port (default: any free port).")
 @click.option("--upstream-port", type=int, help="Upstream port (default: any free port).")
 @click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Directory that receives the run directory.",
-)
+@results_dir_option("Directory that receives the run directory.")
 @click.option(
     "--models-file",
     type=click.Path(dir_okay=False, path_type=Path),

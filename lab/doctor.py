@@ -20,6 +20,7 @@ from rich.table import Table
 
 from lab import leftovers
 from lab.environment import PROJECT_ROOT, read_sysctl
+from lab.options import results_dir_option
 from lab.scenario import FD_MARGIN, FDS_PER_CONNECTION
 
 TUNING = PROJECT_ROOT / "tuning"
@@ -146,13 +147,7 @@ def persistent_commands() -> list[str]:
 
 
 @click.command("doctor")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Results directory to search for leftovers of dead runs.",
-)
+@results_dir_option("Results directory to search for leftovers of dead runs.")
 @click.option("--clean", is_flag=True, help="Stop leftover processes and remove their pid files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 def doctor(out: Path, clean: bool, as_json: bool) -> None:
