@@ -8,9 +8,8 @@ metrics table is exported as summary.csv/.parquet by `analysis.metrics.export_su
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,9 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from analysis.stats import Second, percentiles_of, seconds_of
-from lab.results import ERROR_KINDS, read_jsonl
+from lab.errors import LabError
+from lab.records import ERROR_KINDS, StepRecord
+from lab.rundir import RunDir
 from loadgen import hist
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
@@ -50,6 +51,7 @@ class Run:
     preflight: pd.DataFrame  # one row per model: ok, serialized, message
     steps: pd.DataFrame  # one row per step (model x mode x concurrency x trial)
     timeseries: pd.DataFrame  # one row per second of each step, with per-second p50/p99
+    records: list[StepRecord] = field(default_factory=list)  # what the judge reads
     histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
     seconds: dict[tuple[str, str, int], list[Second]] = field(default_factory=dict)  # all trials
 
@@ -75,52 +77,38 @@ class Run:
 
 def load(run_dir: Path | str) -> Run:
     """Read manifest, preflight, steps and histograms of one run directory."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunError(f"{run_dir}: no such run directory")
-    steps_path = run_dir / "steps.jsonl"
-    if not steps_path.exists() and not (run_dir / "preflight.jsonl").exists():
+    run = RunDir(Path(run_dir))
+    if not run.path.is_dir():
+        raise RunError(f"{run.path}: no such run directory")
+    if not run.steps_path.exists() and not (run.path / "preflight.jsonl").exists():
         # with a preflight but no step (every model failed it) there is still a story to tell
-        raise RunError(f"{run_dir}: no steps.jsonl (has this run measured any step yet?)")
-    manifest = _read_manifest(run_dir / "manifest.json")
-    rows = _without_superseded(
-        [_keyed_by_rate(r) if r.get("mode") == "open" else r for r in read_jsonl(steps_path)]
-    )
+        raise RunError(f"{run.path}: no steps.jsonl (has this run measured any step yet?)")
+    try:
+        manifest = run.manifest()
+        records = _without_superseded(run.steps())
+        preflight = pd.DataFrame(run.rows("preflight.jsonl"))
+    except LabError as exc:
+        raise RunError(str(exc)) from None
+    rows = [_row(r) for r in records]
     steps = steps_frame(rows)
-    timeseries, histograms, seconds = _histograms_and_series(run_dir, rows)
-    preflight = pd.DataFrame(read_jsonl(run_dir / "preflight.jsonl"))
+    timeseries, histograms, seconds = _histograms_and_series(run.path, rows)
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
-    return Run(run_dir, manifest, preflight, steps, timeseries, histograms, seconds)
+    return Run(run.path, manifest, preflight, steps, timeseries, records, histograms, seconds)
 
 
-def _without_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _without_superseded(records: list[StepRecord]) -> list[StepRecord]:
     """Drop an `interrupted` step once `--resume` has measured the same step again."""
-
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        return r.get("model"), r.get("mode"), r.get("concurrency"), r.get("trial")
-
-    def cut(r: dict[str, Any]) -> bool:
-        return "interrupted" in r.get("flags", [])
-
-    remeasured = {key(r) for r in rows if not cut(r)}
-    return [r for r in rows if not cut(r) or key(r) not in remeasured]
+    remeasured = {r.key for r in records if "interrupted" not in r.flags}
+    return [r for r in records if "interrupted" not in r.flags or r.key not in remeasured]
 
 
-def _keyed_by_rate(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "concurrency": round(row["rate_rps"]), "max_outstanding": row["concurrency"]}
-
-
-def _read_manifest(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise RunError(f"{path}: missing (every run directory starts with its manifest)")
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunError(f"{path}: unreadable manifest ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise RunError(f"{path}: manifest is not a JSON object")
-    return manifest
+def _row(record: StepRecord) -> dict[str, Any]:
+    """A record as a table row. `concurrency` is the point's position on the sweep's axis:
+    users in closed loop, the arrival rate in open loop (the cap stays `max_outstanding`)."""
+    row = asdict(record)
+    row["concurrency"] = round(record.key.level)
+    return row
 
 
 def steps_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -27,19 +27,13 @@ import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
 from analysis.stats import estimate, percentiles_of, seconds_of, t975
-from lab.results import ERROR_KINDS
+from lab.flags import excluding, explain
+from lab.records import ERROR_KINDS
 from loadgen import hist
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
-TIE = 0.02  # throughput: two models within 2% with no interval to tell them apart are tied
-P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
-VERDICT_NOTES = {  # flags that leave a point in the verdict but qualify it
-    "client_saturated": "client saturated: the load generator may be the limit",
-    "host_busy": "host busy: other processes disturbed the figures",
-    "unstable": "unstable: trials differ by 10% or more",
-}
-UNFAIR = ("serialized",)  # never part of a verdict: requests did not overlap
-
+TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
+P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
 
 def server_cores(manifest: dict[str, Any], model: str) -> float:
     """CPU cores usable by one model's server: cores given to it, capped by its process count.
@@ -101,7 +95,7 @@ def point_table(run: Run) -> pd.DataFrame:
     table["efficiency"] = table["rps"] / limit.where(limit > 0)
     table["overhead"] = table["ideal_rps"] / table["rps"].where(table["rps"] > 0)
     table["rss_per_conn_kb"] = _rss_per_conn(table)
-    table["fair"] = table["flags"].map(lambda f: not any(x in f for x in UNFAIR))
+    table["fair"] = table["flags"].map(lambda f: not excluding(f))
     return table
 
 
@@ -234,7 +228,7 @@ def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:
     out = pd.Series(float("nan"), index=table.index)
     for (model, _mode), group in table.groupby(["model", "mode"]):
         usable = group[
-            group["flags"].map(lambda f: "serialized" not in f)
+            group["flags"].map(lambda f: not excluding(f))
             & (group["server_cpu_pct"] >= MIN_CPU_PCT_FOR_CEILING)
         ]
         if usable.empty:
@@ -301,63 +295,6 @@ def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
     return abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"])
 
 
-def best_per_level(table: pd.DataFrame) -> pd.DataFrame:
-    """Per mode and level, the best fair model on throughput and on p99, with statistical ties.
-
-    A rival ties the best when their 95% throughput intervals overlap (with no interval: within
-    2%), or its p99 is within 10%. Levels with the same answer are merged into ranges.
-    """
-    cols = ["mode", "levels", "best_rps", "best_p99", "note"]
-    if table.empty:
-        return pd.DataFrame(columns=cols)
-    rows = []
-    for (mode, conc), sub in table.groupby(["mode", "concurrency"]):
-        fair = sub[sub["fair"]]
-        if fair.empty:
-            continue
-        note = [text for flag, text in VERDICT_NOTES.items()
-                if fair["flags"].map(lambda f, flag=flag: flag in f).any()]  # fmt: skip
-        rows.append(
-            [
-                mode,
-                int(conc),
-                _winners(fair, "rps", True),
-                _winners(fair, "p99_ms", False),
-                "; ".join(note),
-            ]
-        )
-    ranges: list[list[Any]] = []
-    for mode, conc, rps_best, p99_best, note in rows:
-        last = ranges[-1] if ranges else None
-        if last and last[0] == mode and last[3:6] == [rps_best, p99_best, note]:
-            last[2] = conc
-        else:
-            ranges.append([mode, conc, conc, rps_best, p99_best, note])
-    return pd.DataFrame(
-        [[m, str(a) if a == b else f"{a}-{b}", r, p, n] for m, a, b, r, p, n in ranges],
-        columns=cols,
-    )
-
-
-def _winners(fair: pd.DataFrame, metric: str, higher: bool) -> str:
-    sub = fair.dropna(subset=[metric])
-    if sub.empty:
-        return "-"
-    best = sub.loc[sub[metric].idxmax() if higher else sub[metric].idxmin()]
-    tied = []
-    for rec in sub.to_dict("records"):
-        if rec["model"] == best["model"]:
-            continue
-        if metric == "rps" and not math.isnan(rec["rps_hi"]) and not math.isnan(best["rps_lo"]):
-            same = rec["rps_hi"] >= best["rps_lo"]
-        else:
-            tie = TIE if metric == "rps" else P99_TIE
-            same = abs(rec[metric] - best[metric]) <= tie * abs(best[metric])
-        if same:
-            tied.append(rec["model"])
-    return best["model"] + (f" (tied: {', '.join(sorted(tied))})" if tied else "")
-
-
 def flagged(table: pd.DataFrame) -> pd.DataFrame:
     """Every flagged point with why, for the report and the terminal: nothing is dropped quietly."""
     cols = ["model", "mode", "concurrency", "flags", "why"]
@@ -369,22 +306,8 @@ def flagged(table: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-EXPLAIN = {
-    "serialized": "requests did not overlap: not a fair result, excluded from the verdict",
-    "preflight_failed": "the model failed its preflight in some trial, which was not measured",
-    "loadgen_failed": "the load generator produced no result for this step",
-    "client_saturated": "load generator CPU >= 90%: throughput may be the client's limit",
-    "host_busy": "processes outside the run used half a core or more: the figures are disturbed",
-    "errors": "some requests failed",
-    "server_died": "the server exited during the step",
-    "upstream_saturated": "the upstream saw less concurrency than offered",
-    "unstable": "trials differ by 10% or more",
-    "no_responses": "not one request succeeded: the server or the load generator did not work",
-}
-
-
 def _why(row: pd.Series) -> str:
-    parts = [EXPLAIN.get(f, f) for f in row["flags"]]
+    parts = [explain(f) for f in row["flags"]]
     if row.get("evidence"):
         parts.append(f"evidence: {row['evidence']}")
     return "; ".join(parts)

@@ -14,16 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.judge import judge, sentence
 from analysis.loading import Run, load
-from analysis.metrics import (
-    EXPLAIN,
-    best_per_level,
-    crossovers,
-    flagged,
-    point_table,
-    unmeasured,
-)
+from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
+from lab.flags import FLAGS
 
 
 def write_report(
@@ -77,7 +72,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
         )
     parts.append(_meta(m))
     parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
-    parts.append("<h2>Verdict</h2>" + _verdict(table))
+    parts.append("<h2>Verdict</h2>" + _verdict(run, table))
     missing = unmeasured(run)
     if not missing.empty:
         parts.append(
@@ -128,18 +123,13 @@ def _meta(m: dict) -> str:
     return f"<table class=meta>{body}</table>"
 
 
-def _verdict(table: pd.DataFrame) -> str:
+def _verdict(run: Run, table: pd.DataFrame) -> str:
     if table.empty:
         return "<p>No step has been measured yet.</p>"
-    best = best_per_level(table)
     cross = crossovers(table)
     flags = flagged(table)
-    headers = {"levels": "concurrency", "best_rps": "best throughput", "best_p99": "best p99"}
-    out = [
-        _frame(best.rename(columns=headers), ["mode", *headers.values(), "note"])
-        if not best.empty
-        else "<p class=bad>No fair point: every point is serialized.</p>"
-    ]
+    verdicts = [f"<li>{_e(sentence(v))}</li>" for v in judge(run.records)]
+    out = [f"<ul>{''.join(verdicts)}</ul>"]
     if cross.empty:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
     else:
@@ -252,7 +242,7 @@ def _points(table: pd.DataFrame) -> str:
             for k, _, spec in POINT_COLUMNS
         )
         rows.append(f"<tr class='{cls}'>{cells}</tr>")
-    legend = "; ".join(f"{k}: {v}" for k, v in EXPLAIN.items())
+    legend = "; ".join(f"{f.name}: {f.meaning}" for f in FLAGS.values())
     return (
         f"<div class=wide><table><tr>{head}</tr>{''.join(rows)}</table></div>"
         f"<p><small>{_e(legend)}</small></p>"

@@ -9,8 +9,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from analysis.judge import judge, sentence
 from analysis.loading import Run
-from analysis.metrics import best_per_level, crossovers, flagged, point_table, unmeasured
+from analysis.metrics import crossovers, flagged, point_table, unmeasured
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -70,12 +71,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     scen = run.manifest.get("scenario", {})
     title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
     console.print(summary_table(table, title))
-    for rec in best_per_level(table).to_dict("records"):
-        note = f"  [yellow]({rec['note']})[/]" if rec["note"] else ""
-        console.print(
-            f"c={rec['levels']} ({rec['mode']}): best rps [bold]{rec['best_rps']}[/], "
-            f"best p99 [bold]{rec['best_p99']}[/]{note}"
-        )
+    for verdict in judge(run.records):
+        console.print(sentence(verdict), markup=False, highlight=False)
     cross = crossovers(table)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"

@@ -22,15 +22,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from lab import procs
 from lab.backend import CpuLayout, NativeBackend
+from lab.generator import run_step
 from lab.sampling import Sampler
 from lab.scenario import UpstreamSpec
-from loadgen.spec import StepSpec
+from loadgen.protocol import Start
 
 PLAIN_LOCUSTFILE = """
 from locust import FastHttpUser, constant, task
@@ -44,15 +46,14 @@ class Plain(FastHttpUser):
 """
 
 
-def lab_generator(url: str, path: str, users: int, seconds: float, cpus: tuple[int, ...],
-                  workdir: Path) -> dict:  # fmt: skip
-    spec = StepSpec(base_url=url, path=path, users=users, settle_s=1.0 + users / 500,
-                    duration_s=seconds,
-                    timeout_s=60.0)  # fmt: skip
-    gen = procs.start("bench-lab", [sys.executable, "-m", "loadgen.worker", spec.to_json()],
-                      log_path=workdir / "lab.log", cpus=cpus, pipe_stdout=True)  # fmt: skip
-    out, _ = gen.popen.communicate(timeout=seconds + 120)
-    return json.loads(out.splitlines()[-1])
+def lab_generator(
+    url: str, path: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
+) -> dict[str, Any]:
+    """The lab's own generator (the same client `lab run` uses) on `cpus`."""
+    start = Start(base_url=url, path=path, users=users, settle_s=1.0 + users / 500,
+                  duration_s=seconds, timeout_s=60.0)  # fmt: skip
+    done = run_step(start, workdir / "lab.log", cpus=cpus)
+    return vars(done)
 
 
 def plain_locust(

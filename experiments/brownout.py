@@ -1,7 +1,7 @@
 """`brownout`: the blog's production story, played on loopback under a constant arrival rate.
 
 The upstream answers after `normal_ms`, then slows to `slow_ms` for a while, then recovers, while
-requests keep arriving at a fixed rate (open loop, loadgen/openloop.py: latency from each request's
+requests keep arriving at a fixed rate (open loop, loadgen/open_loop.py: latency from each request's
 intended start). Capacity arithmetic from the story: a model holding W x P requests at once can
 serve at most W x P / delay requests per second; below the arrival rate the queue grows for the
 whole slowdown and drains only after it. uWSGI threads (few, as in production) are set against
@@ -16,8 +16,6 @@ Per second, for each run: throughput, p50/p99 latency, errors, dropped and in-fl
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import urllib.request
 from dataclasses import dataclass
@@ -28,16 +26,17 @@ from experiments.common import (
     Reproduction,
     Row,
     RunDir,
-    child_env,
-    kill_group,
     load_published,
     mean,
 )
 from experiments.serve import free_port
 from lab.backend import CpuLayout, NativeBackend
+from lab.generator import measured_from, run_step
 from lab.models import Knobs, load_registry
-from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
+from lab.records import StepKey, step_record
+from lab.rundir import RunDir as LabRunDir
 from lab.scenario import UpstreamSpec
+from loadgen.protocol import Done, Start
 
 
 @dataclass(frozen=True)
@@ -102,41 +101,35 @@ def drive(p: Protocol, upstream_url: str, t0_event: threading.Event, stop: threa
             return
 
 
-def load_step(p: Protocol, run: Run, url: str, hlog: str, upstream_url: str) -> dict[str, Any]:
+def closed_users(p: Protocol) -> int:
+    """The closed-loop users that send the open loop's rate at the normal delay."""
+    return max(1, round(p.rate_rps * p.phases[0][2] / 1000))
+
+
+def load_step(
+    p: Protocol, run: Run, url: str, upstream_url: str, out: RunDir, key: StepKey
+) -> Done:
+    """One generator step under the brownout schedule; the upstream's delay follows the phases."""
     duration = sum(s for _, s, _ in p.phases)
-    spec: dict[str, Any] = {
-        "base_url": url,
-        "path": "/io",
-        "settle_s": p.settle_s,
-        "duration_s": duration,
-        "timeout_s": p.timeout_s,
-        "hlog": hlog,
-    }
+    common = {"base_url": url, "path": "/io", "settle_s": p.settle_s, "duration_s": duration,
+              "timeout_s": p.timeout_s}  # fmt: skip
     if run.mode == "open":
-        module = "loadgen.openloop"
-        spec |= {"mode": "open", "users": p.cap, "rate_rps": p.rate_rps, "arrival": p.arrival}
+        start = Start(**common, rate_rps=p.rate_rps, max_outstanding=p.cap, arrival=p.arrival)
     else:
-        module = "loadgen.worker"
-        spec |= {"users": max(1, round(p.rate_rps * p.phases[0][2] / 1000))}
+        start = Start(**common, users=closed_users(p))
     measuring, stop = threading.Event(), threading.Event()
     driver = threading.Thread(target=drive, args=(p, upstream_url, measuring, stop), daemon=True)
     driver.start()
-    proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(spec)], env=child_env(),
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            msg = json.loads(line)
-            if msg["type"] == "measure":
-                measuring.set()
-            elif msg["type"] == "result":
-                return msg | {"users": spec["users"]}
-        raise RuntimeError(f"{module} ended without a result (exit {proc.wait()})")
+        with out.run.hlog_writer(key) as hlog:
+            return run_step(
+                start, out.path / "logs" / "loadgen.log",
+                on_measuring=lambda _: measuring.set(), on_histogram=hlog.write,
+            )  # fmt: skip
     finally:
         stop.set()
         measuring.set()
         driver.join(timeout=10)
-        kill_group(proc)
         set_delay(upstream_url, p.phases[0][2])
 
 
@@ -150,27 +143,20 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())
         server = backend.start_server(model, knobs, upstream.url, free_port())
         rate = p.rate_rps if run.mode == "open" else None
-        rel = hlog_relpath(run.model, run.mode, run.workers * p.processes, index, rate)
-        r = load_step(p, run, server.url, str(run_dir.path / rel), upstream.url)
+        users = closed_users(p) if run.mode == "closed" else None
+        key = StepKey(run.model, run.mode, users, rate, index)
+        done = load_step(p, run, server.url, upstream.url, run_dir, key)
     finally:
         backend.close()
     capacity = model.capacity(knobs)
-    errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
-    if r.get("dropped"):  # as lab run does in open loop: a request that could not start failed
-        errors["dropped"] = r["dropped"]
-    step = Step(
-        run_id=run_dir.path.name, model=run.model, mode=run.mode, concurrency=r["users"],
-        trial=index, started_at=r["started_at"], duration_s=r["duration_s"],
-        requests=r["requests"], ok=r["ok"], errors=errors,
-        throughput_rps=r["ok"] / r["duration_s"], latency_ms=r["latency_ms"], server_cpu_pct=0.0,
-        server_rss_mb=0.0, client_cpu_pct=r["client_cpu_pct"], upstream_max_inflight=0,
-        flags=["errors"] if errors else [], rate_rps=p.rate_rps if run.mode == "open" else None,
-        histogram=rel, timeseries=r["timeseries"],
-        evidence={"capacity": capacity, "phases": p.phases, "dropped": r.get("dropped", 0),
-                  "knobs": knobs.__dict__, "label": run.label},
-    )  # fmt: skip
-    append_jsonl(run_dir.path / "steps.jsonl", step.to_json())
-    out = {"label": run.label, "capacity": capacity, **r}
+    context = {"capacity": capacity, "phases": p.phases, "knobs": knobs.__dict__,
+               "label": run.label}  # fmt: skip
+    cap = p.cap if run.mode == "open" else None
+    record = step_record(run_dir.path.name, key, measured_from(done), max_outstanding=cap,
+                         histogram=LabRunDir.hlog_relpath(key), context=context)  # fmt: skip
+    run_dir.run.append_step(record)
+    r = {**vars(done), **(vars(done.open_loop) if done.open_loop else {})}
+    out = {"label": run.label, "capacity": capacity, "users": users or p.cap, **r}
     run_dir.record(out)
     return out
 

@@ -30,7 +30,9 @@ from rich.table import Table
 
 from lab import __version__ as LAB_VERSION
 from lab.environment import capture
-from lab.results import append_jsonl, write_json
+from lab.records import Measured, Raised, Sampled, StepKey, step_record
+from lab.rundir import RunDir as LabRunDir
+from lab.rundir import write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,20 +71,51 @@ class Reproduction:
 
 @dataclass
 class RunDir:
-    """A run directory being written: manifest first, measurements appended as they happen."""
+    """A reproduction's run directory (written through `lab.rundir`) and its manifest so far."""
 
-    path: Path
+    run: LabRunDir
     manifest: dict[str, Any]
+
+    @property
+    def path(self) -> Path:
+        return self.run.path
 
     @property
     def measurements(self) -> Path:
         return self.path / "measurements.jsonl"
 
     def record(self, obj: dict[str, Any]) -> None:
-        append_jsonl(self.measurements, obj)
+        self.run.append("measurements.jsonl", obj)
 
     def save_manifest(self) -> None:
-        write_json(self.path / "manifest.json", self.manifest)
+        self.run.write_manifest(self.manifest)
+
+    def ab_step(
+        self, key: StepKey, r: dict[str, Any], sampled: Sampled, evidence: dict[str, Any]
+    ) -> None:
+        """Record an `experiments.abclient` result as a step: unanswered requests are timeouts."""
+        errors = dict(r["errors"])
+        if r["unfinished"]:
+            errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
+        started = datetime.fromtimestamp(r["started_at"], UTC).isoformat(timespec="seconds")
+        measured = Measured(
+            started_at=started,
+            duration_s=r["time_taken_s"],
+            requests=r["ok"] + sum(errors.values()),
+            ok=r["ok"],
+            errors=errors,
+            latency_ms=r["latency_ms"],
+            client_cpu_pct=round(r["client_cpu_pct"], 1),
+        )
+        cpu = r["client_cpu_pct"]
+        raised = (Raised("client_saturated", f"client CPU {cpu:.0f}%"),) if cpu >= 90 else ()
+        context = {"deadline_hit": r["deadline_hit"], "ab_style": True, **evidence}
+        hlog = LabRunDir.hlog_relpath(key)
+        self.run.append_step(
+            step_record(
+                self.path.name, key, measured, sampled, raised, histogram=hlog, context=context
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -119,14 +152,8 @@ def environment() -> dict[str, Any]:
 
 
 def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_id = f"{stamp}-reproduce-{exp.name}-{size}"
-    path = out / run_id
-    suffix = 1
-    while path.exists():
-        suffix += 1
-        path = out / f"{run_id}-{suffix}"
-    path.mkdir(parents=True)
+    run_dir = LabRunDir.create(out, f"reproduce-{exp.name}-{size}")
+    path = run_dir.path
     proto = asdict(protocol) if is_dataclass(protocol) else dict(protocol)
     env = environment()
     manifest = {
@@ -146,7 +173,7 @@ def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir
         "environment": env,
         "backend": "native",
     }
-    run = RunDir(path, manifest)
+    run = RunDir(run_dir, manifest)
     run.save_manifest()
     return run
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import resource
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import psutil
@@ -28,7 +27,8 @@ import psutil
 from experiments.common import Experiment, Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
 from lab.environment import read_sysctl
-from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
+from lab.records import Sampled, StepKey
+from lab.rundir import RunDir as LabRunDir
 
 MODELS = {
     "gevent": "gevent.pywsgi.WSGIServer with a gevent Pool of C greenlets (monkey-patched)",
@@ -90,7 +90,8 @@ def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
     argv = [sys.executable, "-m", "experiments.mixpanel_server", *SERVER_ARGS[model],
             "--port", str(port), "--pool", str(c)]  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
-    rel = hlog_relpath(model, "closed", c, 1)
+    key = StepKey(model, "closed", c, None, 1)
+    rel = LabRunDir.hlog_relpath(key)
     with serving(argv, url, run.path / f"logs/{model}.log", cpus=p.server_cpus) as proc:
         server = psutil.Process(proc.pid)
         cpu0 = server.cpu_times()
@@ -101,23 +102,9 @@ def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
         cpu1 = server.cpu_times()
         rss_mb = server.memory_info().rss / 2**20
     server_cpu = (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / r["time_taken_s"] * 100
-    errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
-    if r["unfinished"]:
-        errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
-    step = Step(
-        run_id=run.path.name, model=model, mode="closed", concurrency=c, trial=1,
-        started_at=datetime.fromtimestamp(r["started_at"], UTC).isoformat(timespec="seconds"),
-        duration_s=r["time_taken_s"], requests=p.requests, ok=r["ok"], errors=errors,
-        throughput_rps=r["throughput_rps"], latency_ms=r["latency_ms"],
-        server_cpu_pct=round(server_cpu, 1), server_rss_mb=round(rss_mb, 1),
-        client_cpu_pct=round(r["client_cpu_pct"], 1), upstream_max_inflight=0,
-        flags=(["errors"] if errors else []) + (["client_saturated"]
-                                                 if r["client_cpu_pct"] >= 90 else []),
-        histogram=rel,
-        evidence={"error_details": r["error_details"], "unfinished": r["unfinished"],
-                  "deadline_hit": r["deadline_hit"], "ab_style": True},
-    )  # fmt: skip
-    append_jsonl(run.path / "steps.jsonl", step.to_json())
+    sampled = Sampled(server_cpu_pct=round(server_cpu, 1), server_rss_mb=round(rss_mb, 1))
+    evidence = {"error_details": r["error_details"], "unfinished": r["unfinished"]}
+    run.ab_step(key, r, sampled, evidence)
     out = {"model": model, "c": c, **r, "server_cpu_pct": server_cpu, "server_rss_mb": rss_mb}
     run.record(out)
     return out
@@ -159,7 +146,7 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     pub = load_published("mixpanel")["figures"]
     checks = preflight(p)
     for chk in checks:
-        append_jsonl(run.path / "preflight.jsonl", chk)
+        run.run.append("preflight.jsonl", chk)
     results = {(m, c): level(p, run, m, c) for c in p.levels for m in MODELS}
 
     rows = [

@@ -25,7 +25,6 @@ import math
 import shutil
 import sys
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,8 @@ from experiments.common import (
     run_child,
 )
 from experiments.serve import free_port, serving
-from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
+from lab.records import Sampled, StepKey
+from lab.rundir import RunDir as LabRunDir
 
 MODELS = {
     "uwsgi-threads": "uwsgi --http --master --threads N, Flask app",
@@ -110,7 +110,8 @@ def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
     log = run.path / f"logs/case{index:02d}.log"
     env = {"BLOG_SLEEP_S": str(p.sleep_s), "BLOG_IMPORT": case.lookup}
     model = f"uwsgi-{case.model}"
-    rel = hlog_relpath(model, "closed", case.c, index)
+    key = StepKey(model, "closed", case.c, None, index)
+    rel = LabRunDir.hlog_relpath(key)
     server_cpus = p.server_cpus if case.one_core else None
     client_cpus = p.client_cpus if case.one_core else None
     with serving(uwsgi_argv(case, port), f"http://127.0.0.1:{port}/health", log,
@@ -126,20 +127,8 @@ def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
            "ideal_s": ideal, "x_ideal": r["time_taken_s"] / ideal,
            "listen_queue_full_lines": queue_full}  # fmt: skip
     run.record(out)
-    errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
-    if r["unfinished"]:
-        errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
-    step = Step(
-        run_id=run.path.name, model=model, mode="closed", concurrency=case.c, trial=index,
-        started_at=datetime.fromtimestamp(r["started_at"], UTC).isoformat(timespec="seconds"),
-        duration_s=r["time_taken_s"], requests=case.n, ok=r["ok"], errors=errors,
-        throughput_rps=r["throughput_rps"], latency_ms=r["latency_ms"], server_cpu_pct=0.0,
-        server_rss_mb=0.0, client_cpu_pct=round(r["client_cpu_pct"], 1), upstream_max_inflight=0,
-        flags=["errors"] if errors else [], histogram=rel,
-        evidence={"case": case.name, "listen_queue_full_lines": queue_full,
-                  "deadline_hit": r["deadline_hit"]},
-    )  # fmt: skip
-    append_jsonl(run.path / "steps.jsonl", step.to_json())
+    evidence = {"case": case.name, "listen_queue_full_lines": queue_full}
+    run.ab_step(key, r, Sampled(), evidence)
     return out
 
 

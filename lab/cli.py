@@ -22,10 +22,12 @@ from lab.doctor import doctor
 from lab.errors import LabError
 from lab.models import load_registry, parse_knobs
 from lab.options import results_dir_option
+from lab.plan import Plan, plan_run
 from lab.progress import ConsoleProgress
+from lab.rundir import RunDir
 from lab.scenario import Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
-from lab.sweep import Plan, Sweep, plan_run
+from lab.sweep import Sweep
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -192,10 +194,16 @@ def run(ctx: click.Context, **_: Any) -> None:
         for model in chosen:
             model.check_installed(registry.knobs.resolve(1))
     plan = plan_run(
-        scenario, chosen, registry.knobs.updated(opts["knobs"], "--knob"), opts["out"],
-        run_dir=opts["resume"], allow_remote=opts["allow_remote"],
-        limits=scenario.check_open_files(), invocation=encode_invocation(opts),
-    )  # fmt: skip
+        scenario,
+        chosen,
+        registry.knobs,
+        opts["out"],
+        command_line_knobs=opts["knobs"],
+        run_dir=opts["resume"],
+        allow_remote=opts["allow_remote"],
+        limits=scenario.check_open_files(),
+        invocation=encode_invocation(opts),
+    )
     backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
     console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
@@ -260,16 +268,23 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
     """
     run_dir: Path = ctx.params["resume"]
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError) as e:
-        raise LabError(f"--resume {run_dir}: not a run directory (manifest.json: {e})") from None
+        run = RunDir.existing(run_dir)
+        manifest = run.manifest()
+        run.steps()  # refuse a damaged steps file before anything is appended to it
+    except LabError as e:
+        raise LabError(f"--resume: {e}") from None
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
     if owner is not None and owner.is_running():
         raise LabError(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
     if manifest.get("status") == "complete":
         console.print(f"{run_dir} is already complete; nothing to resume")
         ctx.exit(0)
-    recorded = manifest.get("invocation", {})
+    if not isinstance(manifest.get("invocation"), dict):
+        raise LabError(f"--resume {run_dir}: its manifest records no invocation to continue")
+    warning = run.repair()
+    if warning:
+        console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+    recorded = manifest["invocation"]
     given = encode_invocation(ctx.params)
     conflicts = [
         f"--{key.replace('_', '-')}: recorded {recorded.get(key)!r}, given {given[key]!r}"

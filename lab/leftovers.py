@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lab import procs, results
+from lab import procs
+from lab.rundir import write_json
 
 CLEAN_GRACE_S = 3.0
 
@@ -90,4 +91,4 @@ def mark_abandoned(run_dir: Path) -> None:
     if manifest.get("status") == "running":
         manifest.update(status="interrupted", interrupted_by="the lab process died (found later)",
                         finished_at=datetime.now(UTC).isoformat(timespec="seconds"))  # fmt: skip
-        results.write_json(path, manifest)
+        write_json(path, manifest)

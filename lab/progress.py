@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from lab.preflight import Preflight
-from lab.results import Step
+from lab.records import StepRecord
+from loadgen.protocol import Sample
 
 
 class ConsoleProgress:
@@ -38,8 +38,9 @@ class ConsoleProgress:
     def _advance(self, description: str, live: str = "") -> None:
         elapsed = time.monotonic() - self.start
         total = max(self.bar.tasks[0].total or 0.0, elapsed + 1)
-        self.bar.update(self.task, description=description, live=live, completed=elapsed,
-                        total=total)  # fmt: skip
+        self.bar.update(
+            self.task, description=description, live=live, completed=elapsed, total=total
+        )
 
     def model_started(self, model: str, trial: int) -> None:
         self._advance(f"{model} (trial {trial}): starting and verifying")
@@ -58,21 +59,24 @@ class ConsoleProgress:
                 f"[green]✓ {result.model} verified[/] ({overlaps or result.message})"
             )
 
-    def phase(self, model: str, point: str, phase: str, tick: dict[str, Any]) -> None:
-        live = (
-            f"{tick.get('rps', 0):>7.0f} rps  {tick.get('live_errors', 0)} errors  "
-            f"client CPU {tick.get('client_cpu_pct', 0):.0f}%"
-            if phase == "measure"
-            else f"{tick.get('live_requests', 0)} requests so far"
-        )
+    def phase(self, model: str, point: str, phase: str, sample: Sample | None) -> None:
+        if sample is None:
+            live = ""
+        elif phase == "measure":
+            live = (
+                f"{sample.rps:>7.0f} rps  {sample.live_errors} errors  "
+                f"client CPU {sample.client_cpu_pct:.0f}%"
+            )
+        else:
+            live = f"{sample.live_requests} requests so far"
         self._advance(f"{model} {point} {phase}", live)
 
-    def step_done(self, step: Step) -> None:
+    def step_done(self, step: StepRecord) -> None:
         lat = step.latency_ms
         errors = sum(step.errors.values())
         colour = "red" if errors or step.flags else "default"
         flags = f"  [yellow]{', '.join(step.flags)}" if step.flags else ""
-        point = f"c={step.concurrency}" if step.rate_rps is None else f"{step.rate_rps:g} req/s"
+        point = step.key.label
         self.console.print(
             f"[{colour}]  {step.model:<18} {point:<13} {step.throughput_rps:>8.1f} rps"
             f"  p50 {lat.get('p50', 0):>7.1f} ms  p99 {lat.get('p99', 0):>7.1f} ms"

@@ -39,6 +39,19 @@ def summary_ms(hist: HdrHistogram) -> dict[str, float]:
     return out
 
 
+def encode(hist: HdrHistogram) -> str:
+    """HdrHistogram's compressed base64 form: how a generator sends one second to the lab."""
+    encoded: bytes = hist.encode()
+    return encoded.decode("ascii")
+
+
+def decode(encoded: str) -> HdrHistogram:
+    """The histogram `encode` sent, in the lab's own range and precision."""
+    out = new_histogram()
+    out.add(HdrHistogram.decode(encoded.encode("ascii")))
+    return out
+
+
 def merge(hists: Iterable[HdrHistogram]) -> HdrHistogram:
     """Merge histograms by adding counts: the only correct way to combine percentiles."""
     total = new_histogram()

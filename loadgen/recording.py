@@ -5,25 +5,22 @@ Imported only by the generator processes, which have monkey-patched with gevent 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import gevent
 import psutil
-from hdrh.histogram import HdrHistogram
 
 from loadgen import hist
 from loadgen.errors import classify
-from loadgen.spec import StepSpec
+from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
 
-TICK_KEYS = ("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct")
+SAMPLE_SERIES = ("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct")  # in Done.timeseries
+OPEN_LOOP_SERIES = ("dropped", "inflight")
 
 
 class Recorder:
@@ -36,7 +33,6 @@ class Recorder:
         self.interval_requests = 0
         self.interval_errors: Counter[str] = Counter()
         self.whole = hist.new_histogram()  # every measured second merged
-        self.sink: Callable[[float, float, HdrHistogram], None] | None = None  # e.g. an .hlog
         self.errors: Counter[str] = Counter()
         self.requests = 0
         self.ok = 0
@@ -64,13 +60,12 @@ class Recorder:
             self.interval_errors[kind] += 1
 
     def roll(self, start: float, end: float) -> dict[str, Any]:
-        """Close the current one-second interval; return its tick figures."""
+        """Close the current one-second interval, send its histogram; return its figures."""
         done, self.interval = self.interval, hist.new_histogram()
         errors, self.interval_errors = self.interval_errors, Counter()
         requests, self.interval_requests = self.interval_requests, 0
         self.whole.add(done)
-        if self.sink is not None:
-            self.sink(start, end, done)
+        emit(Histogram(round(start, 3), round(end, 3), hist.encode(done)))
         self.requests += requests
         self.ok += done.get_total_count()
         self.errors.update(errors)
@@ -82,9 +77,6 @@ class Recorder:
             "p50_ms": summary["p50"],
             "p99_ms": summary["p99"],
         }
-
-    def live(self) -> dict[str, int]:
-        return {"live_requests": self.live_requests, "live_errors": self.live_errors}
 
 
 class CpuMeter:
@@ -105,67 +97,75 @@ class CpuMeter:
         return round(100 * (c1 - c0) / max(w1 - w0, 1e-9), 1)
 
 
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
+def emit(message: Message) -> None:
+    sys.stdout.write(encode(message) + "\n")
     sys.stdout.flush()
 
 
 def run_phases(
-    spec: StepSpec,
+    start: Start,
     recorder: Recorder,
-    extra_tick: Callable[[], dict[str, Any]] = dict,
-) -> dict[str, Any]:
-    """Settle (nothing recorded), then measure exactly `duration_s`, one tick line per second.
+    extra_sample: Callable[[], dict[str, int]] = dict,
+) -> Done:
+    """Settle (nothing recorded), then measure exactly `duration_s`, one sample per second.
 
     The load is already running when this is called and is stopped by the caller afterwards.
-    `extra_tick` adds a generator's own per-second figures (open loop: dropped, in flight).
-    Returns the result line's common part; the `.hlog` is written if the spec asks for one.
+    `extra_sample` adds a generator's own per-second figures (open loop: dropped, in flight).
     """
-    with contextlib.ExitStack() as stack:
-        if spec.hlog:
-            recorder.sink = stack.enter_context(hist.HlogWriter(Path(spec.hlog))).write
-        return _settle_and_measure(spec, recorder, extra_tick)
-
-
-def _settle_and_measure(
-    spec: StepSpec, recorder: Recorder, extra_tick: Callable[[], dict[str, Any]]
-) -> dict[str, Any]:
     cpu = CpuMeter()
-    t0 = time.monotonic()
-    settle_end = t0 + spec.settle_s
-    while (now := time.monotonic()) < settle_end:
-        gevent.sleep(min(1.0, settle_end - now))
-        emit({"type": "tick", "phase": "settle", "t": round(time.monotonic() - t0, 2),
-              "client_cpu_pct": cpu.lap(), **recorder.live()})  # fmt: skip
-
+    _settle(start, recorder, cpu)
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-    emit({"type": "measure", "started_at": started_at})
+    emit(Measuring(started_at))
     cpu.lap()
     recorder.measuring = True
-    start = time.monotonic()
-    end = start + spec.duration_s
-    ticks: list[dict[str, Any]] = []
-    tick_start = start
+    t0 = time.monotonic()
+    samples = _measure(start, recorder, cpu, extra_sample)
+    recorder.measuring = False
+    cpu_series = [s.client_cpu_pct for s in samples]
+    keys = SAMPLE_SERIES + (OPEN_LOOP_SERIES if start.mode == "open" else ())
+    return Done(
+        started_at=started_at,
+        duration_s=round(time.monotonic() - t0, 3),
+        requests=recorder.requests,
+        ok=recorder.ok,
+        errors=dict(recorder.errors),
+        latency_ms=hist.summary_ms(recorder.whole),
+        client_cpu_pct=round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
+        timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
+    )
+
+
+def _settle(start: Start, recorder: Recorder, cpu: CpuMeter) -> None:
+    t0 = time.monotonic()
+    settle_end = t0 + start.settle_s
+    while (now := time.monotonic()) < settle_end:
+        gevent.sleep(min(1.0, settle_end - now))
+        t = round(time.monotonic() - t0, 2)
+        emit(Sample("settle", t, cpu.lap(), recorder.live_requests, recorder.live_errors))
+
+
+def _measure(
+    start: Start, recorder: Recorder, cpu: CpuMeter, extra_sample: Callable[[], dict[str, int]]
+) -> list[Sample]:
+    """Exactly `duration_s` measured, cut into one-second intervals."""
+    t0 = time.monotonic()
+    end = t0 + start.duration_s
+    samples: list[Sample] = []
+    tick_start = t0
     while tick_start < end - 1e-3:
         gevent.sleep(max(0.0, min(tick_start + 1.0, end) - time.monotonic()))
         now = time.monotonic()
-        tick = recorder.roll(tick_start - start, now - start)
-        tick.update(t=round(now - start, 2), client_cpu_pct=cpu.lap(), **extra_tick())
-        ticks.append(tick)
-        emit({"type": "tick", "phase": "measure", **tick, **recorder.live()})
+        figures = recorder.roll(tick_start - t0, now - t0)
+        sample = Sample(
+            "measure",
+            round(now - t0, 2),
+            cpu.lap(),
+            recorder.live_requests,
+            recorder.live_errors,
+            **figures,
+            **extra_sample(),
+        )
+        samples.append(sample)
+        emit(sample)
         tick_start = now
-    recorder.measuring = False
-    measured_s = time.monotonic() - start
-
-    cpu_series = [t["client_cpu_pct"] for t in ticks]
-    return {
-        "type": "result",
-        "started_at": started_at,
-        "duration_s": round(measured_s, 3),
-        "requests": recorder.requests,
-        "ok": recorder.ok,
-        "errors": dict(recorder.errors),
-        "latency_ms": hist.summary_ms(recorder.whole),
-        "client_cpu_pct": round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
-        "timeseries": {key: [t[key] for t in ticks] for key in ticks[0]} if ticks else {},
-    }
+    return samples

@@ -1,7 +1,7 @@
 """Build small run directories with known values, written by the project's own result code.
 
 The analysis tests need runs whose every number is known in advance, so this writes them with
-`lab.results` (Step, append_jsonl, write_json) and `loadgen.hist` (the `.hlog` writer) exactly as
+`lab.records.step_record`, `lab.rundir.RunDir` and `loadgen.hist` (the `.hlog` writer) exactly as
 a real sweep does, only with chosen values instead of measured ones.
 """
 
@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.results import Step, append_jsonl, hlog_relpath, write_json
+from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.rundir import RunDir
 from loadgen import hist
 
 RUN_ID = "fixture"
@@ -43,39 +44,47 @@ class FixtureStep:
     def ok(self) -> int:
         return round(sum(self.rps_per_second))
 
-    def to_step(self) -> Step:
+    @property
+    def key(self) -> StepKey:
+        open_loop = self.mode == "open"
+        return StepKey(
+            self.model,
+            self.mode,
+            None if open_loop else self.concurrency,
+            float(self.concurrency) if open_loop else None,
+            self.trial,
+        )
+
+    def to_step(self) -> StepRecord:
         merged = hist.merge(h for _, _, h in self.intervals())
-        return Step(
-            run_id=RUN_ID,
-            model=self.model,
-            mode=self.mode,
-            concurrency=self.concurrency,
-            trial=self.trial,
+        seconds = [float(i) for i in range(self.seconds)]
+        measured = Measured(
             started_at="2023-11-14T22:13:20+00:00",
             duration_s=float(self.seconds),
             requests=self.ok + sum(self.errors.values()),
             ok=self.ok,
             errors=dict(self.errors),
-            throughput_rps=self.ok / self.seconds,
             latency_ms=hist.summary_ms(merged),
+            client_cpu_pct=self.client_cpu_pct,
+            timeseries={
+                "t": seconds,
+                "rps": list(self.rps_per_second),
+                "errors": [0.0] * len(seconds),
+            },
+        )
+        sampled = Sampled(
             server_cpu_pct=self.server_cpu_pct,
             server_rss_mb=self.server_rss_mb,
-            client_cpu_pct=self.client_cpu_pct,
             upstream_max_inflight=self.concurrency,
-            flags=list(self.flags),
-            histogram=hlog_relpath(self.model, self.mode, self.concurrency, self.trial)
-            if self.write_hlog
-            else "",
             timeseries={
-                "t": [float(i) for i in range(self.seconds)],
-                "rps": list(self.rps_per_second),
-                "errors": [0.0] * self.seconds,
                 "server_cpu_pct": [self.server_cpu_pct] * self.seconds,
                 "server_rss_mb": [self.server_rss_mb] * self.seconds,
                 "client_cpu_pct": [self.client_cpu_pct] * self.seconds,
             },
-            evidence={"client_cpu_pct": self.client_cpu_pct} if self.flags else {},
         )
+        raised = tuple(Raised(f, {"client_cpu_pct": self.client_cpu_pct}) for f in self.flags)
+        histogram = RunDir.hlog_relpath(self.key) if self.write_hlog else ""
+        return step_record(RUN_ID, self.key, measured, sampled, raised, histogram=histogram)
 
     def intervals(self) -> list[tuple[float, float, Any]]:
         out = []
@@ -103,8 +112,8 @@ def build_run(
     models = sorted({s.model for s in steps} | set(preflight or {}))
     levels = sorted({s.concurrency for s in steps})
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(
-        run_dir / "manifest.json",
+    run = RunDir(run_dir)
+    run.write_manifest(
         {
             "run_id": RUN_ID,
             "lab_version": "0.1.0",
@@ -138,10 +147,10 @@ def build_run(
     for m in models:
         row = {"model": m, "ok": True, "serialized": False, "message": "ok", "trial": 1}
         row.update((preflight or {}).get(m, {}))
-        append_jsonl(run_dir / "preflight.jsonl", row)
+        run.append("preflight.jsonl", row)
     for s in steps:
         step = s.to_step()
         if s.write_hlog:
             hist.write_hlog(run_dir / step.histogram, s.intervals())
-        append_jsonl(run_dir / "steps.jsonl", step.to_json())
+        run.append_step(step)
     return run_dir

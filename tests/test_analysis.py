@@ -13,8 +13,8 @@ from fixture_run import FixtureStep, build_run
 from analysis import load
 from analysis.cli import compare_runs, report
 from analysis.compare import compare
+from analysis.judge import judge
 from analysis.metrics import (
-    best_per_level,
     crossovers,
     flagged,
     point_table,
@@ -155,7 +155,9 @@ def test_stats_by_hand() -> None:
     assert t975(1000) == pytest.approx(1.962, abs=0.002)
 
 
-def _two_models(run_dir: Path, preflight: dict | None = None) -> Path:
+def _two_models(
+    run_dir: Path, preflight: dict | None = None, b_flags: tuple[str, ...] = ()
+) -> Path:
     """a leads at c=1, b overtakes at c=10 on throughput and on p99; b is client-saturated there."""
     spec = {  # model -> [(concurrency, rps, latency ms)]
         "a": [(1, 10.0, 100.0), (10, 90.0, 110.0), (100, 300.0, 300.0)],
@@ -168,7 +170,8 @@ def _two_models(run_dir: Path, preflight: dict | None = None) -> Path:
             trial,
             (rps,) * 3,
             (lat,),
-            flags=("client_saturated",) if (model, conc) == ("b", 10) else (),
+            flags=(("client_saturated",) if (model, conc) == ("b", 10) else ())
+            + (b_flags if model == "b" else ()),
         )
         for model, points in spec.items()
         for conc, rps, lat in points
@@ -193,21 +196,26 @@ def test_crossovers_on_throughput_and_p99(two: Path) -> None:
 
 
 def test_verdict_ranges_and_flags_visible(two: Path) -> None:
-    table = point_table(load(two))
-    best = best_per_level(table)
-    # c=10 carries a client-saturated note and c=100 does not, so they are separate ranges
-    assert best[["levels", "best_rps"]].values.tolist() == [["1", "a"], ["10", "b"], ["100", "b"]]
-    assert "client saturated" in best.iloc[1]["note"] and not best.iloc[2]["note"]
+    run = load(two)
+    table = point_table(run)
+    verdicts = judge(run.records)
+    assert [(v.level, v.best_rps[0]) for v in verdicts] == [(1, "a"), (10, "b"), (100, "b")]
+    # c=10 carries a client-saturated note and c=100 does not
+    assert "load generator" in "; ".join(verdicts[1].notes) and not verdicts[2].notes
     assert "client_saturated" in _row(table, "b", 10)["flags"]
 
 
 def test_serialized_model_is_shown_but_excluded(tmp_path: Path) -> None:
-    run = _two_models(tmp_path, preflight={"b": {"serialized": True, "message": "no overlap"}})
-    table = point_table(load(run))
+    run = _two_models(
+        tmp_path,
+        preflight={"b": {"serialized": True, "message": "no overlap"}},
+        b_flags=("serialized",),
+    )
+    loaded = load(run)
+    table = point_table(loaded)
     assert len(table) == 6  # nothing dropped
     assert not table[table["model"] == "b"]["fair"].any()
-    best = best_per_level(table)
-    assert set(best["best_rps"]) == {"a"}
+    assert {v.best_rps for v in judge(loaded.records)} == {("a",)}
     assert crossovers(table).empty
     why = flagged(table)
     assert (why["model"] == "b").sum() == 3 and why["why"].str.contains("not a fair result").all()

@@ -8,26 +8,42 @@ from dataclasses import fields
 
 import pytest
 
-from lab.results import Step, read_jsonl
+from lab.records import StepRecord
+from lab.rundir import RunDir
 from loadgen import hist
 from tests.conftest import lab_cli, undisturbed
 
-REQUIRED = {
-    "run_id", "model", "mode", "concurrency", "trial", "started_at", "duration_s", "requests",
-    "ok", "errors", "throughput_rps", "latency_ms", "server_cpu_pct", "server_rss_mb",
-    "client_cpu_pct", "upstream_max_inflight", "flags",
-}  # fmt: skip
+
+def read_jsonl(path):
+    """The raw JSON objects of a run file, as a reader without the lab would see them."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     done = subprocess.run(
-        lab_cli("run", "--models", "gunicorn-asyncio,uwsgi-threads", "--levels", "1,8",
-                "--duration", "2", "--warmup", "1", "--delay-ms", "50", "--trials", "2",
-                "--out", str(out)),
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models",
+            "gunicorn-asyncio,uwsgi-threads",
+            "--levels",
+            "1,8",
+            "--duration",
+            "2",
+            "--warmup",
+            "1",
+            "--delay-ms",
+            "50",
+            "--trials",
+            "2",
+            "--out",
+            str(out),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = out.iterdir()
     return run
@@ -36,9 +52,10 @@ def run_dir(tmp_path_factory):
 def test_steps_have_the_schema(run_dir):
     steps = read_jsonl(run_dir / "steps.jsonl")
     assert len(steps) == 2 * 2 * 2  # models x levels x trials
+    assert len(RunDir(run_dir).steps()) == len(steps)
     for step in steps:
-        assert step.keys() >= REQUIRED
-        assert set(step) == {f.name for f in fields(Step)}
+        assert set(step) == {f.name for f in fields(StepRecord)}
+        assert step["schema_version"] == 2 and step["status"] == "measured"
         assert step["mode"] == "closed"
         assert step["run_id"] == run_dir.name
         assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
@@ -57,7 +74,7 @@ def test_latency_comes_from_the_kept_histogram(run_dir):
 
 def test_closed_loop_concurrency_reached_the_upstream(run_dir):
     steps = read_jsonl(run_dir / "steps.jsonl")
-    assert {s["upstream_max_inflight"] for s in steps if s["concurrency"] == 8} == {8}
+    assert {s["upstream_max_inflight"] for s in steps if s["users"] == 8} == {8}
     assert all(len(s["timeseries"]["server_cpu_pct"]) >= 1 for s in steps)
 
 
@@ -82,17 +99,35 @@ def test_manifest_records_environment_and_commands(run_dir):
 
 def test_open_loop_run_is_keyed_by_rate(tmp_path):
     done = subprocess.run(
-        lab_cli("run", "--models", "gunicorn-asyncio", "--mode", "open", "--rates", "20,40",
-                "--max-outstanding", "30", "--duration", "2", "--warmup", "0", "--delay-ms", "50",
-                "--out", str(tmp_path)),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models",
+            "gunicorn-asyncio",
+            "--mode",
+            "open",
+            "--rates",
+            "20,40",
+            "--max-outstanding",
+            "30",
+            "--duration",
+            "2",
+            "--warmup",
+            "0",
+            "--delay-ms",
+            "50",
+            "--out",
+            str(tmp_path),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = tmp_path.iterdir()
     steps = read_jsonl(run / "steps.jsonl")
-    assert [(s["mode"], s["concurrency"], s["rate_rps"]) for s in steps] == [
-        ("open", 30, 20.0),
-        ("open", 30, 40.0),
+    assert [(s["mode"], s["users"], s["max_outstanding"], s["rate_rps"]) for s in steps] == [
+        ("open", None, 30, 20.0),
+        ("open", None, 30, 40.0),
     ]
     assert len({s["histogram"] for s in steps}) == 2
     for step in steps:

@@ -1,7 +1,7 @@
 """Open-loop load on locust: requests start on a schedule, whatever earlier responses are doing.
 
-Run as `python -m loadgen.openloop SPEC_JSON` (an `OpenSpec`); it prints the same tick and result
-lines as `loadgen.worker`, plus open-loop figures (target and achieved arrival rate, dropped).
+Runs inside the generator process (`python -m loadgen`) for a `Start` with a `rate_rps`; its
+`Done` carries open-loop figures too (target and achieved arrival rate, dropped, unfinished).
 
 Locust's users are closed loop: each user sends its next request only when the last one answered,
 so when the server stalls the load generator stalls with it and the slow period is recorded as a
@@ -9,30 +9,27 @@ handful of slow requests instead of the many that real users would have sent (co
 omission). Here one scheduler greenlet issues request i at its intended time (constant spacing
 1/rate, or Poisson arrivals), each on locust's FastHttpSession (so locust's request event, error
 handling and connection pool are used), and latency is measured from that intended time, not
-from when the request could actually be sent. At most `users` requests are outstanding (the cap,
-one pooled connection each); a request whose intended time comes while the cap is full is not sent
-and is counted as dropped, so overload shows as drops and latency, never as a lower rate.
+from when the request could actually be sent. At most `max_outstanding` requests are outstanding
+(the cap, one pooled connection each); a request whose intended time comes while the cap is full is
+not sent and is counted as dropped, so overload shows as drops and latency, never as a lower rate.
 """
 
-from gevent import monkey
+from __future__ import annotations
 
-monkey.patch_all()
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
-import logging  # noqa: E402
-import random  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from typing import Any  # noqa: E402
+import gevent
+from gevent.pool import Group
+from locust.contrib.fasthttp import FastHttpSession
+from locust.env import Environment
 
-import gevent  # noqa: E402
-from gevent.pool import Group  # noqa: E402
-from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
-from locust.env import Environment  # noqa: E402
-
-from loadgen import hist  # noqa: E402
-from loadgen.recording import Recorder, emit, run_phases  # noqa: E402
-from loadgen.spec import ARRIVALS, OpenSpec, spec_from_json  # noqa: E402
+from loadgen import hist
+from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
+from loadgen.recording import Recorder, run_phases
 
 
 def intended_offsets(rate: float, arrival: str, rng: random.Random) -> Iterator[float]:
@@ -52,7 +49,7 @@ def intended_offsets(rate: float, arrival: str, rng: random.Random) -> Iterator[
 class OpenLoop:
     """The scheduler and its counters; latency goes to a Recorder as in the closed loop."""
 
-    def __init__(self, spec: OpenSpec) -> None:
+    def __init__(self, spec: Start) -> None:
         self.spec = spec
         expected = spec.expected_body.encode() if spec.expected_body is not None else None
         self.recorder = Recorder(expected)
@@ -60,9 +57,13 @@ class OpenLoop:
         env = Environment()
         env.events.request.add_listener(self.on_request)
         self.session = FastHttpSession(
-            spec.base_url, env.events.request, user=None, concurrency=spec.users,
-            network_timeout=spec.timeout_s, connection_timeout=spec.timeout_s,
-        )  # fmt: skip
+            spec.base_url,
+            env.events.request,
+            user=None,
+            concurrency=spec.max_outstanding,
+            network_timeout=spec.timeout_s,
+            connection_timeout=spec.timeout_s,
+        )
         self.inflight = Group()
         self.started = 0  # requests sent while measuring
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
@@ -81,12 +82,13 @@ class OpenLoop:
     def schedule(self, start: float) -> None:
         """Issue requests at their intended times until killed; catch up at once when late."""
         rng = random.Random(self.spec.seed)
+        assert self.spec.rate_rps is not None
         for offset in intended_offsets(self.spec.rate_rps, self.spec.arrival, rng):
             due = start + offset
             delay = due - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            if len(self.inflight) >= self.spec.users:
+            if len(self.inflight) >= self.spec.max_outstanding:
                 if self.recorder.measuring:
                     self.dropped += 1
                     self.tick_dropped += 1
@@ -110,34 +112,23 @@ class OpenLoop:
         return (self.started - 1) / span if self.started > 1 and span > 0 else 0.0
 
 
-def run_open(spec: OpenSpec) -> dict[str, Any]:
-    if spec.rate_rps <= 0:
+def run_open(spec: Start) -> Done:
+    if spec.rate_rps is None or spec.rate_rps <= 0:
         raise ValueError("open loop needs rate_rps > 0")
     loop = OpenLoop(spec)
     scheduler = gevent.spawn(loop.schedule, time.perf_counter())
     try:
-        result = run_phases(spec, loop.recorder, loop.tick)
+        done = run_phases(spec, loop.recorder, loop.tick)
     finally:
         scheduler.kill()
         unfinished = len(loop.inflight)
         loop.inflight.kill(block=True, timeout=5)
-    return {
-        **result,  # latency_ms here is from each request's intended start
-        "service_latency_ms": hist.summary_ms(loop.service),  # from when it was actually sent
-        "rate_rps": spec.rate_rps,
-        "achieved_rate_rps": round(loop.achieved_rate(), 2),
-        "sent": loop.started,
-        "dropped": loop.dropped,
-        "unfinished": unfinished,
-    }
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    spec = spec_from_json(sys.argv[1])
-    assert isinstance(spec, OpenSpec), "loadgen.openloop runs open-loop specs"
-    emit(run_open(spec))
-
-
-if __name__ == "__main__":
-    main()
+    figures = OpenLoopFigures(
+        rate_rps=spec.rate_rps,
+        achieved_rate_rps=round(loop.achieved_rate(), 2),
+        sent=loop.started,
+        dropped=loop.dropped,
+        unfinished=unfinished,
+        service_latency_ms=hist.summary_ms(loop.service),
+    )
+    return replace(done, open_loop=figures)  # latency_ms is from each request's intended start

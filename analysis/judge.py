@@ -1,0 +1,161 @@
+"""The verdict: which model is best at each level, which are tied, which are excluded and why.
+
+A pure function of step records (no files, no clock), so every rule is unit-tested on hand-built
+records. Rules:
+
+- A model's steps at a level are excluded when any carries a flag the registry marks as
+  excluding (serialized, a fault, nothing measured...): an excluded model is never "best".
+- Throughput is the median of the trials; its 95% interval comes from the trials (Student's t,
+  n >= 2) or, for a single trial, from that trial's per-second throughput.
+- A rival ties the best when their intervals overlap (without intervals: within 2%); on p99,
+  when it is within 10% (p99 has no interval here).
+- Flags that do not exclude but qualify (client saturated, host busy) become notes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from analysis.stats import UNSTABLE_SPREAD, t975
+from lab.flags import FLAGS, excluding
+from lab.records import StepRecord
+
+TIE = 0.02  # throughput: within 2% with no interval to tell them apart is a tie
+P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One model at one level, its trials combined."""
+
+    model: str
+    trials: int
+    rps: float
+    rps_lo: float  # 95% interval (nan when there is none)
+    rps_hi: float
+    p99_ms: float
+    flags: tuple[str, ...]
+    excluded_by: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LevelVerdict:
+    mode: str
+    level: float  # users (closed loop) or arrival rate (open loop)
+    best_rps: tuple[str, ...]  # the best first, then the models tied with it
+    best_p99: tuple[str, ...]
+    excluded: dict[str, tuple[str, ...]]  # model -> the flags that exclude it
+    notes: tuple[str, ...]
+    trials: int  # the fewest trials among the contenders
+
+    @property
+    def label(self) -> str:
+        return f"c={self.level:g}" if self.mode == "closed" else f"{self.level:g} req/s"
+
+
+def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:
+    """One verdict per mode and level, in order."""
+    groups: dict[tuple[str, float], dict[str, list[StepRecord]]] = {}
+    for r in records:
+        groups.setdefault((r.mode, r.key.level), {}).setdefault(r.model, []).append(r)
+    return [
+        _verdict(mode, level, [contender(model, rs) for model, rs in sorted(by_model.items())])
+        for (mode, level), by_model in sorted(groups.items())
+    ]
+
+
+def contender(model: str, records: Sequence[StepRecord]) -> Contender:
+    rps = [r.throughput_rps for r in records]
+    centre = statistics.median(rps)
+    lo, hi = _interval(rps) if len(rps) > 1 else _seconds_interval(records[0], centre)
+    p99 = [r.latency_ms.get("p99", math.nan) for r in records if r.ok]
+    flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
+    if len(rps) > 1 and centre > 0 and (max(rps) - min(rps)) / centre >= UNSTABLE_SPREAD:
+        flags += ("unstable",)
+    return Contender(
+        model=model,
+        trials=len(records),
+        rps=centre,
+        rps_lo=lo,
+        rps_hi=hi,
+        p99_ms=statistics.median(p99) if p99 else math.nan,
+        flags=flags,
+        excluded_by=tuple(excluding(flags)),
+    )
+
+
+def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdict:
+    fair = [c for c in contenders if not c.excluded_by]
+    notes = tuple(
+        FLAGS[f].meaning
+        for f in dict.fromkeys(f for c in fair for f in c.flags)
+        if f in FLAGS and f != "errors"
+    )
+    return LevelVerdict(
+        mode=mode,
+        level=level,
+        best_rps=_winners(fair, higher=True),
+        best_p99=_winners(fair, higher=False),
+        excluded={c.model: c.excluded_by for c in contenders if c.excluded_by},
+        notes=notes,
+        trials=min((c.trials for c in contenders), default=0),
+    )
+
+
+def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
+    """The best model on throughput (higher) or p99 (lower), then those tied with it."""
+    if higher:
+        ranked = sorted(fair, key=lambda c: -c.rps)
+    else:
+        ranked = sorted((c for c in fair if not math.isnan(c.p99_ms)), key=lambda c: c.p99_ms)
+    if not ranked or (higher and ranked[0].rps <= 0):
+        return ()
+    best = ranked[0]
+    tied = [c.model for c in ranked[1:] if _tied(best, c, higher)]
+    return (best.model, *sorted(tied))
+
+
+def _tied(best: Contender, rival: Contender, higher: bool) -> bool:
+    if not higher:
+        return abs(rival.p99_ms - best.p99_ms) <= P99_TIE * best.p99_ms
+    if not (math.isnan(rival.rps_hi) or math.isnan(best.rps_lo)):
+        return rival.rps_hi >= best.rps_lo
+    return abs(rival.rps - best.rps) <= TIE * abs(best.rps)
+
+
+def _interval(xs: Sequence[float]) -> tuple[float, float]:
+    """95% interval of the mean of `xs` (Student's t)."""
+    n = len(xs)
+    mean = sum(xs) / n
+    half = t975(n - 1) * statistics.stdev(xs) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def _seconds_interval(record: StepRecord, centre: float) -> tuple[float, float]:
+    """A single trial's interval, from its per-second throughput around the step's figure."""
+    seconds = [float(x) for x in record.timeseries.get("rps", [])]
+    if len(seconds) < 2:
+        return math.nan, math.nan
+    lo, hi = _interval(seconds)
+    return centre - (hi - lo) / 2, centre + (hi - lo) / 2
+
+
+def sentence(v: LevelVerdict) -> str:
+    """The verdict at one level in plain words, for the terminal and the report."""
+    parts = [f"{v.label} ({v.mode}): best rps {_names(v.best_rps)}, best p99 {_names(v.best_p99)}"]
+    if v.excluded:
+        why = "; ".join(f"{m} ({', '.join(fs)})" for m, fs in sorted(v.excluded.items()))
+        parts.append(f"excluded: {why}")
+    if v.trials == 1:
+        parts.append("single trial: run more trials before trusting a difference under ~10%")
+    parts += v.notes
+    return "; ".join(parts)
+
+
+def _names(models: tuple[str, ...]) -> str:
+    if not models:
+        return "none (no fair result)"
+    return models[0] + (f" (tied: {', '.join(models[1:])})" if len(models) > 1 else "")

@@ -1,0 +1,147 @@
+"""The flag registry: every flag a step or a point can carry, declared once.
+
+Each flag says what it means, which evidence fields explain it, which module raises it and whether
+it excludes the step from the verdict. The step record, the judge, the summary, the report, the
+comparison and the README's table all read this registry; `tests/test_flags.py` fails if a flag is
+raised that is not declared here or declared here and never raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.errors import LabError
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag: its meaning in plain words and what it does to the verdict."""
+
+    name: str
+    meaning: str
+    evidence: tuple[str, ...]  # keys of the step's `evidence` that explain it
+    raised_by: str  # the module that raises it
+    excludes: bool  # a step carrying it is never part of the verdict
+
+
+_FLAGS = (
+    Flag(
+        "serialized",
+        "the concurrency probe found that requests did not overlap: not a fair result",
+        ("serialized",),
+        "lab.sweep",
+        excludes=True,
+    ),
+    Flag(
+        "client_saturated",
+        "the load generator's CPU was >= 90% of a core: throughput may be the client's limit",
+        ("client_saturated",),
+        "lab.steps",
+        excludes=False,
+    ),
+    Flag(
+        "host_busy",
+        "processes outside the run used half a core or more: the figures are disturbed",
+        ("host_busy",),
+        "lab.steps",
+        excludes=False,
+    ),
+    Flag(
+        "errors",
+        "at least one request failed (kinds in `errors`)",
+        ("errors",),
+        "lab.records",
+        excludes=False,
+    ),
+    Flag(
+        "no_responses",
+        "not one request succeeded: the server or the load generator did not work",
+        (),
+        "lab.records",
+        excludes=True,
+    ),
+    Flag(
+        "server_died",
+        "the server process exited during the step",
+        ("exit_code", "log_tail"),
+        "lab.steps",
+        excludes=True,
+    ),
+    Flag(
+        "server_hung",
+        "the server was alive but did not answer /health after the step",
+        ("server",),
+        "lab.steps",
+        excludes=True,
+    ),
+    Flag(
+        "upstream_down",
+        "the upstream exited or stalled: the step's errors are the upstream's, not the model's",
+        ("upstream",),
+        "lab.steps",
+        excludes=True,
+    ),
+    Flag(
+        "loadgen_failed",
+        "the load generator exited without a result",
+        ("loadgen",),
+        "lab.steps",
+        excludes=True,
+    ),
+    Flag(
+        "start_failed",
+        "the server exited or never answered /health: nothing was measured",
+        ("start_failed",),
+        "lab.sweep",
+        excludes=True,
+    ),
+    Flag(
+        "preflight_failed",
+        "the server answered wrongly before any load: nothing was measured",
+        ("preflight_failed",),
+        "lab.sweep",
+        excludes=True,
+    ),
+    Flag(
+        "interrupted",
+        "Ctrl-C or SIGTERM cut the step short; `lab run --resume` measures it again",
+        ("interrupted",),
+        "lab.steps",
+        excludes=True,
+    ),
+    Flag(
+        "unstable",
+        "trials of this point differ by 10% or more",
+        (),
+        "analysis.metrics",
+        excludes=False,
+    ),
+)
+
+FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
+
+
+def declared(name: str) -> Flag:
+    """The flag called `name`; raising an undeclared flag is a bug, so it fails loudly."""
+    try:
+        return FLAGS[name]
+    except KeyError:
+        raise LabError(f"flag {name!r} is not declared in lab/flags.py") from None
+
+
+def explain(name: str) -> str:
+    """The flag's meaning in plain words; an unknown flag (from a newer lab) is shown as is."""
+    flag = FLAGS.get(name)
+    return flag.meaning if flag else name
+
+
+def excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
+    """The flags among `flags` that keep a step out of the verdict."""
+    return [f for f in flags if f in FLAGS and FLAGS[f].excludes]
+
+
+def markdown_table() -> str:
+    """The registry as a Markdown table, for the README."""
+    rows = ["| flag | meaning | excluded from the verdict |", "|---|---|---|"]
+    rows += [f"| `{f.name}` | {f.meaning} | {'yes' if f.excludes else 'no'} |" for f in _FLAGS]
+    return "\n".join(rows)

@@ -1,0 +1,268 @@
+"""The step record: what one model measured at one point of a sweep, built in one place.
+
+`step_record` is the only constructor of a `StepRecord` from measurements: sweeps, interrupted
+steps, models that could not start, experiments and test fixtures all go through it, so a field
+added here reaches every writer at once. `from_json` reads every schema the lab ever wrote.
+
+Schema 2 names what a step's load was: `users` in closed loop, `rate_rps` and `max_outstanding`
+in open loop. Schema 1 (before 2026-11) had one `concurrency` field meaning users in closed loop
+and the cap on outstanding requests in open loop; it is read into the new names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from lab import flags as flag_registry
+from lab.errors import LabError
+
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
+# `dropped` is open loop only: a request due while the cap on outstanding requests was full.
+ERROR_KINDS = (
+    "refused",
+    "reset",
+    "timeout",
+    "http_5xx",
+    "http_4xx",
+    "bad_body",
+    "other",
+    "dropped",
+)
+STATUSES = ("measured", "partial", "skipped")
+
+
+@dataclass(frozen=True)
+class StepKey:
+    """What identifies a step: model, mode, the point's load and the trial."""
+
+    model: str
+    mode: str  # "closed" (users, no think time) or "open" (arrival rate)
+    users: int | None  # closed loop
+    rate_rps: float | None  # open loop
+    trial: int
+
+    @property
+    def label(self) -> str:
+        return f"c={self.users}" if self.rate_rps is None else f"{self.rate_rps:g} req/s"
+
+    @property
+    def level(self) -> float:
+        """The point's position on a sweep's axis: users, or the arrival rate."""
+        return float(self.rate_rps if self.rate_rps is not None else self.users or 0)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A flag raised on a step, with the evidence that explains it."""
+
+    flag: str
+    evidence: Any = None
+
+    def __post_init__(self) -> None:
+        flag_registry.declared(self.flag)  # an undeclared flag is a bug: fail where it is raised
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the load generator measured in the window (zeros when nothing was)."""
+
+    started_at: str
+    duration_s: float = 0.0
+    requests: int = 0
+    ok: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+    client_cpu_pct: float = 0.0
+    timeseries: Mapping[str, list[float]] = field(default_factory=dict)
+    open_loop: Mapping[str, Any] | None = None  # achieved rate, sent, dropped, unfinished, ...
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What the lab sampled around the generator during the window."""
+
+    server_cpu_pct: float = 0.0
+    server_rss_mb: float = 0.0
+    upstream_cpu_pct: float = 0.0
+    host_cpu_pct: float = 0.0
+    upstream_max_inflight: int = 0
+    timeseries: Mapping[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step, as written to `steps.jsonl` (one JSON object per line)."""
+
+    run_id: str
+    model: str
+    mode: str
+    users: int | None
+    rate_rps: float | None
+    max_outstanding: int | None
+    trial: int
+    status: str  # measured | partial (interrupted) | skipped (nothing measured; flags say why)
+    started_at: str  # ISO 8601 UTC, start of the measured window
+    duration_s: float  # the measured window, warm-up and settle excluded
+    requests: int
+    ok: int
+    errors: dict[str, int]  # kind -> count, kinds from ERROR_KINDS
+    throughput_rps: float  # ok responses per second of the measured window
+    latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean of successful requests
+    server_cpu_pct: float  # mean over the window, whole process tree, 100 = one core
+    server_rss_mb: float  # peak over the window, whole process tree
+    client_cpu_pct: float  # mean over the window, the load generator, 100 = one core
+    upstream_cpu_pct: float
+    host_cpu_pct: float  # whole machine, 100 = one core
+    upstream_max_inflight: int  # highest concurrency the upstream saw (-1: unknown)
+    flags: tuple[str, ...]
+    histogram: str  # the `.hlog`, relative to the run directory ("" when none)
+    timeseries: dict[str, list[float]]
+    evidence: dict[str, Any]
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> StepKey:
+        return StepKey(self.model, self.mode, self.users, self.rate_rps, self.trial)
+
+    @property
+    def excluded_by(self) -> list[str]:
+        """The flags that keep this step out of the verdict."""
+        return flag_registry.excluding(self.flags)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def step_record(
+    run_id: str,
+    key: StepKey,
+    measured: Measured,
+    sampled: Sampled = Sampled(),
+    raised: tuple[Raised, ...] = (),
+    *,
+    max_outstanding: int | None = None,
+    histogram: str = "",
+    status: str = "measured",
+    context: Mapping[str, Any] | None = None,
+) -> StepRecord:
+    """The step record of what was measured: errors and no-response flags follow from the
+    figures; the rest are raised by the caller with their evidence. `context`: facts a reader
+    needs beside the flags' evidence (e.g. an experiment's case)."""
+    errors = {k: int(v) for k, v in measured.errors.items() if v}
+    if measured.open_loop and measured.open_loop.get("dropped"):
+        errors["dropped"] = int(measured.open_loop["dropped"])
+    derived = [Raised("errors", errors)] if errors else []
+    if not measured.ok:
+        derived.append(Raised("no_responses"))
+    everything = (*raised, *derived)
+    names = tuple(dict.fromkeys(r.flag for r in everything))
+    evidence = dict(context or {})
+    evidence |= {r.flag: r.evidence for r in everything if r.evidence not in (None, {}, "")}
+    if measured.open_loop is not None:
+        evidence["open_loop"] = dict(measured.open_loop)
+    duration = measured.duration_s
+    return StepRecord(
+        run_id=run_id,
+        model=key.model,
+        mode=key.mode,
+        users=key.users,
+        rate_rps=key.rate_rps,
+        max_outstanding=max_outstanding,
+        trial=key.trial,
+        status=status,
+        started_at=measured.started_at,
+        duration_s=duration,
+        requests=measured.requests,
+        ok=measured.ok,
+        errors=errors,
+        throughput_rps=round(measured.ok / duration, 2) if duration > 0 else 0.0,
+        latency_ms=dict(measured.latency_ms),
+        server_cpu_pct=sampled.server_cpu_pct,
+        server_rss_mb=sampled.server_rss_mb,
+        client_cpu_pct=measured.client_cpu_pct,
+        upstream_cpu_pct=sampled.upstream_cpu_pct,
+        host_cpu_pct=sampled.host_cpu_pct,
+        upstream_max_inflight=sampled.upstream_max_inflight,
+        flags=names,
+        histogram=histogram if measured.ok else "",
+        timeseries={**measured.timeseries, **sampled.timeseries},
+        evidence=evidence,
+    )
+
+
+def from_json(data: Any) -> StepRecord:
+    """A record from one parsed line of `steps.jsonl`, of any schema this lab can read."""
+    if not isinstance(data, dict):
+        raise LabError(f"a step must be a JSON object, got {type(data).__name__}")
+    version = data.get("schema_version", 1)
+    if version not in READABLE_SCHEMAS:
+        raise LabError(
+            f"step schema {version!r} is not one this lab reads ({READABLE_SCHEMAS}); "
+            "a newer lab wrote it"
+        )
+    if version == 1:
+        data = _from_schema_1(data)
+    names = {f.name for f in fields(StepRecord)}
+    missing = sorted(n for n in names if n not in data and n != "schema_version")
+    if missing:
+        raise LabError(f"a step lacks {', '.join(missing)}")
+    values = {k: v for k, v in data.items() if k in names}
+    values["flags"] = tuple(values["flags"])
+    record = StepRecord(**values)
+    _check_types(record)
+    return record
+
+
+def _from_schema_1(old: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 had `concurrency` (users, or the open-loop cap) and no status."""
+    data = dict(old)
+    concurrency = data.pop("concurrency", None)
+    is_open = data.get("mode") == "open"
+    data.setdefault("users", None if is_open else concurrency)
+    data.setdefault("max_outstanding", concurrency if is_open else None)
+    data.setdefault("rate_rps", None)
+    data.setdefault("upstream_cpu_pct", 0.0)
+    data.setdefault("host_cpu_pct", 0.0)
+    data.setdefault("histogram", "")
+    data.setdefault("timeseries", {})
+    data.setdefault("evidence", {})
+    flags = data.get("flags") or []
+    unmeasured = {"start_failed", "preflight_failed"} & set(flags)
+    data.setdefault(
+        "status", "partial" if "interrupted" in flags else "skipped" if unmeasured else "measured"
+    )
+    data["schema_version"] = 1
+    return data
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "model": str,
+    "mode": str,
+    "trial": int,
+    "status": str,
+    "started_at": str,
+    "duration_s": (int, float),
+    "requests": int,
+    "ok": int,
+    "errors": dict,
+    "throughput_rps": (int, float),
+    "latency_ms": dict,
+    "flags": tuple,
+    "histogram": str,
+    "timeseries": dict,
+    "evidence": dict,
+}
+
+
+def _check_types(record: StepRecord) -> None:
+    for name, kind in _TYPES.items():
+        value = getattr(record, name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise LabError(f"a step's {name} has the wrong type ({type(value).__name__})")
+    if record.mode not in ("closed", "open"):
+        raise LabError(f"a step's mode must be closed or open, got {record.mode!r}")

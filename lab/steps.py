@@ -1,0 +1,366 @@
+"""Measuring one step: the load generator, the samplers around it, the checks after it.
+
+A step runs one generator process for one point (users or a rate), samples the server, the
+upstream and the whole host once a second during the measured window, writes the per-second
+histograms, and afterwards checks for faults (the server died or hung, the upstream went down,
+the generator or the host was saturated). What it raises becomes the step's flags, with evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from lab import preflight, procs, safety
+from lab.backend import Backend, Server
+from lab.generator import Generator, Outcome, follow, measured_from
+from lab.models import Model
+from lab.plan import Plan
+from lab.preflight import Preflight
+from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.sampling import HostMeter, Sampler
+from lab.scenario import Point
+from loadgen.protocol import Sample, Start
+
+CLIENT_SATURATED_PCT = 90.0
+HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
+WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
+HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
+
+
+class Listener(Protocol):
+    """What a sweep reports as it goes (the terminal progress display implements it)."""
+
+    def model_started(self, model: str, trial: int) -> None: ...
+    def preflight_done(self, result: Preflight) -> None: ...
+    def phase(self, model: str, point: str, phase: str, sample: Sample | None) -> None: ...
+    def step_done(self, step: StepRecord) -> None: ...
+    def problem(self, model: str, message: str) -> None: ...
+
+
+class Upstream:
+    """The mock upstream of a run: started once, checked and restarted between steps."""
+
+    def __init__(self, plan: Plan, backend: Backend, listener: Listener, port: int) -> None:
+        self.plan, self.backend, self.listener, self.port = plan, backend, listener, port
+        self.server: Server = backend.start_upstream(plan.scenario.upstream, port)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def ensure(self) -> None:
+        """Restart an upstream that died or stalled, on the same port the server calls."""
+        if self.problem() is None:
+            return
+        self.server.stop()
+        self.listener.problem("upstream", "upstream down or stalled; restarting it")
+        self.server = self.backend.start_upstream(self.plan.scenario.upstream, self.port)
+
+    def problem(self) -> dict[str, Any] | None:
+        """Evidence that the upstream exited or stopped answering /stats, or None if it is fine."""
+        if not self.server.alive():
+            return {"problem": "exited", **self.server.evidence()}
+        try:
+            preflight.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
+        except OSError as e:
+            problem = f"no answer to /stats within {HEALTH_TIMEOUT_S:.0f} s ({e})"
+            return {"problem": problem, **self.server.evidence()}
+        return None
+
+    def reset(self) -> None:
+        """Start the in-flight high-water mark at the measured window."""
+        with contextlib.suppress(OSError):  # a dead upstream is recorded after the step
+            preflight.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
+
+    def max_inflight(self) -> int:
+        try:
+            _, raw, _ = preflight.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
+            return int(json.loads(raw)["max_inflight"])
+        except (OSError, ValueError, KeyError):
+            return -1
+
+
+@dataclass
+class Samplers:
+    """The server's, the upstream's and the host's CPU and memory, once a second."""
+
+    server: Sampler
+    upstream: Sampler
+    host: Sampler
+
+    def each(self) -> tuple[Sampler, ...]:
+        return self.server, self.upstream, self.host
+
+    def sampled(self, upstream_max_inflight: int) -> Sampled:
+        return Sampled(
+            server_cpu_pct=self.server.mean_cpu(),
+            server_rss_mb=self.server.peak_rss(),
+            upstream_cpu_pct=self.upstream.mean_cpu(),
+            host_cpu_pct=self.host.mean_cpu(),
+            upstream_max_inflight=upstream_max_inflight,
+            timeseries={
+                "server_cpu_pct": self.server.cpu,
+                "server_rss_mb": self.server.rss,
+                "upstream_cpu_pct": self.upstream.cpu,
+                "host_cpu_pct": self.host.cpu,
+            },
+        )
+
+
+class StepRunner:
+    """Runs steps of one model's server; every step ends on time (a watchdog sees to it)."""
+
+    def __init__(
+        self, plan: Plan, backend: Backend, upstream: Upstream, listener: Listener
+    ) -> None:
+        self.plan, self.backend, self.upstream, self.listener = plan, backend, upstream, listener
+        self.s = plan.scenario
+
+    def start_message(self, server: Server, point: Point, warmup: bool) -> Start:
+        """What the generator is asked to do: users in closed loop, a rate in open loop."""
+        s = self.s
+        return Start(
+            base_url=server.url,
+            path=s.path(),
+            settle_s=s.settle_s,
+            duration_s=s.warmup_s if warmup else s.duration_s,
+            timeout_s=s.request_timeout_s,
+            expected_body=preflight.expected_body(s.path()).decode(),
+            users=point.users if point.rate_rps is None else 0,
+            rate_rps=point.rate_rps,
+            max_outstanding=point.users if point.rate_rps is not None else 0,
+            arrival=s.arrival,
+        )
+
+    def warm_up(self, server: Server, model: Model, point: Point) -> None:
+        """Load the server as a step would, keeping nothing."""
+        self.run(server, model, point, trial=0, warmup=True)
+
+    def measure(
+        self, server: Server, model: Model, point: Point, trial: int, known: tuple[Raised, ...]
+    ) -> StepRecord:
+        """One measured step; `known`: flags already raised on the model (e.g. `serialized`)."""
+        record = self.run(server, model, point, trial, warmup=False, known=known)
+        assert record is not None
+        return record
+
+    def run(
+        self,
+        server: Server,
+        model: Model,
+        point: Point,
+        trial: int,
+        warmup: bool,
+        known: tuple[Raised, ...] = (),
+    ) -> StepRecord | None:
+        self.upstream.ensure()
+        self.check_targets(server)
+        key = StepKey(model.name, self.s.mode, _users(point), point.rate_rps, trial)
+        start = self.start_message(server, point, warmup)
+        samplers = Samplers(
+            Sampler(server.meter()), Sampler(self.upstream.server.meter()), Sampler(HostMeter())
+        )
+        outcome = Outcome()
+        with self._generator(start) as (gen, watchdog), self._hlog(key, warmup) as hlog:
+            try:
+                follow(
+                    gen,
+                    outcome,
+                    on_measuring=lambda _: self._measuring(samplers),
+                    on_sample=lambda m: self._progress(model, point, warmup, m),
+                    on_histogram=hlog,
+                )
+            except KeyboardInterrupt as e:
+                if not warmup:  # keep what was measured; --resume measures this step again
+                    self._record_partial(key, point, outcome, samplers, str(e) or "SIGINT")
+                raise
+            finally:
+                for each in samplers.each():
+                    each.stop()
+        if warmup:
+            return None
+        raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
+        return self._record(key, point, outcome, samplers, raised)
+
+    @contextlib.contextmanager
+    def _generator(self, start: Start) -> Iterator[tuple[Generator, Watchdog]]:
+        gen = Generator(
+            start,
+            log_path=self.plan.run.logs / "loadgen.log",
+            cpus=self.backend.loadgen_cpus(),
+            pid_dir=self.plan.run.pids,
+        )
+        watchdog = Watchdog(gen, start.settle_s + start.duration_s + start.timeout_s)
+        try:
+            yield gen, watchdog
+        finally:
+            watchdog.cancel()
+            gen.stop()
+
+    @contextlib.contextmanager
+    def _hlog(self, key: StepKey, warmup: bool) -> Iterator[Any]:
+        if warmup:
+            yield None
+            return
+        with self.plan.run.hlog_writer(key) as writer:
+            yield writer.write
+
+    def _measuring(self, samplers: Samplers) -> None:
+        self.upstream.reset()
+        for each in samplers.each():
+            each.start()
+
+    def _progress(self, model: Model, point: Point, warmup: bool, sample: Sample) -> None:
+        phase = "warmup" if warmup else sample.phase
+        self.listener.phase(model.name, point.label, phase, sample)
+
+    def check_targets(self, server: Server) -> None:
+        """Refuse to load anything but loopback or the backend's own containers (unless allowed)."""
+        trusted = getattr(self.backend, "trusted_hosts", ())
+        for what, url in (("server", server.url), ("upstream", self.upstream.url)):
+            safety.check_url(url, what, allow_remote=self.plan.allow_remote, trusted=trusted)
+
+    def _after(
+        self,
+        server: Server,
+        model: Model,
+        point: Point,
+        outcome: Outcome,
+        gen: Generator,
+        watchdog: Watchdog,
+    ) -> list[Raised]:
+        """The checks after a step: faults of the server, upstream and generator."""
+        raised = list(self.faults(server, model, point, self.upstream.problem()))
+        if outcome.done is None:
+            evidence = {**gen.proc.evidence(), "message": outcome.failure}
+            if watchdog.fired:
+                evidence["watchdog"] = f"load generator killed after {watchdog.limit_s:.0f} s"
+            raised.append(Raised("loadgen_failed", evidence))
+        elif outcome.done.client_cpu_pct >= CLIENT_SATURATED_PCT:
+            cpu = outcome.done.client_cpu_pct
+            raised.append(Raised("client_saturated", f"load generator CPU {cpu}%"))
+        return raised
+
+    def _record(
+        self,
+        key: StepKey,
+        point: Point,
+        outcome: Outcome,
+        samplers: Samplers,
+        raised: list[Raised],
+    ) -> StepRecord:
+        measured = measured_from(outcome.done)
+        upstream_down = any(r.flag == "upstream_down" for r in raised)
+        sampled = samplers.sampled(-1 if upstream_down else self.upstream.max_inflight())
+        raised += _host_busy(measured, sampled)
+        return step_record(
+            self.plan.run_id,
+            key,
+            measured,
+            sampled,
+            tuple(raised),
+            max_outstanding=point.users if point.rate_rps is not None else None,
+            histogram=self.plan.run.hlog_relpath(key),
+        )
+
+    def faults(
+        self, server: Server, model: Model, point: Point, upstream_down: dict[str, Any] | None
+    ) -> Iterator[Raised]:
+        """The server died or hung, or the upstream went down (then busy workers are its fault)."""
+        if not server.alive():
+            yield Raised("server_died", server.evidence())
+        elif upstream_down is None and (hung := self.server_hung(server, model, point)):
+            yield Raised("server_hung", hung)
+        if upstream_down is not None:
+            yield Raised("upstream_down", upstream_down)
+
+    def server_hung(self, server: Server, model: Model, point: Point) -> dict[str, Any] | None:
+        """Evidence that the server stopped answering, allowing it time to drain its own queue:
+        a model holding fewer requests than the step's users still has the rest queued."""
+        capacity = model.capacity(self.plan.knobs)
+        backlog = max(0, point.users - capacity)
+        timeout_s = HEALTH_TIMEOUT_S + backlog / capacity * self.s.delay_ms / 1000
+        try:
+            status, _, _ = preflight.get(server.url, "/health", timeout_s=timeout_s)
+        except OSError as e:
+            problem = f"no answer to /health within {timeout_s:.0f} s ({e})"
+            return {"problem": problem, **server.evidence()}
+        return None if status == 200 else {"problem": f"/health answered {status}"}
+
+    def _record_partial(
+        self, key: StepKey, point: Point, outcome: Outcome, samplers: Samplers, why: str
+    ) -> None:
+        measured = partial(outcome)
+        reason = (
+            f"stopped by {why} after {measured.duration_s} of {self.s.duration_s} s; figures "
+            "from the per-second samples (no histogram, errors unclassified)"
+        )
+        record = step_record(
+            self.plan.run_id,
+            key,
+            measured,
+            samplers.sampled(-1),
+            (Raised("interrupted", reason),),
+            max_outstanding=point.users if point.rate_rps is not None else None,
+            status="partial",
+        )
+        self.plan.run.append_step(record)
+        self.listener.step_done(record)
+
+
+def _users(point: Point) -> int | None:
+    return point.users if point.rate_rps is None else None
+
+
+def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
+    apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
+    others = sampled.host_cpu_pct - apparatus
+    if others < HOST_BUSY_PCT:
+        return []
+    return [Raised("host_busy", f"other processes used {others:.0f}% of a core")]
+
+
+def partial(outcome: Outcome) -> Measured:
+    """An interrupted step's figures, from the per-second samples the generator sent."""
+    samples = outcome.samples
+    ok, errors, last = 0.0, 0, 0.0
+    for s in samples:
+        ok += s.rps * (s.t - last)
+        errors += s.errors
+        last = s.t
+    cpu = [s.client_cpu_pct for s in samples]
+    keys = ("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct")
+    return Measured(
+        started_at=outcome.started_at or datetime.now(UTC).isoformat(),
+        duration_s=round(last, 3),
+        requests=round(ok) + errors,
+        ok=round(ok),
+        errors={"other": errors} if errors else {},
+        client_cpu_pct=round(sum(cpu) / len(cpu), 1) if cpu else 0.0,
+        timeseries={k: [getattr(s, k) for s in samples] for k in keys},
+    )
+
+
+class Watchdog:
+    """Kills a load generator that outlives its step's time limit, so every step ends on time."""
+
+    def __init__(self, gen: Generator, step_s: float) -> None:
+        self.gen = gen
+        self.limit_s = step_s + WATCHDOG_GRACE_S
+        self.fired = False
+        self.timer = threading.Timer(self.limit_s, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        procs.stop_group(self.gen.proc.pid, grace_s=0)
+
+    def cancel(self) -> None:
+        self.timer.cancel()

@@ -1,0 +1,42 @@
+"""One closed-loop load step: locust users against one URL, each sending its next request as soon
+as the last one answered (no think time, like `ab -c N`).
+
+Runs inside the generator process (`python -m loadgen`), which has monkey-patched with gevent.
+Phases: spawn all users, settle (connections open, nothing recorded), measure for exactly the
+window (every completed request's latency recorded from locust's request event), stop.
+"""
+
+from __future__ import annotations
+
+from locust import FastHttpUser, constant, task
+from locust.env import Environment
+
+from loadgen.protocol import Done, Start
+from loadgen.recording import Recorder, run_phases
+
+
+def user_class(start: Start) -> type[FastHttpUser]:
+    class LabUser(FastHttpUser):
+        host = start.base_url
+        wait_time = constant(0)  # closed loop, no think time: like `ab -c N`
+        network_timeout = start.timeout_s
+        connection_timeout = start.timeout_s
+
+        @task
+        def hit(self) -> None:
+            self.client.get(start.path, name=start.path)
+
+    return LabUser
+
+
+def run_closed(start: Start) -> Done:
+    expected = start.expected_body.encode() if start.expected_body is not None else None
+    recorder = Recorder(expected)
+    env = Environment(user_classes=[user_class(start)])
+    env.events.request.add_listener(recorder.on_request)
+    runner = env.create_local_runner()
+    runner.start(start.users, spawn_rate=start.users)
+    try:
+        return run_phases(start, recorder)
+    finally:
+        runner.quit()

@@ -1,0 +1,151 @@
+"""The messages between the lab and a load-generator process, typed on both sides.
+
+The lab starts `python -m loadgen START_JSON` (a `Start`); the generator answers on stdout with
+one JSON line per message: `Measuring` when the measured window opens, a `Sample` every second
+(settle and measure phases), a `Histogram` after every measured second (the interval's latencies,
+HdrHistogram-encoded, so the lab writes the `.hlog` and can merge several generators exactly), and
+finally `Done` (the step's figures) or `Failed`. Plain data and the standard library only: the lab
+imports this without gevent's monkey-patching, which only the generator processes do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+ARRIVALS = ("constant", "poisson")
+
+
+class ProtocolError(ValueError):
+    """A line that is not a message of this protocol."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """What one step asks of a generator. Closed loop: `users`; open loop: `rate_rps`."""
+
+    base_url: str  # e.g. http://127.0.0.1:18080
+    path: str  # e.g. /io
+    settle_s: float  # after starting, before measuring: excluded from every figure
+    duration_s: float  # the measured window
+    timeout_s: float  # per request
+    expected_body: str | None = None  # a 2xx with another body counts as a "bad_body" error
+    users: int = 0  # closed loop: simultaneous users, no think time
+    rate_rps: float | None = None  # open loop: target arrival rate
+    max_outstanding: int = 0  # open loop: requests in flight at most; the rest are dropped
+    arrival: str = "constant"  # open loop: "constant" spacing or "poisson" (same mean)
+    seed: int | None = None  # open loop: a reproducible Poisson schedule
+
+    @property
+    def mode(self) -> str:
+        return "closed" if self.rate_rps is None else "open"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Start:
+        return _build(cls, json.loads(text))
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """The measured window starts now (settle is over)."""
+
+    started_at: str  # ISO 8601 UTC
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One second of progress: live figures while settling, measured ones while measuring."""
+
+    phase: str  # "settle" or "measure"
+    t: float  # seconds since the phase began
+    client_cpu_pct: float
+    live_requests: int  # every completion so far, measured or not (for the progress display)
+    live_errors: int
+    rps: float = 0.0
+    errors: int = 0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    dropped: int = 0  # open loop: due this second while the cap was full
+    inflight: int = 0  # open loop: requests outstanding at the end of the second
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """One measured second's latencies (µs), HdrHistogram's compressed base64 encoding."""
+
+    start_s: float
+    end_s: float
+    encoded: str
+
+
+@dataclass(frozen=True)
+class OpenLoopFigures:
+    """What only an open-loop step has."""
+
+    rate_rps: float
+    achieved_rate_rps: float  # sends per second between the window's first and last send
+    sent: int
+    dropped: int  # due while the cap was full: never sent
+    unfinished: int  # sent, unanswered when the window closed
+    service_latency_ms: dict[str, float]  # from actual send: what a closed loop would report
+
+
+@dataclass(frozen=True)
+class Done:
+    """The step's figures; latency of successful requests only, from each request's start
+    (open loop: from its intended start)."""
+
+    started_at: str
+    duration_s: float
+    requests: int
+    ok: int
+    errors: dict[str, int]
+    latency_ms: dict[str, float]
+    client_cpu_pct: float
+    timeseries: dict[str, list[float]] = field(default_factory=dict)
+    open_loop: OpenLoopFigures | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The generator could not run the step."""
+
+    message: str
+
+
+Message = Measuring | Sample | Histogram | Done | Failed
+_TYPES: dict[str, type[Any]] = {
+    "measuring": Measuring,
+    "sample": Sample,
+    "histogram": Histogram,
+    "done": Done,
+    "failed": Failed,
+}
+_NAMES = {cls: name for name, cls in _TYPES.items()}
+
+
+def encode(message: Message) -> str:
+    """One line of JSON, without the newline."""
+    return json.dumps({"type": _NAMES[type(message)], **asdict(message)})
+
+
+def decode(line: str) -> Message:
+    """The message on one line; `ProtocolError` for anything else (e.g. a stray print)."""
+    try:
+        data = json.loads(line)
+        cls = _TYPES[data.pop("type")]
+        if cls is Done and data.get("open_loop") is not None:
+            data["open_loop"] = _build(OpenLoopFigures, data["open_loop"])
+        message: Message = _build(cls, data)
+        return message
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ProtocolError(f"not a load-generator message: {line[:120]!r} ({exc})") from None
+
+
+def _build(cls: type[Any], data: dict[str, Any]) -> Any:
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in known})
