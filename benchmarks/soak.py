@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lab import procs
-from lab.results import read_jsonl, write_json
+from lab.rundir import RunDir, write_json
 
 MB = 1024 * 1024
 ROLES = ("lab", "loadgen", "server", "upstream")
@@ -142,7 +142,7 @@ def main() -> None:
     log.close()
     if run_dir is None:
         raise SystemExit(f"lab exited ({lab.returncode}) before creating a run directory")
-    steps = read_jsonl(run_dir / "steps.jsonl")
+    steps = [vars(r) for r in RunDir(run_dir).steps()]
     step = steps[-1] if steps else {}
     if step:  # settle and shutdown are not the soak: keep the measured window only
         begin = datetime.fromisoformat(step["started_at"]).timestamp()

@@ -46,7 +46,7 @@ def raise_nofile() -> tuple[int, int]:
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
-    """(kind from lab.results.ERROR_KINDS, detail) for a failed request."""
+    """(kind from lab.records.ERROR_KINDS, detail) for a failed request."""
     if isinstance(exc, gevent.Timeout | TimeoutError | socket.timeout):
         return "timeout", "timeout"
     if isinstance(exc, OSError) and exc.errno is not None:

@@ -156,7 +156,7 @@ def step_record(
     if measured.open_loop and measured.open_loop.get("dropped"):
         errors["dropped"] = int(measured.open_loop["dropped"])
     derived = [Raised("errors", errors)] if errors else []
-    if not measured.ok:
+    if not measured.ok and status == "measured":
         derived.append(Raised("no_responses"))
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))

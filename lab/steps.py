@@ -196,7 +196,8 @@ class StepRunner:
             cpus=self.backend.loadgen_cpus(),
             pid_dir=self.plan.run.pids,
         )
-        watchdog = Watchdog(gen, start.settle_s + start.duration_s + start.timeout_s)
+        step_s = start.settle_s + start.duration_s + start.timeout_s
+        watchdog = Watchdog(gen.proc, step_s + WATCHDOG_GRACE_S)
         try:
             yield gen, watchdog
         finally:
@@ -350,9 +351,9 @@ def partial(outcome: Outcome) -> Measured:
 class Watchdog:
     """Kills a load generator that outlives its step's time limit, so every step ends on time."""
 
-    def __init__(self, gen: Generator, step_s: float) -> None:
-        self.gen = gen
-        self.limit_s = step_s + WATCHDOG_GRACE_S
+    def __init__(self, proc: procs.Proc, limit_s: float) -> None:
+        self.proc = proc
+        self.limit_s = limit_s
         self.fired = False
         self.timer = threading.Timer(self.limit_s, self._fire)
         self.timer.daemon = True
@@ -360,7 +361,7 @@ class Watchdog:
 
     def _fire(self) -> None:
         self.fired = True
-        procs.stop_group(self.gen.proc.pid, grace_s=0)
+        procs.stop_group(self.proc.pid, grace_s=0)
 
     def cancel(self) -> None:
         self.timer.cancel()

@@ -278,5 +278,5 @@ def test_sweep_profile_writes_results_to_the_host(tmp_path: Path) -> None:
     (run_dir,) = tmp_path.iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
-    assert [s["concurrency"] for s in steps] == [1, 5]
+    assert [s["users"] for s in steps] == [1, 5]
     assert all(s["ok"] > 0 and not s["errors"] for s in steps)

@@ -30,9 +30,10 @@ from lab.docker_backend import (
     serve_command,
 )
 from lab.models import load_registry
+from lab.plan import plan_run
 from lab.procs import StartFailed, free_port
 from lab.scenario import UpstreamSpec, load_scenario, override
-from lab.sweep import Sweep, plan_run
+from lab.sweep import Sweep
 
 SKIP_REASON = docker_skip_reason(compose_tool())
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
@@ -131,11 +132,11 @@ def test_docker_sweep_fills_container_cpu_and_memory_and_cleans_up(tmp_path: Pat
     assert manifest["execution"]["image_id"].startswith("sha256:")
     assert manifest["execution"]["limits"]["nofile"] == read_nofile()
     steps = [json.loads(line) for line in (plan.run_dir / "steps.jsonl").read_text().splitlines()]
-    assert [s["concurrency"] for s in steps] == [1, 10]
+    assert [s["users"] for s in steps] == [1, 10]
     for step in steps:
         assert step["ok"] > 0 and not step["errors"], step["flags"]
         assert step["server_cpu_pct"] > 0 and step["server_rss_mb"] > 0
-        assert step["upstream_max_inflight"] == step["concurrency"]
+        assert step["upstream_max_inflight"] == step["users"]
 
 
 @needs_docker

@@ -21,8 +21,7 @@ import psutil
 import pytest
 
 from lab import procs
-from lab.results import read_jsonl
-from lab.sweep import Watchdog
+from lab.steps import Watchdog
 from tests.conftest import lab_cli, undisturbed
 
 FIRST, SECOND = "gunicorn-gevent", "gunicorn-gthread"
@@ -61,6 +60,13 @@ app = "wsgi"
 unit = "thread"
 argv = ["{bindir}/python", "-c", "import socket, time; s = socket.create_server(('{host}', {port})); conns = [s.accept() for _ in range(100)]; time.sleep(60)"]
 """  # noqa: E501
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The raw objects of a run file, as any reader would see them (missing file: none)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 class LabRun:
@@ -242,7 +248,7 @@ def broken_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ids=["exits-at-once", "never-listens", "accepts-never-answers"],
 )  # fmt: skip
 def test_server_that_never_starts_is_recorded_and_the_sweep_moves_on(broken_run, model, evidence):
-    steps = {(s["model"], s["concurrency"]): s for s in read_jsonl(broken_run / "steps.jsonl")}
+    steps = {(s["model"], s["users"]): s for s in read_jsonl(broken_run / "steps.jsonl")}
     for level in (1, 4):
         step = steps[(model, level)]
         assert step["flags"] == ["start_failed"] and step["requests"] == 0
@@ -265,14 +271,14 @@ def test_server_killed_mid_step(lab_run, scenario):
     assert (run.dir / "steps.jsonl").read_bytes().startswith(before)  # earlier step unchanged
     steps = run.steps()
     died = steps[1]
-    assert (died["model"], died["concurrency"]) == (FIRST, 4)
+    assert (died["model"], died["users"]) == (FIRST, 4)
     assert "server_died" in died["flags"] and "errors" in died["flags"]
     assert set(died["errors"]) <= {"refused", "reset", "timeout", "other"}
     assert sum(died["errors"].values()) > 0  # its connection errors are counted
-    assert died["evidence"]["server"]["exit_code"] == -signal.SIGKILL
+    assert died["evidence"]["server_died"]["exit_code"] == -signal.SIGKILL
     assert died["duration_s"] == pytest.approx(2, abs=0.5)
     nxt = [s for s in steps if s["model"] == SECOND]
-    assert [s["concurrency"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
+    assert [s["users"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
     assert_all_gone(run)
 
 
@@ -289,7 +295,7 @@ def test_hung_server_times_out_and_the_step_ends_on_time(lab_run, scenario):
     assert "server_hung" in hung["flags"] and hung["errors"].get("timeout", 0) > 0
     assert hung["duration_s"] == pytest.approx(2, abs=0.5)
     nxt = [s for s in run.steps() if s["model"] == SECOND]
-    assert [s["concurrency"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
+    assert [s["users"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
     assert_all_gone(run)
 
 
@@ -306,10 +312,10 @@ def test_upstream_and_load_generator_deaths_are_recorded_as_theirs(lab_run, scen
     assert run.finish() == 0, run.output()
     up_down, gen_failed, clean = run.steps()
     assert "upstream_down" in up_down["flags"] and "server_died" not in up_down["flags"]
-    assert up_down["evidence"]["upstream"]["exit_code"] == -signal.SIGKILL
+    assert up_down["evidence"]["upstream_down"]["exit_code"] == -signal.SIGKILL
     assert up_down["errors"].get("http_5xx", 0) > 0  # the app answered 502: the upstream's fault
     assert "loadgen_failed" in gen_failed["flags"] and "server_died" not in gen_failed["flags"]
-    assert gen_failed["evidence"]["loadgen"]["exit_code"] == -signal.SIGKILL
+    assert gen_failed["evidence"]["loadgen_failed"]["exit_code"] == -signal.SIGKILL
     assert undisturbed(clean) and clean["ok"] > 0  # a restarted upstream, the same server
     assert run.pid("upstream") is None  # stopped at the end like everything else
     assert_all_gone(run)
@@ -324,7 +330,7 @@ def test_stalled_upstream_is_recorded_and_replaced(lab_run, scenario):
     assert run.finish() == 0, run.output()
     stalled, clean = run.steps()
     assert "upstream_down" in stalled["flags"] and "server_hung" not in stalled["flags"]
-    assert "no answer to /stats" in stalled["evidence"]["upstream"]["problem"]
+    assert "no answer to /stats" in stalled["evidence"]["upstream_down"]["problem"]
     assert undisturbed(clean) and clean["ok"] > 0
     assert not upstream.is_running()
     assert_all_gone(run)
@@ -348,7 +354,7 @@ def test_lab_killed_then_resumed_keeps_and_skips_every_finished_step(lab_run, sc
     assert not any(c is not None and c.is_running() for c in children)  # ...and were removed
     after = (run.dir / "steps.jsonl").read_bytes()
     assert after.startswith(before)  # every earlier step intact
-    keys = [(s["model"], s["concurrency"]) for s in read_jsonl(run.dir / "steps.jsonl")]
+    keys = [(s["model"], s["users"]) for s in read_jsonl(run.dir / "steps.jsonl")]
     assert sorted(keys) == sorted({(m, c) for m in (FIRST, SECOND) for c in (1, 4)})  # none twice
     manifest = json.loads((run.dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["resumes"]) == 1
