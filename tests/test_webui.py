@@ -6,6 +6,8 @@ screenshots go to results/ui-screenshots/ (not committed); the test prints the p
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import signal
 import subprocess
@@ -139,3 +141,51 @@ def _lab_figures(lab: object) -> dict[str, tuple[int, float, float, float]]:
             return out
         time.sleep(1)
     raise AssertionError("the lab page never showed throughput for both models")
+
+
+def test_headless_locust_writes_the_same_result_directory(
+    start_model, upstream, tmp_path: Path
+) -> None:  # noqa: ANN001, E501
+    """`locust --headless` with the same locustfiles and --lab-out saves a reportable result,
+    one step per model, the down model (a closed port) not offered and so not failing."""
+    servers = [start_model(m) for m in MODELS]
+    targets = [f"{s.name}={s.url}" for s in servers] + ["uwsgi-gevent=http://127.0.0.1:1"]
+    env = {
+        **os.environ,
+        "LAB_TARGETS": ",".join(targets),
+        "LAB_UPSTREAM_URL": upstream.url,
+        "LAB_SERVER_PIDS": ",".join(f"{s.name}={s.proc.pid}" for s in servers),
+    }  # noqa: E501
+    out = tmp_path / "results"
+    argv = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "loadgen/locustfile.py,lab/webui.py",
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "5s",
+        "--lab-delay-ms",
+        "50",
+        "--lab-out",
+        str(out),
+    ]  # noqa: E501
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = out.iterdir()
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert sorted(s["model"] for s in steps) == sorted(MODELS)
+    assert all(s["ok"] > 0 and not s["errors"] and s["histogram"] for s in steps), steps
+    assert all((run_dir / s["histogram"]).exists() for s in steps)
+    report = subprocess.run(
+        [str(Path(sys.executable).parent / "lab"), "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # noqa: E501
+    assert report.returncode == 0, report.stdout + report.stderr
