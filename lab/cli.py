@@ -28,6 +28,7 @@ from lab.rundir import RunDir
 from lab.scenario import Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
 from lab.sweep import Sweep
+from lab.ui import ui
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -367,6 +368,7 @@ main.add_command(report)
 main.add_command(compare_runs)
 main.add_command(reproduce)
 main.add_command(serve)
+main.add_command(ui)
 
 
 def entry(argv: list[str] | None = None) -> None:

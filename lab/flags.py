@@ -110,6 +110,21 @@ _FLAGS = (
         excludes=True,
     ),
     Flag(
+        "capped",
+        "throughput stayed well under the ideal while the server's CPU was not saturated: a "
+        "concurrency limit (threads, greenlets, listen queue), not the CPU, held the model back",
+        ("capped",),
+        "lab.liveflags",
+        excludes=False,
+    ),
+    Flag(
+        "server_saturated",
+        "the server's CPU was at 90% of its cores or more: the model is CPU-bound here",
+        ("server_saturated",),
+        "lab.liveflags",
+        excludes=False,
+    ),
+    Flag(
         "unstable",
         "trials of this point differ by 10% or more",
         (),

@@ -17,26 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servers.common import DEFAULT_CPU_N, HEALTH_BODY, body, cpu_work
+from servers.common import DEFAULT_CPU_N, expected_body
 
 # A probe passes if its wall time stays within this fraction of the extra time full
 # serialisation would add: d + (K - 1) * d * SLACK. Halfway would also accept half-serialised.
 SLACK = 0.25
-
-
-def expected_body(path: str) -> bytes:
-    """The exact body every model must return for a path the lab requests."""
-    url = urllib.parse.urlsplit(path)
-    query = dict(urllib.parse.parse_qsl(url.query))
-    match url.path:
-        case "/io":
-            return body("io", upstream="ok")
-        case "/sleep":
-            return body("sleep", ms=int(query.get("ms", "100")))
-        case "/cpu":
-            n = int(query.get("n", DEFAULT_CPU_N))
-            return body("cpu", n=n, result=cpu_work(n))
-    return HEALTH_BODY
 
 
 def get(base_url: str, path: str, timeout_s: float = 30.0,

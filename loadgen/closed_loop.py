@@ -8,31 +8,24 @@ window (every completed request's latency recorded from locust's request event),
 
 from __future__ import annotations
 
-from locust import FastHttpUser, constant, task
 from locust.env import Environment
 
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
-
-
-def user_class(start: Start) -> type[FastHttpUser]:
-    class LabUser(FastHttpUser):
-        host = start.base_url
-        wait_time = constant(0)  # closed loop, no think time: like `ab -c N`
-        network_timeout = start.timeout_s
-        connection_timeout = start.timeout_s
-
-        @task
-        def hit(self) -> None:
-            self.client.get(start.path, name=start.path)
-
-    return LabUser
+from loadgen.users import Request, model_user
 
 
 def run_closed(start: Start) -> Done:
     expected = start.expected_body.encode() if start.expected_body is not None else None
     recorder = Recorder(expected)
-    env = Environment(user_classes=[user_class(start)])
+    user = model_user(
+        "lab",
+        start.base_url,
+        lambda: Request(start.path),  # the recorder checks each body against `expected`
+        timeout_s=start.timeout_s,
+        connect_timeout_s=start.timeout_s,
+    )
+    env = Environment(user_classes=[user])
     env.events.request.add_listener(recorder.on_request)
     runner = env.create_local_runner()
     runner.start(start.users, spawn_rate=start.users)

@@ -11,6 +11,10 @@ except ImportError:  # pragma: no cover - gevent is a locust dependency
     GeventTimeout = TimeoutError  # type: ignore[misc,assignment]
 
 
+class BadBody(Exception):
+    """A 2xx whose body is not the one every model must send (raised through locust's failure)."""
+
+
 def classify(
     exception: BaseException | None, status: int, body: bytes | None, expected: bytes | None
 ) -> str | None:
@@ -30,6 +34,8 @@ def classify(
 
 def classify_exception(exception: BaseException) -> str:
     for error in _chain(exception):
+        if isinstance(error, BadBody):
+            return "bad_body"
         if isinstance(error, ConnectionRefusedError):
             return "refused"
         if isinstance(error, ConnectionResetError | BrokenPipeError | ConnectionAbortedError):

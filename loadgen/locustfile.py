@@ -1,63 +1,115 @@
-"""Locust file for the web UI (and headless runs) in Compose: one FastHttpUser class per model.
+"""Locust file for the web UI and headless runs: one closed-loop user class per server model.
 
-Why one class per model: locust's class picker (`--class-picker`) then offers every server model
-as a choice in the UI, and a headless run names the model as its user class
-(`locust -f loadgen/locustfile.py --headless ... uwsgi-gevent`). Classes are generated from the
-model registry, so a model added there appears here too. Each user is closed-loop with no think
-time (like `ab -c N`): it calls `/io`, which makes the server wait on the mock upstream, and a
-response counts as a success only if its body is byte-identical to the one every model must send.
+Why one class per model: locust's class picker (`--class-picker`) offers every model as a choice,
+a headless run names models as user classes, and request names carry the model (`uwsgi-gevent
+/io`), so the statistics table has one row per model. At start-up the master (or a local runner)
+asks every target's /health and keeps only models that answer: the picker offers and preselects
+exactly what runs (Compose baselines appear when their profile is up). The run parameters (delay,
+distribution, route, user split) are custom arguments shown in the start form.
 
 Environment:
-  LAB_DELAY_MS   upstream delay per request (default: 100)
-  LAB_TARGETS    model=URL,... overrides (default: http://MODEL:8000, the Compose service name);
-                 locust workers on other hosts set it to addresses they can reach
+  LAB_TARGETS    model=URL,... (default: every model of servers/models.toml at http://MODEL:8000,
+                 its Compose service name); `lab ui` and remote workers set it
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import random
+import tomllib
+import urllib.request
+from pathlib import Path
+from typing import Any
 
-from locust import FastHttpUser, constant, task
+import gevent.pool
+from locust import events
+from locust.env import Environment
+from locust.runners import WorkerRunner
 
-from lab.models import Model, load_registry
-from servers.common import io_body
+from loadgen import runparams
+from loadgen.users import ModelUser, Request, model_user
 
-DELAY_MS = int(os.environ.get("LAB_DELAY_MS", "100"))
-EXPECTED_BODY, _ = io_body(200)
+MODELS_TOML = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
+HEALTH_TIMEOUT_S = 2.0
+log = logging.getLogger("concurrency-lab")
+
+
+def registry_models(path: Path = MODELS_TOML) -> dict[str, dict[str, Any]]:
+    """Model name -> its registry table (description, baseline), read without the lab."""
+    return dict(tomllib.loads(path.read_text()).get("models", {}))
 
 
 def target_urls(models: list[str], overrides: str) -> dict[str, str]:
-    """Each model's base URL: its Compose service name, unless LAB_TARGETS says otherwise."""
-    urls = {name: f"http://{name}:8000" for name in models}
-    for pair in filter(None, (p.strip() for p in overrides.split(","))):
-        name, _, url = pair.partition("=")
-        urls[name.strip()] = url.strip()
-    return urls
+    """Each model's base URL. With LAB_TARGETS set, exactly the models it names."""
+    pairs = [p.strip() for p in overrides.split(",") if p.strip()]
+    if not pairs:
+        return {name: f"http://{name}:8000" for name in models}
+    return {name.strip(): url.strip() for name, _, url in (p.partition("=") for p in pairs)}
 
 
-class ModelUser(FastHttpUser):
-    """One model's user: GET /io in a closed loop, body checked."""
-
-    abstract = True
-    wait_time = constant(0)
-    network_timeout = 120.0
-    connection_timeout = 30.0
-
-    @task
-    def io(self) -> None:
-        with self.client.get(
-            f"/io?delay_ms={DELAY_MS}", name="/io", catch_response=True
-        ) as response:
-            if response.status_code == 200 and response.content != EXPECTED_BODY:
-                response.failure(f"unexpected body {response.content[:80]!r}")
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=HEALTH_TIMEOUT_S) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
 
 
-def _user_class(model: Model, url: str) -> type[ModelUser]:
-    kind = "baseline: needs Compose profile 'baselines'" if model.baseline else "core model"
-    doc = f"{model.description} ({kind})"
-    return type(model.name, (ModelUser,), {"host": url, "__doc__": doc, "abstract": False})
+class Plan:
+    """The request plan every user calls: reads the run parameters from the live options."""
+
+    environment: Environment | None = None
+    rng = random.Random()
+
+    @classmethod
+    def next(cls) -> Request:
+        options = cls.environment.parsed_options if cls.environment else None
+        return runparams.request_for(runparams.RunParams.of(options), cls.rng)
 
 
-_models = list(load_registry().models.values())
-_urls = target_urls([m.name for m in _models], os.environ.get("LAB_TARGETS", ""))
-globals().update({m.name: _user_class(m, _urls[m.name]) for m in _models})
+def _classes() -> dict[str, type[ModelUser]]:
+    registry = registry_models()
+    urls = target_urls(list(registry), os.environ.get("LAB_TARGETS", ""))
+    out = {}
+    for name, url in urls.items():
+        table = registry.get(name, {})
+        kind = "baseline: Compose profile 'baselines'" if table.get("baseline") else "model"
+        doc = f"{table.get('description', name)} ({kind})"
+        out[name] = model_user(name, url, Plan.next, doc=doc)
+    return out
+
+
+USER_CLASSES = _classes()
+globals().update(USER_CLASSES)
+
+
+@events.init_command_line_parser.add_listener
+def _arguments(parser: Any) -> None:
+    runparams.add_arguments(parser)
+
+
+@events.init.add_listener
+def _only_what_runs(environment: Environment, **_: Any) -> None:
+    """Offer and preselect only models whose service answers /health (not on workers: they
+    take the master's choice)."""
+    Plan.environment = environment
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    names = [c.__name__ for c in environment.user_classes]
+    answers = gevent.pool.Pool(16).map(lambda n: healthy(USER_CLASSES[n].host or ""), names)
+    up = [n for n, ok in zip(names, answers, strict=True) if ok]
+    if down := sorted(set(names) - set(up)):
+        log.warning("not offered (no answer to /health): %s", ", ".join(down))
+    environment.user_classes = [USER_CLASSES[n] for n in up]
+    if environment.available_user_classes is not None:
+        environment.available_user_classes = {n: USER_CLASSES[n] for n in up}
+
+
+@events.test_start.add_listener
+def _split(environment: Environment, **_: Any) -> None:
+    """Apply the per-model user split as class weights at every start."""
+    params = runparams.RunParams.of(environment.parsed_options)
+    classes = environment.user_classes
+    for name, weight in runparams.weights(params.split, [c.__name__ for c in classes]).items():
+        USER_CLASSES[name].weight = weight

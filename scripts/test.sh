@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-# The report test renders report.html in headless Chromium (Debian's package); install it if we can.
+# The report test renders report.html and the web UI test drives the locust UI in Debian's
+# chromium (Playwright with executable_path: no browser download); install it if we can.
 if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   echo "test: installing chromium for the report rendering test"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \

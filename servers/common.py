@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from dataclasses import dataclass
 
 DEFAULT_CPU_N = 10_000
@@ -54,3 +55,22 @@ def io_body(status: int) -> tuple[bytes, int]:
 
 
 HEALTH_BODY = body("health", status="ok")
+
+
+def expected_body(path: str) -> bytes:
+    """The exact body every model must return for a path the lab requests.
+
+    Here, not in the lab, so that load generators (which must not import the lab) check bodies
+    with the very same rule as the lab's preflight.
+    """
+    url = urllib.parse.urlsplit(path)
+    query = dict(urllib.parse.parse_qsl(url.query))
+    match url.path:
+        case "/io":
+            return body("io", upstream="ok")
+        case "/sleep":
+            return body("sleep", ms=int(query.get("ms", "100")))
+        case "/cpu":
+            n = int(query.get("n", DEFAULT_CPU_N))
+            return body("cpu", n=n, result=cpu_work(n))
+    return HEALTH_BODY
