@@ -24,7 +24,7 @@ INSTALL_HINTS = {
     "gunicorn": "pip install gunicorn",
 }
 KNOB_MAX = {"processes": 256, "workers": 100_000, "backlog": 1_000_000, "keepalive_s": 3_600,
-            "pool": 100_000, "timeout_s": 86_400}  # fmt: skip
+            "pool": 100_000, "timeout_s": 86_400, "db_pool": 100_000}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,14 @@ class Knobs:
     keepalive_s: int = 5
     pool: int | str = "auto"
     timeout_s: int = 120
+    db_pool: int | str = "auto"  # PostgreSQL/Redis connections per process (each driver's pool)
 
     def resolve(self, top_level: int) -> Knobs:
-        """Fill in "auto": workers = the run's highest level, pool = workers."""
+        """Fill in "auto": workers = the run's highest level, pool and db_pool = workers."""
         workers = top_level if self.workers == "auto" else self.workers
         pool = workers if self.pool == "auto" else self.pool
-        resolved = replace(self, workers=workers, pool=pool)
+        db_pool = workers if self.db_pool == "auto" else self.db_pool
+        resolved = replace(self, workers=workers, pool=pool, db_pool=db_pool)
         for f in fields(resolved):
             value = getattr(resolved, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -193,6 +195,7 @@ def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
         "LAB_UPSTREAM_URL": upstream_url,
         "LAB_POOL_SIZE": str(knobs.pool),
         "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
+        "LAB_DB_POOL": str(knobs.db_pool),
         "PYTHONPATH": str(BUILTIN_MODELS.parent.parent),
         "PYTHONUNBUFFERED": "1",
         **dict(model.env),
