@@ -16,16 +16,17 @@ from rich.table import Table
 
 from analysis.cli import compare_runs, report
 from experiments.cli import reproduce
-from lab import leftovers, procs, safety
+from lab import dbrun, leftovers, procs, safety
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
 from lab.models import load_registry, parse_knobs
 from lab.options import results_dir_option
 from lab.progress import ConsoleProgress
-from lab.scenario import Scenario, builtin_names, load_scenario, override
+from lab.scenario import ROUTES, Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
 from lab.sweep import Plan, Sweep, plan_run
+from servers.common import DB_DRIVERS
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -113,7 +114,24 @@ def main() -> None:
 @click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none).")
 @click.option("--trials", type=int, callback=positive, help="Repeats of every level.")
 @click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
-@click.option("--route", type=click.Choice(["io", "sleep", "cpu"]), help="What each request does.")
+@click.option(
+    "--route",
+    type=click.Choice(list(ROUTES)),
+    help="What each request does; db and cache wait in PostgreSQL and Redis (started for the run).",
+)
+@click.option(
+    "--db-url",
+    "db_urls",
+    multiple=True,
+    metavar="URL",
+    help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
+    "loopback only unless --allow-remote.",
+)
+@click.option(
+    "--db-driver",
+    type=click.Choice(list(DB_DRIVERS)),
+    help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
+)
 @click.option(
     "--knob",
     "knobs",
@@ -196,12 +214,25 @@ def run(ctx: click.Context, **_: Any) -> None:
         run_dir=opts["resume"], allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(), invocation=encode_invocation(opts),
     )  # fmt: skip
+    if dbrun.needed(scenario.route) and opts["backend"] != "native":
+        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
     backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
     console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
                   f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
     try:
-        with stop_signals(), ConsoleProgress(console, plan.expected_seconds()) as progress:
+        with (
+            stop_signals(),
+            dbrun.serving(
+                scenario.route,
+                plan.run_dir,
+                opts["db_urls"],
+                opts["db_driver"],
+                opts["allow_remote"],
+                scenario.host,
+            ),
+            ConsoleProgress(console, plan.expected_seconds()) as progress,
+        ):
             Sweep(plan, backend, progress, resume=recorded).run()
     except KeyboardInterrupt as e:
         late = procs.stop_all()  # normally none: the sweep stopped everything already
@@ -222,10 +253,30 @@ def run(ctx: click.Context, **_: Any) -> None:
 
 
 # The options that define what a run measures: recorded in the manifest, reused by --resume.
-RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
-             "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
-             "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
-             "arrival", "backend")  # fmt: skip
+RESUMABLE = (
+    "scenario_name",
+    "models",
+    "levels",
+    "duration",
+    "warmup",
+    "trials",
+    "delay_ms",
+    "route",
+    "knobs",
+    "port",
+    "upstream_port",
+    "no_pin",
+    "models_file",
+    "host",
+    "request_timeout",
+    "start_timeout",
+    "mode",
+    "rates",
+    "max_outstanding",
+    "arrival",
+    "backend",
+    "db_driver",
+)
 
 
 def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:

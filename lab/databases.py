@@ -146,11 +146,27 @@ def start_redis(run_dir: Path, host: str = "127.0.0.1") -> Database:
     binary = redis_binary()
     tmp = _private_dir("lab-redis-", None)
     port = procs.free_port(host)
-    argv = [binary, "--bind", host, "--port", str(port), "--dir", str(tmp), "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--maxclients", "10000"]  # fmt: skip
+    argv = [
+        binary,
+        "--bind",
+        host,
+        "--port",
+        str(port),
+        "--dir",
+        str(tmp),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--maxclients",
+        "10000",
+    ]
     try:
-        proc = procs.start("redis", argv, log_path=run_dir / "logs" / "redis.log",
-                           pid_dir=run_dir / "pids")  # fmt: skip
+        proc = procs.start(
+            "redis", argv, log_path=run_dir / "logs" / "redis.log", pid_dir=run_dir / "pids"
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -233,8 +249,9 @@ ENV_NAMES = {"postgres": "LAB_DB_URL", "redis": "LAB_REDIS_URL"}
 
 
 @contextlib.contextmanager
-def running(kinds: tuple[str, ...], run_dir: Path, given: tuple[Database, ...] = (),
-            host: str = "127.0.0.1") -> Iterator[dict[str, str]]:  # fmt: skip
+def running(
+    kinds: tuple[str, ...], run_dir: Path, given: tuple[Database, ...] = (), host: str = "127.0.0.1"
+) -> Iterator[dict[str, str]]:
     """Start each database kind not already `given`; yield the env that points servers at them.
 
     Everything started is stopped and removed when the block ends, however it ends.

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servers.common import DEFAULT_CPU_N, HEALTH_BODY, body, cpu_work
+from servers.common import DEFAULT_CPU_N, HEALTH_BODY, body, cpu_work, db_body, wait_ms
 
 # A probe passes if its wall time stays within this fraction of the extra time full
 # serialisation would add: d + (K - 1) * d * SLACK. Halfway would also accept half-serialised.
@@ -36,6 +36,11 @@ def expected_body(path: str) -> bytes:
         case "/cpu":
             n = int(query.get("n", DEFAULT_CPU_N))
             return body("cpu", n=n, result=cpu_work(n))
+        case "/db":
+            up = query.get("upstream_ms")
+            return db_body(wait_ms(query.get("delay_ms")), None if up is None else wait_ms(up), 200)
+        case "/cache":
+            return body("cache", ms=wait_ms(query.get("delay_ms")), redis="ok")
     return HEALTH_BODY
 
 
@@ -130,7 +135,8 @@ def probe(base_url: str, path: str, k: int, delay_ms: float) -> Probe:
 
 def run(model: str, base_url: str, upstream_url: str, load_path: str, k: int,
         delay_ms: float) -> Preflight:  # fmt: skip
-    """Verify every route, then probe concurrency on the in-process sleep and on upstream I/O."""
+    """Verify every route, then probe concurrency on the in-process sleep, on upstream I/O, and
+    on the database the load path waits in (a driver gevent cannot see serialises there)."""
     paths = ["/health", "/io", f"/sleep?ms={int(delay_ms) // 10}", f"/cpu?n={DEFAULT_CPU_N}"]
     if load_path not in paths:
         paths.append(load_path)
@@ -143,8 +149,11 @@ def run(model: str, base_url: str, upstream_url: str, load_path: str, k: int,
     if k < 2:
         result.message = "capacity 1: nothing to overlap, probe skipped"
         return result
-    for path in (f"/sleep?ms={int(delay_ms)}", f"/io?delay_ms={int(delay_ms)}"):
-        result.probes.append(probe(base_url, path, k, delay_ms))
+    waits = ["/sleep?ms", "/io?delay_ms"] + [
+        f"/{r}?delay_ms" for r in ("db", "cache") if load_path.startswith(f"/{r}")
+    ]
+    for path in waits:
+        result.probes.append(probe(base_url, f"{path}={int(delay_ms)}", k, delay_ms))
     failed = [p for p in result.probes if not p.passed]
     result.serialized = bool(failed)
     if failed:

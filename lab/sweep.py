@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from lab import preflight, procs, results, safety
+from lab import dbrun, preflight, procs, results, safety
 from lab.backend import Backend, Server
 from lab.manifest import completed_steps, manifest, new_run_dir, resumed_manifest
 from lab.models import Knobs, Model
@@ -163,6 +163,7 @@ class Sweep:
             self.load(server, model, self.warmup_point(model, points), trial, warmup=True)
         for point in points:
             step = self.load(server, model, point, trial, warmup=False)
+            step.evidence.update(dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users))
             if check.serialized:
                 step.flags.insert(0, "serialized")
                 step.evidence["serialized"] = check.message

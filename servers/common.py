@@ -79,8 +79,13 @@ def db_body(ms: int, upstream_ms: int | None, upstream_status: int | None = None
     """The /db answer: how long it slept in PostgreSQL and, if asked, on the upstream first."""
     if upstream_ms is None:
         return body("db", ms=ms, postgres="ok")
-    return body("db", ms=ms, postgres="ok", upstream="ok" if upstream_status == 200 else "error",
-                upstream_ms=upstream_ms)  # fmt: skip
+    return body(
+        "db",
+        ms=ms,
+        postgres="ok",
+        upstream="ok" if upstream_status == 200 else "error",
+        upstream_ms=upstream_ms,
+    )
 
 
 def unconfigured(route: str, variable: str) -> tuple[bytes, int]:

@@ -105,8 +105,9 @@ class Clients:
             import redis
 
             pool = redis.BlockingConnectionPool.from_url(
-                self.settings.redis_url, max_connections=self.settings.db_pool,
+                self.settings.redis_url,
+                max_connections=self.settings.db_pool,
                 timeout=self.settings.timeout_s,
-            )  # fmt: skip
+            )
             self._redis = redis.Redis(connection_pool=pool)
         self._redis.blpop([common.WAIT_KEY], timeout=seconds)
