@@ -19,6 +19,8 @@ from lab.errors import LabError
 BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
 UNITS = ("thread", "greenlet", "coroutine", "process")
 APPS = ("wsgi", "asgi")
+# What `{app}` in a model's argv names unless the run brings its own app (`lab run --app`).
+DEFAULT_TARGETS = {"wsgi": "servers.app_wsgi:app", "asgi": "servers.app_asgi:app"}
 INSTALL_HINTS = {
     "uwsgi": "pip install uwsgi (it compiles from source: needs gcc and the Python headers)",
     "gunicorn": "pip install gunicorn",
@@ -77,6 +79,7 @@ class Model:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     baseline: bool = False
+    target: str = ""  # "module:attribute" served as {app}; empty: the lab's own app of this kind
 
     def capacity(self, knobs: Knobs) -> int:
         """How many requests the model can hold at once with these (resolved) knobs."""
@@ -86,6 +89,7 @@ class Model:
     def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
         values = {**asdict(knobs), "bindir": str(Path(sys.executable).parent), "host": host}
         values["port"] = port
+        values["app"] = self.target or DEFAULT_TARGETS[self.app]
         try:
             return [part.format(**values) for part in self.argv]
         except KeyError as e:
@@ -93,7 +97,7 @@ class Model:
         except (IndexError, ValueError, AttributeError) as e:  # "{0}", "{", "{port.x}"
             raise LabError(
                 f"model {self.name}: bad placeholder in argv ({e}); use {{name}} with a knob "
-                f"name, host, port or bindir, and {{{{ for a literal brace"
+                f"name, host, port, bindir or app, and {{{{ for a literal brace"
             ) from None
 
     def check_installed(self, knobs: Knobs) -> None:
