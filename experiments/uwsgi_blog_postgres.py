@@ -194,7 +194,8 @@ def row(p: Protocol, case: Case, m: dict[str, Any], pub: dict[str, float]) -> Ro
     ideal_pub = math.ceil(p.n / p.c) * 1.0
     return Row(
         case.name,
-        f"time / ideal (delay {p.delay_s:g} s)",
+        f"time / ideal (delay {p.delay_s:g} s"
+        + (f"; published {published} s)" if published else ")"),
         "x ideal",
         round(published / ideal_pub, 3) if published else None,
         round(m["x_ideal"], 3),
