@@ -1,7 +1,14 @@
 """Every reproducible experiment by its command-line name, in the order the README presents them."""
 
-from experiments import brownout, coroutines_vs_threads, mixpanel, pool_overhead, uwsgi_blog
+from experiments import (
+    brownout,
+    coroutines_vs_threads,
+    mixpanel,
+    pool_overhead,
+    uwsgi_blog,
+    uwsgi_blog_postgres,
+)
 from experiments.common import Experiment
 
-ORDER = (pool_overhead, coroutines_vs_threads, mixpanel, uwsgi_blog, brownout)
+ORDER = (pool_overhead, coroutines_vs_threads, mixpanel, uwsgi_blog, uwsgi_blog_postgres, brownout)
 EXPERIMENTS: dict[str, Experiment] = {m.EXPERIMENT.name: m.EXPERIMENT for m in ORDER}

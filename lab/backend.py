@@ -83,6 +83,7 @@ class LocalServer:
 
 class NativeBackend:
     name = "native"
+    ready_path = "/health"  # what a started server must answer 200 on (a user's app: its route)
 
     def __init__(self, run_dir: Path, layout: CpuLayout, host: str = HOST,
                  ready_timeout_s: float = READY_TIMEOUT_S) -> None:  # fmt: skip
@@ -118,7 +119,7 @@ class NativeBackend:
                      port: int) -> LocalServer:  # fmt: skip
         argv = model.command(knobs, self.host, port)
         env = server_env(model, knobs, upstream_url)
-        return self._start(model.name, argv, env, port, self.layout.server, "/health")
+        return self._start(model.name, argv, env, port, self.layout.server, self.ready_path)
 
     def loadgen_cpus(self) -> tuple[int, ...]:
         return self.layout.client

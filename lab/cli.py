@@ -16,19 +16,20 @@ from rich.table import Table
 
 from analysis.cli import compare_runs, report
 from experiments.cli import reproduce
-from lab import leftovers, procs, safety
+from lab import appcheck, dbrun, leftovers, procs, safety, userapp
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
-from lab.models import load_registry, parse_knobs
+from lab.models import Registry, load_registry, parse_knobs
 from lab.options import results_dir_option
 from lab.plan import Plan, plan_run
 from lab.progress import ConsoleProgress
 from lab.rundir import RunDir
-from lab.scenario import Scenario, builtin_names, load_scenario, override
+from lab.scenario import ROUTES, Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
 from lab.sweep import Sweep
 from lab.ui import ui
+from servers.common import DB_DRIVERS
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -116,7 +117,24 @@ def main() -> None:
 @click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none).")
 @click.option("--trials", type=int, callback=positive, help="Repeats of every level.")
 @click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
-@click.option("--route", type=click.Choice(["io", "sleep", "cpu"]), help="What each request does.")
+@click.option(
+    "--route",
+    type=click.Choice(list(ROUTES)),
+    help="What each request does; db and cache wait in PostgreSQL and Redis (started for the run).",
+)
+@click.option(
+    "--db-url",
+    "db_urls",
+    multiple=True,
+    metavar="URL",
+    help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
+    "loopback only unless --allow-remote.",
+)
+@click.option(
+    "--db-driver",
+    type=click.Choice(list(DB_DRIVERS)),
+    help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
+)
 @click.option(
     "--knob",
     "knobs",
@@ -169,6 +187,26 @@ def main() -> None:
     help="native: servers as local processes; docker: each in its own container "
     "(image from docker/build-image.sh, limits from tuning/).",
 )
+@click.option(
+    "--app",
+    "app_target",
+    metavar="MODULE:ATTR",
+    help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
+    "serve it (answers compared, concurrency probed).",
+)
+@click.option(
+    "--app-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to import --app from.",
+)
+@click.option(
+    "--path",
+    "app_paths",
+    multiple=True,
+    metavar="/ROUTE",
+    help="A route of --app to request (repeatable; the first also proves a server is up).",
+)
+@click.option("--probe-path", metavar="/ROUTE", help="--app route to probe [default: last --path].")
 @click.pass_context
 def run(ctx: click.Context, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
@@ -190,6 +228,8 @@ def run(ctx: click.Context, **_: Any) -> None:
         max_outstanding=opts["max_outstanding"], arrival=opts["arrival"],
     )  # fmt: skip
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
+    if opts["app_target"]:
+        return check_user_app(opts, registry, scenario)
     chosen = registry.pick(list(scenario.models))
     if opts["backend"] == "native":  # the docker backend runs the image's own servers
         for model in chosen:
@@ -205,12 +245,25 @@ def run(ctx: click.Context, **_: Any) -> None:
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts),
     )
+    if dbrun.needed(scenario.route) and opts["backend"] != "native":
+        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
     backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
     console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
                   f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
     try:
-        with stop_signals(), ConsoleProgress(console, plan.expected_seconds()) as progress:
+        with (
+            stop_signals(),
+            dbrun.serving(
+                scenario.route,
+                plan.run_dir,
+                opts["db_urls"],
+                opts["db_driver"],
+                opts["allow_remote"],
+                scenario.host,
+            ),
+            ConsoleProgress(console, plan.expected_seconds()) as progress,
+        ):
             Sweep(plan, backend, progress, resume=recorded).run()
     except KeyboardInterrupt as e:
         late = procs.stop_all()  # normally none: the sweep stopped everything already
@@ -230,11 +283,60 @@ def run(ctx: click.Context, **_: Any) -> None:
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
 
 
+def check_user_app(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> None:
+    """`lab run --app`: verify and probe the user's app under every model that can serve it."""
+    from lab.manifest import new_run_dir
+
+    paths = list(opts["app_paths"])
+    if not paths or not all(p.startswith("/") for p in paths):
+        raise LabError("--app needs at least one --path /ROUTE (each starting with /)")
+    app = userapp.inspect_app(opts["app_target"], opts["app_dir"])
+    names = opts["models"] or [m.name for m in registry.models.values() if m.app == app.kind]
+    models = registry.pick(list(names))
+    for model in models:
+        model.check_installed(registry.knobs.resolve(1))
+    knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
+    run_dir = new_run_dir(opts["out"], "app")
+    probe_path = opts["probe_path"] or paths[-1]
+    with (
+        stop_signals(),
+        dbrun.serving("", run_dir, opts["db_urls"], opts["db_driver"], opts["allow_remote"]),
+    ):
+        result = appcheck.run(app, models, knobs, paths, probe_path, run_dir)
+    out = Console()
+    for table in appcheck.render(result):
+        out.print(table)
+    problems = result.problems()
+    console.print(f"written: {run_dir / 'appcheck.json'}")
+    if problems:
+        raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
+
+
 # The options that define what a run measures: recorded in the manifest, reused by --resume.
-RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
-             "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
-             "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
-             "arrival", "backend")  # fmt: skip
+RESUMABLE = (
+    "scenario_name",
+    "models",
+    "levels",
+    "duration",
+    "warmup",
+    "trials",
+    "delay_ms",
+    "route",
+    "knobs",
+    "port",
+    "upstream_port",
+    "no_pin",
+    "models_file",
+    "host",
+    "request_timeout",
+    "start_timeout",
+    "mode",
+    "rates",
+    "max_outstanding",
+    "arrival",
+    "backend",
+    "db_driver",
+)
 
 
 def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:

@@ -19,12 +19,21 @@ from lab.errors import LabError
 BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
 UNITS = ("thread", "greenlet", "coroutine", "process")
 APPS = ("wsgi", "asgi")
+# What `{app}` in a model's argv names unless the run brings its own app (`lab run --app`).
+DEFAULT_TARGETS = {"wsgi": "servers.app_wsgi:app", "asgi": "servers.app_asgi:app"}
 INSTALL_HINTS = {
     "uwsgi": "pip install uwsgi (it compiles from source: needs gcc and the Python headers)",
     "gunicorn": "pip install gunicorn",
 }
-KNOB_MAX = {"processes": 256, "workers": 100_000, "backlog": 1_000_000, "keepalive_s": 3_600,
-            "pool": 100_000, "timeout_s": 86_400}  # fmt: skip
+KNOB_MAX = {
+    "processes": 256,
+    "workers": 100_000,
+    "backlog": 1_000_000,
+    "keepalive_s": 3_600,
+    "pool": 100_000,
+    "timeout_s": 86_400,
+    "db_pool": 100_000,
+}
 
 
 @dataclass(frozen=True)
@@ -37,12 +46,14 @@ class Knobs:
     keepalive_s: int = 5
     pool: int | str = "auto"
     timeout_s: int = 120
+    db_pool: int | str = "auto"  # PostgreSQL/Redis connections per process (each driver's pool)
 
     def resolve(self, top_level: int) -> Knobs:
-        """Fill in "auto": workers = the run's highest level, pool = workers."""
+        """Fill in "auto": workers = the run's highest level, pool and db_pool = workers."""
         workers = top_level if self.workers == "auto" else self.workers
         pool = workers if self.pool == "auto" else self.pool
-        resolved = replace(self, workers=workers, pool=pool)
+        db_pool = workers if self.db_pool == "auto" else self.db_pool
+        resolved = replace(self, workers=workers, pool=pool, db_pool=db_pool)
         for f in fields(resolved):
             value = getattr(resolved, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -68,6 +79,7 @@ class Model:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     baseline: bool = False
+    target: str = ""  # "module:attribute" served as {app}; empty: the lab's own app of this kind
 
     def capacity(self, knobs: Knobs) -> int:
         """How many requests the model can hold at once with these (resolved) knobs."""
@@ -77,6 +89,7 @@ class Model:
     def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
         values = {**asdict(knobs), "bindir": str(Path(sys.executable).parent), "host": host}
         values["port"] = port
+        values["app"] = self.target or DEFAULT_TARGETS[self.app]
         try:
             return [part.format(**values) for part in self.argv]
         except KeyError as e:
@@ -84,7 +97,7 @@ class Model:
         except (IndexError, ValueError, AttributeError) as e:  # "{0}", "{", "{port.x}"
             raise LabError(
                 f"model {self.name}: bad placeholder in argv ({e}); use {{name}} with a knob "
-                f"name, host, port or bindir, and {{{{ for a literal brace"
+                f"name, host, port, bindir or app, and {{{{ for a literal brace"
             ) from None
 
     def check_installed(self, knobs: Knobs) -> None:
@@ -193,6 +206,7 @@ def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
         "LAB_UPSTREAM_URL": upstream_url,
         "LAB_POOL_SIZE": str(knobs.pool),
         "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
+        "LAB_DB_POOL": str(knobs.db_pool),
         "PYTHONPATH": str(BUILTIN_MODELS.parent.parent),
         "PYTHONUNBUFFERED": "1",
         **dict(model.env),

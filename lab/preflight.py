@@ -115,7 +115,8 @@ def probe(base_url: str, path: str, k: int, delay_ms: float) -> Probe:
 
 def run(model: str, base_url: str, upstream_url: str, load_path: str, k: int,
         delay_ms: float) -> Preflight:  # fmt: skip
-    """Verify every route, then probe concurrency on the in-process sleep and on upstream I/O."""
+    """Verify every route, then probe concurrency on the in-process sleep, on upstream I/O, and
+    on the database the load path waits in (a driver gevent cannot see serialises there)."""
     paths = ["/health", "/io", f"/sleep?ms={int(delay_ms) // 10}", f"/cpu?n={DEFAULT_CPU_N}"]
     if load_path not in paths:
         paths.append(load_path)
@@ -128,8 +129,11 @@ def run(model: str, base_url: str, upstream_url: str, load_path: str, k: int,
     if k < 2:
         result.message = "capacity 1: nothing to overlap, probe skipped"
         return result
-    for path in (f"/sleep?ms={int(delay_ms)}", f"/io?delay_ms={int(delay_ms)}"):
-        result.probes.append(probe(base_url, path, k, delay_ms))
+    waits = ["/sleep?ms", "/io?delay_ms"] + [
+        f"/{r}?delay_ms" for r in ("db", "cache") if load_path.startswith(f"/{r}")
+    ]
+    for path in waits:
+        result.probes.append(probe(base_url, f"{path}={int(delay_ms)}", k, delay_ms))
     failed = [p for p in result.probes if not p.passed]
     result.serialized = bool(failed)
     if failed:

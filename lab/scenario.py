@@ -11,7 +11,8 @@ from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
-ROUTES = ("io", "sleep", "cpu")
+ROUTES = ("io", "sleep", "cpu", "db", "cache")
+DB_ROUTES = {"db": "postgres", "cache": "redis"}  # route -> the database it waits in
 MODES = ("closed", "open")
 ARRIVALS = ("constant", "poisson")
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
@@ -75,7 +76,7 @@ class Scenario:
     rates: tuple[float, ...] = ()
     max_outstanding: int = 500  # open loop: requests in flight at most; the rest count as dropped
     arrival: str = "constant"  # open loop: constant spacing or poisson
-    route: str = "io"  # io: call the upstream; sleep: in-process sleep; cpu: CPU work
+    route: str = "io"  # io: upstream; sleep: in-process; cpu: CPU work; db/cache: PostgreSQL/Redis
     cpu_n: int = 10_000
     request_timeout_s: float = 30.0
     probe_k: int = 8  # simultaneous slow requests in the concurrency probe
@@ -108,6 +109,8 @@ class Scenario:
                 return "/io"
             case "sleep":
                 return f"/sleep?ms={int(self.upstream.delay_ms)}"
+            case "db" | "cache":  # the upstream's delay, spent waiting in the database
+                return f"/{self.route}?delay_ms={int(self.upstream.delay_ms)}"
         return f"/cpu?n={self.cpu_n}"
 
     def validate(self) -> Scenario:

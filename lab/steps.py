@@ -143,10 +143,17 @@ class StepRunner:
         self.run(server, model, point, trial=0, warmup=True)
 
     def measure(
-        self, server: Server, model: Model, point: Point, trial: int, known: tuple[Raised, ...]
+        self,
+        server: Server,
+        model: Model,
+        point: Point,
+        trial: int,
+        known: tuple[Raised, ...],
+        context: dict[str, Any] | None = None,
     ) -> StepRecord:
-        """One measured step; `known`: flags already raised on the model (e.g. `serialized`)."""
-        record = self.run(server, model, point, trial, warmup=False, known=known)
+        """One measured step; `known`: flags already raised on the model (e.g. `serialized`);
+        `context`: facts for the record's evidence (e.g. a database pool smaller than the users)."""
+        record = self.run(server, model, point, trial, warmup=False, known=known, context=context)
         assert record is not None
         return record
 
@@ -158,6 +165,7 @@ class StepRunner:
         trial: int,
         warmup: bool,
         known: tuple[Raised, ...] = (),
+        context: dict[str, Any] | None = None,
     ) -> StepRecord | None:
         self.upstream.ensure()
         self.check_targets(server)
@@ -186,7 +194,7 @@ class StepRunner:
         if warmup:
             return None
         raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
-        return self._record(key, point, outcome, samplers, raised)
+        return self._record(key, point, outcome, samplers, raised, context)
 
     @contextlib.contextmanager
     def _generator(self, start: Start) -> Iterator[tuple[Generator, Watchdog]]:
@@ -255,6 +263,7 @@ class StepRunner:
         outcome: Outcome,
         samplers: Samplers,
         raised: list[Raised],
+        context: dict[str, Any] | None,
     ) -> StepRecord:
         measured = measured_from(outcome.done)
         upstream_down = any(r.flag == "upstream_down" for r in raised)
@@ -268,6 +277,7 @@ class StepRunner:
             tuple(raised),
             max_outstanding=point.users if point.rate_rps is not None else None,
             histogram=self.plan.run.hlog_relpath(key),
+            context=context,
         )
 
     def faults(

@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from lab import preflight, procs
+from lab import dbrun, preflight, procs
 from lab.backend import Backend, Server
 from lab.manifest import manifest, resumed_manifest
 from lab.models import Model
@@ -133,7 +133,8 @@ class Sweep:
             self.runner.warm_up(server, model, self.warmup_point(model, points))
         known = (Raised("serialized", check.message),) if check.serialized else ()
         for i, point in enumerate(points):
-            step = self.runner.measure(server, model, point, trial, known)
+            pool = dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users)
+            step = self.runner.measure(server, model, point, trial, known, pool)
             self.record(step)
             fatal = [f for f in FATAL if f in step.flags]
             if fatal:

@@ -9,6 +9,19 @@ need_apt=()
 command -v "$PYTHON" >/dev/null || need_apt+=(python3)
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v gcc >/dev/null || need_apt+=(gcc)  # uWSGI compiles from source
+# Real databases behind the /db and /cache routes (lab/databases.py starts them per run): installed
+# when we are root, otherwise only needed for those routes, so a note instead of a stop.
+db_apt=()
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
+  || db_apt+=(postgresql)
+command -v redis-server >/dev/null || db_apt+=(redis-server)
+if ((${#db_apt[@]})); then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    need_apt+=("${db_apt[@]}")
+  else
+    echo "setup: note: the /db and /cache routes need: sudo apt-get install ${db_apt[*]}" >&2
+  fi
+fi
 "$PYTHON" - <<'PY' 2>/dev/null || need_apt+=(python3-dev)
 import sysconfig, pathlib, sys
 sys.exit(0 if pathlib.Path(sysconfig.get_paths()["include"], "Python.h").exists() else 1)

@@ -12,8 +12,10 @@ import aiohttp
 from quart import Quart, Response, request
 
 from servers import common
+from servers.dbclient_async import AsyncClients
 
 settings = common.AppSettings.from_env()
+databases = AsyncClients(settings)
 app = Quart(__name__)
 _session: aiohttp.ClientSession | None = None
 
@@ -26,12 +28,14 @@ async def open_client() -> None:
         connector=aiohttp.TCPConnector(limit=settings.pool_size),
         timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
     )
+    await databases.open()
 
 
 @app.after_serving
 async def close_client() -> None:
     if _session is not None:
         await _session.close()
+    await databases.close()
 
 
 def respond(payload: bytes, status: int = 200) -> Response:
@@ -62,3 +66,31 @@ async def sleep_view() -> Response:
 async def cpu() -> Response:
     n = int(request.args.get("n", common.DEFAULT_CPU_N))
     return respond(common.body("cpu", n=n, result=common.cpu_work(n)))
+
+
+@app.get("/db")
+async def db() -> Response:
+    """pg_sleep(delay_ms) through asyncpg; with upstream_ms, first that long on the upstream."""
+    if not settings.db_url:
+        return respond(*common.unconfigured("db", "LAB_DB_URL"))
+    ms = common.wait_ms(request.args.get("delay_ms"))
+    upstream_ms = request.args.get("upstream_ms")
+    status = None
+    if upstream_ms is not None:
+        assert _session is not None, "the client session opens before serving"
+        async with _session.get(common.upstream_path(upstream_ms)) as reply:
+            await reply.read()
+            status = reply.status
+    await databases.pg_sleep(ms / 1000)
+    up = None if upstream_ms is None else common.wait_ms(upstream_ms)
+    return respond(common.db_body(ms, up, status))
+
+
+@app.get("/cache")
+async def cache() -> Response:
+    """A Redis blocking pop that times out after delay_ms, through redis.asyncio."""
+    if not settings.redis_url:
+        return respond(*common.unconfigured("cache", "LAB_REDIS_URL"))
+    ms = common.wait_ms(request.args.get("delay_ms"))
+    await databases.redis_wait(ms / 1000)
+    return respond(common.body("cache", ms=ms, redis="ok"))

@@ -4,6 +4,10 @@
 only if monkey-patching happened before this module was imported. That is how the lab shows the
 late-patching pitfall instead of hiding it.
 
+`/db` and `/cache` wait in real PostgreSQL and Redis (servers/dbclient.py); the PostgreSQL driver
+is LAB_DB_DRIVER's, and psycogreen patches psycopg2 here, at import, after the server's gevent
+monkey-patch.
+
 The outbound pool is urllib3's, sized from LAB_POOL_SIZE: `requests` keeps 10 connections per host
 and discards extras, so a default client under 100 concurrent requests measures TCP handshakes.
 """
@@ -15,9 +19,11 @@ from time import sleep
 import urllib3
 from flask import Flask, Response, request
 
-from servers import common
+from servers import common, dbclient
 
 settings = common.AppSettings.from_env()
+dbclient.green_psycopg2(settings.db_driver)
+databases = dbclient.Clients(settings)
 app = Flask(__name__)
 _pool: urllib3.HTTPConnectionPool | None = None
 
@@ -62,3 +68,28 @@ def sleep_view() -> Response:
 def cpu() -> Response:
     n = int(request.args.get("n", common.DEFAULT_CPU_N))
     return respond(common.body("cpu", n=n, result=common.cpu_work(n)))
+
+
+@app.get("/db")
+def db() -> Response:
+    """pg_sleep(delay_ms) in PostgreSQL; with upstream_ms, first that long on the upstream."""
+    if not settings.db_url:
+        return respond(*common.unconfigured("db", "LAB_DB_URL"))
+    ms = common.wait_ms(request.args.get("delay_ms"))
+    upstream_ms = request.args.get("upstream_ms")
+    status = None
+    if upstream_ms is not None:
+        status = upstream().request("GET", common.upstream_path(upstream_ms)).status
+    databases.pg_sleep(ms / 1000)
+    up = None if upstream_ms is None else common.wait_ms(upstream_ms)
+    return respond(common.db_body(ms, up, status))
+
+
+@app.get("/cache")
+def cache() -> Response:
+    """A Redis blocking pop that times out after delay_ms: the wait happens in the server."""
+    if not settings.redis_url:
+        return respond(*common.unconfigured("cache", "LAB_REDIS_URL"))
+    ms = common.wait_ms(request.args.get("delay_ms"))
+    databases.redis_wait(ms / 1000)
+    return respond(common.body("cache", ms=ms, redis="ok"))

@@ -20,14 +20,31 @@ class AppSettings:
     upstream_url: str  # base URL of the mock upstream, e.g. http://127.0.0.1:18081
     pool_size: int  # outbound connections kept per worker process: size it for the concurrency
     timeout_s: float  # outbound request timeout
+    db_url: str = ""  # PostgreSQL URL for /db (LAB_DB_URL); empty: /db answers 503
+    redis_url: str = ""  # Redis URL for /cache (LAB_REDIS_URL); empty: /cache answers 503
+    db_driver: str = "psycopg2-green"  # WSGI app's PostgreSQL driver, one of DB_DRIVERS
+    db_pool: int = 100  # database connections per worker process (each driver's pool)
 
     @classmethod
     def from_env(cls) -> AppSettings:
+        driver = os.environ.get("LAB_DB_DRIVER", "psycopg2-green")
+        if driver not in DB_DRIVERS:
+            raise ValueError(f"LAB_DB_DRIVER={driver!r}: expected one of {', '.join(DB_DRIVERS)}")
         return cls(
             upstream_url=os.environ.get("LAB_UPSTREAM_URL", "http://127.0.0.1:18081").rstrip("/"),
             pool_size=int(os.environ.get("LAB_POOL_SIZE", "100")),
             timeout_s=float(os.environ.get("LAB_UPSTREAM_TIMEOUT_S", "60")),
+            db_url=os.environ.get("LAB_DB_URL", ""),
+            redis_url=os.environ.get("LAB_REDIS_URL", ""),
+            db_driver=driver,
+            db_pool=int(os.environ.get("LAB_DB_POOL", "100")),
         )
+
+
+# psycopg2 as is (blocks a gevent hub), psycopg2 made cooperative by psycogreen when gevent has
+# patched the process, psycopg 3 (gevent-aware from 3.1.14). The asyncio twin always uses asyncpg.
+DB_DRIVERS = ("psycopg2", "psycopg2-green", "psycopg")
+WAIT_KEY = "lab:never-pushed"  # /cache blocks on this empty list until its timeout
 
 
 def body(route: str, **fields: object) -> bytes:
@@ -54,6 +71,29 @@ def io_body(status: int) -> tuple[bytes, int]:
     return body("io", upstream=f"error {status}"), 502
 
 
+def wait_ms(arg: str | None) -> int:
+    """Milliseconds a /db or /cache request waits in the database (default 100)."""
+    return int(float(arg)) if arg is not None else 100
+
+
+def db_body(ms: int, upstream_ms: int | None, upstream_status: int | None = None) -> bytes:
+    """The /db answer: how long it slept in PostgreSQL and, if asked, on the upstream first."""
+    if upstream_ms is None:
+        return body("db", ms=ms, postgres="ok")
+    return body(
+        "db",
+        ms=ms,
+        postgres="ok",
+        upstream="ok" if upstream_status == 200 else "error",
+        upstream_ms=upstream_ms,
+    )
+
+
+def unconfigured(route: str, variable: str) -> tuple[bytes, int]:
+    """503 for a database route whose database the lab did not set up."""
+    return body(route, error=f"{variable} is not set"), 503
+
+
 HEALTH_BODY = body("health", status="ok")
 
 
@@ -73,4 +113,9 @@ def expected_body(path: str) -> bytes:
         case "/cpu":
             n = int(query.get("n", DEFAULT_CPU_N))
             return body("cpu", n=n, result=cpu_work(n))
+        case "/db":
+            up = query.get("upstream_ms")
+            return db_body(wait_ms(query.get("delay_ms")), None if up is None else wait_ms(up), 200)
+        case "/cache":
+            return body("cache", ms=wait_ms(query.get("delay_ms")), redis="ok")
     return HEALTH_BODY

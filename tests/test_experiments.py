@@ -11,7 +11,14 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from experiments import brownout, coroutines_vs_threads, mixpanel, pool_overhead, uwsgi_blog
+from experiments import (
+    brownout,
+    coroutines_vs_threads,
+    mixpanel,
+    pool_overhead,
+    uwsgi_blog,
+    uwsgi_blog_postgres,
+)
 from experiments.cli import reproduce as reproduce_cmd
 from experiments.common import Experiment, load_published, reproduce
 from experiments.registry import EXPERIMENTS
@@ -40,6 +47,7 @@ TINY: dict[str, Any] = {
     "uwsgi-blog": uwsgi_blog.Protocol(
         sleep_s=0.05, cases=uwsgi_blog.scaled_cases(50), deadline_s=10
     ),
+    "uwsgi-blog-postgres": uwsgi_blog_postgres.Protocol(delay_s=0.2, workers=10, deadline_s=15),
     "brownout": brownout.Protocol(
         rate_rps=20,
         processes=1,

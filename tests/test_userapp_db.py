@@ -1,0 +1,184 @@
+"""Your own app under every model, with real PostgreSQL and Redis processes behind it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lab import appcheck, databases, dbrun, procs
+from lab.errors import LabError
+from lab.models import Registry, load_registry
+from lab.userapp import inspect_app
+from tests.conftest import lab_cli
+
+WSGI_MODELS = (
+    "uwsgi-threads",
+    "uwsgi-gevent",
+    "gunicorn-gevent",
+    "gunicorn-gthread",
+    "gunicorn-sync",
+)
+GEVENT = {"uwsgi-gevent", "gunicorn-gevent"}
+DEMO_APP = """
+import ctypes
+import time
+
+from flask import Flask
+
+app = Flask(__name__)
+libc = ctypes.CDLL(None)
+not_an_app = 42
+
+
+@app.get("/hello")
+def hello():
+    return "hello"
+
+
+@app.get("/wait")
+def wait():
+    time.sleep(0.2)  # looked up at call time: gevent's patched sleep under gevent
+    return "waited"
+
+
+@app.get("/cwait")
+def cwait():
+    libc.usleep(200_000)  # a C call gevent cannot see: blocks the whole hub
+    return "waited"
+"""
+
+
+@pytest.fixture()
+def app_dir(tmp_path: Path) -> Path:
+    (tmp_path / "demo_app.py").write_text(DEMO_APP)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def wsgi_registry() -> Registry:
+    return load_registry()
+
+
+def run_check(app_dir: Path, out: Path, *args: str) -> tuple[int, str, dict]:
+    argv = lab_cli(
+        "run",
+        "--app",
+        "demo_app:app",
+        "--app-dir",
+        str(app_dir),
+        "--knob",
+        "workers=4",
+        "--levels",
+        "4",
+        "--out",
+        str(out),
+        *args,
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    found = list(out.glob("*/appcheck.json"))
+    return done.returncode, done.stderr, json.loads(found[0].read_text()) if found else {}
+
+
+def by_model(result: dict) -> dict[str, dict]:
+    return {m["model"]: m for m in result["models"]}
+
+
+def test_user_app_runs_under_every_wsgi_model(app_dir: Path, tmp_path: Path) -> None:
+    rc, err, result = run_check(app_dir, tmp_path / "out", "--path", "/hello", "--path", "/wait")
+    assert rc == 0, err
+    models = by_model(result)
+    assert set(models) == set(WSGI_MODELS)
+    assert result["differences"] == {}
+    for name, m in models.items():
+        assert not m["error"] and not m["serialized"], name
+        assert m["answers"]["/hello"]["status"] == 200
+
+
+def test_unpatchable_blocking_call_serializes_gevent_models_only(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    models = "uwsgi-threads,uwsgi-gevent,gunicorn-gevent,gunicorn-gthread"
+    rc, err, result = run_check(app_dir, tmp_path / "out", "--models", models, "--path", "/cwait")
+    assert rc == 0, err
+    for name, m in by_model(result).items():
+        assert m["serialized"] == (name in GEVENT), (name, m["probe"])
+        if name in GEVENT:
+            assert "gevent cannot patch" in m["hint"]
+
+
+@pytest.mark.parametrize(
+    "driver,serializes",
+    [("psycopg2", True), ("psycopg2-green", False)],
+    ids=["psycopg2-plain", "psycopg2-psycogreen"],
+)
+def test_psycopg2_serializes_gevent_unless_psycogreen(
+    driver: str, serializes: bool, wsgi_registry: Registry, tmp_path: Path
+) -> None:
+    app = inspect_app("servers.app_wsgi:app", None)
+    models = wsgi_registry.pick(["uwsgi-gevent", "gunicorn-gevent", "uwsgi-threads"])
+    knobs = wsgi_registry.knobs.updated({"workers": 4}, "test").resolve(4)
+    with (
+        databases.running(("postgres",), tmp_path) as env,
+        dbrun.exported({**env, "LAB_DB_DRIVER": driver}),
+    ):
+        result = appcheck.run(
+            app, models, knobs, ["/db?delay_ms=200"], "/db?delay_ms=200", tmp_path
+        )
+    for m in result.models:
+        assert not m.error, m.error
+        assert m.serialized == (serializes and m.model in GEVENT), (m.model, m.probe)
+
+
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ("missing_module:app", "cannot import it: ModuleNotFoundError"),
+        ("demo_app:not_an_app", "is not a WSGI or ASGI application callable"),
+        ("demo_app", "expected package.module:attribute"),
+    ],
+    ids=["no-module", "not-callable", "no-attribute"],
+)
+def test_bad_app_gets_one_line_error(
+    target: str, message: str, app_dir: Path, tmp_path: Path
+) -> None:
+    argv = lab_cli(
+        "run",
+        "--app",
+        target,
+        "--app-dir",
+        str(app_dir),
+        "--path",
+        "/hello",
+        "--out",
+        str(tmp_path / "out"),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not list((tmp_path / "out").glob("*"))  # nothing half-written
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_database_starts_answers_and_leaves_nothing(kind: str, tmp_path: Path) -> None:
+    with databases.running((kind,), tmp_path) as env:
+        (url,) = env.values()
+        databases.ping(databases.Database(kind, url))
+        (pid_file,) = (tmp_path / "pids").glob("*.pid")
+        record = procs.PidRecord.read(pid_file)
+        assert record is not None and record.is_running()
+        data_dir = next(a for a in record.argv if a.startswith("/tmp/lab-"))
+    assert not psutil.pid_exists(record.pid) or not record.is_running()
+    assert not list((tmp_path / "pids").glob("*.pid"))
+    assert not Path(data_dir).exists()
+
+
+def test_database_refusing_connections_is_one_line_error() -> None:
+    port = procs.free_port()
+    with pytest.raises(LabError, match=f"postgres at .*:{port}/x refuses connections"):
+        databases.user_database(f"postgresql://lab@127.0.0.1:{port}/x", allow_remote=False)
+    with pytest.raises(LabError, match="not a loopback address"):
+        databases.user_database("redis://192.0.2.1:6379/0", allow_remote=False)
