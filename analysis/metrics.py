@@ -35,6 +35,7 @@ MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
 
+
 def server_cores(manifest: dict[str, Any], model: str) -> float:
     """CPU cores usable by one model's server: cores given to it, capped by its process count.
 

@@ -84,15 +84,17 @@ class RunDir:
     def manifest(self) -> dict[str, Any]:
         path = self.path / "manifest.json"
         if not path.exists():
-            raise DamagedRun(f"{path}: missing (every run directory starts with its manifest)")
+            raise DamagedRun(f"{self.path} is not a run directory (it has no manifest.json)")
         try:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise DamagedRun(f"{path}: unreadable manifest ({exc})") from None
         if not isinstance(data, dict) or not data:
-            raise DamagedRun(f"{path}: not a lab manifest (expected a JSON object with run_id)")
+            raise DamagedRun(
+                f"{path}: not a run directory's manifest (expected an object with run_id)"
+            )
         if not isinstance(data.get("run_id"), str):
-            raise DamagedRun(f"{path}: not a lab manifest (no run_id)")
+            raise DamagedRun(f"{path}: not a run directory's manifest (no run_id)")
         return data
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
