@@ -16,7 +16,7 @@ from rich.table import Table
 
 from analysis.cli import compare_runs, report
 from experiments.cli import reproduce
-from lab import leftovers, procs, safety
+from lab import availability, leftovers, procs, safety
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
@@ -125,6 +125,12 @@ def main() -> None:
 @click.option("--port", type=int, help="Server port (default: any free port).")
 @click.option("--upstream-port", type=int, help="Upstream port (default: any free port).")
 @click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores.")
+@click.option(
+    "--python",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Run every model under this interpreter, in a venv the lab makes and caches "
+    "(e.g. a free-threaded python3.14t).",
+)
 @results_dir_option("Directory that receives the run directory.")
 @click.option(
     "--models-file",
@@ -187,10 +193,11 @@ def run(ctx: click.Context, **_: Any) -> None:
         max_outstanding=opts["max_outstanding"], arrival=opts["arrival"],
     )  # fmt: skip
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
-    chosen = registry.pick(list(scenario.models))
+    chosen = availability.with_python(registry.pick(list(scenario.models)), opts["python"])
     if opts["backend"] == "native":  # the docker backend runs the image's own servers
-        for model in chosen:
-            model.check_installed(registry.knobs.resolve(1))
+        chosen = availability.usable(chosen, lambda line: console.print(f"[yellow]{line}[/]"))
+    elif any(m.python for m in chosen):
+        raise LabError("--python and a model's python field work with --backend native only")
     plan = plan_run(
         scenario, chosen, registry.knobs.updated(opts["knobs"], "--knob"), opts["out"],
         run_dir=opts["resume"], allow_remote=opts["allow_remote"],
@@ -225,7 +232,7 @@ def run(ctx: click.Context, **_: Any) -> None:
 RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
              "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
              "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
-             "arrival", "backend")  # fmt: skip
+             "arrival", "backend", "python")  # fmt: skip
 
 
 def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
@@ -235,7 +242,8 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
 
         return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
     return NativeBackend(plan.run_dir, layout, host=scenario.host,
-                         ready_timeout_s=scenario.start_timeout_s)  # fmt: skip
+                         ready_timeout_s=scenario.start_timeout_s,
+                         interpreters=availability.describe(list(plan.models)))  # fmt: skip
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
