@@ -26,6 +26,7 @@ from lab.progress import ConsoleProgress
 from lab.scenario import Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
 from lab.sweep import Plan, Sweep, plan_run
+from lab.upstream_cmd import upstream
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -360,6 +361,7 @@ main.add_command(report)
 main.add_command(compare_runs)
 main.add_command(reproduce)
 main.add_command(serve)
+main.add_command(upstream)
 
 
 def entry(argv: list[str] | None = None) -> None:
