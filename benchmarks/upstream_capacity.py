@@ -50,6 +50,11 @@ class Result:
     cpu_ms_per_request: float
     cpu_pct: float
 
+    @property
+    def rps_per_core(self) -> float:
+        """Requests per CPU-second used: the capacity of one whole core even on a shared host."""
+        return 1000 / self.cpu_ms_per_request if self.cpu_ms_per_request else float("nan")
+
 
 def parse_wrk(text: str) -> tuple[float, float, float, int, int]:
     """(req/s, p50 ms, p99 ms, requests, socket errors + non-2xx) from `wrk --latency`."""
@@ -124,6 +129,7 @@ FIGURES = [(100, "rps", "req/s at 1,000 x 100 ms (ideal 10,000)"),
            (100, "p50_ms", "added p50 ms at 1,000 x 100 ms"),
            (100, "p99_ms", "added p99 ms at 1,000 x 100 ms"),
            (10, "rps", "capacity req/s per core at 1,000 x 10 ms"),
+           (10, "rps_per_core", "req/s per CPU-second used at 10 ms"),
            (10, "cpu_ms_per_request", "CPU ms per request at 10 ms"),
            (10, "cpu_pct", "upstream CPU % at 10 ms"),
            (10, "errors", "errors at 10 ms"),
