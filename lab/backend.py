@@ -86,8 +86,13 @@ class NativeBackend:
     ready_path = "/health"  # what a started server must answer 200 on (a user's app: its route)
 
     def __init__(self, run_dir: Path, layout: CpuLayout, host: str = HOST,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:  # fmt: skip
-        """`host`: where every listener binds (loopback unless the run allows remote)."""
+                 ready_timeout_s: float = READY_TIMEOUT_S,
+                 interpreters: dict[str, dict[str, Any]] | None = None) -> None:  # fmt: skip
+        """`host`: where every listener binds (loopback unless the run allows remote).
+
+        `interpreters`: per model, the Python it runs under (version, GIL), for the manifest.
+        """
+        self.interpreters = interpreters or {}
         self.run_dir = run_dir
         self.layout = layout
         self.host = host
@@ -129,7 +134,7 @@ class NativeBackend:
             "server": list(self.layout.server),
             "client_and_upstream": list(self.layout.client),
         }
-        return {"backend": self.name, "cpu_layout": layout}
+        return {"backend": self.name, "cpu_layout": layout, "interpreters": self.interpreters}
 
     def close(self) -> None:
         for proc in self.started:

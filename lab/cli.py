@@ -16,7 +16,7 @@ from rich.table import Table
 
 from analysis.cli import compare_runs, report
 from experiments.cli import reproduce
-from lab import appcheck, dbrun, leftovers, procs, safety, userapp
+from lab import appcheck, availability, dbrun, leftovers, procs, safety, userapp
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError
@@ -29,6 +29,7 @@ from lab.scenario import ROUTES, Scenario, builtin_names, load_scenario, overrid
 from lab.serve import serve
 from lab.sweep import Sweep
 from lab.ui import ui
+from lab.upstream_cmd import upstream
 from servers.common import DB_DRIVERS
 
 console = Console(stderr=True, soft_wrap=True)
@@ -146,6 +147,12 @@ def main() -> None:
 @click.option("--port", type=int, help="Server port (default: any free port).")
 @click.option("--upstream-port", type=int, help="Upstream port (default: any free port).")
 @click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores.")
+@click.option(
+    "--python",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Run every model under this interpreter, in a venv the lab makes and caches "
+    "(e.g. a free-threaded python3.14t).",
+)
 @results_dir_option("Directory that receives the run directory.")
 @click.option(
     "--models-file",
@@ -230,10 +237,11 @@ def run(ctx: click.Context, **_: Any) -> None:
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     if opts["app_target"]:
         return check_user_app(opts, registry, scenario)
-    chosen = registry.pick(list(scenario.models))
+    chosen = availability.with_python(registry.pick(list(scenario.models)), opts["python"])
     if opts["backend"] == "native":  # the docker backend runs the image's own servers
-        for model in chosen:
-            model.check_installed(registry.knobs.resolve(1))
+        chosen = availability.usable(chosen, lambda line: console.print(f"[yellow]{line}[/]"))
+    elif any(m.python for m in chosen):
+        raise LabError("--python and a model's python field work with --backend native only")
     plan = plan_run(
         scenario,
         chosen,
@@ -336,6 +344,7 @@ RESUMABLE = (
     "arrival",
     "backend",
     "db_driver",
+    "python",
 )
 
 
@@ -346,7 +355,8 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
 
         return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
     return NativeBackend(plan.run_dir, layout, host=scenario.host,
-                         ready_timeout_s=scenario.start_timeout_s)  # fmt: skip
+                         ready_timeout_s=scenario.start_timeout_s,
+                         interpreters=availability.describe(list(plan.models)))  # fmt: skip
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
@@ -471,6 +481,7 @@ main.add_command(compare_runs)
 main.add_command(reproduce)
 main.add_command(serve)
 main.add_command(ui)
+main.add_command(upstream)
 
 
 def entry(argv: list[str] | None = None) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lab import interpreters
 from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
 
@@ -24,6 +24,8 @@ DEFAULT_TARGETS = {"wsgi": "servers.app_wsgi:app", "asgi": "servers.app_asgi:app
 INSTALL_HINTS = {
     "uwsgi": "pip install uwsgi (it compiles from source: needs gcc and the Python headers)",
     "gunicorn": "pip install gunicorn",
+    "granian": "pip install granian (Rust wheels for CPython 3.9+ on common platforms)",
+    "uvicorn": "pip install 'uvicorn[standard]'",
 }
 KNOB_MAX = {
     "processes": 256,
@@ -80,6 +82,18 @@ class Model:
     env: tuple[tuple[str, str], ...] = ()
     baseline: bool = False
     target: str = ""  # "module:attribute" served as {app}; empty: the lab's own app of this kind
+    requires: tuple[str, ...] = ()  # distributions the server needs besides the app's
+    python: str = ""  # interpreter to run under in a lab-made venv; "" = the lab's own
+
+    def requirements(self) -> tuple[str, ...]:
+        """Pinned specs of everything the model imports: its app's packages and its server's."""
+        return interpreters.requirements(self.app, self.requires)
+
+    def bindir(self) -> Path:
+        """Where the server's programs are: the lab's own environment, or the model's venv."""
+        if not self.python:
+            return interpreters.own_bindir()
+        return interpreters.venv_dir(self.python, self.requirements()) / "bin"
 
     def capacity(self, knobs: Knobs) -> int:
         """How many requests the model can hold at once with these (resolved) knobs."""
@@ -87,7 +101,7 @@ class Model:
         return int(knobs.processes) * per_process
 
     def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
-        values = {**asdict(knobs), "bindir": str(Path(sys.executable).parent), "host": host}
+        values = {**asdict(knobs), "bindir": str(self.bindir()), "host": host}
         values["port"] = port
         values["app"] = self.target or DEFAULT_TARGETS[self.app]
         try:
@@ -104,8 +118,11 @@ class Model:
         """Fail before any load if the server program is missing, saying how to install it."""
         program = self.command(knobs, "127.0.0.1", 0)[0]
         if shutil.which(program) is None:
-            hint = INSTALL_HINTS.get(Path(program).name, "install it into this environment")
-            raise LabError(f"model {self.name}: {program} not found; {hint}")
+            raise LabError(f"model {self.name}: {program} not found; {install_hint(program)}")
+
+
+def install_hint(name: str) -> str:
+    return INSTALL_HINTS.get(Path(name).name, f"pip install {Path(name).name}")
 
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
@@ -131,6 +148,8 @@ MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "argv": list,
     "env": dict,
     "baseline": bool,
+    "requires": list,
+    "python": str,
 }
 
 
@@ -191,12 +210,20 @@ def _model(name: str, table: Any, where: str) -> Model:
         argv=tuple(argv),
         env=tuple(sorted(env.items())),
         baseline=table.get("baseline", False),
+        requires=_requires(table.get("requires", []), where),
+        python=table.get("python", ""),
     )
     try:  # placeholders are checked now, so the error can name the file
         model.command(Knobs().resolve(1), "127.0.0.1", 0)
     except LabError as e:
         raise LabError(f"{where}.argv: {e}") from None
     return model
+
+
+def _requires(value: list[Any], where: str) -> tuple[str, ...]:
+    if not all(isinstance(v, str) and v.strip() for v in value):
+        raise LabError(f'{where}.requires: must be a list of distribution names, e.g. ["granian"]')
+    return tuple(value)
 
 
 def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:

@@ -41,6 +41,12 @@ fi
   exit 1
 }
 
+# wrk (an independent load tool) measures the upstream in benchmarks/upstream_capacity.py; optional.
+if ! command -v wrk >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk) >/dev/null \
+    || echo "setup: wrk could not be installed; benchmarks/upstream_capacity.py needs it"
+fi
+
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 stamp=.venv/.lab-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)

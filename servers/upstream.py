@@ -1,133 +1,35 @@
 """The mock slow upstream: a third-party API that answers after a delay, over real TCP.
 
-Runs as its own process on loopback (aiohttp on uvloop when available). Each `/delay` request waits
-a fixed time or one drawn per request from a distribution, and can be made to fail or stall, so the
-lab can play a brownout. `/stats` reports requests served and the in-flight high-water mark, which
-proves how much concurrency actually reached the upstream.
+Runs as its own process group on loopback. Each `/delay` request waits a fixed time or one drawn
+per request from a distribution, and can be made to fail or stall, so the lab can play a brownout.
+`/stats` reports requests served and the in-flight high-water mark, which proves how much
+concurrency actually reached the upstream; `/stats/reset` starts a window; `/config` changes the
+delay and faults while running. Two engines serve the same API: `fast` (raw asyncio protocol on
+uvloop + httptools, the default) and `aiohttp` (the original, the fallback when those two are
+missing). `--processes N` runs N processes on one port (SO_REUSEPORT) sharing one set of counters.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import math
+import contextlib
+import ctypes
+import os
 import random
-from dataclasses import dataclass
+import signal
+import socket
+import sys
 
-from aiohttp import web
+from servers.upstream_model import DISTRIBUTIONS, Delay, Faults
+from servers.upstream_state import Settings, SharedState
 
-DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
-LOGNORMAL_SIGMA = 0.5
-
-
-@dataclass(frozen=True)
-class Delay:
-    """How long `/delay` waits when the request does not say: a mean and a distribution."""
-
-    mean_ms: float
-    distribution: str = "fixed"
-
-    def draw_ms(self, rng: random.Random) -> float:
-        m = self.mean_ms
-        match self.distribution:
-            case "fixed":
-                return m
-            case "uniform":  # uniform on [0, 2m]: mean m
-                return rng.uniform(0, 2 * m)
-            case "exponential":
-                return rng.expovariate(1 / m) if m > 0 else 0.0
-            case "lognormal":  # mu chosen so the mean is m
-                return rng.lognormvariate(_lognormal_mu(m), LOGNORMAL_SIGMA) if m > 0 else 0.0
-        raise ValueError(f"unknown distribution {self.distribution!r}")
-
-
-def _lognormal_mu(mean_ms: float) -> float:
-    return math.log(mean_ms) - LOGNORMAL_SIGMA**2 / 2
-
-
-@dataclass(frozen=True)
-class Faults:
-    error_rate: float = 0.0  # fraction of requests answered 500 after their delay
-    stall_rate: float = 0.0  # fraction of requests that wait stall_ms more
-    stall_ms: float = 0.0
-
-
-class Upstream:
-    """The handlers and their counters; one instance per process."""
-
-    def __init__(self, delay: Delay, faults: Faults, seed: int | None = None) -> None:
-        self.delay = delay
-        self.faults = faults
-        self.rng = random.Random(seed)
-        self.served = 0
-        self.inflight = 0
-        self.max_inflight = 0
-
-    async def handle_delay(self, req: web.Request) -> web.Response:
-        self.inflight += 1
-        self.max_inflight = max(self.max_inflight, self.inflight)
-        try:
-            ms = float(req.query["ms"]) if "ms" in req.query else self.delay.draw_ms(self.rng)
-            if self.faults.stall_rate and self.rng.random() < self.faults.stall_rate:
-                ms += self.faults.stall_ms
-            await asyncio.sleep(ms / 1000)
-            failed = self.faults.error_rate and self.rng.random() < self.faults.error_rate
-            return web.Response(
-                status=500 if failed else 200,
-                body=b'{"ok":false}' if failed else b'{"ok":true}',
-                content_type="application/json",
-            )
-        finally:
-            self.inflight -= 1
-            self.served += 1
-
-    def stats(self) -> dict[str, float]:
-        return {"served": self.served, "inflight": self.inflight, "max_inflight": self.max_inflight}
-
-    async def handle_stats(self, _: web.Request) -> web.Response:
-        return web.json_response(self.stats())
-
-    async def handle_reset(self, _: web.Request) -> web.Response:
-        """Start a measurement window: the high-water mark restarts from what is in flight."""
-        self.max_inflight = self.inflight
-        self.served = 0
-        return web.json_response(self.stats())
-
-    async def handle_config(self, req: web.Request) -> web.Response:
-        """Change the default delay or faults while running (the brownout story needs this)."""
-        new = json.loads(await req.read() or b"{}")
-        self.delay = Delay(
-            float(new.get("delay_ms", self.delay.mean_ms)),
-            new.get("distribution", self.delay.distribution),
-        )
-        self.faults = Faults(
-            float(new.get("error_rate", self.faults.error_rate)),
-            float(new.get("stall_rate", self.faults.stall_rate)),
-            float(new.get("stall_ms", self.faults.stall_ms)),
-        )
-        return web.json_response({"delay_ms": self.delay.mean_ms, **self.faults.__dict__})
-
-    async def handle_health(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-
-def make_app(upstream: Upstream) -> web.Application:
-    app = web.Application()
-    app.add_routes(
-        [
-            web.get("/delay", upstream.handle_delay),
-            web.get("/stats", upstream.handle_stats),
-            web.post("/stats/reset", upstream.handle_reset),
-            web.post("/config", upstream.handle_config),
-            web.get("/health", upstream.handle_health),
-        ]
-    )
-    return app
+__all__ = ["DISTRIBUTIONS", "Delay", "Faults", "main", "parse_args"]
+ENGINES = ("auto", "fast", "aiohttp")
+PR_SET_PDEATHSIG = 1
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=18081)
     p.add_argument("--delay-ms", type=float, default=100.0, help="mean delay (default 100)")
@@ -137,30 +39,79 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stall-ms", type=float, default=0.0)
     p.add_argument("--backlog", type=int, default=4096)
     p.add_argument("--seed", type=int, default=None)
-    return p.parse_args(argv)
+    p.add_argument("--processes", type=int, default=1, help="processes sharing the port")
+    p.add_argument("--engine", choices=ENGINES, default="auto", help="auto: fast if installed")
+    args = p.parse_args(argv)
+    if args.processes < 1:
+        p.error("--processes must be at least 1")
+    return args
+
+
+def engine_serve(name: str):  # type: ignore[no-untyped-def]
+    """The chosen engine's serve(state, slot, sock, rng); auto = fast when it can be imported."""
+    if name in ("auto", "fast"):
+        try:
+            from servers import upstream_fast
+
+            return upstream_fast.serve
+        except ImportError:
+            if name == "fast":
+                raise
+    from servers import upstream_aiohttp
+
+    return upstream_aiohttp.serve
+
+
+def listen(host: str, port: int, backlog: int, shared: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if shared:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    sock.setblocking(False)
+    return sock
+
+
+def run_worker(args: argparse.Namespace, state: SharedState, slot: int) -> None:
+    serve = engine_serve(args.engine)
+    sock = listen(args.host, args.port, args.backlog, shared=args.processes > 1)
+    seed = None if args.seed is None else args.seed + slot
+    serve(state, slot, sock, random.Random(seed))
+
+
+def supervise(args: argparse.Namespace, state: SharedState) -> None:
+    """Fork one worker per process; when any exits or we are told to stop, stop them all."""
+    children = []
+    for slot in range(args.processes):
+        pid = os.fork()
+        if pid == 0:  # the worker dies with us, even on SIGKILL
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            run_worker(args, state, slot)
+            os._exit(0)
+        children.append(pid)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(0))
+    try:
+        os.wait()
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
-    upstream = Upstream(
-        Delay(args.delay_ms, args.distribution),
-        Faults(args.error_rate, args.stall_rate, args.stall_ms),
-        args.seed,
-    )
-    web.run_app(
-        make_app(upstream),
-        host=args.host,
-        port=args.port,
-        backlog=args.backlog,
-        access_log=None,
-        print=None,
-    )
+    settings = Settings(Delay(args.delay_ms, args.distribution),
+                        Faults(args.error_rate, args.stall_rate, args.stall_ms))  # fmt: skip
+    state = SharedState(args.processes, settings)
+    if args.processes == 1:
+        with contextlib.suppress(KeyboardInterrupt):
+            run_worker(args, state, 0)
+    else:
+        supervise(args, state)
 
 
 if __name__ == "__main__":

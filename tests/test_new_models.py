@@ -1,0 +1,57 @@
+"""Granian (WSGI, ASGI) and plain uvicorn serve the lab's tiny sweep, and missing servers skip."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from lab.results import read_jsonl
+
+from tests.conftest import lab_cli
+
+NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    done = subprocess.run(
+        lab_cli("run", "--models", ",".join(NEW_MODELS), "--levels", "1,4", "--duration", "2",
+                "--warmup", "0", "--delay-ms", "50", "--out", str(out)),
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = out.iterdir()
+    return run
+
+
+@pytest.mark.parametrize("model", NEW_MODELS, ids=NEW_MODELS)
+def test_new_model_serves_the_sweep_without_errors(run_dir, model):
+    steps = [s for s in read_jsonl(run_dir / "steps.jsonl") if s["model"] == model]
+    assert sorted(s["concurrency"] for s in steps) == [1, 4]
+    assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
+    assert "serialized" not in {f for s in steps for f in s["flags"]}
+
+
+def test_manifest_records_each_models_interpreter(run_dir):
+    recorded = json.loads((run_dir / "manifest.json").read_text())["execution"]["interpreters"]
+    assert set(recorded) == set(NEW_MODELS)
+    assert all({"version", "gil_enabled", "executable"} <= set(i) for i in recorded.values())
+
+
+def test_model_with_missing_package_is_skipped_with_the_reason(tmp_path):
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.ghost]\ndescription = "d"\napp = "wsgi"\nunit = "thread"\n'
+        'requires = ["no-such-server-dist"]\nargv = ["{bindir}/gunicorn", "--port", "{port}"]\n'
+    )
+    done = subprocess.run(
+        lab_cli("run", "--models-file", str(models), "--models", "ghost,gunicorn-gthread",
+                "--levels", "1", "--duration", "1", "--warmup", "0", "--out", str(tmp_path)),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "skipping ghost: no-such-server-dist not installed" in " ".join(done.stderr.split())
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert {s["model"] for s in read_jsonl(run / "steps.jsonl")} == {"gunicorn-gthread"}

@@ -1,0 +1,64 @@
+"""Both upstream engines, one process or several on one port, keep the same API and counters."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from lab import preflight, procs
+
+CASES = [("fast", 1), ("fast", 2), ("aiohttp", 1), ("aiohttp", 2)]
+
+
+@pytest.fixture(params=CASES, ids=[f"{e}-x{n}" for e, n in CASES])
+def upstream_url(request, tmp_path):
+    engine, processes = request.param
+    port = procs.free_port()
+    argv = [sys.executable, "-m", "servers.upstream", "--port", str(port), "--delay-ms", "50",
+            "--engine", engine, "--processes", str(processes)]  # fmt: skip
+    proc = procs.start("upstream", argv, log_path=tmp_path / "upstream.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        procs.wait_http(proc, url + "/health", 15)
+        yield url
+    finally:
+        proc.stop()
+
+
+def stats(url: str) -> dict[str, int]:
+    return json.loads(preflight.get(url, "/stats")[1])
+
+
+def test_counters_sum_over_processes(upstream_url):
+    preflight.get(upstream_url, "/stats/reset", method="POST")
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda _: preflight.get(upstream_url, "/delay?ms=400"), range(12)))
+    assert {(s, b) for s, b, _ in answers} == {(200, b'{"ok":true}')}
+    assert stats(upstream_url) == {"served": 12, "inflight": 0, "max_inflight": 12}
+    preflight.get(upstream_url, "/stats/reset", method="POST")
+    assert stats(upstream_url) == {"served": 0, "inflight": 0, "max_inflight": 0}
+
+
+def test_config_reaches_every_process(upstream_url):
+    preflight.get(upstream_url, "/delay?ms=1")  # every engine answers before the change too
+    conn = http.client.HTTPConnection("127.0.0.1", int(upstream_url.rsplit(":", 1)[1]))
+    conn.request("POST", "/config", body=json.dumps({"delay_ms": 600, "error_rate": 1.0}))
+    assert json.loads(conn.getresponse().read())["delay_ms"] == 600
+    conn.close()
+    with ThreadPoolExecutor(6) as pool:  # fresh connections land on every process
+        answers = list(pool.map(lambda _: preflight.get(upstream_url, "/delay"), range(6)))
+    assert all(status == 500 and seconds >= 0.6 for status, _, seconds in answers), answers
+
+
+def test_keep_alive_connection_serves_requests_in_order(upstream_url):
+    conn = http.client.HTTPConnection("127.0.0.1", int(upstream_url.rsplit(":", 1)[1]))
+    for ms in (30, 1, 10):
+        conn.request("GET", f"/delay?ms={ms}")
+        reply = conn.getresponse()
+        assert (reply.status, reply.read()) == (200, b'{"ok":true}')
+    conn.close()
+    assert preflight.get(upstream_url, "/nowhere")[0] == 404
