@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lab.results import read_jsonl
 
 from lab import interpreters
+from lab.rundir import RunDir
 from tests.conftest import lab_cli
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/usr/local/bin")
@@ -33,7 +33,7 @@ def test_python_override_is_honoured_and_recorded(tmp_path):
     assert manifest["models"]["gunicorn-gthread"]["argv"][0] == str(venv / "bin" / "gunicorn")
     assert info["version"] == interpreters.probe(SYSTEM_PYTHON)["version"]
     assert info["gil_enabled"] is True  # a regular build; a 3.13t/3.14t build records False
-    assert all(s["ok"] > 0 for s in read_jsonl(run / "steps.jsonl"))
+    assert all(s["ok"] > 0 for s in [vars(r) for r in RunDir(run).steps()])
 
 
 FREE_THREADED = {"version": "3.14.0", "free_threaded_build": True, "gil_enabled": False}

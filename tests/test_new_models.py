@@ -6,8 +6,8 @@ import json
 import subprocess
 
 import pytest
-from lab.results import read_jsonl
 
+from lab.rundir import RunDir
 from tests.conftest import lab_cli
 
 NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
@@ -28,8 +28,8 @@ def run_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("model", NEW_MODELS, ids=NEW_MODELS)
 def test_new_model_serves_the_sweep_without_errors(run_dir, model):
-    steps = [s for s in read_jsonl(run_dir / "steps.jsonl") if s["model"] == model]
-    assert sorted(s["concurrency"] for s in steps) == [1, 4]
+    steps = [s for s in [vars(r) for r in RunDir(run_dir).steps()] if s["model"] == model]
+    assert sorted(s["users"] for s in steps) == [1, 4]
     assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
     assert "serialized" not in {f for s in steps for f in s["flags"]}
 
@@ -54,4 +54,4 @@ def test_model_with_missing_package_is_skipped_with_the_reason(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "skipping ghost: no-such-server-dist not installed" in " ".join(done.stderr.split())
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    assert {s["model"] for s in read_jsonl(run / "steps.jsonl")} == {"gunicorn-gthread"}
+    assert {s["model"] for s in [vars(r) for r in RunDir(run).steps()]} == {"gunicorn-gthread"}
