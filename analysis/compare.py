@@ -83,8 +83,18 @@ def compare(a: Run, b: Run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-HEADERS = ("model", "c", "rps A", "rps B", "rps change [95% CI]", "p99 A", "p99 B",
-           "p99 change [95% CI]", "basis", "flags")  # fmt: skip
+HEADERS = (
+    "model",
+    "c",
+    "rps A",
+    "rps B",
+    "rps change [95% CI]",
+    "p99 A",
+    "p99 B",
+    "p99 change [95% CI]",
+    "basis",
+    "flags",
+)
 
 
 def _pct(x: float) -> str:
@@ -114,11 +124,17 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
     for r in frame.to_dict("records"):
         basis = {r["rps_basis"], r["p99_basis"]} - {"none"}
         out.add_row(
-            r["model"], str(r["concurrency"]),
-            _num(r["rps_a"]), _num(r["rps_b"]), _change(r, "rps"),
-            _num(r["p99_a"]), _num(r["p99_b"]), _change(r, "p99"),
-            "/".join(sorted(basis)) or "-", r["flags"],
-        )  # fmt: skip
+            r["model"],
+            str(r["concurrency"]),
+            _num(r["rps_a"]),
+            _num(r["rps_b"]),
+            _change(r, "rps"),
+            _num(r["p99_a"]),
+            _num(r["p99_b"]),
+            _change(r, "p99"),
+            "/".join(sorted(basis)) or "-",
+            r["flags"],
+        )
     console.print(out)
     n = len(frame)
     rps_sig = int(frame["rps_significant"].sum())

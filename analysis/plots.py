@@ -171,8 +171,12 @@ def _spectrum(run: Run, table: pd.DataFrame, level: int, colours: dict[str, str]
         n = int(one["count"].iloc[0])
         one = one[one["nines"] <= math.log10(n)]
         reach = max(reach, math.ceil(one["nines"].max()))
-        ax.plot(one["nines"], one["latency_ms"], color=colours.get(model),
-                label=f"{_label(model, sub)} (n={n:,})")  # fmt: skip
+        ax.plot(
+            one["nines"],
+            one["latency_ms"],
+            color=colours.get(model),
+            label=f"{_label(model, sub)} (n={n:,})",
+        )
     if at.empty:
         ax.text(0.5, 0.5, f"no histograms at c={level}", ha="center", transform=ax.transAxes)
     labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: reach + 1]
@@ -225,8 +229,14 @@ def _resources(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
             label=f"{model} client",
         )
         if sub["upstream_cpu_pct"].notna().any():
-            cpu.plot(sub["concurrency"], sub["upstream_cpu_pct"], ":", color=c, alpha=0.7,
-                     label=f"{model} upstream")  # fmt: skip
+            cpu.plot(
+                sub["concurrency"],
+                sub["upstream_cpu_pct"],
+                ":",
+                color=c,
+                alpha=0.7,
+                label=f"{model} upstream",
+            )
         rss.plot(sub["concurrency"], sub["server_rss_mb"], "-o", color=c, label=model)
     cpu.axhline(90, color="grey", linestyle=":", linewidth=1)
     _axes(cpu, "concurrency (users)", "CPU % (100 = one core)", _levels(table))

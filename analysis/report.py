@@ -144,11 +144,16 @@ def _verdict(table: pd.DataFrame) -> str:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
     else:
         clear, noisy = cross[cross["clear"]], cross[~cross["clear"]]
-        out.append(f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>" if len(clear)
-                   else "<p>No crossover beyond noise.</p>")  # fmt: skip
+        out.append(
+            f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>"
+            if len(clear)
+            else "<p>No crossover beyond noise.</p>"
+        )
         if len(noisy):
-            out.append(f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
-                       f"<ul>{_crossings(noisy)}</ul></details>")  # fmt: skip
+            out.append(
+                f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
+                f"<ul>{_crossings(noisy)}</ul></details>"
+            )
     if flags.empty:
         out.append("<p>No flagged points.</p>")
     else:

@@ -44,13 +44,24 @@ class Plain(FastHttpUser):
 """
 
 
-def lab_generator(url: str, path: str, users: int, seconds: float, cpus: tuple[int, ...],
-                  workdir: Path) -> dict:  # fmt: skip
-    spec = StepSpec(base_url=url, path=path, users=users, settle_s=1.0 + users / 500,
-                    duration_s=seconds,
-                    timeout_s=60.0)  # fmt: skip
-    gen = procs.start("bench-lab", [sys.executable, "-m", "loadgen.worker", spec.to_json()],
-                      log_path=workdir / "lab.log", cpus=cpus, pipe_stdout=True)  # fmt: skip
+def lab_generator(
+    url: str, path: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
+) -> dict:
+    spec = StepSpec(
+        base_url=url,
+        path=path,
+        users=users,
+        settle_s=1.0 + users / 500,
+        duration_s=seconds,
+        timeout_s=60.0,
+    )
+    gen = procs.start(
+        "bench-lab",
+        [sys.executable, "-m", "loadgen.worker", spec.to_json()],
+        log_path=workdir / "lab.log",
+        cpus=cpus,
+        pipe_stdout=True,
+    )
     out, _ = gen.popen.communicate(timeout=seconds + 120)
     return json.loads(out.splitlines()[-1])
 
@@ -62,16 +73,19 @@ def plain_locust(
     locustfile = workdir / "plain_locustfile.py"
     locustfile.write_text(PLAIN_LOCUSTFILE)
     argv = ["taskset", "--cpu-list", ",".join(map(str, cpus))] if cpus else []
-    argv += [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url,
-             "-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s", "--json",
-             "--only-summary", "--loglevel", "ERROR"]  # fmt: skip
+    argv += [
+        *[sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url],
+        *["-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s"],
+        *["--json", "--only-summary", "--loglevel", "ERROR"],
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
     stats = json.loads(done.stdout)[0]
     return stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"])
 
 
-def hook_overhead(url: str, users: int, seconds: float, rounds: int, cpus: tuple[int, ...],
-                  workdir: Path) -> dict[str, list[float]]:  # fmt: skip
+def hook_overhead(
+    url: str, users: int, seconds: float, rounds: int, cpus: tuple[int, ...], workdir: Path
+) -> dict[str, list[float]]:
     measured: dict[str, list[float]] = {"lab": [], "plain": [], "lab_cpu": []}
     for _ in range(rounds):
         lab = lab_generator(url, "/health", users, seconds, cpus, workdir)
@@ -81,25 +95,36 @@ def hook_overhead(url: str, users: int, seconds: float, rounds: int, cpus: tuple
     return measured
 
 
-def upstream_at(backend: NativeBackend, delay_ms: int, connections: int, seconds: float,
-                cpus: tuple[int, ...], workdir: Path) -> dict:  # fmt: skip
+def upstream_at(
+    backend: NativeBackend,
+    delay_ms: int,
+    connections: int,
+    seconds: float,
+    cpus: tuple[int, ...],
+    workdir: Path,
+) -> dict:
     upstream = backend.start_upstream(UpstreamSpec(delay_ms=delay_ms), procs.free_port())
     sampler = Sampler(upstream.meter())
     try:
         sampler.start()
-        result = lab_generator(upstream.url, f"/delay?ms={delay_ms}", connections, seconds, cpus,
-                               workdir)  # fmt: skip
+        result = lab_generator(
+            upstream.url, f"/delay?ms={delay_ms}", connections, seconds, cpus, workdir
+        )
     finally:
         sampler.stop()
         upstream.stop()
     lat = result["latency_ms"]
     return {
-        "delay_ms": delay_ms, "connections": connections,
-        "rps": result["ok"] / result["duration_s"], "ideal_rps": connections * 1000 / delay_ms,
-        "added_p50_ms": lat["p50"] - delay_ms, "added_p99_ms": lat["p99"] - delay_ms,
-        "errors": sum(result["errors"].values()), "upstream_cpu": sampler.mean_cpu(),
+        "delay_ms": delay_ms,
+        "connections": connections,
+        "rps": result["ok"] / result["duration_s"],
+        "ideal_rps": connections * 1000 / delay_ms,
+        "added_p50_ms": lat["p50"] - delay_ms,
+        "added_p99_ms": lat["p99"] - delay_ms,
+        "errors": sum(result["errors"].values()),
+        "upstream_cpu": sampler.mean_cpu(),
         "client_cpu": result["client_cpu_pct"],
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -116,11 +141,14 @@ def main() -> None:
         backend = NativeBackend(workdir, layout)
         try:
             target = backend.start_upstream(UpstreamSpec(delay_ms=0), procs.free_port())
-            m = hook_overhead(target.url, args.users, args.seconds, args.rounds, layout.client,
-                              workdir)  # fmt: skip
+            m = hook_overhead(
+                target.url, args.users, args.seconds, args.rounds, layout.client, workdir
+            )
             target.stop()
-            ups = [upstream_at(backend, d, args.connections, args.seconds, layout.client, workdir)
-                   for d in (1000, 100)]  # fmt: skip
+            ups = [
+                upstream_at(backend, d, args.connections, args.seconds, layout.client, workdir)
+                for d in (1000, 100)
+            ]
         finally:
             backend.close()
 
@@ -143,13 +171,33 @@ def main() -> None:
     console.print(f"lab generator CPU per round: {m['lab_cpu']} % of one core")
 
     u = Table(title=f"mock upstream at {args.connections} concurrent connections")
-    for col in ("delay ms", "rps", "ideal rps", "added p50 ms", "added p99 ms", "errors",
-                "upstream CPU %", "client CPU %"):  # fmt: skip
+    for col in (
+        "delay ms",
+        "rps",
+        "ideal rps",
+        "added p50 ms",
+        "added p99 ms",
+        "errors",
+        "upstream CPU %",
+        "client CPU %",
+    ):
         u.add_column(col)
     for r in ups:
-        u.add_row(*(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in
-                    ("delay_ms", "rps", "ideal_rps", "added_p50_ms", "added_p99_ms", "errors",
-                     "upstream_cpu", "client_cpu")))  # fmt: skip
+        u.add_row(
+            *(
+                f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k])
+                for k in (
+                    "delay_ms",
+                    "rps",
+                    "ideal_rps",
+                    "added_p50_ms",
+                    "added_p99_ms",
+                    "errors",
+                    "upstream_cpu",
+                    "client_cpu",
+                )
+            )
+        )
     console.print(u)
 
 

@@ -93,12 +93,17 @@ def summarise(samples: list[Sample], role: str) -> dict[str, float] | None:
     half = (rows[0].t + rows[-1].t) / 2
     steady = [s for s in rows if s.t >= half]  # second half: start-up is over
     return {
-        "rss_mb_first": rows[0].rss_mb, "rss_mb_mid": steady[0].rss_mb,
-        "rss_mb_last": rows[-1].rss_mb, "rss_mb_max": max(s.rss_mb for s in rows),
+        "rss_mb_first": rows[0].rss_mb,
+        "rss_mb_mid": steady[0].rss_mb,
+        "rss_mb_last": rows[-1].rss_mb,
+        "rss_mb_max": max(s.rss_mb for s in rows),
         "rss_mb_per_min_2nd_half": round(slope_per_min([(s.t, s.rss_mb) for s in steady]), 3),
-        "fds_first": rows[0].fds, "fds_mid": steady[0].fds, "fds_last": rows[-1].fds,
-        "fds_max": max(s.fds for s in rows), "samples": len(rows),
-    }  # fmt: skip
+        "fds_first": rows[0].fds,
+        "fds_mid": steady[0].fds,
+        "fds_last": rows[-1].fds,
+        "fds_max": max(s.fds for s in rows),
+        "samples": len(rows),
+    }
 
 
 def parse_args() -> argparse.Namespace:

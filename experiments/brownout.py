@@ -78,7 +78,7 @@ PROTOCOLS = {
     "quick": Protocol(
         phases=(("normal", 5.0, 100.0), ("slowdown", 8.0, 1000.0), ("recovery", 8.0, 100.0)),
         settle_s=1.0,
-    ),  # fmt: skip
+    ),
 }
 MODELS = {
     "uwsgi-threads": "uWSGI --threads W (servers/models.toml), W x processes requests at once",
@@ -87,8 +87,9 @@ MODELS = {
 
 
 def set_delay(upstream_url: str, delay_ms: float) -> None:
-    req = urllib.request.Request(f"{upstream_url}/config", method="POST",
-                                 data=json.dumps({"delay_ms": delay_ms}).encode())  # fmt: skip
+    req = urllib.request.Request(
+        f"{upstream_url}/config", method="POST", data=json.dumps({"delay_ms": delay_ms}).encode()
+    )
     with urllib.request.urlopen(req, timeout=5) as r:
         r.read()
 
@@ -121,8 +122,13 @@ def load_step(p: Protocol, run: Run, url: str, hlog: str, upstream_url: str) -> 
     measuring, stop = threading.Event(), threading.Event()
     driver = threading.Thread(target=drive, args=(p, upstream_url, measuring, stop), daemon=True)
     driver.start()
-    proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(spec)], env=child_env(),
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, json.dumps(spec)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -143,8 +149,9 @@ def load_step(p: Protocol, run: Run, url: str, hlog: str, upstream_url: str) -> 
 def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any]:
     registry = load_registry()
     (model,) = registry.pick([run.model])
-    knobs = Knobs(processes=p.processes, workers=run.workers, pool=run.workers,
-                  timeout_s=int(p.timeout_s * 4)).resolve(run.workers)  # fmt: skip
+    knobs = Knobs(
+        processes=p.processes, workers=run.workers, pool=run.workers, timeout_s=int(p.timeout_s * 4)
+    ).resolve(run.workers)
     backend = NativeBackend(run_dir.path, CpuLayout.split(pin=True))
     try:
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())
@@ -159,16 +166,34 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
     if r.get("dropped"):  # as lab run does in open loop: a request that could not start failed
         errors["dropped"] = r["dropped"]
     step = Step(
-        run_id=run_dir.path.name, model=run.model, mode=run.mode, concurrency=r["users"],
-        trial=index, started_at=r["started_at"], duration_s=r["duration_s"],
-        requests=r["requests"], ok=r["ok"], errors=errors,
-        throughput_rps=r["ok"] / r["duration_s"], latency_ms=r["latency_ms"], server_cpu_pct=0.0,
-        server_rss_mb=0.0, client_cpu_pct=r["client_cpu_pct"], upstream_max_inflight=0,
-        flags=["errors"] if errors else [], rate_rps=p.rate_rps if run.mode == "open" else None,
-        histogram=rel, timeseries=r["timeseries"],
-        evidence={"capacity": capacity, "phases": p.phases, "dropped": r.get("dropped", 0),
-                  "knobs": knobs.__dict__, "label": run.label},
-    )  # fmt: skip
+        run_id=run_dir.path.name,
+        model=run.model,
+        mode=run.mode,
+        concurrency=r["users"],
+        trial=index,
+        started_at=r["started_at"],
+        duration_s=r["duration_s"],
+        requests=r["requests"],
+        ok=r["ok"],
+        errors=errors,
+        throughput_rps=r["ok"] / r["duration_s"],
+        latency_ms=r["latency_ms"],
+        server_cpu_pct=0.0,
+        server_rss_mb=0.0,
+        client_cpu_pct=r["client_cpu_pct"],
+        upstream_max_inflight=0,
+        flags=["errors"] if errors else [],
+        rate_rps=p.rate_rps if run.mode == "open" else None,
+        histogram=rel,
+        timeseries=r["timeseries"],
+        evidence={
+            "capacity": capacity,
+            "phases": p.phases,
+            "dropped": r.get("dropped", 0),
+            "knobs": knobs.__dict__,
+            "label": run.label,
+        },
+    )
     append_jsonl(run_dir.path / "steps.jsonl", step.to_json())
     out = {"label": run.label, "capacity": capacity, **r}
     run_dir.record(out)
@@ -197,8 +222,12 @@ def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = (("rps", "throughput (ok/s)"), ("p99_ms", "p99 latency ms (log)"),
-            ("errors", "errors/s"), ("inflight", "in flight (open loop)"))  # fmt: skip
+    keys = (
+        ("rps", "throughput (ok/s)"),
+        ("p99_ms", "p99 latency ms (log)"),
+        ("errors", "errors/s"),
+        ("inflight", "in flight (open loop)"),
+    )
     fig, axes = plt.subplots(len(keys), 1, figsize=(11, 11), sharex=True)
     for ax, (key, title) in zip(axes, keys, strict=True):
         for r in results:
@@ -207,8 +236,13 @@ def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
         for name, start, end, delay in phase_windows(p):
             if name != "normal":
                 ax.axvspan(start, end, alpha=0.08 if name == "recovery" else 0.2, color="red")
-            ax.text(start + 0.2, 0.92, f"{name} ({delay:g} ms)", transform=ax.get_xaxis_transform(),
-                    fontsize=8)  # fmt: skip
+            ax.text(
+                start + 0.2,
+                0.92,
+                f"{name} ({delay:g} ms)",
+                transform=ax.get_xaxis_transform(),
+                fontsize=8,
+            )
         ax.set_ylabel(title)
         if key == "p99_ms":
             ax.set_yscale("log")
@@ -238,9 +272,15 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
             round(pub["threads_total"] / pub["upstream_latency_s"]),
             "the arithmetic redone",
         ),
-        Row("story", "offered arrival rate", "rps", pub["offered_rps"], p.rate_rps,
-            "scaled down here with the capacities, so the same side of capacity holds"),
-    ]  # fmt: skip
+        Row(
+            "story",
+            "offered arrival rate",
+            "rps",
+            pub["offered_rps"],
+            p.rate_rps,
+            "scaled down here with the capacities, so the same side of capacity holds",
+        ),
+    ]
     for r in results:
         if "inflight" in r["timeseries"]:
             name, start, end, _ = phase_windows(p)[0]
@@ -264,15 +304,31 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
             # open loop: the arrival rate, if capacity allows; closed: users / delay at most
             offered = p.rate_rps if "open" in r["label"] else r["users"] / (delay / 1000)
             expected = min(predicted, offered)
-            rows.append(Row(r["label"], f"{name}: throughput (expected: min(capacity, offered))",
-                            "rps", None, round(mean(rps), 1) if rps else "-",
-                            f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
-                            f" expected {expected:.0f}; p99 {mean(p99):.0f} ms"))  # fmt: skip
-            details.append({"run": r["label"], "phase": name, "delay_ms": delay,
-                            "capacity_rps": round(predicted, 1), "rps": round(mean(rps), 1),
-                            "p99_ms": round(mean(p99)), "errors": sum(in_phase(r, "errors",
-                            start, end)), "dropped": sum(in_phase(r, "dropped", start, end))
-                            if "dropped" in r["timeseries"] else "-"})  # fmt: skip
+            rows.append(
+                Row(
+                    r["label"],
+                    f"{name}: throughput (expected: min(capacity, offered))",
+                    "rps",
+                    None,
+                    round(mean(rps), 1) if rps else "-",
+                    f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
+                    f" expected {expected:.0f}; p99 {mean(p99):.0f} ms",
+                )
+            )
+            details.append(
+                {
+                    "run": r["label"],
+                    "phase": name,
+                    "delay_ms": delay,
+                    "capacity_rps": round(predicted, 1),
+                    "rps": round(mean(rps), 1),
+                    "p99_ms": round(mean(p99)),
+                    "errors": sum(in_phase(r, "errors", start, end)),
+                    "dropped": sum(in_phase(r, "dropped", start, end))
+                    if "dropped" in r["timeseries"]
+                    else "-",
+                }
+            )
     return Reproduction(rows, conclude(p, results), ["brownout.png"], {"per phase": details})
 
 

@@ -78,16 +78,21 @@ def to_full_size(p: Protocol, task: str, excess_s: float, seconds: float, base_s
 def measure(
     p: Protocol, run: RunDir, model: str, task: str, base_s: float, slack_ns: int = 0
 ) -> list[dict[str, Any]]:
-    args = [model, task, "--tasks", str(p.tasks), "--repeats", str(p.repeats),
-            "--sleep-s", str(p.sleep_s), "--zero-sleeps", str(p.zero_sleeps),
-            "--squares", str(p.squares), "--start-method", p.start_method]  # fmt: skip
+    args = [
+        *[model, task, "--tasks", str(p.tasks), "--repeats", str(p.repeats)],
+        *["--sleep-s", str(p.sleep_s), "--zero-sleeps", str(p.zero_sleeps)],
+        *["--squares", str(p.squares), "--start-method", p.start_method],
+    ]
     if slack_ns:
         args += ["--timer-slack-ns", str(slack_ns)]
     out = []
     for m in run_child("experiments.cvt_child", args, p.child_timeout_s):
         full = to_full_size(p, task, m["excess_s"], m["seconds"], base_s)
-        m |= {"timer_slack_ns": slack_ns or None, "start_method": p.start_method,
-              "full_size_s": full}  # fmt: skip
+        m |= {
+            "timer_slack_ns": slack_ns or None,
+            "start_method": p.start_method,
+            "full_size_s": full,
+        }
         run.record(m)
         out.append(m)
     return out
@@ -96,8 +101,14 @@ def measure(
 def summarise(ms: list[dict[str, Any]]) -> dict[str, float]:
     raw = [m["seconds"] for m in ms]
     full = [m["full_size_s"] for m in ms]
-    return {"mean_s": mean(raw), "sd_s": stdev(raw), "min_s": min(raw), "max_s": max(raw),
-            "full_size_mean_s": mean(full), "full_size_sd_s": stdev(full)}  # fmt: skip
+    return {
+        "mean_s": mean(raw),
+        "sd_s": stdev(raw),
+        "min_s": min(raw),
+        "max_s": max(raw),
+        "full_size_mean_s": mean(full),
+        "full_size_sd_s": stdev(full),
+    }
 
 
 def fastest(by_model: dict[str, float]) -> str:

@@ -138,7 +138,7 @@ def main() -> None:
                     "seconds": seconds,
                     "ideal_s": ideal,
                     "excess_s": seconds - ideal,
-                }  # fmt: skip
+                }
             ),
             flush=True,
         )

@@ -58,7 +58,7 @@ PROTOCOLS = {
     "quick": Protocol(requests=2000, levels=(10, 100, 500), deadline_s=30.0),
     "full": Protocol(
         requests=100_000, levels=(10, 100, 1000, 2000, 5000, 10_000), deadline_s=600.0
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -71,32 +71,52 @@ def preflight(p: Protocol) -> list[dict[str, Any]]:
     reuse = read_sysctl("net.ipv4.tcp_tw_reuse") or "0"
     somaxconn = int(read_sysctl("net.core.somaxconn") or 0)
     return [
-        {"check": "open files (hard limit; children lift soft to hard)", "have": f"{soft}/{hard}",
-         "need": need_fds, "ok": hard >= need_fds,
-         "fix": f"ulimit -n {max(need_fds, 16384)} (or nofile in /etc/security/limits.conf)"},
-        {"check": "ephemeral ports", "have": f"{lo}-{hi} ({ports})",
-         "need": min(p.requests, 28_000), "ok": ports >= min(p.requests, 28_000) or reuse in "12",
-         "fix": "sysctl -w net.ipv4.ip_local_port_range='1024 65535'"},
-        {"check": "TIME_WAIT reuse (tcp_tw_reuse: 1 all, 2 loopback)", "have": reuse,
-         "need": "1 or 2", "ok": reuse in ("1", "2"),
-         "fix": "sysctl -w net.ipv4.tcp_tw_reuse=1"},
-        {"check": "listen backlog cap (somaxconn)", "have": somaxconn, "need": max(p.levels),
-         "ok": somaxconn >= max(p.levels), "fix": "sysctl -w net.core.somaxconn=65535"},
-    ]  # fmt: skip
+        {
+            "check": "open files (hard limit; children lift soft to hard)",
+            "have": f"{soft}/{hard}",
+            "need": need_fds,
+            "ok": hard >= need_fds,
+            "fix": f"ulimit -n {max(need_fds, 16384)} (or nofile in /etc/security/limits.conf)",
+        },
+        {
+            "check": "ephemeral ports",
+            "have": f"{lo}-{hi} ({ports})",
+            "need": min(p.requests, 28_000),
+            "ok": ports >= min(p.requests, 28_000) or reuse in "12",
+            "fix": "sysctl -w net.ipv4.ip_local_port_range='1024 65535'",
+        },
+        {
+            "check": "TIME_WAIT reuse (tcp_tw_reuse: 1 all, 2 loopback)",
+            "have": reuse,
+            "need": "1 or 2",
+            "ok": reuse in ("1", "2"),
+            "fix": "sysctl -w net.ipv4.tcp_tw_reuse=1",
+        },
+        {
+            "check": "listen backlog cap (somaxconn)",
+            "have": somaxconn,
+            "need": max(p.levels),
+            "ok": somaxconn >= max(p.levels),
+            "fix": "sysctl -w net.core.somaxconn=65535",
+        },
+    ]
 
 
 def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
     port = free_port()
-    argv = [sys.executable, "-m", "experiments.mixpanel_server", *SERVER_ARGS[model],
-            "--port", str(port), "--pool", str(c)]  # fmt: skip
+    argv = [
+        *[sys.executable, "-m", "experiments.mixpanel_server", *SERVER_ARGS[model]],
+        *["--port", str(port), "--pool", str(c)],
+    ]
     url = f"http://127.0.0.1:{port}/"
     rel = hlog_relpath(model, "closed", c, 1)
     with serving(argv, url, run.path / f"logs/{model}.log", cpus=p.server_cpus) as proc:
         server = psutil.Process(proc.pid)
         cpu0 = server.cpu_times()
-        client_args = [url, "-n", str(p.requests), "-c", str(c), "--timeout", str(p.timeout_s),
-                       "--deadline", str(p.deadline_s), "--expect", BODY,
-                       "--hlog", str(run.path / rel)]  # fmt: skip
+        client_args = [
+            *[url, "-n", str(p.requests), "-c", str(c), "--timeout", str(p.timeout_s)],
+            *["--deadline", str(p.deadline_s), "--expect", BODY, "--hlog", str(run.path / rel)],
+        ]
         (r,) = run_child("experiments.abclient", client_args, p.deadline_s + 60, p.client_cpus)
         cpu1 = server.cpu_times()
         rss_mb = server.memory_info().rss / 2**20
@@ -105,18 +125,32 @@ def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
     if r["unfinished"]:
         errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
     step = Step(
-        run_id=run.path.name, model=model, mode="closed", concurrency=c, trial=1,
+        run_id=run.path.name,
+        model=model,
+        mode="closed",
+        concurrency=c,
+        trial=1,
         started_at=datetime.fromtimestamp(r["started_at"], UTC).isoformat(timespec="seconds"),
-        duration_s=r["time_taken_s"], requests=p.requests, ok=r["ok"], errors=errors,
-        throughput_rps=r["throughput_rps"], latency_ms=r["latency_ms"],
-        server_cpu_pct=round(server_cpu, 1), server_rss_mb=round(rss_mb, 1),
-        client_cpu_pct=round(r["client_cpu_pct"], 1), upstream_max_inflight=0,
-        flags=(["errors"] if errors else []) + (["client_saturated"]
-                                                 if r["client_cpu_pct"] >= 90 else []),
+        duration_s=r["time_taken_s"],
+        requests=p.requests,
+        ok=r["ok"],
+        errors=errors,
+        throughput_rps=r["throughput_rps"],
+        latency_ms=r["latency_ms"],
+        server_cpu_pct=round(server_cpu, 1),
+        server_rss_mb=round(rss_mb, 1),
+        client_cpu_pct=round(r["client_cpu_pct"], 1),
+        upstream_max_inflight=0,
+        flags=(["errors"] if errors else [])
+        + (["client_saturated"] if r["client_cpu_pct"] >= 90 else []),
         histogram=rel,
-        evidence={"error_details": r["error_details"], "unfinished": r["unfinished"],
-                  "deadline_hit": r["deadline_hit"], "ab_style": True},
-    )  # fmt: skip
+        evidence={
+            "error_details": r["error_details"],
+            "unfinished": r["unfinished"],
+            "deadline_hit": r["deadline_hit"],
+            "ab_style": True,
+        },
+    )
     append_jsonl(run.path / "steps.jsonl", step.to_json())
     out = {"model": model, "c": c, **r, "server_cpu_pct": server_cpu, "server_rss_mb": rss_mb}
     run.record(out)

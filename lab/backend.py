@@ -84,8 +84,13 @@ class LocalServer:
 class NativeBackend:
     name = "native"
 
-    def __init__(self, run_dir: Path, layout: CpuLayout, host: str = HOST,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:  # fmt: skip
+    def __init__(
+        self,
+        run_dir: Path,
+        layout: CpuLayout,
+        host: str = HOST,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
         """`host`: where every listener binds (loopback unless the run allows remote)."""
         self.run_dir = run_dir
         self.layout = layout
@@ -93,13 +98,25 @@ class NativeBackend:
         self.ready_timeout_s = ready_timeout_s
         self.started: list[procs.Proc] = []
 
-    def _start(self, name: str, argv: list[str], env: dict[str, str], port: int,
-               cpus: tuple[int, ...], ready_path: str) -> LocalServer:  # fmt: skip
+    def _start(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        port: int,
+        cpus: tuple[int, ...],
+        ready_path: str,
+    ) -> LocalServer:
         procs.ensure_port_free(self.host, port, name)
         proc = procs.start(
-            name, argv, log_path=self.run_dir / "logs" / f"{name}.log", env=env,
-            cwd=Path(__file__).resolve().parent.parent, cpus=cpus, pid_dir=self.run_dir / "pids",
-        )  # fmt: skip
+            name,
+            argv,
+            log_path=self.run_dir / "logs" / f"{name}.log",
+            env=env,
+            cwd=Path(__file__).resolve().parent.parent,
+            cpus=cpus,
+            pid_dir=self.run_dir / "pids",
+        )
         self.started.append(proc)
         url = f"http://{self.host}:{port}"
         try:
@@ -110,12 +127,19 @@ class NativeBackend:
         return LocalServer(name, url, proc, proc.argv)
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> LocalServer:
-        argv = [sys.executable, "-m", "servers.upstream", "--host", self.host, "--port", str(port),
-                *spec.argv_flags()]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "servers.upstream",
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+            *spec.argv_flags(),
+        ]
         return self._start("upstream", argv, dict(os.environ), port, self.layout.client, "/health")
 
-    def start_server(self, model: Model, knobs: Knobs, upstream_url: str,
-                     port: int) -> LocalServer:  # fmt: skip
+    def start_server(self, model: Model, knobs: Knobs, upstream_url: str, port: int) -> LocalServer:
         argv = model.command(knobs, self.host, port)
         env = server_env(model, knobs, upstream_url)
         return self._start(model.name, argv, env, port, self.layout.server, "/health")

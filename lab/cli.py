@@ -178,28 +178,46 @@ def run(ctx: click.Context, **_: Any) -> None:
     clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
     registry = load_registry(opts["models_file"])
     scenario = override(
-        load_scenario(opts["scenario_name"]), models=opts["models"], levels=opts["levels"],
-        duration_s=opts["duration"], warmup_s=opts["warmup"], trials=opts["trials"],
-        delay_ms=opts["delay_ms"], route=opts["route"], server_port=opts["port"],
-        upstream_port=opts["upstream_port"], pin_cpus=False if opts["no_pin"] else None,
-        host=opts["host"], request_timeout_s=opts["request_timeout"],
-        start_timeout_s=opts["start_timeout"], mode=opts["mode"], rates=opts["rates"],
-        max_outstanding=opts["max_outstanding"], arrival=opts["arrival"],
-    )  # fmt: skip
+        load_scenario(opts["scenario_name"]),
+        models=opts["models"],
+        levels=opts["levels"],
+        duration_s=opts["duration"],
+        warmup_s=opts["warmup"],
+        trials=opts["trials"],
+        delay_ms=opts["delay_ms"],
+        route=opts["route"],
+        server_port=opts["port"],
+        upstream_port=opts["upstream_port"],
+        pin_cpus=False if opts["no_pin"] else None,
+        host=opts["host"],
+        request_timeout_s=opts["request_timeout"],
+        start_timeout_s=opts["start_timeout"],
+        mode=opts["mode"],
+        rates=opts["rates"],
+        max_outstanding=opts["max_outstanding"],
+        arrival=opts["arrival"],
+    )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     chosen = registry.pick(list(scenario.models))
     if opts["backend"] == "native":  # the docker backend runs the image's own servers
         for model in chosen:
             model.check_installed(registry.knobs.resolve(1))
     plan = plan_run(
-        scenario, chosen, registry.knobs.updated(opts["knobs"], "--knob"), opts["out"],
-        run_dir=opts["resume"], allow_remote=opts["allow_remote"],
-        limits=scenario.check_open_files(), invocation=encode_invocation(opts),
-    )  # fmt: skip
+        scenario,
+        chosen,
+        registry.knobs.updated(opts["knobs"], "--knob"),
+        opts["out"],
+        run_dir=opts["resume"],
+        allow_remote=opts["allow_remote"],
+        limits=scenario.check_open_files(),
+        invocation=encode_invocation(opts),
+    )
     backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
-    console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
-                  f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
+    console.print(
+        f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
+        f"{plan.expected_seconds() / 60:.0f} min)"
+    )
     try:
         with stop_signals(), ConsoleProgress(console, plan.expected_seconds()) as progress:
             Sweep(plan, backend, progress, resume=recorded).run()
@@ -222,10 +240,29 @@ def run(ctx: click.Context, **_: Any) -> None:
 
 
 # The options that define what a run measures: recorded in the manifest, reused by --resume.
-RESUMABLE = ("scenario_name", "models", "levels", "duration", "warmup", "trials", "delay_ms",
-             "route", "knobs", "port", "upstream_port", "no_pin", "models_file", "host",
-             "request_timeout", "start_timeout", "mode", "rates", "max_outstanding",
-             "arrival", "backend")  # fmt: skip
+RESUMABLE = (
+    "scenario_name",
+    "models",
+    "levels",
+    "duration",
+    "warmup",
+    "trials",
+    "delay_ms",
+    "route",
+    "knobs",
+    "port",
+    "upstream_port",
+    "no_pin",
+    "models_file",
+    "host",
+    "request_timeout",
+    "start_timeout",
+    "mode",
+    "rates",
+    "max_outstanding",
+    "arrival",
+    "backend",
+)
 
 
 def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
@@ -234,8 +271,9 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
         from lab.docker_backend import DockerBackend  # needs the Docker SDK and an engine
 
         return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
-    return NativeBackend(plan.run_dir, layout, host=scenario.host,
-                         ready_timeout_s=scenario.start_timeout_s)  # fmt: skip
+    return NativeBackend(
+        plan.run_dir, layout, host=scenario.host, ready_timeout_s=scenario.start_timeout_s
+    )
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
@@ -294,8 +332,9 @@ def clean_leftovers(out: Path) -> None:
         console.print(f"[yellow]leftover from a dead run:[/] {item.describe()}")
     leftovers.clean(found)
     alive = sum(item.alive for item in found)
-    console.print(f"[yellow]stopped {alive} leftover process group(s), removed {len(found)} "
-                  f"pid file(s)")  # fmt: skip
+    console.print(
+        f"[yellow]stopped {alive} leftover process group(s), removed {len(found)} pid file(s)"
+    )
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")

@@ -158,9 +158,17 @@ def doctor(out: Path, clean: bool, as_json: bool) -> None:
     if clean and stray:
         leftovers.clean(stray)
     if as_json:
-        click.echo(json.dumps({"checks": [asdict(c) for c in found], "capacity": allowed,
-                               "leftovers": [s.describe() for s in stray],
-                               "cleaned": clean and bool(stray)}, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "checks": [asdict(c) for c in found],
+                    "capacity": allowed,
+                    "leftovers": [s.describe() for s in stray],
+                    "cleaned": clean and bool(stray),
+                },
+                indent=2,
+            )
+        )
         return
     console = Console(soft_wrap=True)  # commands must stay copy-pastable on one line
     table = Table(title="load-testing limits (recommended: tuning/)")

@@ -14,15 +14,34 @@ from typing import Any
 import lab
 
 PACKAGES = (
-    "flask", "quart", "werkzeug", "urllib3", "aiohttp", "gevent", "greenlet", "uwsgi", "gunicorn",
-    "uvicorn", "uvicorn-worker", "uvloop", "httptools", "locust", "geventhttpclient",
-    "hdrhistogram", "psutil",
-)  # fmt: skip
+    "flask",
+    "quart",
+    "werkzeug",
+    "urllib3",
+    "aiohttp",
+    "gevent",
+    "greenlet",
+    "uwsgi",
+    "gunicorn",
+    "uvicorn",
+    "uvicorn-worker",
+    "uvloop",
+    "httptools",
+    "locust",
+    "geventhttpclient",
+    "hdrhistogram",
+    "psutil",
+)
 SYSCTLS = (
-    "net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.ip_local_port_range",
-    "net.ipv4.tcp_tw_reuse", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_syncookies",
-    "fs.file-max", "fs.nr_open",
-)  # fmt: skip
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_syncookies",
+    "fs.file-max",
+    "fs.nr_open",
+)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,12 +66,17 @@ def git_sha() -> str:
     try:
         out = subprocess.run(
             ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
         dirty = subprocess.run(
             ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

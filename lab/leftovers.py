@@ -88,6 +88,9 @@ def mark_abandoned(run_dir: Path) -> None:
     except (OSError, ValueError):
         return
     if manifest.get("status") == "running":
-        manifest.update(status="interrupted", interrupted_by="the lab process died (found later)",
-                        finished_at=datetime.now(UTC).isoformat(timespec="seconds"))  # fmt: skip
+        manifest.update(
+            status="interrupted",
+            interrupted_by="the lab process died (found later)",
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
         results.write_json(path, manifest)

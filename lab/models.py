@@ -23,8 +23,14 @@ INSTALL_HINTS = {
     "uwsgi": "pip install uwsgi (it compiles from source: needs gcc and the Python headers)",
     "gunicorn": "pip install gunicorn",
 }
-KNOB_MAX = {"processes": 256, "workers": 100_000, "backlog": 1_000_000, "keepalive_s": 3_600,
-            "pool": 100_000, "timeout_s": 86_400}  # fmt: skip
+KNOB_MAX = {
+    "processes": 256,
+    "workers": 100_000,
+    "backlog": 1_000_000,
+    "keepalive_s": 3_600,
+    "pool": 100_000,
+    "timeout_s": 86_400,
+}
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,9 @@ def expected_body(path: str) -> bytes:
     return HEALTH_BODY
 
 
-def get(base_url: str, path: str, timeout_s: float = 30.0,
-        method: str = "GET") -> tuple[int, bytes, float]:  # fmt: skip
+def get(
+    base_url: str, path: str, timeout_s: float = 30.0, method: str = "GET"
+) -> tuple[int, bytes, float]:
     """(status, body, seconds) of one request on a fresh connection."""
     url = urllib.parse.urlsplit(base_url)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
@@ -122,14 +123,20 @@ def probe(base_url: str, path: str, k: int, delay_ms: float) -> Probe:
     limit = d + (k - 1) * d * SLACK
     ok = all(status == 200 for status, _, _ in results)
     return Probe(
-        route=path, k=k, delay_ms=delay_ms, wall_s=round(wall, 3),
+        route=path,
+        k=k,
+        delay_ms=delay_ms,
+        wall_s=round(wall, 3),
         latencies_s=[round(s, 3) for _, _, s in results],
-        overlap=round(k * d / wall, 2), limit_s=round(limit, 3), passed=ok and wall <= limit,
-    )  # fmt: skip
+        overlap=round(k * d / wall, 2),
+        limit_s=round(limit, 3),
+        passed=ok and wall <= limit,
+    )
 
 
-def run(model: str, base_url: str, upstream_url: str, load_path: str, k: int,
-        delay_ms: float) -> Preflight:  # fmt: skip
+def run(
+    model: str, base_url: str, upstream_url: str, load_path: str, k: int, delay_ms: float
+) -> Preflight:
     """Verify every route, then probe concurrency on the in-process sleep and on upstream I/O."""
     paths = ["/health", "/io", f"/sleep?ms={int(delay_ms) // 10}", f"/cpu?n={DEFAULT_CPU_N}"]
     if load_path not in paths:

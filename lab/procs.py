@@ -141,8 +141,9 @@ class PidRecord:
     def read(cls, path: Path) -> PidRecord | None:
         try:
             data = json.loads(path.read_text())
-            return cls(str(data["name"]), int(data["pid"]), float(data["create_time"]),
-                       tuple(data["argv"]))  # fmt: skip
+            return cls(
+                str(data["name"]), int(data["pid"]), float(data["create_time"]), tuple(data["argv"])
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

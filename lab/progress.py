@@ -38,8 +38,9 @@ class ConsoleProgress:
     def _advance(self, description: str, live: str = "") -> None:
         elapsed = time.monotonic() - self.start
         total = max(self.bar.tasks[0].total or 0.0, elapsed + 1)
-        self.bar.update(self.task, description=description, live=live, completed=elapsed,
-                        total=total)  # fmt: skip
+        self.bar.update(
+            self.task, description=description, live=live, completed=elapsed, total=total
+        )
 
     def model_started(self, model: str, trial: int) -> None:
         self._advance(f"{model} (trial {trial}): starting and verifying")

@@ -19,10 +19,18 @@ FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstrea
 FD_MARGIN = 256  # listening sockets, logs, libraries
 # Upper bounds: beyond these a value is a typo (ms for s, an extra zero), not an experiment.
 LIMITS = {
-    "duration_s": 86_400, "warmup_s": 3_600, "settle_s": 600, "trials": 100,
-    "request_timeout_s": 3_600, "start_timeout_s": 600, "probe_k": 1_000,
-    "probe_delay_ms": 60_000, "cpu_n": 100_000_000, "delay_ms": 600_000, "stall_ms": 600_000,
-}  # fmt: skip
+    "duration_s": 86_400,
+    "warmup_s": 3_600,
+    "settle_s": 600,
+    "trials": 100,
+    "request_timeout_s": 3_600,
+    "start_timeout_s": 600,
+    "probe_k": 1_000,
+    "probe_delay_ms": 60_000,
+    "cpu_n": 100_000_000,
+    "delay_ms": 600_000,
+    "stall_ms": 600_000,
+}
 
 
 @dataclass(frozen=True)
@@ -37,10 +45,10 @@ class UpstreamSpec:
 
     def argv_flags(self) -> list[str]:
         return [
-            "--delay-ms", str(self.delay_ms), "--distribution", self.distribution,
-            "--error-rate", str(self.error_rate), "--stall-rate", str(self.stall_rate),
-            "--stall-ms", str(self.stall_ms),
-        ]  # fmt: skip
+            *["--delay-ms", str(self.delay_ms), "--distribution", self.distribution],
+            *["--error-rate", str(self.error_rate), "--stall-rate", str(self.stall_rate)],
+            *["--stall-ms", str(self.stall_ms)],
+        ]
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,12 @@ class Point:
 class Scenario:
     name: str
     description: str = ""
-    models: tuple[str, ...] = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent",
-                               "gunicorn-asyncio")  # fmt: skip
+    models: tuple[str, ...] = (
+        "uwsgi-threads",
+        "uwsgi-gevent",
+        "gunicorn-gevent",
+        "gunicorn-asyncio",
+    )
     levels: tuple[int, ...] = (1, 10, 50, 100, 200)
     duration_s: float = 5.0
     warmup_s: float = 3.0
@@ -122,8 +134,16 @@ class Scenario:
         for level in self.levels:
             if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
                 raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
-        for name in ("duration_s", "settle_s", "request_timeout_s", "probe_delay_ms", "trials",
-                     "probe_k", "cpu_n", "start_timeout_s"):  # fmt: skip
+        for name in (
+            "duration_s",
+            "settle_s",
+            "request_timeout_s",
+            "probe_delay_ms",
+            "trials",
+            "probe_k",
+            "cpu_n",
+            "start_timeout_s",
+        ):
             positive(getattr(self, name), f"{where}: {name}")
             in_range(getattr(self, name), 0, LIMITS[name], f"{where}: {name}")
         in_range(self.warmup_s, 0, LIMITS["warmup_s"], f"{where}: warmup_s")
@@ -174,8 +194,9 @@ class Scenario:
                 f"(see tuning/)"
             )
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
-                                                        else hard, hard))  # fmt: skip
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else hard, hard)
+            )
         except (ValueError, OSError) as e:  # above fs.nr_open, even with an unlimited hard limit
             raise LabError(
                 f"{self.max_connections} connections need about {need} open files, more than "
@@ -186,19 +207,39 @@ class Scenario:
 
 _NUMBER = (int, float)
 SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
-    "description": str, "models": list, "levels": list, "duration_s": _NUMBER,
-    "warmup_s": _NUMBER, "settle_s": _NUMBER, "trials": int, "mode": str, "route": str,
-    "cpu_n": int, "request_timeout_s": _NUMBER, "probe_k": int, "probe_delay_ms": _NUMBER,
-    "pin_cpus": bool, "server_port": int, "upstream_port": int, "upstream": dict, "knobs": dict,
-    "host": str, "start_timeout_s": _NUMBER, "rates": list, "max_outstanding": int,
+    "description": str,
+    "models": list,
+    "levels": list,
+    "duration_s": _NUMBER,
+    "warmup_s": _NUMBER,
+    "settle_s": _NUMBER,
+    "trials": int,
+    "mode": str,
+    "route": str,
+    "cpu_n": int,
+    "request_timeout_s": _NUMBER,
+    "probe_k": int,
+    "probe_delay_ms": _NUMBER,
+    "pin_cpus": bool,
+    "server_port": int,
+    "upstream_port": int,
+    "upstream": dict,
+    "knobs": dict,
+    "host": str,
+    "start_timeout_s": _NUMBER,
+    "rates": list,
+    "max_outstanding": int,
     "arrival": str,
-}  # fmt: skip
+}
 
 
 UPSTREAM_TYPES: dict[str, type | tuple[type, ...]] = {
-    "delay_ms": _NUMBER, "distribution": str, "error_rate": _NUMBER, "stall_rate": _NUMBER,
+    "delay_ms": _NUMBER,
+    "distribution": str,
+    "error_rate": _NUMBER,
+    "stall_rate": _NUMBER,
     "stall_ms": _NUMBER,
-}  # fmt: skip
+}
 
 
 def builtin_names() -> list[str]:

@@ -14,8 +14,13 @@ import pytest
 from lab import doctor, leftovers, procs
 from tests.conftest import lab_cli
 
-SETTINGS = {"net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.ip_local_port_range",
-            "net.ipv4.tcp_tw_reuse", "nofile (soft/hard)"}  # fmt: skip
+SETTINGS = {
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "nofile (soft/hard)",
+}
 
 
 def run_doctor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -44,8 +49,14 @@ def test_doctor_compares_every_setting_with_the_tuning_files(tmp_path):
 def test_doctor_prints_a_table_and_permanent_commands(tmp_path):
     done = run_doctor("--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    for needle in ("somaxconn", "recommended", "concurrent client", "sysctl --system",
-                   "limits.d", "--ulimit nofile="):  # fmt: skip
+    for needle in (
+        "somaxconn",
+        "recommended",
+        "concurrent client",
+        "sysctl --system",
+        "limits.d",
+        "--ulimit nofile=",
+    ):
         assert needle in done.stdout
 
 
@@ -56,8 +67,9 @@ def test_tuning_files_parse():
 
 
 def sleeper() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
 
 
 @pytest.fixture()

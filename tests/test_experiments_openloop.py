@@ -24,9 +24,20 @@ DELAY_MS = 10
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[tuple[Proc, str]]:
     port = free_port()
-    proc = start("upstream", [sys.executable, "-m", "servers.upstream", "--port", str(port),
-                              "--delay-ms", str(DELAY_MS)],
-                 log_path=tmp_path / "upstream.log", env=child_env())  # fmt: skip
+    proc = start(
+        "upstream",
+        [
+            sys.executable,
+            "-m",
+            "servers.upstream",
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(DELAY_MS),
+        ],
+        log_path=tmp_path / "upstream.log",
+        env=child_env(),
+    )
     try:
         wait_http(proc, f"http://127.0.0.1:{port}/health", 20)
         yield proc, f"http://127.0.0.1:{port}"
@@ -37,8 +48,12 @@ def upstream(tmp_path: Path) -> Iterator[tuple[Proc, str]]:
 def step(module: str, spec: dict[str, Any], stall: Proc | None = None) -> dict[str, Any]:
     """Run one load step; with `stall`, SIGSTOP that process for 1 s starting 1 s into the
     measured window (a real stall: the kernel still queues connections and requests)."""
-    proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(spec)], env=child_env(),
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, json.dumps(spec)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     timers = []
     try:
         assert proc.stdout is not None
@@ -62,8 +77,14 @@ def step(module: str, spec: dict[str, Any], stall: Proc | None = None) -> dict[s
 
 def spec(url: str, **kw: Any) -> dict[str, Any]:
     """A loadgen.worker StepSpec as JSON (not imported: importing loadgen.worker patches)."""
-    base = {"base_url": url, "path": f"/delay?ms={DELAY_MS}", "users": 2, "settle_s": 1.0,
-            "duration_s": 4.0, "timeout_s": 10.0}  # fmt: skip
+    base = {
+        "base_url": url,
+        "path": f"/delay?ms={DELAY_MS}",
+        "users": 2,
+        "settle_s": 1.0,
+        "duration_s": 4.0,
+        "timeout_s": 10.0,
+    }
     return {**base, **kw}
 
 
@@ -89,7 +110,6 @@ def test_stall_counts_from_intended_start_in_open_loop_only(upstream: tuple[Proc
 def test_cap_turns_overload_into_drops(upstream: tuple[Proc, str]) -> None:
     _, url = upstream
     # 5 outstanding at most, each taking >= 10 ms: at most ~500 rps can start, 1000 are due
-    r = step("loadgen.openloop", spec(url, mode="open", users=5, rate_rps=1000.0,
-                                      duration_s=2.0))  # fmt: skip
+    r = step("loadgen.openloop", spec(url, mode="open", users=5, rate_rps=1000.0, duration_s=2.0))
     assert r["dropped"] > 0
     assert r["sent"] + r["dropped"] == pytest.approx(2000, rel=0.05)

@@ -13,21 +13,51 @@ from loadgen import hist
 from tests.conftest import lab_cli, undisturbed
 
 REQUIRED = {
-    "run_id", "model", "mode", "concurrency", "trial", "started_at", "duration_s", "requests",
-    "ok", "errors", "throughput_rps", "latency_ms", "server_cpu_pct", "server_rss_mb",
-    "client_cpu_pct", "upstream_max_inflight", "flags",
-}  # fmt: skip
+    "run_id",
+    "model",
+    "mode",
+    "concurrency",
+    "trial",
+    "started_at",
+    "duration_s",
+    "requests",
+    "ok",
+    "errors",
+    "throughput_rps",
+    "latency_ms",
+    "server_cpu_pct",
+    "server_rss_mb",
+    "client_cpu_pct",
+    "upstream_max_inflight",
+    "flags",
+}
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     done = subprocess.run(
-        lab_cli("run", "--models", "gunicorn-asyncio,uwsgi-threads", "--levels", "1,8",
-                "--duration", "2", "--warmup", "1", "--delay-ms", "50", "--trials", "2",
-                "--out", str(out)),
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models",
+            "gunicorn-asyncio,uwsgi-threads",
+            "--levels",
+            "1,8",
+            "--duration",
+            "2",
+            "--warmup",
+            "1",
+            "--delay-ms",
+            "50",
+            "--trials",
+            "2",
+            "--out",
+            str(out),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = out.iterdir()
     return run
@@ -82,11 +112,29 @@ def test_manifest_records_environment_and_commands(run_dir):
 
 def test_open_loop_run_is_keyed_by_rate(tmp_path):
     done = subprocess.run(
-        lab_cli("run", "--models", "gunicorn-asyncio", "--mode", "open", "--rates", "20,40",
-                "--max-outstanding", "30", "--duration", "2", "--warmup", "0", "--delay-ms", "50",
-                "--out", str(tmp_path)),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models",
+            "gunicorn-asyncio",
+            "--mode",
+            "open",
+            "--rates",
+            "20,40",
+            "--max-outstanding",
+            "30",
+            "--duration",
+            "2",
+            "--warmup",
+            "0",
+            "--delay-ms",
+            "50",
+            "--out",
+            str(tmp_path),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = tmp_path.iterdir()
     steps = read_jsonl(run / "steps.jsonl")
