@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -152,6 +153,13 @@ def main() -> None:
         finally:
             backend.close()
 
+    print_hook_table(console, args, layout, m)
+    print_upstream_table(console, args, ups)
+
+
+def print_hook_table(
+    console: Console, args: argparse.Namespace, layout: CpuLayout, m: dict[str, Any]
+) -> None:
     t = Table(
         title=f"load generator on cores {list(layout.client)}, target on {list(layout.server)}"
         f": {args.users} users, {args.rounds} alternating rounds of {args.seconds:.0f} s"
@@ -170,33 +178,28 @@ def main() -> None:
     console.print(t)
     console.print(f"lab generator CPU per round: {m['lab_cpu']} % of one core")
 
+
+UPSTREAM_COLUMNS = {
+    "delay_ms": "delay ms",
+    "rps": "rps",
+    "ideal_rps": "ideal rps",
+    "added_p50_ms": "added p50 ms",
+    "added_p99_ms": "added p99 ms",
+    "errors": "errors",
+    "upstream_cpu": "upstream CPU %",
+    "client_cpu": "client CPU %",
+}
+
+
+def print_upstream_table(
+    console: Console, args: argparse.Namespace, ups: list[dict[str, Any]]
+) -> None:
     u = Table(title=f"mock upstream at {args.connections} concurrent connections")
-    for col in (
-        "delay ms",
-        "rps",
-        "ideal rps",
-        "added p50 ms",
-        "added p99 ms",
-        "errors",
-        "upstream CPU %",
-        "client CPU %",
-    ):
+    for col in UPSTREAM_COLUMNS.values():
         u.add_column(col)
     for r in ups:
         u.add_row(
-            *(
-                f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k])
-                for k in (
-                    "delay_ms",
-                    "rps",
-                    "ideal_rps",
-                    "added_p50_ms",
-                    "added_p99_ms",
-                    "errors",
-                    "upstream_cpu",
-                    "client_cpu",
-                )
-            )
+            *(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in UPSTREAM_COLUMNS)
         )
     console.print(u)
 

@@ -295,6 +295,12 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
                     "story: only a third of the threads busy 95% of the time",
                 )
             )
+    details = phase_rows(p, results, rows)
+    return Reproduction(rows, conclude(p, results), ["brownout.png"], {"per phase": details})
+
+
+def phase_rows(p: Protocol, results: list[dict[str, Any]], rows: list[Row]) -> list[dict[str, Any]]:
+    """Per run and phase: a throughput row appended to `rows`, and the details table's lines."""
     details = []
     for r in results:
         for name, start, end, delay in phase_windows(p):
@@ -329,7 +335,7 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
                     else "-",
                 }
             )
-    return Reproduction(rows, conclude(p, results), ["brownout.png"], {"per phase": details})
+    return details
 
 
 def conclude(p: Protocol, results: list[dict[str, Any]]) -> str:

@@ -20,15 +20,15 @@ from __future__ import annotations
 import resource
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import psutil
 
+from experiments.abstep import ab_step
 from experiments.common import Experiment, Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
 from lab.environment import read_sysctl
-from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
+from lab.results import append_jsonl, hlog_relpath
 
 MODELS = {
     "gevent": "gevent.pywsgi.WSGIServer with a gevent Pool of C greenlets (monkey-patched)",
@@ -121,35 +121,18 @@ def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
         cpu1 = server.cpu_times()
         rss_mb = server.memory_info().rss / 2**20
     server_cpu = (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / r["time_taken_s"] * 100
-    errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
-    if r["unfinished"]:
-        errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
-    step = Step(
-        run_id=run.path.name,
-        model=model,
-        mode="closed",
-        concurrency=c,
-        trial=1,
-        started_at=datetime.fromtimestamp(r["started_at"], UTC).isoformat(timespec="seconds"),
-        duration_s=r["time_taken_s"],
-        requests=p.requests,
-        ok=r["ok"],
-        errors=errors,
-        throughput_rps=r["throughput_rps"],
-        latency_ms=r["latency_ms"],
-        server_cpu_pct=round(server_cpu, 1),
-        server_rss_mb=round(rss_mb, 1),
-        client_cpu_pct=round(r["client_cpu_pct"], 1),
-        upstream_max_inflight=0,
-        flags=(["errors"] if errors else [])
-        + (["client_saturated"] if r["client_cpu_pct"] >= 90 else []),
-        histogram=rel,
-        evidence={
-            "error_details": r["error_details"],
-            "unfinished": r["unfinished"],
-            "deadline_hit": r["deadline_hit"],
-            "ab_style": True,
-        },
+    evidence = {"error_details": r["error_details"], "unfinished": r["unfinished"]}
+    saturated = r["client_cpu_pct"] >= 90
+    step = ab_step(
+        run.path.name,
+        model,
+        c,
+        1,
+        r,
+        rel,
+        {**evidence, "ab_style": True},
+        (server_cpu, rss_mb),
+        saturated,
     )
     append_jsonl(run.path / "steps.jsonl", step.to_json())
     out = {"model": model, "c": c, **r, "server_cpu_pct": server_cpu, "server_rss_mb": rss_mb}

@@ -186,9 +186,7 @@ def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]])
     """The published-vs-measured table from the measurements (also usable on a saved run)."""
     pub = load_published("pool_overhead")["figures"]
     ov = by_model_size(sleep, "overhead")
-    low = min(ov["gevent"])
-    cross = crossover(ov)
-    max_n = max(ov["threads"])
+    low, cross, max_n = min(ov["gevent"]), crossover(ov), max(ov["threads"])
     slower = threads_slower(ov)
     rows = [
         Row(
@@ -239,6 +237,15 @@ def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]])
                 "to the mock upstream",
             )
         )
+    tables = {"sleep: per model and pool size (mean of trials)": details(sleep)}
+    if io:
+        tables["upstream I/O: per model and pool size"] = details(io)
+    return Reproduction(rows, conclude(p, pub, ov), ["overhead.png"], tables)
+
+
+def conclude(p: Protocol, pub: dict[str, Any], ov: dict[str, dict[int, list[float]]]) -> str:
+    low, cross, max_n = min(ov["gevent"]), crossover(ov), max(ov["threads"])
+    slower = threads_slower(ov)
     g1, t1 = mean(ov["gevent"][low]), mean(ov["threads"][low])
     if cross is not None:
         crossing = (
@@ -253,15 +260,11 @@ def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]])
             + f", so the published crossover at {pub['crossover_low']}-"
             f"{pub['crossover_high']} does not reproduce."
         )
-    conclusion = (
+    return (
         f"At N={low} gevent's overhead is {g1:.2f} (published ~{pub['gevent_overhead_low_n']}) and "
         f"threads' {t1:.2f} (published ~{pub['threads_overhead_low_n']}). {crossing}"
         + (f" {p.tasks} tasks per trial (published 10,000)." if p.tasks != 10_000 else "")
     )
-    tables = {"sleep: per model and pool size (mean of trials)": details(sleep)}
-    if io:
-        tables["upstream I/O: per model and pool size"] = details(io)
-    return Reproduction(rows, conclusion, ["overhead.png"], tables)
 
 
 EXPERIMENT = Experiment(

@@ -25,10 +25,10 @@ import math
 import shutil
 import sys
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from experiments.abstep import ab_step
 from experiments.common import (
     REPO_ROOT,
     Experiment,
@@ -39,7 +39,7 @@ from experiments.common import (
     run_child,
 )
 from experiments.serve import free_port, serving
-from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
+from lab.results import append_jsonl, hlog_relpath
 
 MODELS = {
     "uwsgi-threads": "uwsgi --http --master --threads N, Flask app",
@@ -158,34 +158,8 @@ def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
         "listen_queue_full_lines": queue_full,
     }
     run.record(out)
-    errors = {k: v for k, v in r["errors"].items() if k in ERROR_KINDS}
-    if r["unfinished"]:
-        errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
-    step = Step(
-        run_id=run.path.name,
-        model=model,
-        mode="closed",
-        concurrency=case.c,
-        trial=index,
-        started_at=datetime.fromtimestamp(r["started_at"], UTC).isoformat(timespec="seconds"),
-        duration_s=r["time_taken_s"],
-        requests=case.n,
-        ok=r["ok"],
-        errors=errors,
-        throughput_rps=r["throughput_rps"],
-        latency_ms=r["latency_ms"],
-        server_cpu_pct=0.0,
-        server_rss_mb=0.0,
-        client_cpu_pct=round(r["client_cpu_pct"], 1),
-        upstream_max_inflight=0,
-        flags=["errors"] if errors else [],
-        histogram=rel,
-        evidence={
-            "case": case.name,
-            "listen_queue_full_lines": queue_full,
-            "deadline_hit": r["deadline_hit"],
-        },
-    )
+    evidence = {"case": case.name, "listen_queue_full_lines": queue_full}
+    step = ab_step(run.path.name, model, case.c, index, r, rel, evidence)
     append_jsonl(run.path / "steps.jsonl", step.to_json())
     return out
 

@@ -218,6 +218,11 @@ def run(ctx: click.Context, **_: Any) -> None:
         f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
         f"{plan.expected_seconds() / 60:.0f} min)"
     )
+    sweep_and_summarise(plan, backend, recorded)
+
+
+def sweep_and_summarise(plan: Plan, backend: Backend, recorded: dict[str, Any] | None) -> None:
+    """Run the sweep with progress; on Ctrl-C or SIGTERM say what was kept and exit non-zero."""
     try:
         with stop_signals(), ConsoleProgress(console, plan.expected_seconds()) as progress:
             Sweep(plan, backend, progress, resume=recorded).run()
