@@ -73,13 +73,14 @@ def plain_locust(
     """Requests per second of plain locust (its CLI, no lab hooks) over the same window length."""
     locustfile = workdir / "plain_locustfile.py"
     locustfile.write_text(PLAIN_LOCUSTFILE)
-    argv = ["taskset", "--cpu-list", ",".join(map(str, cpus))] if cpus else []
-    argv += [
+    argv = [
         *[sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url],
         *["-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s"],
         *["--json", "--only-summary", "--loglevel", "ERROR"],
     ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
+    done = subprocess.run(
+        procs.pinned(argv, cpus), capture_output=True, text=True, timeout=seconds + 120
+    )
     stats = json.loads(done.stdout)[0]
     return stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"])
 

@@ -28,14 +28,8 @@ from urllib.parse import urlsplit  # noqa: E402
 
 import gevent  # noqa: E402
 
+from loadgen.errors import classify_exception  # noqa: E402
 from loadgen.hist import new_histogram, record_ms, summary_ms, write_hlog  # noqa: E402
-
-ERRNO_KINDS = {
-    errno.ECONNREFUSED: "refused",
-    errno.ECONNRESET: "reset",
-    errno.EPIPE: "reset",
-    errno.ETIMEDOUT: "timeout",
-}
 
 
 def raise_nofile() -> tuple[int, int]:
@@ -46,12 +40,13 @@ def raise_nofile() -> tuple[int, int]:
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
-    """(kind from lab.results.ERROR_KINDS, detail) for a failed request."""
-    if isinstance(exc, gevent.Timeout | TimeoutError | socket.timeout):
-        return "timeout", "timeout"
+    """(kind, detail) of a failed request: the kind as the lab's generator classifies it, the
+    detail the errno's name (ECONNREFUSED, ...) where there is one, else the exception type."""
     if isinstance(exc, OSError) and exc.errno is not None:
-        return ERRNO_KINDS.get(exc.errno, "other"), errno.errorcode.get(exc.errno, str(exc.errno))
-    return "other", type(exc).__name__
+        detail = errno.errorcode.get(exc.errno, str(exc.errno))
+    else:
+        detail = "timeout" if isinstance(exc, gevent.Timeout) else type(exc).__name__
+    return classify_exception(exc), detail
 
 
 def parse_args() -> argparse.Namespace:

@@ -19,7 +19,6 @@ import json
 import subprocess
 import sys
 import threading
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,14 +27,15 @@ from experiments.common import (
     Reproduction,
     Row,
     RunDir,
-    child_env,
-    kill_group,
     load_published,
     mean,
+    stop_child,
 )
 from experiments.serve import free_port
 from lab.backend import CpuLayout, NativeBackend
 from lab.models import Knobs, load_registry
+from lab.preflight import get
+from lab.resources import child_env
 from lab.results import ERROR_KINDS, Step, append_jsonl, hlog_relpath
 from lab.scenario import UpstreamSpec
 
@@ -87,11 +87,10 @@ MODELS = {
 
 
 def set_delay(upstream_url: str, delay_ms: float) -> None:
-    req = urllib.request.Request(
-        f"{upstream_url}/config", method="POST", data=json.dumps({"delay_ms": delay_ms}).encode()
-    )
-    with urllib.request.urlopen(req, timeout=5) as r:
-        r.read()
+    data = json.dumps({"delay_ms": delay_ms}).encode()
+    status, body, _ = get(upstream_url, "/config", timeout_s=5, method="POST", data=data)
+    if status != 200:
+        raise RuntimeError(f"upstream /config answered {status}: {body[:200]!r}")
 
 
 def drive(p: Protocol, upstream_url: str, t0_event: threading.Event, stop: threading.Event) -> None:
@@ -142,7 +141,7 @@ def load_step(p: Protocol, run: Run, url: str, hlog: str, upstream_url: str) -> 
         stop.set()
         measuring.set()
         driver.join(timeout=10)
-        kill_group(proc)
+        stop_child(proc)
         set_delay(upstream_url, p.phases[0][2])
 
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from experiments.common import child_env
 from lab.procs import Proc, free_port, start, wait_http
+from lab.resources import child_env
 
 __all__ = ["free_port", "serving"]
 

@@ -30,7 +30,6 @@ from typing import Any
 
 from experiments.abstep import ab_step
 from experiments.common import (
-    REPO_ROOT,
     Experiment,
     Reproduction,
     Row,
@@ -39,6 +38,7 @@ from experiments.common import (
     run_child,
 )
 from experiments.serve import free_port, serving
+from lab.resources import CODE_ROOT
 from lab.results import append_jsonl, hlog_relpath
 
 MODELS = {
@@ -112,7 +112,7 @@ def uwsgi_argv(case: Case, port: int) -> list[str]:
     exe = shutil.which("uwsgi") or str(Path(sys.executable).with_name("uwsgi"))
     argv = [
         *[exe, "--http", f"127.0.0.1:{port}", "--master", "--virtualenv", sys.prefix],
-        *["--pythonpath", str(REPO_ROOT), "--module", "experiments.uwsgi_blog_app:app"],
+        *["--pythonpath", str(CODE_ROOT), "--module", "experiments.uwsgi_blog_app:app"],
         *["--listen", str(case.listen), "--die-on-term", "--need-app", "--no-orphans"],
         "--disable-logging",
     ]

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from lab import procs
 from lab.models import Knobs, Model, server_env
+from lab.resources import CODE_ROOT, child_env
 from lab.sampling import Meter, TreeMeter
 from lab.scenario import UpstreamSpec
 
@@ -113,7 +114,7 @@ class NativeBackend:
             argv,
             log_path=self.run_dir / "logs" / f"{name}.log",
             env=env,
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=CODE_ROOT,
             cpus=cpus,
             pid_dir=self.run_dir / "pids",
         )
@@ -137,7 +138,7 @@ class NativeBackend:
             str(port),
             *spec.argv_flags(),
         ]
-        return self._start("upstream", argv, dict(os.environ), port, self.layout.client, "/health")
+        return self._start("upstream", argv, child_env(), port, self.layout.client, "/health")
 
     def start_server(self, model: Model, knobs: Knobs, upstream_url: str, port: int) -> LocalServer:
         argv = model.command(knobs, self.host, port)

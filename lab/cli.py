@@ -82,6 +82,18 @@ def main() -> None:
     """
 
 
+# `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
+SCENARIO_OPTIONS = {
+    **{name: name for name in ("models", "levels", "trials", "delay_ms", "route", "host")},
+    **{name: name for name in ("mode", "rates", "max_outstanding", "arrival", "upstream_port")},
+    "duration": "duration_s",
+    "warmup": "warmup_s",
+    "port": "server_port",
+    "request_timeout": "request_timeout_s",
+    "start_timeout": "start_timeout_s",
+}
+
+
 @main.command()
 @click.option(
     "--scenario",
@@ -179,23 +191,8 @@ def run(ctx: click.Context, **_: Any) -> None:
     registry = load_registry(opts["models_file"])
     scenario = override(
         load_scenario(opts["scenario_name"]),
-        models=opts["models"],
-        levels=opts["levels"],
-        duration_s=opts["duration"],
-        warmup_s=opts["warmup"],
-        trials=opts["trials"],
-        delay_ms=opts["delay_ms"],
-        route=opts["route"],
-        server_port=opts["port"],
-        upstream_port=opts["upstream_port"],
+        **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
         pin_cpus=False if opts["no_pin"] else None,
-        host=opts["host"],
-        request_timeout_s=opts["request_timeout"],
-        start_timeout_s=opts["start_timeout"],
-        mode=opts["mode"],
-        rates=opts["rates"],
-        max_outstanding=opts["max_outstanding"],
-        arrival=opts["arrival"],
     )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     chosen = registry.pick(list(scenario.models))

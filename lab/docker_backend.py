@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from lab.backend import CpuLayout
@@ -26,35 +25,13 @@ from lab.models import Knobs, Model
 from lab.procs import StartFailed, wait_http
 from lab.sampling import MB
 from lab.scenario import UpstreamSpec
+from lab.tuning import read_nofile, read_sysctls
 
 RUN_LABEL = "concurrency-lab.run"
 DEFAULT_IMAGE = "concurrency-lab:latest"
-TUNING = Path(__file__).resolve().parent.parent / "tuning"
 CONTAINER_PORT = 8000
 READY_TIMEOUT_S = 60.0
 LOG_TAIL_LINES = 20
-
-
-def read_sysctls(path: Path = TUNING / "sysctl.conf") -> dict[str, str]:
-    """`key = value` lines of a sysctl.conf file (comments and blank lines skipped)."""
-    pairs = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep and not key.lstrip().startswith(("#", ";")):
-            pairs[key.strip()] = " ".join(value.split())
-    return pairs
-
-
-def read_nofile(path: Path = TUNING / "limits.conf") -> dict[str, int]:
-    """The soft and hard `nofile` values of a limits.conf file."""
-    found = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[2] == "nofile" and parts[1] in ("soft", "hard"):
-            found[parts[1]] = int(parts[3])
-    if set(found) != {"soft", "hard"}:
-        raise LabError(f"{path}: needs a soft and a hard nofile line")
-    return found
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import lab
+from lab.resources import CODE_ROOT
 
 PACKAGES = (
     "flask",
@@ -42,7 +43,6 @@ SYSCTLS = (
     "fs.file-max",
     "fs.nr_open",
 )
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def read_sysctl(name: str) -> str | None:
@@ -65,14 +65,14 @@ def cpu_model() -> str:
 def git_sha() -> str:
     try:
         out = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+            ["git", "-C", str(CODE_ROOT), "rev-parse", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,
             check=True,
         )
         dirty = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(CODE_ROOT), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=5,

@@ -40,14 +40,19 @@ def expected_body(path: str) -> bytes:
 
 
 def get(
-    base_url: str, path: str, timeout_s: float = 30.0, method: str = "GET"
+    base_url: str,
+    path: str,
+    timeout_s: float = 30.0,
+    method: str = "GET",
+    data: bytes | None = None,
 ) -> tuple[int, bytes, float]:
-    """(status, body, seconds) of one request on a fresh connection."""
+    """(status, body, seconds) of one request on a fresh connection: the lab's one HTTP client
+    for its own requests (checks, probes, readiness, control), not for measured load."""
     url = urllib.parse.urlsplit(base_url)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
     start = time.monotonic()
     try:
-        conn.request(method, path)
+        conn.request(method, path, body=data)
         reply = conn.getresponse()
         return reply.status, reply.read(), time.monotonic() - start
     finally:

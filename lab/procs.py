@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import http.client
 import json
 import os
 import shutil
@@ -16,8 +17,9 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
+import urllib.parse
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +27,8 @@ from typing import Any, Protocol
 import psutil
 
 from lab.errors import LabError
+from lab.preflight import get
+from lab.resources import child_env
 
 STOP_GRACE_S = 5.0
 OWNER_PID_FILE = "lab.pid"  # the lab process that owns a run directory's children
@@ -156,6 +160,13 @@ class PidRecord:
             return False
 
 
+def pinned(argv: list[str], cpus: Sequence[int] | None) -> list[str]:
+    """argv run under taskset on `cpus` (it and every process it starts); unchanged without."""
+    if cpus and shutil.which("taskset"):
+        return ["taskset", "--cpu-list", ",".join(map(str, cpus)), *argv]
+    return list(argv)
+
+
 def start(
     name: str,
     argv: list[str],
@@ -170,9 +181,9 @@ def start(
     """Start argv in its own session, pinned to `cpus` when given.
 
     Output goes to log_path; with pipe_stdout, stdout is a pipe for the caller to read instead.
+    Without `env` the child gets `child_env()`: the lab's code root on its Python path.
     """
-    if cpus and shutil.which("taskset"):
-        argv = ["taskset", "--cpu-list", ",".join(map(str, cpus)), *argv]
+    argv = pinned(argv, cpus)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         try:
@@ -181,7 +192,7 @@ def start(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipe_stdout else log,
                 stderr=log if pipe_stdout else subprocess.STDOUT,
-                env=env,
+                env=child_env() if env is None else env,
                 cwd=cwd,
                 start_new_session=True,
             )
@@ -209,16 +220,21 @@ def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
     """Poll url until it answers 200, the process dies, or timeout_s passes (StartFailed)."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
+    parts = urllib.parse.urlsplit(url)
+    base, path = (
+        f"{parts.scheme}://{parts.netloc}",
+        parts.path + (f"?{parts.query}" if parts.query else ""),
+    )
     while time.monotonic() < deadline:
         if not proc.alive():
             evidence = proc.evidence()
             raise StartFailed(f"{proc.name} exited with code {evidence.get('exit_code')}", evidence)
         try:
-            with urllib.request.urlopen(url, timeout=1) as reply:
-                if reply.status == 200:
-                    return
-                last = f"HTTP {reply.status}"
-        except OSError as e:
+            status, _, _ = get(base, path, timeout_s=1)
+            if status == 200:
+                return
+            last = f"HTTP {status}"
+        except (OSError, http.client.HTTPException) as e:
             last = str(e)
         time.sleep(0.1)
     raise StartFailed(

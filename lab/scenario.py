@@ -9,8 +9,9 @@ from typing import Any
 
 from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
+from lab.resources import data_file
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
+SCENARIO_DIR = data_file("loadgen", "scenarios")
 ROUTES = ("io", "sleep", "cpu")
 MODES = ("closed", "open")
 ARRIVALS = ("constant", "poisson")

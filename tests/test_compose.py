@@ -22,8 +22,8 @@ import pytest
 import yaml
 from docker_env import IMAGE, compose_tool, docker_skip_reason
 
-from lab.docker_backend import read_nofile, read_sysctls
 from lab.procs import free_port
+from lab.tuning import read_nofile, read_sysctls
 from servers.common import io_body
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,14 +25,13 @@ from lab.docker_backend import (
     ContainerLimits,
     ContainerMeter,
     DockerBackend,
-    read_nofile,
-    read_sysctls,
     serve_command,
 )
 from lab.models import load_registry
 from lab.procs import StartFailed, free_port
 from lab.scenario import UpstreamSpec, load_scenario, override
 from lab.sweep import Sweep, plan_run
+from lab.tuning import read_nofile, read_sysctls
 
 SKIP_REASON = docker_skip_reason(compose_tool())
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import doctor, leftovers, procs
+from lab import leftovers, procs, tuning
 from tests.conftest import lab_cli
 
 SETTINGS = {
@@ -34,8 +34,7 @@ def test_doctor_compares_every_setting_with_the_tuning_files(tmp_path):
     checks = {c["name"]: c for c in report["checks"]}
     assert set(checks) == SETTINGS
     assert (
-        checks["net.core.somaxconn"]["recommended"]
-        == doctor.read_sysctl_file()["net.core.somaxconn"]
+        checks["net.core.somaxconn"]["recommended"] == tuning.read_sysctls()["net.core.somaxconn"]
     )
     for check in checks.values():
         assert bool(check["command"]) == (not check["ok"] or "ulimit" in check["command"])
@@ -61,8 +60,8 @@ def test_doctor_prints_a_table_and_permanent_commands(tmp_path):
 
 
 def test_tuning_files_parse():
-    assert set(doctor.read_sysctl_file()) == SETTINGS - {"nofile (soft/hard)"}
-    nofile = doctor.read_nofile()
+    assert set(tuning.read_sysctls()) == SETTINGS - {"nofile (soft/hard)"}
+    nofile = tuning.read_nofile()
     assert nofile["soft"] > 1024 and nofile["hard"] >= nofile["soft"]
 
 
