@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("servers", "loadgen", "lab", "analysis", "experiments", "benchmarks")
+PACKAGES = ("servers", "loadgen", "lab", "analysis", "experiments", "benchmarks", "concurrency_lab")
 MAX_FUNCTION_LINES = 60
 
 # Module prefix -> layer; an import may only go to the same layer or a lower one.
@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "analysis.cli": 4,
     "experiments": 4,
     "benchmarks": 4,
+    "concurrency_lab": 4,  # the installed `lab` command's launcher
 }
 LAYER_NAMES = ("servers", "loadgen", "lab core", "analysis", "entry points")
 
