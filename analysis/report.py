@@ -11,6 +11,7 @@ import base64
 import html
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -106,7 +107,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _meta(m: dict) -> str:
+def _meta(m: dict[str, Any]) -> str:
     scen = m.get("scenario", {})
     env = m.get("environment", {})
     rows = [

@@ -128,7 +128,11 @@ def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir
         suffix += 1
         path = out / f"{run_id}-{suffix}"
     path.mkdir(parents=True)
-    proto = asdict(protocol) if is_dataclass(protocol) else dict(protocol)
+    proto = (
+        asdict(protocol)
+        if is_dataclass(protocol) and not isinstance(protocol, type)
+        else dict(protocol)
+    )
     env = environment()
     manifest = {
         "run_id": path.name,

@@ -179,7 +179,7 @@ SCENARIO_OPTIONS = {
     "(image from docker/build-image.sh, limits from tuning/).",
 )
 @click.pass_context
-def run(ctx: click.Context, **_: Any) -> None:
+def run(ctx: click.Context, /, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
     opts = dict(ctx.params)
     recorded = resumed_run(ctx) if opts["resume"] else None
@@ -279,7 +279,8 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+    encoded: dict[str, Any] = json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+    return encoded
 
 
 def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +301,7 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
     """
     run_dir: Path = ctx.params["resume"]
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest: dict[str, Any] = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError) as e:
         raise LabError(f"--resume {run_dir}: not a run directory (manifest.json: {e})") from None
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)

@@ -106,7 +106,7 @@ class ContainerServer:
     def alive(self) -> bool:
         with contextlib.suppress(Exception):
             self.container.reload()
-            return self.container.status == "running"
+            return bool(self.container.status == "running")
         return False
 
     def meter(self) -> ContainerMeter | None:
@@ -271,7 +271,7 @@ def connect() -> Any:
     try:
         import docker
 
-        client = docker.from_env()
+        client = docker.from_env()  # type: ignore[attr-defined]
         client.ping()
     except ImportError:
         raise LabError("the docker backend needs the Docker SDK: pip install docker") from None

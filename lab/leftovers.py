@@ -54,7 +54,7 @@ def _group_orphaned(record: procs.PidRecord) -> bool:
 
 def find(out: Path) -> list[Leftover]:
     """Pid files under out/*/pids/ whose owning lab process is no longer running."""
-    found = []
+    found: list[Leftover] = []
     if not out.is_dir():
         return found
     for pid_dir in sorted(out.glob("*/pids")):

@@ -49,7 +49,7 @@ def get(
     """(status, body, seconds) of one request on a fresh connection: the lab's one HTTP client
     for its own requests (checks, probes, readiness, control), not for measured load."""
     url = urllib.parse.urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
     start = time.monotonic()
     try:
         conn.request(method, path, body=data)
@@ -97,7 +97,7 @@ def verify(base_url: str, upstream_url: str, paths: list[str]) -> tuple[bool, di
             ok = False
             continue
         want = expected_body(path)
-        check = {
+        check: dict[str, Any] = {
             "status": status,
             "ok": status == 200 and got == want,
             "seconds": round(seconds, 4),

@@ -245,7 +245,8 @@ def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:

@@ -168,10 +168,9 @@ class Scenario:
             raise LabError(
                 f"{where}: upstream.distribution must be one of {', '.join(DISTRIBUTIONS)}"
             )
-        for delay in ("delay_ms", "stall_ms"):
-            in_range(getattr(up, delay), 0, LIMITS[delay], f"{where}: upstream.{delay}")
-        for rate in ("error_rate", "stall_rate"):
-            in_range(getattr(up, rate), 0, 1, f"{where}: upstream.{rate}")
+        for name in ("delay_ms", "stall_ms", "error_rate", "stall_rate"):
+            top = LIMITS.get(name, 1)  # the rates are fractions
+            in_range(getattr(up, name), 0, top, f"{where}: upstream.{name}")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{where}: {port} must be 0-65535")
