@@ -56,6 +56,7 @@ RUN PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/lab/bin/pip install 
     && rm -rf /app/build
 # Read-only root filesystem in Compose: bytecode is precompiled, scratch files go to /tmp (tmpfs).
 ENV PATH=/opt/lab/bin:$PATH \
+    PYTHONPATH=/app \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     MPLCONFIGDIR=/tmp/matplotlib \

@@ -7,14 +7,18 @@ non-zero exit, never a traceback.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from analysis.loading import Run
 
 # pandas and matplotlib take seconds to import, so the analysis modules are imported by the
 # commands that use them, never when `lab` starts.
 
 
-def _load(path: Path):
+def _load(path: Path) -> Run:
     from analysis.loading import RunError, load
 
     try:

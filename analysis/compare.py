@@ -12,6 +12,7 @@ always each run's point values (median throughput, merged-histogram p99).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 from rich import box
@@ -23,29 +24,33 @@ from analysis.metrics import point_table
 from analysis.stats import Change, bootstrap_percentile, welch
 from analysis.summary import wide_console
 
+Key = tuple[str, str, int]  # (model, mode, concurrency): one point of a run
 
-def _trials(run: Run, key: tuple, column: str) -> list[float]:
+
+def _trials(run: Run, key: Key, column: str) -> list[float]:
     steps = run.steps
     sel = steps[(steps["model"] == key[0]) & (steps["mode"] == key[1])]
-    return sel.loc[sel["concurrency"] == key[2], column].astype(float).tolist()
+    values: list[float] = sel.loc[sel["concurrency"] == key[2], column].astype(float).tolist()
+    return values
 
 
-def _seconds(run: Run, key: tuple) -> list[float]:
+def _seconds(run: Run, key: Key) -> list[float]:
     ts = run.timeseries
     if ts.empty:
         return []
     sel = ts[(ts["model"] == key[0]) & (ts["mode"] == key[1]) & (ts["concurrency"] == key[2])]
-    return sel["rps"].dropna().astype(float).tolist()
+    values: list[float] = sel["rps"].dropna().astype(float).tolist()
+    return values
 
 
-def _throughput_change(a: Run, b: Run, key: tuple) -> tuple[Change, str]:
+def _throughput_change(a: Run, b: Run, key: Key) -> tuple[Change, str]:
     ta, tb = _trials(a, key, "throughput_rps"), _trials(b, key, "throughput_rps")
     if len(ta) >= 2 and len(tb) >= 2:
         return welch(ta, tb), "trials"
     return welch(_seconds(a, key), _seconds(b, key)), "seconds"
 
 
-def _p99_change(a: Run, b: Run, key: tuple) -> tuple[Change, str]:
+def _p99_change(a: Run, b: Run, key: Key) -> tuple[Change, str]:
     ta, tb = _trials(a, key, "p99_ms"), _trials(b, key, "p99_ms")
     if len(ta) >= 2 and len(tb) >= 2:
         return welch(ta, tb), "trials"
@@ -83,8 +88,18 @@ def compare(a: Run, b: Run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-HEADERS = ("model", "c", "rps A", "rps B", "rps change [95% CI]", "p99 A", "p99 B",
-           "p99 change [95% CI]", "basis", "flags")  # fmt: skip
+HEADERS = (
+    "model",
+    "c",
+    "rps A",
+    "rps B",
+    "rps change [95% CI]",
+    "p99 A",
+    "p99 B",
+    "p99 change [95% CI]",
+    "basis",
+    "flags",
+)
 
 
 def _pct(x: float) -> str:
@@ -95,7 +110,7 @@ def _num(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.1f}"
 
 
-def _change(r: dict, metric: str) -> str:
+def _change(r: dict[str, Any], metric: str) -> str:
     """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero."""
     lo, hi = _pct(r[f"{metric}_ci_lo"]), _pct(r[f"{metric}_ci_hi"])
     text = f"{_pct(r[f'{metric}_change'])} [{lo}, {hi}]"
@@ -114,11 +129,17 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
     for r in frame.to_dict("records"):
         basis = {r["rps_basis"], r["p99_basis"]} - {"none"}
         out.add_row(
-            r["model"], str(r["concurrency"]),
-            _num(r["rps_a"]), _num(r["rps_b"]), _change(r, "rps"),
-            _num(r["p99_a"]), _num(r["p99_b"]), _change(r, "p99"),
-            "/".join(sorted(basis)) or "-", r["flags"],
-        )  # fmt: skip
+            r["model"],
+            str(r["concurrency"]),
+            _num(r["rps_a"]),
+            _num(r["rps_b"]),
+            _change(r, "rps"),
+            _num(r["p99_a"]),
+            _num(r["p99_b"]),
+            _change(r, "p99"),
+            "/".join(sorted(basis)) or "-",
+            r["flags"],
+        )
     console.print(out)
     n = len(frame)
     rps_sig = int(frame["rps_significant"].sum())

@@ -8,6 +8,7 @@ throughput is still named in the legend and in every table.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
@@ -87,7 +89,7 @@ def _style(sub: pd.DataFrame) -> str:
     return "-o" if sub["fair"].all() else "-.o"
 
 
-def _mark_flags(ax, table: pd.DataFrame, y: str, seen: set[str]) -> None:
+def _mark_flags(ax: Axes, table: pd.DataFrame, y: str, seen: set[str]) -> None:
     for flag, (marker, colour, text) in MARKERS.items():
         sub = table[table["flags"].map(lambda f, flag=flag: flag in f)].dropna(subset=[y])
         sub = sub[sub[y] > 0]
@@ -107,7 +109,7 @@ def _mark_flags(ax, table: pd.DataFrame, y: str, seen: set[str]) -> None:
         seen.add(flag)
 
 
-def _by_model(table: pd.DataFrame):
+def _by_model(table: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
     for (model, mode), sub in table.groupby(["model", "mode"]):
         yield model, mode, sub.sort_values("concurrency")
 
@@ -171,8 +173,12 @@ def _spectrum(run: Run, table: pd.DataFrame, level: int, colours: dict[str, str]
         n = int(one["count"].iloc[0])
         one = one[one["nines"] <= math.log10(n)]
         reach = max(reach, math.ceil(one["nines"].max()))
-        ax.plot(one["nines"], one["latency_ms"], color=colours.get(model),
-                label=f"{_label(model, sub)} (n={n:,})")  # fmt: skip
+        ax.plot(
+            one["nines"],
+            one["latency_ms"],
+            color=colours.get(model),
+            label=f"{_label(model, sub)} (n={n:,})",
+        )
     if at.empty:
         ax.text(0.5, 0.5, f"no histograms at c={level}", ha="center", transform=ax.transAxes)
     labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: reach + 1]
@@ -225,8 +231,14 @@ def _resources(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
             label=f"{model} client",
         )
         if sub["upstream_cpu_pct"].notna().any():
-            cpu.plot(sub["concurrency"], sub["upstream_cpu_pct"], ":", color=c, alpha=0.7,
-                     label=f"{model} upstream")  # fmt: skip
+            cpu.plot(
+                sub["concurrency"],
+                sub["upstream_cpu_pct"],
+                ":",
+                color=c,
+                alpha=0.7,
+                label=f"{model} upstream",
+            )
         rss.plot(sub["concurrency"], sub["server_rss_mb"], "-o", color=c, label=model)
     cpu.axhline(90, color="grey", linestyle=":", linewidth=1)
     _axes(cpu, "concurrency (users)", "CPU % (100 = one core)", _levels(table))
@@ -268,7 +280,7 @@ def _timeseries(run: Run, model: str) -> Figure:
 
 
 def _axes(
-    ax, xlabel: str, ylabel: str, levels: list[int] | None = None, logy: bool = False
+    ax: Axes, xlabel: str, ylabel: str, levels: list[int] | None = None, logy: bool = False
 ) -> None:
     """Log x axis ticked at exactly the measured `levels` (none: a linear x axis)."""
     plain = FuncFormatter(lambda v, _pos: f"{v:g}")
@@ -285,7 +297,8 @@ def _axes(
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.figure.tight_layout()
+    if isinstance(ax.figure, Figure):
+        ax.figure.tight_layout()
 
 
 def _levels(table: pd.DataFrame) -> list[int]:

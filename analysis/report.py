@@ -11,6 +11,7 @@ import base64
 import html
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -101,7 +102,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _meta(m: dict) -> str:
+def _meta(m: dict[str, Any]) -> str:
     scen = m.get("scenario", {})
     env = m.get("environment", {})
     rows = [
@@ -134,11 +135,16 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
     else:
         clear, noisy = cross[cross["clear"]], cross[~cross["clear"]]
-        out.append(f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>" if len(clear)
-                   else "<p>No crossover beyond noise.</p>")  # fmt: skip
+        out.append(
+            f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>"
+            if len(clear)
+            else "<p>No crossover beyond noise.</p>"
+        )
         if len(noisy):
-            out.append(f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
-                       f"<ul>{_crossings(noisy)}</ul></details>")  # fmt: skip
+            out.append(
+                f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
+                f"<ul>{_crossings(noisy)}</ul></details>"
+            )
     if flags.empty:
         out.append("<p>No flagged points.</p>")
     else:

@@ -205,10 +205,13 @@ def _percentile(grid: np.ndarray, counts: np.ndarray, percentile: float) -> np.n
     """Percentile of the counts summed over seconds (axis -2), as HdrHistogram computes it."""
     cumulative = counts.sum(axis=-2).cumsum(axis=-1)
     target = _target(percentile, cumulative[..., -1:])
-    return grid[(cumulative < target).sum(axis=-1)]
+    picked: np.ndarray = grid[(cumulative < target).sum(axis=-1)]
+    return picked
 
 
-def _redraw(grid: np.ndarray, seconds: list[Second], percentile: float, rng) -> np.ndarray:
+def _redraw(
+    grid: np.ndarray, seconds: list[Second], percentile: float, rng: np.random.Generator
+) -> np.ndarray:
     matrix = _counts(grid, seconds)
     picks = rng.integers(0, len(seconds), size=(BOOTSTRAP_ROUNDS, len(seconds)))
     return _percentile(grid, matrix[picks], percentile)

@@ -50,10 +50,15 @@ def lab_generator(
     url: str, path: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
 ) -> dict[str, Any]:
     """The lab's own generator (the same client `lab run` uses) on `cpus`."""
-    start = Start(base_url=url, path=path, users=users, settle_s=1.0 + users / 500,
-                  duration_s=seconds, timeout_s=60.0)  # fmt: skip
-    done = run_step(start, workdir / "lab.log", cpus=cpus)
-    return vars(done)
+    start = Start(
+        base_url=url,
+        path=path,
+        users=users,
+        settle_s=1.0 + users / 500,
+        duration_s=seconds,
+        timeout_s=60.0,
+    )
+    return vars(run_step(start, workdir / "lab.log", cpus=cpus))
 
 
 def plain_locust(
@@ -62,17 +67,21 @@ def plain_locust(
     """Requests per second of plain locust (its CLI, no lab hooks) over the same window length."""
     locustfile = workdir / "plain_locustfile.py"
     locustfile.write_text(PLAIN_LOCUSTFILE)
-    argv = ["taskset", "--cpu-list", ",".join(map(str, cpus))] if cpus else []
-    argv += [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url,
-             "-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s", "--json",
-             "--only-summary", "--loglevel", "ERROR"]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
+    argv = [
+        *[sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url],
+        *["-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s"],
+        *["--json", "--only-summary", "--loglevel", "ERROR"],
+    ]
+    done = subprocess.run(
+        procs.pinned(argv, cpus), capture_output=True, text=True, timeout=seconds + 120
+    )
     stats = json.loads(done.stdout)[0]
     return stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"])
 
 
-def hook_overhead(url: str, users: int, seconds: float, rounds: int, cpus: tuple[int, ...],
-                  workdir: Path) -> dict[str, list[float]]:  # fmt: skip
+def hook_overhead(
+    url: str, users: int, seconds: float, rounds: int, cpus: tuple[int, ...], workdir: Path
+) -> dict[str, list[float]]:
     measured: dict[str, list[float]] = {"lab": [], "plain": [], "lab_cpu": []}
     for _ in range(rounds):
         lab = lab_generator(url, "/health", users, seconds, cpus, workdir)
@@ -82,25 +91,36 @@ def hook_overhead(url: str, users: int, seconds: float, rounds: int, cpus: tuple
     return measured
 
 
-def upstream_at(backend: NativeBackend, delay_ms: int, connections: int, seconds: float,
-                cpus: tuple[int, ...], workdir: Path) -> dict:  # fmt: skip
+def upstream_at(
+    backend: NativeBackend,
+    delay_ms: int,
+    connections: int,
+    seconds: float,
+    cpus: tuple[int, ...],
+    workdir: Path,
+) -> dict:
     upstream = backend.start_upstream(UpstreamSpec(delay_ms=delay_ms), procs.free_port())
     sampler = Sampler(upstream.meter())
     try:
         sampler.start()
-        result = lab_generator(upstream.url, f"/delay?ms={delay_ms}", connections, seconds, cpus,
-                               workdir)  # fmt: skip
+        result = lab_generator(
+            upstream.url, f"/delay?ms={delay_ms}", connections, seconds, cpus, workdir
+        )
     finally:
         sampler.stop()
         upstream.stop()
     lat = result["latency_ms"]
     return {
-        "delay_ms": delay_ms, "connections": connections,
-        "rps": result["ok"] / result["duration_s"], "ideal_rps": connections * 1000 / delay_ms,
-        "added_p50_ms": lat["p50"] - delay_ms, "added_p99_ms": lat["p99"] - delay_ms,
-        "errors": sum(result["errors"].values()), "upstream_cpu": sampler.mean_cpu(),
+        "delay_ms": delay_ms,
+        "connections": connections,
+        "rps": result["ok"] / result["duration_s"],
+        "ideal_rps": connections * 1000 / delay_ms,
+        "added_p50_ms": lat["p50"] - delay_ms,
+        "added_p99_ms": lat["p99"] - delay_ms,
+        "errors": sum(result["errors"].values()),
+        "upstream_cpu": sampler.mean_cpu(),
         "client_cpu": result["client_cpu_pct"],
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -117,14 +137,24 @@ def main() -> None:
         backend = NativeBackend(workdir, layout)
         try:
             target = backend.start_upstream(UpstreamSpec(delay_ms=0), procs.free_port())
-            m = hook_overhead(target.url, args.users, args.seconds, args.rounds, layout.client,
-                              workdir)  # fmt: skip
+            m = hook_overhead(
+                target.url, args.users, args.seconds, args.rounds, layout.client, workdir
+            )
             target.stop()
-            ups = [upstream_at(backend, d, args.connections, args.seconds, layout.client, workdir)
-                   for d in (1000, 100)]  # fmt: skip
+            ups = [
+                upstream_at(backend, d, args.connections, args.seconds, layout.client, workdir)
+                for d in (1000, 100)
+            ]
         finally:
             backend.close()
 
+    print_hook_table(console, args, layout, m)
+    print_upstream_table(console, args, ups)
+
+
+def print_hook_table(
+    console: Console, args: argparse.Namespace, layout: CpuLayout, m: dict[str, Any]
+) -> None:
     t = Table(
         title=f"load generator on cores {list(layout.client)}, target on {list(layout.server)}"
         f": {args.users} users, {args.rounds} alternating rounds of {args.seconds:.0f} s"
@@ -143,14 +173,29 @@ def main() -> None:
     console.print(t)
     console.print(f"lab generator CPU per round: {m['lab_cpu']} % of one core")
 
+
+UPSTREAM_COLUMNS = {
+    "delay_ms": "delay ms",
+    "rps": "rps",
+    "ideal_rps": "ideal rps",
+    "added_p50_ms": "added p50 ms",
+    "added_p99_ms": "added p99 ms",
+    "errors": "errors",
+    "upstream_cpu": "upstream CPU %",
+    "client_cpu": "client CPU %",
+}
+
+
+def print_upstream_table(
+    console: Console, args: argparse.Namespace, ups: list[dict[str, Any]]
+) -> None:
     u = Table(title=f"mock upstream at {args.connections} concurrent connections")
-    for col in ("delay ms", "rps", "ideal rps", "added p50 ms", "added p99 ms", "errors",
-                "upstream CPU %", "client CPU %"):  # fmt: skip
+    for col in UPSTREAM_COLUMNS.values():
         u.add_column(col)
     for r in ups:
-        u.add_row(*(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in
-                    ("delay_ms", "rps", "ideal_rps", "added_p50_ms", "added_p99_ms", "errors",
-                     "upstream_cpu", "client_cpu")))  # fmt: skip
+        u.add_row(
+            *(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in UPSTREAM_COLUMNS)
+        )
     console.print(u)
 
 

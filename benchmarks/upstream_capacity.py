@@ -85,18 +85,43 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-def measure(engine: str, delay_ms: int, args: argparse.Namespace, layout: CpuLayout,
-            logs: Path) -> Result:  # fmt: skip
+def measure(
+    engine: str, delay_ms: int, args: argparse.Namespace, layout: CpuLayout, logs: Path
+) -> Result:
     port = procs.free_port()
-    argv = [sys.executable, "-m", "servers.upstream", "--port", str(port), "--engine", engine,
-            "--processes", str(args.processes), "--backlog", "4096"]  # fmt: skip
-    upstream = procs.start("upstream", argv, log_path=logs / f"{engine}.log", cpus=layout.server,
-                           cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "servers.upstream",
+        "--port",
+        str(port),
+        "--engine",
+        engine,
+        "--processes",
+        str(args.processes),
+        "--backlog",
+        "4096",
+    ]
+    upstream = procs.start(
+        "upstream",
+        argv,
+        log_path=logs / f"{engine}.log",
+        cpus=layout.server,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         procs.wait_http(upstream, f"http://127.0.0.1:{port}/health", 15)
         before = cpu_seconds(upstream.pid)
-        wrk = ["wrk", "-t1", f"-c{args.connections}", f"-d{args.seconds}s", "--latency",
-               "--timeout", "10s", f"http://127.0.0.1:{port}/delay?ms={delay_ms}"]  # fmt: skip
+        wrk = [
+            "wrk",
+            "-t1",
+            f"-c{args.connections}",
+            f"-d{args.seconds}s",
+            "--latency",
+            "--timeout",
+            "10s",
+            f"http://127.0.0.1:{port}/delay?ms={delay_ms}",
+        ]
         if layout.client:
             wrk = ["taskset", "--cpu-list", ",".join(map(str, layout.client)), *wrk]
         out = subprocess.run(wrk, capture_output=True, text=True, timeout=args.seconds + 60)
@@ -104,8 +129,16 @@ def measure(engine: str, delay_ms: int, args: argparse.Namespace, layout: CpuLay
     finally:
         upstream.stop()
     rps, p50, p99, total, errors = parse_wrk(out.stdout)
-    return Result(engine, delay_ms, rps, p50 - delay_ms, p99 - delay_ms, errors,
-                  1000 * used / max(total, 1), 100 * used / args.seconds)  # fmt: skip
+    return Result(
+        engine,
+        delay_ms,
+        rps,
+        p50 - delay_ms,
+        p99 - delay_ms,
+        errors,
+        1000 * used / max(total, 1),
+        100 * used / args.seconds,
+    )
 
 
 def run(args: argparse.Namespace) -> list[Result]:
@@ -125,20 +158,24 @@ def median(results: list[Result], engine: str, delay_ms: int, field: str) -> flo
     )
 
 
-FIGURES = [(100, "rps", "req/s at 1,000 x 100 ms (ideal 10,000)"),
-           (100, "p50_ms", "added p50 ms at 1,000 x 100 ms"),
-           (100, "p99_ms", "added p99 ms at 1,000 x 100 ms"),
-           (10, "rps", "capacity req/s per core at 1,000 x 10 ms"),
-           (10, "rps_per_core", "req/s per CPU-second used at 10 ms"),
-           (10, "cpu_ms_per_request", "CPU ms per request at 10 ms"),
-           (10, "cpu_pct", "upstream CPU % at 10 ms"),
-           (10, "errors", "errors at 10 ms"),
-           (100, "errors", "errors at 100 ms")]  # fmt: skip
+FIGURES = [
+    (100, "rps", "req/s at 1,000 x 100 ms (ideal 10,000)"),
+    (100, "p50_ms", "added p50 ms at 1,000 x 100 ms"),
+    (100, "p99_ms", "added p99 ms at 1,000 x 100 ms"),
+    (10, "rps", "capacity req/s per core at 1,000 x 10 ms"),
+    (10, "rps_per_core", "req/s per CPU-second used at 10 ms"),
+    (10, "cpu_ms_per_request", "CPU ms per request at 10 ms"),
+    (10, "cpu_pct", "upstream CPU % at 10 ms"),
+    (10, "errors", "errors at 10 ms"),
+    (100, "errors", "errors at 100 ms"),
+]
 
 
 def report(results: list[Result], args: argparse.Namespace) -> None:
-    table = Table(title=f"mock upstream, {args.processes} process(es), wrk -c{args.connections}, "
-                  f"median of {args.rounds} alternating rounds")  # fmt: skip
+    table = Table(
+        title=f"mock upstream, {args.processes} process(es), wrk -c{args.connections}, "
+        f"median of {args.rounds} alternating rounds"
+    )
     for column in ("figure", *ENGINES, "new / old"):
         table.add_column(column, justify="right")
     for delay_ms, field, label in FIGURES:

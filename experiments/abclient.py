@@ -28,14 +28,8 @@ from urllib.parse import urlsplit  # noqa: E402
 
 import gevent  # noqa: E402
 
+from loadgen.errors import classify_exception  # noqa: E402
 from loadgen.hist import new_histogram, record_ms, summary_ms, write_hlog  # noqa: E402
-
-ERRNO_KINDS = {
-    errno.ECONNREFUSED: "refused",
-    errno.ECONNRESET: "reset",
-    errno.EPIPE: "reset",
-    errno.ETIMEDOUT: "timeout",
-}
 
 
 def raise_nofile() -> tuple[int, int]:
@@ -46,15 +40,16 @@ def raise_nofile() -> tuple[int, int]:
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
-    """(kind from lab.records.ERROR_KINDS, detail) for a failed request."""
-    if isinstance(exc, gevent.Timeout | TimeoutError | socket.timeout):
-        return "timeout", "timeout"
+    """(kind, detail) of a failed request: the kind as the lab's generator classifies it, the
+    detail the errno's name (ECONNREFUSED, ...) where there is one, else the exception type."""
     if isinstance(exc, OSError) and exc.errno is not None:
-        return ERRNO_KINDS.get(exc.errno, "other"), errno.errorcode.get(exc.errno, str(exc.errno))
-    return "other", type(exc).__name__
+        detail = errno.errorcode.get(exc.errno, str(exc.errno))
+    else:
+        detail = "timeout" if isinstance(exc, gevent.Timeout) else type(exc).__name__
+    return classify_exception(exc), detail
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
     ap.add_argument("-n", type=int, required=True, help="requests in total")
@@ -63,82 +58,90 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=300.0, help="whole run, seconds")
     ap.add_argument("--expect", default="", help="body the server must answer with")
     ap.add_argument("--hlog", type=Path)
-    a = ap.parse_args()
-    nofile = raise_nofile()
-    parts = urlsplit(a.url)
-    addr = (parts.hostname or "127.0.0.1", parts.port or 80)
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
-    request = f"GET {target} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode()
-    expect = a.expect.encode()
-    hist = new_histogram()
-    errors: Counter[str] = Counter()
-    details: Counter[str] = Counter()
-    started = ok = 0
+    return ap.parse_args()
 
-    def one() -> None:
-        nonlocal ok
+
+class Client:
+    """`n` one-shot HTTP/1.0 GETs of one URL; counts outcomes and records ok latencies."""
+
+    def __init__(self, url: str, n: int, timeout: float, expect: str) -> None:
+        parts = urlsplit(url)
+        self.addr = (parts.hostname or "127.0.0.1", parts.port or 80)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.request = f"GET {target} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode()
+        self.n, self.timeout, self.expect = n, timeout, expect.encode()
+        self.hist = new_histogram()
+        self.errors: Counter[str] = Counter()
+        self.details: Counter[str] = Counter()
+        self.started = self.ok = 0
+
+    def fetch(self) -> tuple[int, bytes]:
+        """(status, body) of one request on a new connection."""
+        with gevent.Timeout(self.timeout), socket.create_connection(self.addr) as s:
+            s.sendall(self.request)
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+        return (int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0), body
+
+    def one(self) -> None:
         t0 = time.perf_counter()
         try:
-            with gevent.Timeout(a.timeout), socket.create_connection(addr) as s:
-                s.sendall(request)
-                chunks = []
-                while chunk := s.recv(65536):
-                    chunks.append(chunk)
-            head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-            status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+            status, body = self.fetch()
         except BaseException as exc:  # noqa: BLE001 - every failure is counted by kind
             if isinstance(exc, gevent.GreenletExit):
                 raise
             kind, detail = classify(exc)
-            errors[kind] += 1
-            details[detail] += 1
+            self.errors[kind] += 1
+            self.details[detail] += 1
             return
         if status >= 400:
-            errors["http_5xx" if status >= 500 else "http_4xx"] += 1
-        elif status != 200 or (expect and body != expect):
-            errors["bad_body"] += 1
+            self.errors["http_5xx" if status >= 500 else "http_4xx"] += 1
+        elif status != 200 or (self.expect and body != self.expect):
+            self.errors["bad_body"] += 1
         else:
-            ok += 1
-            record_ms(hist, (time.perf_counter() - t0) * 1000)
+            self.ok += 1
+            record_ms(self.hist, (time.perf_counter() - t0) * 1000)
 
-    def worker() -> None:
-        nonlocal started
-        while started < a.n:
-            started += 1
-            one()
+    def worker(self) -> None:
+        while self.started < self.n:
+            self.started += 1
+            self.one()
 
+
+def main() -> None:
+    a = parse_args()
+    nofile = raise_nofile()
+    client = Client(a.url, a.n, a.timeout, a.expect)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     wall0 = time.time()
     t0 = time.perf_counter()
-    workers = [gevent.spawn(worker) for _ in range(min(a.c, a.n))]
+    workers = [gevent.spawn(client.worker) for _ in range(min(a.c, a.n))]
     gevent.joinall(workers, timeout=a.deadline)
     elapsed = time.perf_counter() - t0
-    unfinished = a.n - ok - sum(errors.values())
+    unfinished = a.n - client.ok - sum(client.errors.values())
     gevent.killall(workers, block=True, timeout=5)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     if a.hlog:
-        write_hlog(a.hlog, [(wall0, wall0 + elapsed, hist)])
+        write_hlog(a.hlog, [(wall0, wall0 + elapsed, client.hist)])
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    print(
-        json.dumps(
-            {
-                "n": a.n,
-                "c": a.c,
-                "started_at": wall0,
-                "time_taken_s": elapsed,
-                "deadline_hit": unfinished > 0,
-                "ok": ok,
-                "errors": dict(errors),
-                "error_details": dict(details),
-                "unfinished": unfinished,
-                "throughput_rps": ok / elapsed if elapsed else 0.0,
-                "latency_ms": summary_ms(hist),
-                "client_cpu_pct": 100 * cpu / elapsed if elapsed else 0.0,
-                "nofile": list(nofile),
-            }
-        ),
-        flush=True,
-    )
+    result = {
+        "n": a.n,
+        "c": a.c,
+        "started_at": wall0,
+        "time_taken_s": elapsed,
+        "deadline_hit": unfinished > 0,
+        "ok": client.ok,
+        "errors": dict(client.errors),
+        "error_details": dict(client.details),
+        "unfinished": unfinished,
+        "throughput_rps": client.ok / elapsed if elapsed else 0.0,
+        "latency_ms": summary_ms(client.hist),
+        "client_cpu_pct": 100 * cpu / elapsed if elapsed else 0.0,
+        "nofile": list(nofile),
+    }
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +32,7 @@ from experiments.serve import free_port
 from lab.backend import CpuLayout, NativeBackend
 from lab.generator import measured_from, run_step
 from lab.models import Knobs, load_registry
+from lab.preflight import get
 from lab.records import StepKey, step_record
 from lab.rundir import RunDir as LabRunDir
 from lab.scenario import UpstreamSpec
@@ -77,7 +77,7 @@ PROTOCOLS = {
     "quick": Protocol(
         phases=(("normal", 5.0, 100.0), ("slowdown", 8.0, 1000.0), ("recovery", 8.0, 100.0)),
         settle_s=1.0,
-    ),  # fmt: skip
+    ),
 }
 MODELS = {
     "uwsgi-threads": "uWSGI --threads W (servers/models.toml), W x processes requests at once",
@@ -86,10 +86,10 @@ MODELS = {
 
 
 def set_delay(upstream_url: str, delay_ms: float) -> None:
-    req = urllib.request.Request(f"{upstream_url}/config", method="POST",
-                                 data=json.dumps({"delay_ms": delay_ms}).encode())  # fmt: skip
-    with urllib.request.urlopen(req, timeout=5) as r:
-        r.read()
+    data = json.dumps({"delay_ms": delay_ms}).encode()
+    status, body, _ = get(upstream_url, "/config", timeout_s=5, method="POST", data=data)
+    if status != 200:
+        raise RuntimeError(f"upstream /config answered {status}: {body[:200]!r}")
 
 
 def drive(p: Protocol, upstream_url: str, t0_event: threading.Event, stop: threading.Event) -> None:
@@ -111,8 +111,13 @@ def load_step(
 ) -> Done:
     """One generator step under the brownout schedule; the upstream's delay follows the phases."""
     duration = sum(s for _, s, _ in p.phases)
-    common = {"base_url": url, "path": "/io", "settle_s": p.settle_s, "duration_s": duration,
-              "timeout_s": p.timeout_s}  # fmt: skip
+    common = {
+        "base_url": url,
+        "path": "/io",
+        "settle_s": p.settle_s,
+        "duration_s": duration,
+        "timeout_s": p.timeout_s,
+    }
     if run.mode == "open":
         start = Start(**common, rate_rps=p.rate_rps, max_outstanding=p.cap, arrival=p.arrival)
     else:
@@ -123,9 +128,11 @@ def load_step(
     try:
         with out.run.hlog_writer(key) as hlog:
             return run_step(
-                start, out.path / "logs" / "loadgen.log",
-                on_measuring=lambda _: measuring.set(), on_histogram=hlog.write,
-            )  # fmt: skip
+                start,
+                out.path / "logs" / "loadgen.log",
+                on_measuring=lambda _: measuring.set(),
+                on_histogram=hlog.write,
+            )
     finally:
         stop.set()
         measuring.set()
@@ -136,8 +143,9 @@ def load_step(
 def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any]:
     registry = load_registry()
     (model,) = registry.pick([run.model])
-    knobs = Knobs(processes=p.processes, workers=run.workers, pool=run.workers,
-                  timeout_s=int(p.timeout_s * 4)).resolve(run.workers)  # fmt: skip
+    knobs = Knobs(
+        processes=p.processes, workers=run.workers, pool=run.workers, timeout_s=int(p.timeout_s * 4)
+    ).resolve(run.workers)
     backend = NativeBackend(run_dir.path, CpuLayout.split(pin=True))
     try:
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())
@@ -149,11 +157,21 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
     finally:
         backend.close()
     capacity = model.capacity(knobs)
-    context = {"capacity": capacity, "phases": p.phases, "knobs": knobs.__dict__,
-               "label": run.label}  # fmt: skip
+    context = {
+        "capacity": capacity,
+        "phases": p.phases,
+        "knobs": knobs.__dict__,
+        "label": run.label,
+    }
     cap = p.cap if run.mode == "open" else None
-    record = step_record(run_dir.path.name, key, measured_from(done), max_outstanding=cap,
-                         histogram=LabRunDir.hlog_relpath(key), context=context)  # fmt: skip
+    record = step_record(
+        run_dir.path.name,
+        key,
+        measured_from(done),
+        max_outstanding=cap,
+        histogram=LabRunDir.hlog_relpath(key),
+        context=context,
+    )
     run_dir.run.append_step(record)
     r = {**vars(done), **(vars(done.open_loop) if done.open_loop else {})}
     out = {"label": run.label, "capacity": capacity, "users": users or p.cap, **r}
@@ -183,8 +201,12 @@ def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = (("rps", "throughput (ok/s)"), ("p99_ms", "p99 latency ms (log)"),
-            ("errors", "errors/s"), ("inflight", "in flight (open loop)"))  # fmt: skip
+    keys = (
+        ("rps", "throughput (ok/s)"),
+        ("p99_ms", "p99 latency ms (log)"),
+        ("errors", "errors/s"),
+        ("inflight", "in flight (open loop)"),
+    )
     fig, axes = plt.subplots(len(keys), 1, figsize=(11, 11), sharex=True)
     for ax, (key, title) in zip(axes, keys, strict=True):
         for r in results:
@@ -193,8 +215,13 @@ def plot(p: Protocol, results: list[dict[str, Any]], path: str) -> None:
         for name, start, end, delay in phase_windows(p):
             if name != "normal":
                 ax.axvspan(start, end, alpha=0.08 if name == "recovery" else 0.2, color="red")
-            ax.text(start + 0.2, 0.92, f"{name} ({delay:g} ms)", transform=ax.get_xaxis_transform(),
-                    fontsize=8)  # fmt: skip
+            ax.text(
+                start + 0.2,
+                0.92,
+                f"{name} ({delay:g} ms)",
+                transform=ax.get_xaxis_transform(),
+                fontsize=8,
+            )
         ax.set_ylabel(title)
         if key == "p99_ms":
             ax.set_yscale("log")
@@ -224,9 +251,15 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
             round(pub["threads_total"] / pub["upstream_latency_s"]),
             "the arithmetic redone",
         ),
-        Row("story", "offered arrival rate", "rps", pub["offered_rps"], p.rate_rps,
-            "scaled down here with the capacities, so the same side of capacity holds"),
-    ]  # fmt: skip
+        Row(
+            "story",
+            "offered arrival rate",
+            "rps",
+            pub["offered_rps"],
+            p.rate_rps,
+            "scaled down here with the capacities, so the same side of capacity holds",
+        ),
+    ]
     for r in results:
         if "inflight" in r["timeseries"]:
             name, start, end, _ = phase_windows(p)[0]
@@ -241,6 +274,12 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
                     "story: only a third of the threads busy 95% of the time",
                 )
             )
+    details = phase_rows(p, results, rows)
+    return Reproduction(rows, conclude(p, results), ["brownout.png"], {"per phase": details})
+
+
+def phase_rows(p: Protocol, results: list[dict[str, Any]], rows: list[Row]) -> list[dict[str, Any]]:
+    """Per run and phase: a throughput row appended to `rows`, and the details table's lines."""
     details = []
     for r in results:
         for name, start, end, delay in phase_windows(p):
@@ -250,16 +289,32 @@ def tabulate(p: Protocol, results: list[dict[str, Any]]) -> Reproduction:
             # open loop: the arrival rate, if capacity allows; closed: users / delay at most
             offered = p.rate_rps if "open" in r["label"] else r["users"] / (delay / 1000)
             expected = min(predicted, offered)
-            rows.append(Row(r["label"], f"{name}: throughput (expected: min(capacity, offered))",
-                            "rps", None, round(mean(rps), 1) if rps else "-",
-                            f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
-                            f" expected {expected:.0f}; p99 {mean(p99):.0f} ms"))  # fmt: skip
-            details.append({"run": r["label"], "phase": name, "delay_ms": delay,
-                            "capacity_rps": round(predicted, 1), "rps": round(mean(rps), 1),
-                            "p99_ms": round(mean(p99)), "errors": sum(in_phase(r, "errors",
-                            start, end)), "dropped": sum(in_phase(r, "dropped", start, end))
-                            if "dropped" in r["timeseries"] else "-"})  # fmt: skip
-    return Reproduction(rows, conclude(p, results), ["brownout.png"], {"per phase": details})
+            rows.append(
+                Row(
+                    r["label"],
+                    f"{name}: throughput (expected: min(capacity, offered))",
+                    "rps",
+                    None,
+                    round(mean(rps), 1) if rps else "-",
+                    f"capacity {r['capacity']} / {delay / 1000:g} s = {predicted:.0f} rps;"
+                    f" expected {expected:.0f}; p99 {mean(p99):.0f} ms",
+                )
+            )
+            details.append(
+                {
+                    "run": r["label"],
+                    "phase": name,
+                    "delay_ms": delay,
+                    "capacity_rps": round(predicted, 1),
+                    "rps": round(mean(rps), 1),
+                    "p99_ms": round(mean(p99)),
+                    "errors": sum(in_phase(r, "errors", start, end)),
+                    "dropped": sum(in_phase(r, "dropped", start, end))
+                    if "dropped" in r["timeseries"]
+                    else "-",
+                }
+            )
+    return details
 
 
 def conclude(p: Protocol, results: list[dict[str, Any]]) -> str:

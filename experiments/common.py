@@ -13,8 +13,6 @@ have imported locust (which patches on import), so nothing is measured in the pa
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import tomllib
@@ -30,11 +28,14 @@ from rich.table import Table
 
 from lab import __version__ as LAB_VERSION
 from lab.environment import capture
+from lab.procs import pinned, stop_group
 from lab.records import Measured, Raised, Sampled, StepKey, step_record
+from lab.resources import CODE_ROOT, child_env, data_file
 from lab.rundir import RunDir as LabRunDir
 from lab.rundir import write_json
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+KILL_GRACE_S = 3.0  # a child that outlived its timeout gets this long after TERM
+
 
 Number = float | int
 
@@ -131,7 +132,7 @@ class Experiment:
 
 def load_published(stem: str) -> dict[str, Any]:
     """The published figures of one experiment, kept as data in `experiments/<stem>.toml`."""
-    with open(Path(__file__).with_name(f"{stem}.toml"), "rb") as f:
+    with open(data_file("experiments", f"{stem}.toml"), "rb") as f:
         return tomllib.load(f)
 
 
@@ -154,7 +155,11 @@ def environment() -> dict[str, Any]:
 def make_run_dir(exp: Experiment, size: str, protocol: Any, out: Path) -> RunDir:
     run_dir = LabRunDir.create(out, f"reproduce-{exp.name}-{size}")
     path = run_dir.path
-    proto = asdict(protocol) if is_dataclass(protocol) else dict(protocol)
+    proto = (
+        asdict(protocol)
+        if is_dataclass(protocol) and not isinstance(protocol, type)
+        else dict(protocol)
+    )
     env = environment()
     manifest = {
         "run_id": path.name,
@@ -250,55 +255,36 @@ def print_table(table: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]Conclusion:[/] {table['conclusion']}")
 
 
-def child_env() -> dict[str, str]:
-    """The environment for a benchmark child: this tree first on the path, nothing patched."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def run_child(
     module: str, args: Sequence[str], timeout_s: float, cpus: Sequence[int] | None = None
 ) -> list[dict[str, Any]]:
     """Run `python -m module args` in its own process group; return its JSON stdout lines.
 
     The whole group is killed if it outlives `timeout_s`, so a hung benchmark cannot hang the lab.
-    `cpus` pins the child (and whatever it starts) with sched_setaffinity.
+    `cpus` pins the child (and whatever it starts) to those cores.
     """
-    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        pinned([sys.executable, "-m", module, *args], cpus),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=child_env(),
-        cwd=REPO_ROOT,
+        cwd=CODE_ROOT,
         start_new_session=True,
-        preexec_fn=preexec,
     )
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        kill_group(proc)
+        stop_child(proc)
         raise TimeoutError(f"{module} {' '.join(args)} exceeded {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         raise RuntimeError(f"{module} {' '.join(args)} exited {proc.returncode}:\n{err[-2000:]}")
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def kill_group(proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
-    """TERM the child's process group, then KILL it if it has not gone within `grace_s`."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def stop_child(proc: subprocess.Popen[Any]) -> None:
+    """Stop an experiment child and everything it started (its process group)."""
+    stop_group(proc.pid, KILL_GRACE_S, wait=proc.wait)
 
 
 def mean(xs: Sequence[float]) -> float:

@@ -78,16 +78,21 @@ def to_full_size(p: Protocol, task: str, excess_s: float, seconds: float, base_s
 def measure(
     p: Protocol, run: RunDir, model: str, task: str, base_s: float, slack_ns: int = 0
 ) -> list[dict[str, Any]]:
-    args = [model, task, "--tasks", str(p.tasks), "--repeats", str(p.repeats),
-            "--sleep-s", str(p.sleep_s), "--zero-sleeps", str(p.zero_sleeps),
-            "--squares", str(p.squares), "--start-method", p.start_method]  # fmt: skip
+    args = [
+        *[model, task, "--tasks", str(p.tasks), "--repeats", str(p.repeats)],
+        *["--sleep-s", str(p.sleep_s), "--zero-sleeps", str(p.zero_sleeps)],
+        *["--squares", str(p.squares), "--start-method", p.start_method],
+    ]
     if slack_ns:
         args += ["--timer-slack-ns", str(slack_ns)]
     out = []
     for m in run_child("experiments.cvt_child", args, p.child_timeout_s):
         full = to_full_size(p, task, m["excess_s"], m["seconds"], base_s)
-        m |= {"timer_slack_ns": slack_ns or None, "start_method": p.start_method,
-              "full_size_s": full}  # fmt: skip
+        m |= {
+            "timer_slack_ns": slack_ns or None,
+            "start_method": p.start_method,
+            "full_size_s": full,
+        }
         run.record(m)
         out.append(m)
     return out
@@ -96,34 +101,51 @@ def measure(
 def summarise(ms: list[dict[str, Any]]) -> dict[str, float]:
     raw = [m["seconds"] for m in ms]
     full = [m["full_size_s"] for m in ms]
-    return {"mean_s": mean(raw), "sd_s": stdev(raw), "min_s": min(raw), "max_s": max(raw),
-            "full_size_mean_s": mean(full), "full_size_sd_s": stdev(full)}  # fmt: skip
+    return {
+        "mean_s": mean(raw),
+        "sd_s": stdev(raw),
+        "min_s": min(raw),
+        "max_s": max(raw),
+        "full_size_mean_s": mean(full),
+        "full_size_sd_s": stdev(full),
+    }
 
 
 def fastest(by_model: dict[str, float]) -> str:
     return min(by_model, key=by_model.__getitem__)
 
 
-def run(p: Protocol, run: RunDir) -> Reproduction:
-    pub = load_published("coroutines_vs_threads")["figures"]
-    results: dict[tuple[str, str], dict[str, float]] = {}
-    for task in ("empty", *(t for t in TASKS if t != "empty")):  # empty first: the baselines
+Results = dict[tuple[str, str], dict[str, float]]
+
+
+def measure_tasks(p: Protocol, run: RunDir) -> Results:
+    """Every task under every model, the empty task first: it is each model's baseline."""
+    results: Results = {}
+    for task in ("empty", *(t for t in TASKS if t != "empty")):
         for model in MODELS:
             base = results["empty", model]["mean_s"] if task != "empty" else 0.0
             results[task, model] = summarise(measure(p, run, model, task, base))
-    slack: dict[str, dict[str, float]] = {}
-    if p.slack_variant_ns:
-        for model in ("coroutines", "threads"):
-            base = results["empty", model]["mean_s"]
-            slack[model] = summarise(
-                measure(p, run, model, "zero_sleeps", base, p.slack_variant_ns)
+    return results
+
+
+def measure_slack(p: Protocol, run: RunDir, results: Results) -> dict[str, dict[str, float]]:
+    """The time.sleep(0) task again with the timer slack lowered (the variant that explains)."""
+    if not p.slack_variant_ns:
+        return {}
+    return {
+        model: summarise(
+            measure(
+                p, run, model, "zero_sleeps", results["empty", model]["mean_s"], p.slack_variant_ns
             )
+        )
+        for model in ("coroutines", "threads")
+    }
 
-    fork: dict[str, float] = {}
-    if p.fork_variant and p.start_method != "fork":
-        fork = summarise(measure(replace(p, start_method="fork"), run, "processes", "empty", 0.0))
 
-    scaled = p != FULL
+def task_rows(
+    p: Protocol, pub: dict[str, Any], results: Results
+) -> tuple[list[Row], list[dict[str, Any]], dict[str, tuple[str, str]]]:
+    """Rows published vs measured, the details table, and (published, measured) winner per task."""
     rows, details = [], []
     winners: dict[str, tuple[str, str]] = {}
     for task in TASKS:
@@ -132,27 +154,61 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
         for model in MODELS:
             r = results[task, model]
             note = f"sd {r['full_size_sd_s']:.3g} s over {p.repeats}"
-            if scaled:
+            if p != FULL:
                 note += f"; raw {r['mean_s']:.4g} s at the quick size"
             rows.append(Row(task, model, "s", pub[task][model], round(measured[model], 5), note))
-            details.append({"task": task, "model": model, "repeats": p.repeats,
-                            **{k: round(v, 5) for k, v in r.items()},
-                            "vs_coroutines": round(measured[model] / measured["coroutines"], 3),
-                            "published_vs_coroutines": round(
-                                pub[task][model] / pub[task]["coroutines"], 3)})  # fmt: skip
-    for model, r in slack.items():
-        rows.append(Row("zero_sleeps, timer slack 1 ns", model, "s", pub["zero_sleeps"][model],
-                        round(r["full_size_mean_s"], 5),
-                        f"prctl(PR_SET_TIMERSLACK, {p.slack_variant_ns}); "
-                        f"sd {r['full_size_sd_s']:.3g} s"))  # fmt: skip
+            details.append(
+                {
+                    "task": task,
+                    "model": model,
+                    "repeats": p.repeats,
+                    **{k: round(v, 5) for k, v in r.items()},
+                    "vs_coroutines": round(measured[model] / measured["coroutines"], 3),
+                    "published_vs_coroutines": round(pub[task][model] / pub[task]["coroutines"], 3),
+                }
+            )
+    return rows, details, winners
+
+
+def variant_rows(
+    p: Protocol, pub: dict[str, Any], slack: dict[str, dict[str, float]], fork: dict[str, float]
+) -> list[Row]:
+    rows = [
+        Row(
+            "zero_sleeps, timer slack 1 ns",
+            model,
+            "s",
+            pub["zero_sleeps"][model],
+            round(r["full_size_mean_s"], 5),
+            f"prctl(PR_SET_TIMERSLACK, {p.slack_variant_ns}); sd {r['full_size_sd_s']:.3g} s",
+        )
+        for model, r in slack.items()
+    ]
     if fork:
-        rows.append(Row("empty, start method fork", "processes", "s", pub["empty"]["processes"],
-                        round(fork["mean_s"], 5), f"sd {fork['sd_s']:.3g} s; the original's "
-                        "macOS default was spawn"))  # fmt: skip
+        note = f"sd {fork['sd_s']:.3g} s; the original's macOS default was spawn"
+        rows.append(
+            Row(
+                "empty, start method fork",
+                "processes",
+                "s",
+                pub["empty"]["processes"],
+                round(fork["mean_s"], 5),
+                note,
+            )
+        )
+    return rows
+
+
+def conclude(
+    p: Protocol,
+    results: Results,
+    winners: dict[str, tuple[str, str]],
+    slack: dict[str, dict[str, float]],
+) -> str:
     agree = [t for t, (a, b) in winners.items() if a == b]
     differ = [f"{t} (published {a}, measured {b})" for t, (a, b) in winners.items() if a != b]
     per_call_us = results["zero_sleeps", "coroutines"]["mean_s"] / (p.tasks * p.zero_sleeps) * 1e6
-    conclusion = (
+    return (
         f"Fastest model per task agrees with the original for {', '.join(agree) or 'no task'}"
         + (f"; differs for {'; '.join(differ)}" if differ else "")
         + f". One time.sleep(0) costs {per_call_us:.1f} µs here (the original's 0.489 s for "
@@ -164,8 +220,20 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
             else ""
         )
         + f". Processes use the {p.start_method!r} start method."
-        + (" Quick protocol: figures scaled to the full protocol size." if scaled else "")
+        + (" Quick protocol: figures scaled to the full protocol size." if p != FULL else "")
     )
+
+
+def run(p: Protocol, run: RunDir) -> Reproduction:
+    pub = load_published("coroutines_vs_threads")["figures"]
+    results = measure_tasks(p, run)
+    slack = measure_slack(p, run, results)
+    fork: dict[str, float] = {}
+    if p.fork_variant and p.start_method != "fork":
+        fork = summarise(measure(replace(p, start_method="fork"), run, "processes", "empty", 0.0))
+    rows, details, winners = task_rows(p, pub, results)
+    rows += variant_rows(p, pub, slack, fork)
+    conclusion = conclude(p, results, winners, slack)
     return Reproduction(rows, conclusion, [], {"raw seconds per task and model": details})
 
 

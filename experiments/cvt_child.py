@@ -78,7 +78,7 @@ def run_threads(task: str, args: list[float], _: str) -> float:
 def run_processes(task: str, args: list[float], start_method: str) -> float:
     ctx = multiprocessing.get_context(start_method)
     start = time.perf_counter()
-    workers = [ctx.Process(target=run_body, args=(task, a)) for a in args]
+    workers = [ctx.Process(target=run_body, args=(task, a)) for a in args]  # type: ignore[attr-defined]
     for w in workers:
         w.start()
     for w in workers:
@@ -138,7 +138,7 @@ def main() -> None:
                     "seconds": seconds,
                     "ideal_s": ideal,
                     "excess_s": seconds - ideal,
-                }  # fmt: skip
+                }
             ),
             flush=True,
         )

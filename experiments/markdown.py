@@ -32,8 +32,14 @@ def render(run_dir: Path) -> str:
         "|---|---|---|---:|---:|---:|---|",
     ]
     for r in table["rows"]:
-        lines.append("| " + " | ".join(cell(r[k]) for k in ("section", "metric", "unit",
-                     "published", "measured", "ratio", "note")) + " |")  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(
+                cell(r[k])
+                for k in ("section", "metric", "unit", "published", "measured", "ratio", "note")
+            )
+            + " |"
+        )
     lines += ["", f"**Conclusion (this machine):** {table['conclusion']}", ""]
     return "\n".join(lines)
 

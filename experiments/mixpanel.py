@@ -58,7 +58,7 @@ PROTOCOLS = {
     "quick": Protocol(requests=2000, levels=(10, 100, 500), deadline_s=30.0),
     "full": Protocol(
         requests=100_000, levels=(10, 100, 1000, 2000, 5000, 10_000), deadline_s=600.0
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -71,33 +71,53 @@ def preflight(p: Protocol) -> list[dict[str, Any]]:
     reuse = read_sysctl("net.ipv4.tcp_tw_reuse") or "0"
     somaxconn = int(read_sysctl("net.core.somaxconn") or 0)
     return [
-        {"check": "open files (hard limit; children lift soft to hard)", "have": f"{soft}/{hard}",
-         "need": need_fds, "ok": hard >= need_fds,
-         "fix": f"ulimit -n {max(need_fds, 16384)} (or nofile in /etc/security/limits.conf)"},
-        {"check": "ephemeral ports", "have": f"{lo}-{hi} ({ports})",
-         "need": min(p.requests, 28_000), "ok": ports >= min(p.requests, 28_000) or reuse in "12",
-         "fix": "sysctl -w net.ipv4.ip_local_port_range='1024 65535'"},
-        {"check": "TIME_WAIT reuse (tcp_tw_reuse: 1 all, 2 loopback)", "have": reuse,
-         "need": "1 or 2", "ok": reuse in ("1", "2"),
-         "fix": "sysctl -w net.ipv4.tcp_tw_reuse=1"},
-        {"check": "listen backlog cap (somaxconn)", "have": somaxconn, "need": max(p.levels),
-         "ok": somaxconn >= max(p.levels), "fix": "sysctl -w net.core.somaxconn=65535"},
-    ]  # fmt: skip
+        {
+            "check": "open files (hard limit; children lift soft to hard)",
+            "have": f"{soft}/{hard}",
+            "need": need_fds,
+            "ok": hard >= need_fds,
+            "fix": f"ulimit -n {max(need_fds, 16384)} (or nofile in /etc/security/limits.conf)",
+        },
+        {
+            "check": "ephemeral ports",
+            "have": f"{lo}-{hi} ({ports})",
+            "need": min(p.requests, 28_000),
+            "ok": ports >= min(p.requests, 28_000) or reuse in "12",
+            "fix": "sysctl -w net.ipv4.ip_local_port_range='1024 65535'",
+        },
+        {
+            "check": "TIME_WAIT reuse (tcp_tw_reuse: 1 all, 2 loopback)",
+            "have": reuse,
+            "need": "1 or 2",
+            "ok": reuse in ("1", "2"),
+            "fix": "sysctl -w net.ipv4.tcp_tw_reuse=1",
+        },
+        {
+            "check": "listen backlog cap (somaxconn)",
+            "have": somaxconn,
+            "need": max(p.levels),
+            "ok": somaxconn >= max(p.levels),
+            "fix": "sysctl -w net.core.somaxconn=65535",
+        },
+    ]
 
 
 def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
     port = free_port()
-    argv = [sys.executable, "-m", "experiments.mixpanel_server", *SERVER_ARGS[model],
-            "--port", str(port), "--pool", str(c)]  # fmt: skip
+    argv = [
+        *[sys.executable, "-m", "experiments.mixpanel_server", *SERVER_ARGS[model]],
+        *["--port", str(port), "--pool", str(c)],
+    ]
     url = f"http://127.0.0.1:{port}/"
     key = StepKey(model, "closed", c, None, 1)
     rel = LabRunDir.hlog_relpath(key)
     with serving(argv, url, run.path / f"logs/{model}.log", cpus=p.server_cpus) as proc:
         server = psutil.Process(proc.pid)
         cpu0 = server.cpu_times()
-        client_args = [url, "-n", str(p.requests), "-c", str(c), "--timeout", str(p.timeout_s),
-                       "--deadline", str(p.deadline_s), "--expect", BODY,
-                       "--hlog", str(run.path / rel)]  # fmt: skip
+        client_args = [
+            *[url, "-n", str(p.requests), "-c", str(c), "--timeout", str(p.timeout_s)],
+            *["--deadline", str(p.deadline_s), "--expect", BODY, "--hlog", str(run.path / rel)],
+        ]
         (r,) = run_child("experiments.abclient", client_args, p.deadline_s + 60, p.client_cpus)
         cpu1 = server.cpu_times()
         rss_mb = server.memory_info().rss / 2**20
@@ -142,73 +162,147 @@ def verdict(measured: float, published: float) -> str:
     return "the published gap reproduces."
 
 
+Results = dict[tuple[str, int], dict[str, Any]]
+
+
+def preflight_rows(pub: dict[str, Any], checks: list[dict[str, Any]]) -> list[Row]:
+    return [
+        Row(
+            "preflight",
+            chk["check"],
+            "",
+            pub["nofile_needed"] if "open files" in chk["check"] else None,
+            chk["have"],
+            "ok" if chk["ok"] else f"raise: {chk['fix']}",
+        )
+        for chk in checks
+    ]
+
+
+def ratio(results: Results, model: str, c: int) -> float | None:
+    """gevent's throughput over `model`'s at level c; None where `model` served nothing."""
+    other = results[model, c]["throughput_rps"]
+    return results["gevent", c]["throughput_rps"] / other if other else None
+
+
+def ratio_rows(p: Protocol, pub: dict[str, Any], results: Results) -> list[Row]:
+    rows = []
+    for c in p.levels:
+        g, t = results["gevent", c], results["paste", c]
+        r, rb = ratio(results, "paste", c), ratio(results, "paste-backlog", c)
+        note = f"gevent {g['throughput_rps']:.0f} rps, threaded {t['throughput_rps']:.0f} rps"
+        backlog_rps = results["paste-backlog", c]["throughput_rps"]
+        rows += [
+            Row(
+                f"c={c}",
+                "throughput ratio gevent/threaded",
+                "x",
+                pub["throughput_ratio"],
+                round(r, 2) if r is not None else "threaded served nothing",
+                f"{note}; n={p.requests}",
+            ),
+            Row(
+                f"c={c}",
+                "ratio gevent/threaded, Paste backlog 4096",
+                "x",
+                None,
+                round(rb, 2) if rb is not None else "threaded served nothing",
+                f"threaded {backlog_rps:.0f} rps with backlog 4096",
+            ),
+        ]
+    return rows
+
+
+def errs(results: Results, model: str, c: int) -> int:
+    return sum(results[model, c]["errors"].values()) + results[model, c]["unfinished"]
+
+
+def first_errors(p: Protocol, results: Results) -> int | None:
+    """The lowest level at which gevent had errors, None if it had none."""
+    return next((c for c in p.levels if errs(results, "gevent", c)), None)
+
+
+def spread(p: Protocol, results: Results, model: str) -> str:
+    """max/min throughput across levels: 1.0 is perfectly flat."""
+    rps = [results[model, c]["throughput_rps"] for c in p.levels]
+    return f"{model} {max(rps) / min(rps):.2f}" if min(rps) else f"{model} -"
+
+
+def error_rows(p: Protocol, pub: dict[str, Any], results: Results) -> list[Row]:
+    g_first = first_errors(p, results)
+    return [
+        Row(
+            "errors",
+            "gevent: lowest concurrency with errors",
+            "connections",
+            f"~{pub['gevent_errors_from']} (none up to {pub['gevent_errors_none_up_to']})",
+            g_first if g_first else f"none up to {max(p.levels)}",
+        ),
+        Row(
+            "errors",
+            "threaded: errors by concurrency",
+            "",
+            pub["threaded_errors"],
+            ", ".join(f"c={c}: {errs(results, 'paste', c)}" for c in p.levels),
+            "kinds in the details table",
+        ),
+        Row(
+            "throughput",
+            "rps across levels (max/min)",
+            "x",
+            pub["throughput_vs_concurrency"],
+            "; ".join(spread(p, results, m) for m in MODELS),
+            "1.0 = perfectly flat",
+        ),
+    ]
+
+
+def conclude(
+    p: Protocol, pub: dict[str, Any], results: Results, checks: list[dict[str, Any]]
+) -> str:
+    mid = median([x for c in p.levels if (x := ratio(results, "paste", c))])
+    mid_b = median([x for c in p.levels if (x := ratio(results, "paste-backlog", c)) is not None])
+    said = []
+    if mid is not None:
+        said.append(
+            f"gevent/threaded throughput ratio: median {mid:.2f}x over c={list(p.levels)} "
+            f"(published ~{pub['throughput_ratio']:.0f}x): " + verdict(mid, pub["throughput_ratio"])
+        )
+    if mid is not None and mid_b is not None:
+        cause = (
+            "the gap is mostly Paste's listen queue, not threads."
+            if mid_b < mid / 2
+            else "the backlog does not explain the gap."
+        )
+        said.append(
+            f"With Paste's listen backlog raised from 5 to 4096 the median ratio is "
+            f"{mid_b:.2f}x, so {cause}"
+        )
+    g_first = first_errors(p, results)
+    said.append(
+        f"gevent had its first errors at c={g_first}."
+        if g_first
+        else f"gevent had no errors up to c={max(p.levels)}."
+    )
+    by_level = ", ".join(f"c={c}: {errs(results, 'paste', c)}" for c in p.levels)
+    said.append(f"Threaded errors by level: {by_level}.")
+    missing = [f"raise {c['check']}: {c['fix']}" for c in checks if not c["ok"]]
+    said.append(
+        "Preflight: " + "; ".join(missing) + "." if missing else "Preflight limits were sufficient."
+    )
+    said.append(f"Server pinned to CPU {list(p.server_cpus)}, client to {list(p.client_cpus)}.")
+    return " ".join(said)
+
+
 def run(p: Protocol, run: RunDir) -> Reproduction:
     pub = load_published("mixpanel")["figures"]
     checks = preflight(p)
     for chk in checks:
         run.run.append("preflight.jsonl", chk)
     results = {(m, c): level(p, run, m, c) for c in p.levels for m in MODELS}
-
-    rows = [
-        Row("preflight", chk["check"], "", pub["nofile_needed"] if "open files" in chk["check"]
-            else None, chk["have"], "ok" if chk["ok"] else f"raise: {chk['fix']}")
-        for chk in checks
-    ]  # fmt: skip
-    ratios = []
-    for c in p.levels:
-        g, t = results["gevent", c], results["paste", c]
-        ratio = g["throughput_rps"] / t["throughput_rps"] if t["throughput_rps"] else None
-        ratios.append(ratio)
-        rows.append(Row(f"c={c}", "throughput ratio gevent/threaded", "x", pub["throughput_ratio"],
-                        round(ratio, 2) if ratio is not None else "threaded served nothing",
-                        f"gevent {g['throughput_rps']:.0f} rps, threaded {t['throughput_rps']:.0f}"
-                        f" rps; n={p.requests}"))  # fmt: skip
-        b = results["paste-backlog", c]["throughput_rps"]
-        rows.append(Row(f"c={c}", "ratio gevent/threaded, Paste backlog 4096", "x", None,
-                        round(g["throughput_rps"] / b, 2) if b else "threaded served nothing",
-                        f"threaded {b:.0f} rps with backlog 4096"))  # fmt: skip
-
-    def errs(m: str, c: int) -> int:
-        return sum(results[m, c]["errors"].values()) + results[m, c]["unfinished"]
-
-    g_first = next((c for c in p.levels if errs("gevent", c)), None)
-    rows += [
-        Row("errors", "gevent: lowest concurrency with errors", "connections",
-            f"~{pub['gevent_errors_from']} (none up to {pub['gevent_errors_none_up_to']})",
-            g_first if g_first else f"none up to {max(p.levels)}"),
-        Row("errors", "threaded: errors by concurrency", "", pub["threaded_errors"],
-            ", ".join(f"c={c}: {errs('paste', c)}" for c in p.levels),
-            "kinds in the details table"),
-        Row("throughput", "rps across levels (max/min)", "x", pub["throughput_vs_concurrency"],
-            "; ".join(f"{m} {mx / mn:.2f}" if mn else f"{m} -" for m in MODELS
-                      for mx, mn in [(max(results[m, c]["throughput_rps"] for c in p.levels),
-                                      min(results[m, c]["throughput_rps"] for c in p.levels))]),
-            "1.0 = perfectly flat"),
-    ]  # fmt: skip
+    rows = preflight_rows(pub, checks) + ratio_rows(p, pub, results) + error_rows(p, pub, results)
     details = [detail(m, c, results[m, c]) for c in p.levels for m in MODELS]
-    mid = median([x for x in ratios if x])
-    mid_b = median([
-        results["gevent", c]["throughput_rps"] / results["paste-backlog", c]["throughput_rps"]
-        for c in p.levels if results["paste-backlog", c]["throughput_rps"]
-    ])  # fmt: skip
-    said = []
-    if mid is not None:
-        said.append(f"gevent/threaded throughput ratio: median {mid:.2f}x over c={list(p.levels)} "
-                    f"(published ~{pub['throughput_ratio']:.0f}x): "
-                    + verdict(mid, pub["throughput_ratio"]))  # fmt: skip
-    if mid is not None and mid_b is not None:
-        said.append(f"With Paste's listen backlog raised from 5 to 4096 the median ratio is "
-                    f"{mid_b:.2f}x, so " + ("the gap is mostly Paste's listen queue, not threads."
-                    if mid_b < mid / 2 else "the backlog does not explain the gap."))  # fmt: skip
-    said.append(f"gevent had its first errors at c={g_first}." if g_first
-                else f"gevent had no errors up to c={max(p.levels)}.")  # fmt: skip
-    said.append("Threaded errors by level: "
-                + ", ".join(f"c={c}: {errs('paste', c)}" for c in p.levels) + ".")  # fmt: skip
-    missing = [f"raise {c['check']}: {c['fix']}" for c in checks if not c["ok"]]
-    said.append("Preflight: " + "; ".join(missing) + "." if missing
-                else "Preflight limits were sufficient.")  # fmt: skip
-    said.append(f"Server pinned to CPU {list(p.server_cpus)}, client to {list(p.client_cpus)}.")
-    conclusion = " ".join(said)
+    conclusion = conclude(p, pub, results, checks)
     return Reproduction(rows, conclusion, [], {"per level and server": details})
 
 

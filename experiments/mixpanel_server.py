@@ -51,8 +51,14 @@ def main() -> None:
         from paste import httpserver
 
         backlog = {"request_queue_size": a.backlog} if a.backlog else {}
-        httpserver.serve(app, host=a.host, port=str(a.port), use_threadpool=True,
-                         threadpool_workers=a.pool, **backlog)  # fmt: skip
+        httpserver.serve(
+            app,
+            host=a.host,
+            port=str(a.port),
+            use_threadpool=True,
+            threadpool_workers=a.pool,
+            **backlog,
+        )
 
 
 if __name__ == "__main__":

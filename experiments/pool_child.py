@@ -25,6 +25,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
 from loadgen.hist import new_histogram, record_ms, summary_ms, write_hlog  # noqa: E402
@@ -110,7 +111,7 @@ def run_gevent(size: int, tasks: int, task: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", choices=["gevent", "threads"])
     ap.add_argument("--size", type=int, required=True)
@@ -120,10 +121,12 @@ def main() -> None:
     ap.add_argument("--hlog-dir", type=Path, required=True)
     ap.add_argument("--variant", default="sleep")
     ap.add_argument("--url", default="")
-    a = ap.parse_args()
+    return ap.parse_args()
 
+
+def trial(a: argparse.Namespace, number: int, upstream: Upstream | None) -> dict[str, Any]:
+    """Run all tasks once through the pool; its timings, CPU, memory and histogram."""
     durations: list[float] = []  # list.append is atomic under the GIL: no lock in the hot path
-    upstream = Upstream(a.url) if a.url else None
     sleep_s = a.sleep_ms / 1000
 
     def task() -> None:
@@ -136,44 +139,44 @@ def main() -> None:
 
     runner = run_gevent if a.model == "gevent" else run_threads
     ideal = a.sleep_ms / 1000 * a.tasks / a.size
-    for trial in range(1, a.trials + 1):
-        durations.clear()
-        reset_peak_rss()
-        base_rss = status_mb("VmRSS")
-        u0, s0 = cpu_s()
-        wall_start = time.time()
-        total = runner(a.size, a.tasks, task)
-        u1, s1 = cpu_s()
-        peak = status_mb("VmHWM")
-        hist = new_histogram()
-        for d in durations:
-            record_ms(hist, d * 1000)
-        rel = f"histograms/{a.model}/{a.variant}-c{a.size}-t{trial}.hlog"
-        write_hlog(a.hlog_dir / rel, [(wall_start, wall_start + total, hist)])
-        print(
-            json.dumps(
-                {
-                    "model": a.model,
-                    "variant": a.variant,
-                    "size": a.size,
-                    "trial": trial,
-                    "tasks": a.tasks,
-                    "completed": len(durations),
-                    "errors": upstream.errors if upstream else 0,
-                    "total_s": total,
-                    "ideal_s": ideal,
-                    "overhead": total / ideal,
-                    "cpu_user_s": u1 - u0,
-                    "cpu_sys_s": s1 - s0,
-                    "cpu_s": (u1 - u0) + (s1 - s0),
-                    "base_rss_mb": round(base_rss, 2),
-                    "peak_rss_mb": round(peak, 2),
-                    "task_ms": summary_ms(hist),
-                    "histogram": rel,
-                }
-            ),
-            flush=True,
-        )
+    reset_peak_rss()
+    base_rss = status_mb("VmRSS")
+    u0, s0 = cpu_s()
+    wall_start = time.time()
+    total = runner(a.size, a.tasks, task)
+    u1, s1 = cpu_s()
+    peak = status_mb("VmHWM")
+    hist = new_histogram()
+    for d in durations:
+        record_ms(hist, d * 1000)
+    rel = f"histograms/{a.model}/{a.variant}-c{a.size}-t{number}.hlog"
+    write_hlog(a.hlog_dir / rel, [(wall_start, wall_start + total, hist)])
+    return {
+        "model": a.model,
+        "variant": a.variant,
+        "size": a.size,
+        "trial": number,
+        "tasks": a.tasks,
+        "completed": len(durations),
+        "errors": upstream.errors if upstream else 0,
+        "total_s": total,
+        "ideal_s": ideal,
+        "overhead": total / ideal,
+        "cpu_user_s": u1 - u0,
+        "cpu_sys_s": s1 - s0,
+        "cpu_s": (u1 - u0) + (s1 - s0),
+        "base_rss_mb": round(base_rss, 2),
+        "peak_rss_mb": round(peak, 2),
+        "task_ms": summary_ms(hist),
+        "histogram": rel,
+    }
+
+
+def main() -> None:
+    a = parse_args()
+    upstream = Upstream(a.url) if a.url else None
+    for number in range(1, a.trials + 1):
+        print(json.dumps(trial(a, number, upstream)), flush=True)
         if upstream:
             upstream.errors = 0
 

@@ -66,9 +66,11 @@ def sweep(p: Protocol, run: RunDir, variant: str, url: str = "") -> list[dict[st
     rows = []
     for size in sizes:
         for model in MODELS:
-            args = [model, "--size", str(size), "--tasks", str(tasks), "--sleep-ms",
-                    str(p.sleep_ms), "--trials", str(trials), "--hlog-dir", str(run.path),
-                    "--variant", variant]  # fmt: skip
+            args = [
+                *[model, "--size", str(size), "--tasks", str(tasks)],
+                *["--sleep-ms", str(p.sleep_ms), "--trials", str(trials)],
+                *["--hlog-dir", str(run.path), "--variant", variant],
+            ]
             if url:
                 args += ["--url", url]
             for m in run_child("experiments.pool_child", args, p.child_timeout_s):
@@ -111,8 +113,12 @@ def plot(sleep: list[dict[str, Any]], io: list[dict[str, Any]], path: str) -> No
             ax.plot(xs, [mean(series[x]) for x in xs], marker=".", label=model)
         if data and (cross := crossover(ov)) is not None:
             ax.axvline(cross, color="grey", linestyle="--", label=f"crossover N={cross}")
-        ax.set(title=f"overhead vs pool size ({variant})", xlabel="pool size N",
-               ylabel="total / ideal", yscale="log")  # fmt: skip
+        ax.set(
+            title=f"overhead vs pool size ({variant})",
+            xlabel="pool size N",
+            ylabel="total / ideal",
+            yscale="log",
+        )
         if data:
             ax.legend()
     cpu = by_model_size(sleep, "cpu_s")
@@ -133,20 +139,22 @@ def details(measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for model in MODELS:
             ms = [m for m in measured if m["model"] == model and m["size"] == n]
             task = [m["task_ms"] for m in ms]
-            out.append({
-                "model": model,
-                "N": n,
-                "overhead": round(mean([m["overhead"] for m in ms]), 3),
-                "sd": round(stdev([m["overhead"] for m in ms]), 3),
-                "total_s": round(mean([m["total_s"] for m in ms]), 3),
-                "cpu_s": round(mean([m["cpu_s"] for m in ms]), 3),
-                "peak_rss_mb": max(m["peak_rss_mb"] for m in ms),
-                "rss_growth_mb": round(max(m["peak_rss_mb"] - m["base_rss_mb"] for m in ms), 2),
-                "task_p50_ms": round(mean([t["p50"] for t in task]), 3),
-                "task_p99_ms": round(mean([t["p99"] for t in task]), 3),
-                "task_max_ms": max(t["max"] for t in task),
-                "errors": sum(m["errors"] for m in ms),
-            })  # fmt: skip
+            out.append(
+                {
+                    "model": model,
+                    "N": n,
+                    "overhead": round(mean([m["overhead"] for m in ms]), 3),
+                    "sd": round(stdev([m["overhead"] for m in ms]), 3),
+                    "total_s": round(mean([m["total_s"] for m in ms]), 3),
+                    "cpu_s": round(mean([m["cpu_s"] for m in ms]), 3),
+                    "peak_rss_mb": max(m["peak_rss_mb"] for m in ms),
+                    "rss_growth_mb": round(max(m["peak_rss_mb"] - m["base_rss_mb"] for m in ms), 2),
+                    "task_p50_ms": round(mean([t["p50"] for t in task]), 3),
+                    "task_p99_ms": round(mean([t["p99"] for t in task]), 3),
+                    "task_max_ms": max(t["max"] for t in task),
+                    "errors": sum(m["errors"] for m in ms),
+                }
+            )
     return out
 
 
@@ -155,8 +163,10 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     io: list[dict[str, Any]] = []
     if p.io_sizes:
         port = free_port()
-        argv = [sys.executable, "-m", "servers.upstream", "--host", "127.0.0.1", "--port",
-                str(port), "--delay-ms", str(p.sleep_ms)]  # fmt: skip
+        argv = [
+            *[sys.executable, "-m", "servers.upstream", "--host", "127.0.0.1"],
+            *["--port", str(port), "--delay-ms", str(p.sleep_ms)],
+        ]
         with serving(argv, f"http://127.0.0.1:{port}/health", run.path / "logs/upstream.log"):
             io = sweep(p, run, "io", f"http://127.0.0.1:{port}/delay?ms={p.sleep_ms:g}")
     plot(sleep, io, str(run.path / "overhead.png"))
@@ -165,39 +175,77 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
 
 def threads_slower(overhead: dict[str, dict[int, list[float]]]) -> list[int]:
     """Pool sizes at which threads' mean overhead is above gevent's."""
-    return [n for n in sorted(overhead["threads"])
-            if mean(overhead["threads"][n]) > mean(overhead["gevent"][n])]  # fmt: skip
+    return [
+        n
+        for n in sorted(overhead["threads"])
+        if mean(overhead["threads"][n]) > mean(overhead["gevent"][n])
+    ]
 
 
 def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]]) -> Reproduction:
     """The published-vs-measured table from the measurements (also usable on a saved run)."""
     pub = load_published("pool_overhead")["figures"]
     ov = by_model_size(sleep, "overhead")
-    low = min(ov["gevent"])
-    cross = crossover(ov)
-    max_n = max(ov["threads"])
+    low, cross, max_n = min(ov["gevent"]), crossover(ov), max(ov["threads"])
     slower = threads_slower(ov)
     rows = [
-        Row("sleep", f"gevent overhead at N={low}", "x", pub["gevent_overhead_low_n"],
-            round(mean(ov["gevent"][low]), 3), f"sd {stdev(ov['gevent'][low]):.3f}"),
-        Row("sleep", f"threads overhead at N={low}", "x", pub["threads_overhead_low_n"],
-            round(mean(ov["threads"][low]), 3), f"sd {stdev(ov['threads'][low]):.3f}"),
-        Row("sleep", "crossover pool size (threads slower from here on)", "workers",
+        Row(
+            "sleep",
+            f"gevent overhead at N={low}",
+            "x",
+            pub["gevent_overhead_low_n"],
+            round(mean(ov["gevent"][low]), 3),
+            f"sd {stdev(ov['gevent'][low]):.3f}",
+        ),
+        Row(
+            "sleep",
+            f"threads overhead at N={low}",
+            "x",
+            pub["threads_overhead_low_n"],
+            round(mean(ov["threads"][low]), 3),
+            f"sd {stdev(ov['threads'][low]):.3f}",
+        ),
+        Row(
+            "sleep",
+            "crossover pool size (threads slower from here on)",
+            "workers",
             f"{pub['crossover_low']}-{pub['crossover_high']}",
             cross if cross is not None else f"none up to {max_n}",
-            "smallest N with threads' mean overhead above gevent's at every larger N"),
-        Row("sleep", "pool sizes where threads are slower", "sizes", None,
+            "smallest N with threads' mean overhead above gevent's at every larger N",
+        ),
+        Row(
+            "sleep",
+            "pool sizes where threads are slower",
+            "sizes",
+            None,
             f"{len(slower)} of {len(ov['threads'])}",
-            f"first at N={slower[0]}" if slower else "never"),
-    ]  # fmt: skip
+            f"first at N={slower[0]}" if slower else "never",
+        ),
+    ]
     if io:
         io_ov = by_model_size(io, "overhead")
         io_cross = crossover(io_ov)
         io_slower = threads_slower(io_ov)
-        rows.append(Row("upstream I/O", "crossover pool size", "workers", None,
-                        io_cross if io_cross is not None else f"none up to {max(io_ov['threads'])}",
-                        f"threads slower at N={io_slower or 'none'}; each task a keep-alive GET "
-                        "to the mock upstream"))  # fmt: skip
+        rows.append(
+            Row(
+                "upstream I/O",
+                "crossover pool size",
+                "workers",
+                None,
+                io_cross if io_cross is not None else f"none up to {max(io_ov['threads'])}",
+                f"threads slower at N={io_slower or 'none'}; each task a keep-alive GET "
+                "to the mock upstream",
+            )
+        )
+    tables = {"sleep: per model and pool size (mean of trials)": details(sleep)}
+    if io:
+        tables["upstream I/O: per model and pool size"] = details(io)
+    return Reproduction(rows, conclude(p, pub, ov), ["overhead.png"], tables)
+
+
+def conclude(p: Protocol, pub: dict[str, Any], ov: dict[str, dict[int, list[float]]]) -> str:
+    low, cross, max_n = min(ov["gevent"]), crossover(ov), max(ov["threads"])
+    slower = threads_slower(ov)
     g1, t1 = mean(ov["gevent"][low]), mean(ov["threads"][low])
     if cross is not None:
         crossing = (
@@ -205,20 +253,18 @@ def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]])
             f"(published about {pub['crossover_low']}-{pub['crossover_high']})."
         )
     else:
-        crossing = (f"There is no stable crossover up to N={max_n}: threads were slower than "
-                    f"gevent at only {len(slower)} of {len(ov['threads'])} pool sizes"
-                    + (f" (first at N={slower[0]})" if slower else "")
-                    + f", so the published crossover at {pub['crossover_low']}-"
-                    f"{pub['crossover_high']} does not reproduce.")  # fmt: skip
-    conclusion = (
+        crossing = (
+            f"There is no stable crossover up to N={max_n}: threads were slower than "
+            f"gevent at only {len(slower)} of {len(ov['threads'])} pool sizes"
+            + (f" (first at N={slower[0]})" if slower else "")
+            + f", so the published crossover at {pub['crossover_low']}-"
+            f"{pub['crossover_high']} does not reproduce."
+        )
+    return (
         f"At N={low} gevent's overhead is {g1:.2f} (published ~{pub['gevent_overhead_low_n']}) and "
         f"threads' {t1:.2f} (published ~{pub['threads_overhead_low_n']}). {crossing}"
         + (f" {p.tasks} tasks per trial (published 10,000)." if p.tasks != 10_000 else "")
     )
-    tables = {"sleep: per model and pool size (mean of trials)": details(sleep)}
-    if io:
-        tables["upstream I/O: per model and pool size"] = details(io)
-    return Reproduction(rows, conclusion, ["overhead.png"], tables)
 
 
 EXPERIMENT = Experiment(

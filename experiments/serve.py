@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from experiments.common import child_env
 from lab.procs import Proc, free_port, start, wait_http
+from lab.resources import child_env
 
 __all__ = ["free_port", "serving"]
 
@@ -27,8 +27,13 @@ def serving(
     timeout_s: float = 20.0,
 ) -> Iterator[Proc]:
     """Run `argv` until the block ends; `cpus` pins it (and its children) with taskset."""
-    proc = start(log.stem, list(argv), log_path=log, env={**child_env(), **(env or {})},
-                 cpus=tuple(cpus or ()))  # fmt: skip
+    proc = start(
+        log.stem,
+        list(argv),
+        log_path=log,
+        env={**child_env(), **(env or {})},
+        cpus=tuple(cpus or ()),
+    )
     try:
         wait_http(proc, ready_url, timeout_s)
         yield proc

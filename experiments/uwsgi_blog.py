@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import (
-    REPO_ROOT,
     Experiment,
     Reproduction,
     Row,
@@ -39,6 +38,7 @@ from experiments.common import (
 )
 from experiments.serve import free_port, serving
 from lab.records import Sampled, StepKey
+from lab.resources import CODE_ROOT
 from lab.rundir import RunDir as LabRunDir
 
 MODELS = {
@@ -65,19 +65,34 @@ class Case:
 
 CASES = (
     Case("threads 10", "threads", 10, 100, published="threads_10"),
-    Case("gevent 10, late patch, sleep looked up in view", "gevent", 10, 100, "late",
-         lookup="view", published="gevent_10"),
+    Case(
+        "gevent 10, late patch, sleep looked up in view",
+        "gevent",
+        10,
+        100,
+        "late",
+        lookup="view",
+        published="gevent_10",
+    ),
     Case("threads 1000", "threads", 1000, 2000, published="threads_1000"),
-    Case("gevent 1000, late patch, sleep looked up in view", "gevent", 1000, 2000, "late",
-         lookup="view", published="gevent_1000"),
+    Case(
+        "gevent 1000, late patch, sleep looked up in view",
+        "gevent",
+        1000,
+        2000,
+        "late",
+        lookup="view",
+        published="gevent_1000",
+    ),
     Case("gevent 1000, late patch, module-level import", "gevent", 1000, 2000, "late"),
     Case("gevent 1000, early patch", "gevent", 1000, 2000, "early"),
     Case("threads 1000, listen 4096", "threads", 1000, 2000, listen=4096),
     Case("gevent 1000, early patch, listen 4096", "gevent", 1000, 2000, "early", listen=4096),
     Case("threads 1000, server on one core", "threads", 1000, 2000, one_core=True),
-    Case("gevent 1000, early patch, server on one core", "gevent", 1000, 2000, "early",
-         one_core=True),
-)  # fmt: skip
+    Case(
+        "gevent 1000, early patch, server on one core", "gevent", 1000, 2000, "early", one_core=True
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -95,10 +110,12 @@ PROTOCOLS = {"default": Protocol(), "quick": Protocol(sleep_s=0.25, deadline_s=1
 
 def uwsgi_argv(case: Case, port: int) -> list[str]:
     exe = shutil.which("uwsgi") or str(Path(sys.executable).with_name("uwsgi"))
-    argv = [exe, "--http", f"127.0.0.1:{port}", "--master", "--virtualenv", sys.prefix,
-            "--pythonpath", str(REPO_ROOT), "--module", "experiments.uwsgi_blog_app:app",
-            "--listen", str(case.listen), "--die-on-term", "--need-app", "--no-orphans",
-            "--disable-logging"]  # fmt: skip
+    argv = [
+        *[exe, "--http", f"127.0.0.1:{port}", "--master", "--virtualenv", sys.prefix],
+        *["--pythonpath", str(CODE_ROOT), "--module", "experiments.uwsgi_blog_app:app"],
+        *["--listen", str(case.listen), "--die-on-term", "--need-app", "--no-orphans"],
+        "--disable-logging",
+    ]
     if case.model == "threads":
         return [*argv, "--threads", str(case.c)]
     patch = "--gevent-early-monkey-patch" if case.patch == "early" else "--gevent-monkey-patch"
@@ -114,18 +131,33 @@ def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
     rel = LabRunDir.hlog_relpath(key)
     server_cpus = p.server_cpus if case.one_core else None
     client_cpus = p.client_cpus if case.one_core else None
-    with serving(uwsgi_argv(case, port), f"http://127.0.0.1:{port}/health", log,
-                 cpus=server_cpus, env=env, timeout_s=60):  # fmt: skip
-        args = [f"http://127.0.0.1:{port}/", "-n", str(case.n), "-c", str(case.c),
-                "--timeout", str(p.timeout_s), "--deadline", str(p.deadline_s), "--expect", BODY,
-                "--hlog", str(run.path / rel)]  # fmt: skip
+    with serving(
+        uwsgi_argv(case, port),
+        f"http://127.0.0.1:{port}/health",
+        log,
+        cpus=server_cpus,
+        env=env,
+        timeout_s=60,
+    ):
+        args = [
+            *[f"http://127.0.0.1:{port}/", "-n", str(case.n), "-c", str(case.c)],
+            *["--timeout", str(p.timeout_s), "--deadline", str(p.deadline_s), "--expect", BODY],
+            *["--hlog", str(run.path / rel)],
+        ]
         (r,) = run_child("experiments.abclient", args, p.deadline_s + 60, client_cpus)
     lines = log.read_text(errors="replace").splitlines()
     queue_full = sum("listen queue" in line for line in lines)
     ideal = math.ceil(case.n / case.c) * p.sleep_s
-    out = {"case": case.name, "index": index, **case.__dict__, "sleep_s": p.sleep_s, **r,
-           "ideal_s": ideal, "x_ideal": r["time_taken_s"] / ideal,
-           "listen_queue_full_lines": queue_full}  # fmt: skip
+    out = {
+        "case": case.name,
+        "index": index,
+        **case.__dict__,
+        "sleep_s": p.sleep_s,
+        **r,
+        "ideal_s": ideal,
+        "x_ideal": r["time_taken_s"] / ideal,
+        "listen_queue_full_lines": queue_full,
+    }
     run.record(out)
     evidence = {"case": case.name, "listen_queue_full_lines": queue_full}
     run.ab_step(key, r, Sampled(), evidence)
@@ -147,8 +179,10 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     for m in results:
         case = next(c for c in p.cases if c.name == m["case"])
         published = pub.get(case.published) if case.published else None
-        note = (f"{m['x_ideal']:.2f}x ideal ({m['ideal_s']:g} s), {sum(m['errors'].values())} "
-                f"errors, p99 {m['latency_ms']['p99']:.0f} ms")  # fmt: skip
+        note = (
+            f"{m['x_ideal']:.2f}x ideal ({m['ideal_s']:g} s), {sum(m['errors'].values())} "
+            f"errors, p99 {m['latency_ms']['p99']:.0f} ms"
+        )
         if m["listen_queue_full_lines"]:
             note += f", uWSGI 'listen queue full' x{m['listen_queue_full_lines']}"
         if scaled:  # compare as multiples of the ideal (published ideal: ceil(n/c) x 1 s)
@@ -157,10 +191,16 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
             metric = f"time / ideal (sleep {p.sleep_s:g} s" + (
                 f"; published {published} s)" if published else ")"
             )
-            rows.append(Row(m["case"], metric, "x ideal",
-                            round(published / ideal_pub, 3) if published else None,
-                            round(m["x_ideal"], 3) if not m["deadline_hit"] else shown(m),
-                            note))  # fmt: skip
+            rows.append(
+                Row(
+                    m["case"],
+                    metric,
+                    "x ideal",
+                    round(published / ideal_pub, 3) if published else None,
+                    round(m["x_ideal"], 3) if not m["deadline_hit"] else shown(m),
+                    note,
+                )
+            )
         else:
             rows.append(Row(m["case"], "time taken for tests", "s", published, shown(m), note))
     return Reproduction(rows, conclude(p, results, pub), [], {"cases": details(results)})
@@ -168,12 +208,21 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
 
 def details(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"case": m["case"], "c": m["c"], "n": m["n"], "time_s": round(m["time_taken_s"], 2),
-         "x_ideal": round(m["x_ideal"], 2), "ok": m["ok"], "errors": sum(m["errors"].values()),
-         "unfinished": m["unfinished"], "p50_ms": m["latency_ms"]["p50"],
-         "p99_ms": m["latency_ms"]["p99"], "queue_full_logs": m["listen_queue_full_lines"]}
+        {
+            "case": m["case"],
+            "c": m["c"],
+            "n": m["n"],
+            "time_s": round(m["time_taken_s"], 2),
+            "x_ideal": round(m["x_ideal"], 2),
+            "ok": m["ok"],
+            "errors": sum(m["errors"].values()),
+            "unfinished": m["unfinished"],
+            "p50_ms": m["latency_ms"]["p50"],
+            "p99_ms": m["latency_ms"]["p99"],
+            "queue_full_logs": m["listen_queue_full_lines"],
+        }
         for m in results
-    ]  # fmt: skip
+    ]
 
 
 def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, Any]) -> str:
@@ -200,17 +249,29 @@ def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, Any]) ->
             partly.append(f"{t} vs {g} ({gap:.1f}x)")
     head = (
         f"The published gap (threads {published_gap:.1f}x slower than gevent at 1000/1000) "
-        + (f"reproduces (within 1.5x) for: {'; '.join(reproduced)}." if reproduced
-           else "does not reproduce (within 1.5x) in any measured variant.")
-        + (f" Threads are at least 2x slower, short of the published gap, for: "
-           f"{'; '.join(partly)}." if partly else "")
-    )  # fmt: skip
+        + (
+            f"reproduces (within 1.5x) for: {'; '.join(reproduced)}."
+            if reproduced
+            else "does not reproduce (within 1.5x) in any measured variant."
+        )
+        + (
+            f" Threads are at least 2x slower, short of the published gap, for: "
+            f"{'; '.join(partly)}."
+            if partly
+            else ""
+        )
+    )
     late = by.get("gevent 1000, late patch, module-level import")
     if late and late["x_ideal"] > 3:
-        head += (" A late monkey-patch with a module-level `from time import sleep` serialises "
-                 "the gevent worker (each request blocks it for the whole sleep).")  # fmt: skip
-    scale = f" Sleep {p.sleep_s:g} s (published 1 s); compared as multiples of the ideal." if (
-        p.sleep_s != 1.0) else ""  # fmt: skip
+        head += (
+            " A late monkey-patch with a module-level `from time import sleep` serialises "
+            "the gevent worker (each request blocks it for the whole sleep)."
+        )
+    scale = (
+        f" Sleep {p.sleep_s:g} s (published 1 s); compared as multiples of the ideal."
+        if (p.sleep_s != 1.0)
+        else ""
+    )
     return head + " " + "; ".join(said) + "." + scale
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from lab import procs
 from lab.models import Knobs, Model, server_env
+from lab.resources import CODE_ROOT, child_env
 from lab.sampling import Meter, TreeMeter
 from lab.scenario import UpstreamSpec
 
@@ -85,9 +86,14 @@ class NativeBackend:
     name = "native"
     ready_path = "/health"  # what a started server must answer 200 on (a user's app: its route)
 
-    def __init__(self, run_dir: Path, layout: CpuLayout, host: str = HOST,
-                 ready_timeout_s: float = READY_TIMEOUT_S,
-                 interpreters: dict[str, dict[str, Any]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        run_dir: Path,
+        layout: CpuLayout,
+        host: str = HOST,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        interpreters: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         """`host`: where every listener binds (loopback unless the run allows remote).
 
         `interpreters`: per model, the Python it runs under (version, GIL), for the manifest.
@@ -99,13 +105,25 @@ class NativeBackend:
         self.ready_timeout_s = ready_timeout_s
         self.started: list[procs.Proc] = []
 
-    def _start(self, name: str, argv: list[str], env: dict[str, str], port: int,
-               cpus: tuple[int, ...], ready_path: str) -> LocalServer:  # fmt: skip
+    def _start(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        port: int,
+        cpus: tuple[int, ...],
+        ready_path: str,
+    ) -> LocalServer:
         procs.ensure_port_free(self.host, port, name)
         proc = procs.start(
-            name, argv, log_path=self.run_dir / "logs" / f"{name}.log", env=env,
-            cwd=Path(__file__).resolve().parent.parent, cpus=cpus, pid_dir=self.run_dir / "pids",
-        )  # fmt: skip
+            name,
+            argv,
+            log_path=self.run_dir / "logs" / f"{name}.log",
+            env=env,
+            cwd=CODE_ROOT,
+            cpus=cpus,
+            pid_dir=self.run_dir / "pids",
+        )
         self.started.append(proc)
         url = f"http://{self.host}:{port}"
         try:
@@ -116,12 +134,19 @@ class NativeBackend:
         return LocalServer(name, url, proc, proc.argv)
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> LocalServer:
-        argv = [sys.executable, "-m", "servers.upstream", "--host", self.host, "--port", str(port),
-                *spec.argv_flags()]  # fmt: skip
-        return self._start("upstream", argv, dict(os.environ), port, self.layout.client, "/health")
+        argv = [
+            sys.executable,
+            "-m",
+            "servers.upstream",
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+            *spec.argv_flags(),
+        ]
+        return self._start("upstream", argv, child_env(), port, self.layout.client, "/health")
 
-    def start_server(self, model: Model, knobs: Knobs, upstream_url: str,
-                     port: int) -> LocalServer:  # fmt: skip
+    def start_server(self, model: Model, knobs: Knobs, upstream_url: str, port: int) -> LocalServer:
         argv = model.command(knobs, self.host, port)
         env = server_env(model, knobs, upstream_url)
         return self._start(model.name, argv, env, port, self.layout.server, self.ready_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import signal
@@ -85,6 +86,18 @@ def main() -> None:
 
     Start with `lab run` (the quick scenario, about 4 minutes), then `lab report results/<run>`.
     """
+
+
+# `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
+SCENARIO_OPTIONS = {
+    **{name: name for name in ("models", "levels", "trials", "delay_ms", "route", "host")},
+    **{name: name for name in ("mode", "rates", "max_outstanding", "arrival", "upstream_port")},
+    "duration": "duration_s",
+    "warmup": "warmup_s",
+    "port": "server_port",
+    "request_timeout": "request_timeout_s",
+    "start_timeout": "start_timeout_s",
+}
 
 
 @main.command()
@@ -215,7 +228,7 @@ def main() -> None:
 )
 @click.option("--probe-path", metavar="/ROUTE", help="--app route to probe [default: last --path].")
 @click.pass_context
-def run(ctx: click.Context, **_: Any) -> None:
+def run(ctx: click.Context, /, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
     opts = dict(ctx.params)
     recorded = resumed_run(ctx) if opts["resume"] else None
@@ -226,14 +239,10 @@ def run(ctx: click.Context, **_: Any) -> None:
     clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
     registry = load_registry(opts["models_file"])
     scenario = override(
-        load_scenario(opts["scenario_name"]), models=opts["models"], levels=opts["levels"],
-        duration_s=opts["duration"], warmup_s=opts["warmup"], trials=opts["trials"],
-        delay_ms=opts["delay_ms"], route=opts["route"], server_port=opts["port"],
-        upstream_port=opts["upstream_port"], pin_cpus=False if opts["no_pin"] else None,
-        host=opts["host"], request_timeout_s=opts["request_timeout"],
-        start_timeout_s=opts["start_timeout"], mode=opts["mode"], rates=opts["rates"],
-        max_outstanding=opts["max_outstanding"], arrival=opts["arrival"],
-    )  # fmt: skip
+        load_scenario(opts["scenario_name"]),
+        **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
+        pin_cpus=False if opts["no_pin"] else None,
+    )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     if opts["app_target"]:
         return check_user_app(opts, registry, scenario)
@@ -257,19 +266,32 @@ def run(ctx: click.Context, **_: Any) -> None:
         raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
     backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
-    console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
-                  f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
+    console.print(
+        f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
+        f"{plan.expected_seconds() / 60:.0f} min)"
+    )
+    databases = dbrun.serving(
+        scenario.route,
+        plan.run_dir,
+        opts["db_urls"],
+        opts["db_driver"],
+        opts["allow_remote"],
+        scenario.host,
+    )
+    sweep_and_summarise(plan, backend, recorded, databases)
+
+
+def sweep_and_summarise(
+    plan: Plan,
+    backend: Backend,
+    recorded: dict[str, Any] | None,
+    databases: contextlib.AbstractContextManager[object],
+) -> None:
+    """Run the sweep with progress; on Ctrl-C or SIGTERM say what was kept and exit non-zero."""
     try:
         with (
             stop_signals(),
-            dbrun.serving(
-                scenario.route,
-                plan.run_dir,
-                opts["db_urls"],
-                opts["db_driver"],
-                opts["allow_remote"],
-                scenario.host,
-            ),
+            databases,
             ConsoleProgress(console, plan.expected_seconds()) as progress,
         ):
             Sweep(plan, backend, progress, resume=recorded).run()
@@ -354,13 +376,18 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
         from lab.docker_backend import DockerBackend  # needs the Docker SDK and an engine
 
         return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
-    return NativeBackend(plan.run_dir, layout, host=scenario.host,
-                         ready_timeout_s=scenario.start_timeout_s,
-                         interpreters=availability.describe(list(plan.models)))  # fmt: skip
+    return NativeBackend(
+        plan.run_dir,
+        layout,
+        host=scenario.host,
+        ready_timeout_s=scenario.start_timeout_s,
+        interpreters=availability.describe(list(plan.models)),
+    )
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+    encoded: dict[str, Any] = json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+    return encoded
 
 
 def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -422,8 +449,9 @@ def clean_leftovers(out: Path) -> None:
         console.print(f"[yellow]leftover from a dead run:[/] {item.describe()}")
     leftovers.clean(found)
     alive = sum(item.alive for item in found)
-    console.print(f"[yellow]stopped {alive} leftover process group(s), removed {len(found)} "
-                  f"pid file(s)")  # fmt: skip
+    console.print(
+        f"[yellow]stopped {alive} leftover process group(s), removed {len(found)} pid file(s)"
+    )
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from lab.backend import CpuLayout
@@ -26,35 +25,13 @@ from lab.models import Knobs, Model
 from lab.procs import StartFailed, wait_http
 from lab.sampling import MB
 from lab.scenario import UpstreamSpec
+from lab.tuning import read_nofile, read_sysctls
 
 RUN_LABEL = "concurrency-lab.run"
 DEFAULT_IMAGE = "concurrency-lab:latest"
-TUNING = Path(__file__).resolve().parent.parent / "tuning"
 CONTAINER_PORT = 8000
 READY_TIMEOUT_S = 60.0
 LOG_TAIL_LINES = 20
-
-
-def read_sysctls(path: Path = TUNING / "sysctl.conf") -> dict[str, str]:
-    """`key = value` lines of a sysctl.conf file (comments and blank lines skipped)."""
-    pairs = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep and not key.lstrip().startswith(("#", ";")):
-            pairs[key.strip()] = " ".join(value.split())
-    return pairs
-
-
-def read_nofile(path: Path = TUNING / "limits.conf") -> dict[str, int]:
-    """The soft and hard `nofile` values of a limits.conf file."""
-    found = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[2] == "nofile" and parts[1] in ("soft", "hard"):
-            found[parts[1]] = int(parts[3])
-    if set(found) != {"soft", "hard"}:
-        raise LabError(f"{path}: needs a soft and a hard nofile line")
-    return found
 
 
 @dataclass(frozen=True)
@@ -129,7 +106,7 @@ class ContainerServer:
     def alive(self) -> bool:
         with contextlib.suppress(Exception):
             self.container.reload()
-            return self.container.status == "running"
+            return bool(self.container.status == "running")
         return False
 
     def meter(self) -> ContainerMeter | None:
@@ -143,8 +120,9 @@ class ContainerServer:
         with contextlib.suppress(Exception):
             self.container.reload()
             state = self.container.attrs["State"]
-            evidence.update(status=state["Status"], exit_code=state["ExitCode"],
-                            oom_killed=state["OOMKilled"])  # fmt: skip
+            evidence.update(
+                status=state["Status"], exit_code=state["ExitCode"], oom_killed=state["OOMKilled"]
+            )
             logs = self.container.logs(tail=LOG_TAIL_LINES).decode(errors="replace")
             evidence["log_tail"] = logs.splitlines()
         return evidence
@@ -159,16 +137,29 @@ class ContainerServer:
 def serve_command(model: Model, knobs: Knobs) -> list[str]:
     """`python -m lab.serve` in the image renders the argv from the image's own registry."""
     pairs = [f"{f.name}={getattr(knobs, f.name)}" for f in fields(knobs)]
-    return ["python", "-m", "lab.serve", model.name, "--port", str(CONTAINER_PORT),
-            *(arg for pair in pairs for arg in ("--knob", pair))]  # fmt: skip
+    return [
+        "python",
+        "-m",
+        "lab.serve",
+        model.name,
+        "--port",
+        str(CONTAINER_PORT),
+        *(arg for pair in pairs for arg in ("--knob", pair)),
+    ]
 
 
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, run_id: str, layout: CpuLayout, limits: ContainerLimits | None = None,
-                 image: str = DEFAULT_IMAGE, ready_timeout_s: float = READY_TIMEOUT_S,
-                 client: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        run_id: str,
+        layout: CpuLayout,
+        limits: ContainerLimits | None = None,
+        image: str = DEFAULT_IMAGE,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        client: Any = None,
+    ) -> None:
         self.run_id = run_id
         self.ready_timeout_s = ready_timeout_s
         self.layout = layout
@@ -187,31 +178,56 @@ class DockerBackend:
         )
         self.upstream: ContainerServer | None = None
 
-    def _run(self, name: str, command: list[str], port: int, cpuset: tuple[int, ...],
-             environment: dict[str, str]) -> ContainerServer:  # fmt: skip
+    def _run(
+        self,
+        name: str,
+        command: list[str],
+        port: int,
+        cpuset: tuple[int, ...],
+        environment: dict[str, str],
+    ) -> ContainerServer:
         container = self.client.containers.run(
-            self.image.id, command, name=f"lab-{self.run_id}-{name}", detach=True,
-            labels={**self.labels, "concurrency-lab.role": name}, environment=environment,
-            ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", port)}, network=self.network.name,
+            self.image.id,
+            command,
+            name=f"lab-{self.run_id}-{name}",
+            detach=True,
+            labels={**self.labels, "concurrency-lab.role": name},
+            environment=environment,
+            ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
+            network=self.network.name,
             **self.limits.run_kwargs(cpuset),
-        )  # fmt: skip
+        )
         server = ContainerServer(name, f"http://127.0.0.1:{port}", command, container)
         wait_ready(server, self.ready_timeout_s)
         return server
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> ContainerServer:
-        command = ["python", "-m", "servers.upstream", "--host", "0.0.0.0",
-                   "--port", str(CONTAINER_PORT), *spec.argv_flags()]  # fmt: skip
+        command = [
+            "python",
+            "-m",
+            "servers.upstream",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(CONTAINER_PORT),
+            *spec.argv_flags(),
+        ]
         self.upstream = self._run("upstream", command, port, self.layout.client, {})
         return self.upstream
 
-    def start_server(self, model: Model, knobs: Knobs, upstream_url: str,
-                     port: int) -> ContainerServer:  # fmt: skip
+    def start_server(
+        self, model: Model, knobs: Knobs, upstream_url: str, port: int
+    ) -> ContainerServer:
         if self.upstream is None or upstream_url != self.upstream.url:
             raise LabError("the docker backend serves models only with its own upstream")
         inside = f"http://{self.upstream.container.name}:{CONTAINER_PORT}"  # the run's network DNS
-        return self._run(model.name, serve_command(model, knobs), port, self.layout.server,
-                         {"LAB_UPSTREAM_URL": inside})  # fmt: skip
+        return self._run(
+            model.name,
+            serve_command(model, knobs),
+            port,
+            self.layout.server,
+            {"LAB_UPSTREAM_URL": inside},
+        )
 
     def loadgen_cpus(self) -> tuple[int, ...]:
         return self.layout.client
@@ -222,14 +238,19 @@ class DockerBackend:
             "image": self.image_name,
             "image_id": self.image.id,
             "image_digests": self.image.attrs.get("RepoDigests", []),
-            "limits": {**asdict(self.limits), "hardening": "non-root 10001, read-only root, "
-                       "cap_drop ALL, no-new-privileges, init"},
+            "limits": {
+                **asdict(self.limits),
+                "hardening": "non-root 10001, read-only root, "
+                "cap_drop ALL, no-new-privileges, init",
+            },
             "run_label": f"{RUN_LABEL}={self.run_id}",
             "network": self.network.name,
             "traffic": "host load generator -> 127.0.0.1 published ports -> containers",
-            "cpu_layout": {"server": list(self.layout.server),
-                           "client_and_upstream": list(self.layout.client)},
-        }  # fmt: skip
+            "cpu_layout": {
+                "server": list(self.layout.server),
+                "client_and_upstream": list(self.layout.client),
+            },
+        }
 
     def close(self) -> None:
         """Remove every container and the network this run started (found by its label)."""
@@ -250,7 +271,7 @@ def connect() -> Any:
     try:
         import docker
 
-        client = docker.from_env()
+        client = docker.from_env()  # type: ignore[attr-defined]
         client.ping()
     except ImportError:
         raise LabError("the docker backend needs the Docker SDK: pip install docker") from None

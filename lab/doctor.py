@@ -19,13 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from lab import leftovers
-from lab.environment import PROJECT_ROOT, read_sysctl
+from lab.environment import read_sysctl
 from lab.options import results_dir_option
 from lab.scenario import FD_MARGIN, FDS_PER_CONNECTION
+from lab.tuning import LIMITS_FILE, SYSCTL_FILE, read_nofile, read_sysctls
 
-TUNING = PROJECT_ROOT / "tuning"
-SYSCTL_FILE = TUNING / "sysctl.conf"
-LIMITS_FILE = TUNING / "limits.conf"
 DROP_IN_SYSCTL = "/etc/sysctl.d/90-concurrency-lab.conf"
 DROP_IN_LIMITS = "/etc/security/limits.d/90-concurrency-lab.conf"
 
@@ -38,27 +36,6 @@ class Check:
     ok: bool
     note: str
     command: str  # what changes it now (empty when nothing needs changing)
-
-
-def read_sysctl_file(path: Path = SYSCTL_FILE) -> dict[str, str]:
-    """`key = value` lines of a sysctl.conf(5) file."""
-    values = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "=" in line:
-            key, value = (part.strip() for part in line.split("=", 1))
-            values[key] = " ".join(value.split())
-    return values
-
-
-def read_nofile(path: Path = LIMITS_FILE) -> dict[str, int]:
-    """The soft and hard nofile values for every user (`*`) in a limits.conf(5) file."""
-    found = {}
-    for line in path.read_text().splitlines():
-        parts = line.split("#", 1)[0].split()
-        if len(parts) == 4 and parts[0] == "*" and parts[2] == "nofile":
-            found[parts[1]] = int(parts[3])
-    return found
 
 
 def _ints(value: str | None) -> list[int]:
@@ -130,7 +107,7 @@ def recommended_nofile() -> int:
 
 
 def checks() -> list[Check]:
-    found = [check_sysctl(name, value) for name, value in read_sysctl_file().items()]
+    found = [check_sysctl(name, value) for name, value in read_sysctls().items()]
     found.append(check_nofile(recommended_nofile()))
     return found
 
@@ -158,9 +135,17 @@ def doctor(out: Path, clean: bool, as_json: bool) -> None:
     if clean and stray:
         leftovers.clean(stray)
     if as_json:
-        click.echo(json.dumps({"checks": [asdict(c) for c in found], "capacity": allowed,
-                               "leftovers": [s.describe() for s in stray],
-                               "cleaned": clean and bool(stray)}, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "checks": [asdict(c) for c in found],
+                    "capacity": allowed,
+                    "leftovers": [s.describe() for s in stray],
+                    "cleaned": clean and bool(stray),
+                },
+                indent=2,
+            )
+        )
         return
     console = Console(soft_wrap=True)  # commands must stay copy-pastable on one line
     table = Table(title="load-testing limits (recommended: tuning/)")

@@ -12,18 +12,37 @@ from pathlib import Path
 from typing import Any
 
 import lab
+from lab.resources import CODE_ROOT
 
 PACKAGES = (
-    "flask", "quart", "werkzeug", "urllib3", "aiohttp", "gevent", "greenlet", "uwsgi", "gunicorn",
-    "uvicorn", "uvicorn-worker", "uvloop", "httptools", "locust", "geventhttpclient",
-    "hdrhistogram", "psutil",
-)  # fmt: skip
+    "flask",
+    "quart",
+    "werkzeug",
+    "urllib3",
+    "aiohttp",
+    "gevent",
+    "greenlet",
+    "uwsgi",
+    "gunicorn",
+    "uvicorn",
+    "uvicorn-worker",
+    "uvloop",
+    "httptools",
+    "locust",
+    "geventhttpclient",
+    "hdrhistogram",
+    "psutil",
+)
 SYSCTLS = (
-    "net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.ip_local_port_range",
-    "net.ipv4.tcp_tw_reuse", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_syncookies",
-    "fs.file-max", "fs.nr_open",
-)  # fmt: skip
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_syncookies",
+    "fs.file-max",
+    "fs.nr_open",
+)
 
 
 def read_sysctl(name: str) -> str | None:
@@ -46,13 +65,18 @@ def cpu_model() -> str:
 def git_sha() -> str:
     try:
         out = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        )  # fmt: skip
+            ["git", "-C", str(CODE_ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
         dirty = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
-        ).stdout.strip()  # fmt: skip
+            ["git", "-C", str(CODE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -118,8 +118,9 @@ def _run(argv: list[str], what: str) -> None:
 def probe(python: str | Path, dists: tuple[str, ...] = ()) -> dict[str, Any]:
     """Version, GIL state and missing distributions of an interpreter, asked by running it."""
     try:
-        done = subprocess.run([str(python), "-c", PROBE, *dists], capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [str(python), "-c", PROBE, *dists], capture_output=True, text=True, timeout=60
+        )
         return dict(json.loads(done.stdout))
     except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         raise LabError(f"cannot run interpreter {python}: {e}") from None

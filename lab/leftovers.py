@@ -55,7 +55,7 @@ def _group_orphaned(record: procs.PidRecord) -> bool:
 
 def find(out: Path) -> list[Leftover]:
     """Pid files under out/*/pids/ whose owning lab process is no longer running."""
-    found = []
+    found: list[Leftover] = []
     if not out.is_dir():
         return found
     for pid_dir in sorted(out.glob("*/pids")):
@@ -89,6 +89,9 @@ def mark_abandoned(run_dir: Path) -> None:
     except (OSError, ValueError):
         return
     if manifest.get("status") == "running":
-        manifest.update(status="interrupted", interrupted_by="the lab process died (found later)",
-                        finished_at=datetime.now(UTC).isoformat(timespec="seconds"))  # fmt: skip
+        manifest.update(
+            status="interrupted",
+            interrupted_by="the lab process died (found later)",
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
         write_json(path, manifest)

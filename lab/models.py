@@ -6,7 +6,6 @@ same defaults for every model, overridable per scenario and per run, and recorde
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -15,8 +14,9 @@ from typing import Any
 from lab import interpreters
 from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
+from lab.resources import child_env, data_file
 
-BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
+BUILTIN_MODELS = data_file("servers", "models.toml")
 UNITS = ("thread", "greenlet", "coroutine", "process")
 APPS = ("wsgi", "asgi")
 # What `{app}` in a model's argv names unless the run brings its own app (`lab run --app`).
@@ -228,13 +228,12 @@ def _requires(value: list[Any], where: str) -> tuple[str, ...]:
 
 def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
     """The environment a model's server runs with: the app reads its settings from here."""
-    return {
-        **os.environ,
-        "LAB_UPSTREAM_URL": upstream_url,
-        "LAB_POOL_SIZE": str(knobs.pool),
-        "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
-        "LAB_DB_POOL": str(knobs.db_pool),
-        "PYTHONPATH": str(BUILTIN_MODELS.parent.parent),
-        "PYTHONUNBUFFERED": "1",
-        **dict(model.env),
-    }
+    return child_env(
+        {
+            "LAB_UPSTREAM_URL": upstream_url,
+            "LAB_POOL_SIZE": str(knobs.pool),
+            "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
+            "LAB_DB_POOL": str(knobs.db_pool),
+            **dict(model.env),
+        }
+    )

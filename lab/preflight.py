@@ -24,14 +24,20 @@ from servers.common import DEFAULT_CPU_N, expected_body
 SLACK = 0.25
 
 
-def get(base_url: str, path: str, timeout_s: float = 30.0,
-        method: str = "GET") -> tuple[int, bytes, float]:  # fmt: skip
-    """(status, body, seconds) of one request on a fresh connection."""
+def get(
+    base_url: str,
+    path: str,
+    timeout_s: float = 30.0,
+    method: str = "GET",
+    data: bytes | None = None,
+) -> tuple[int, bytes, float]:
+    """(status, body, seconds) of one request on a fresh connection: the lab's one HTTP client
+    for its own requests (checks, probes, readiness, control), not for measured load."""
     url = urllib.parse.urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
     start = time.monotonic()
     try:
-        conn.request(method, path)
+        conn.request(method, path, body=data)
         reply = conn.getresponse()
         return reply.status, reply.read(), time.monotonic() - start
     finally:
@@ -76,7 +82,7 @@ def verify(base_url: str, upstream_url: str, paths: list[str]) -> tuple[bool, di
             ok = False
             continue
         want = expected_body(path)
-        check = {
+        check: dict[str, Any] = {
             "status": status,
             "ok": status == 200 and got == want,
             "seconds": round(seconds, 4),
@@ -107,14 +113,20 @@ def probe(base_url: str, path: str, k: int, delay_ms: float) -> Probe:
     limit = d + (k - 1) * d * SLACK
     ok = all(status == 200 for status, _, _ in results)
     return Probe(
-        route=path, k=k, delay_ms=delay_ms, wall_s=round(wall, 3),
+        route=path,
+        k=k,
+        delay_ms=delay_ms,
+        wall_s=round(wall, 3),
         latencies_s=[round(s, 3) for _, _, s in results],
-        overlap=round(k * d / wall, 2), limit_s=round(limit, 3), passed=ok and wall <= limit,
-    )  # fmt: skip
+        overlap=round(k * d / wall, 2),
+        limit_s=round(limit, 3),
+        passed=ok and wall <= limit,
+    )
 
 
-def run(model: str, base_url: str, upstream_url: str, load_path: str, k: int,
-        delay_ms: float) -> Preflight:  # fmt: skip
+def run(
+    model: str, base_url: str, upstream_url: str, load_path: str, k: int, delay_ms: float
+) -> Preflight:
     """Verify every route, then probe concurrency on the in-process sleep, on upstream I/O, and
     on the database the load path waits in (a driver gevent cannot see serialises there)."""
     paths = ["/health", "/io", f"/sleep?ms={int(delay_ms) // 10}", f"/cpu?n={DEFAULT_CPU_N}"]

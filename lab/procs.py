@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import http.client
 import json
 import os
 import shutil
@@ -16,8 +17,9 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
+import urllib.parse
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +27,8 @@ from typing import Any, Protocol
 import psutil
 
 from lab.errors import LabError
+from lab.preflight import get
+from lab.resources import child_env
 
 STOP_GRACE_S = 5.0
 OWNER_PID_FILE = "lab.pid"  # the lab process that owns a run directory's children
@@ -141,8 +145,9 @@ class PidRecord:
     def read(cls, path: Path) -> PidRecord | None:
         try:
             data = json.loads(path.read_text())
-            return cls(str(data["name"]), int(data["pid"]), float(data["create_time"]),
-                       tuple(data["argv"]))  # fmt: skip
+            return cls(
+                str(data["name"]), int(data["pid"]), float(data["create_time"]), tuple(data["argv"])
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -153,6 +158,13 @@ class PidRecord:
             return abs(proc.create_time() - self.create_time) < 0.05 and proc.status() != "zombie"
         except psutil.Error:
             return False
+
+
+def pinned(argv: list[str], cpus: Sequence[int] | None) -> list[str]:
+    """argv run under taskset on `cpus` (it and every process it starts); unchanged without."""
+    if cpus and shutil.which("taskset"):
+        return ["taskset", "--cpu-list", ",".join(map(str, cpus)), *argv]
+    return list(argv)
 
 
 def start(
@@ -169,9 +181,9 @@ def start(
     """Start argv in its own session, pinned to `cpus` when given.
 
     Output goes to log_path; with pipe_stdout, stdout is a pipe for the caller to read instead.
+    Without `env` the child gets `child_env()`: the lab's code root on its Python path.
     """
-    if cpus and shutil.which("taskset"):
-        argv = ["taskset", "--cpu-list", ",".join(map(str, cpus)), *argv]
+    argv = pinned(argv, cpus)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         try:
@@ -180,7 +192,7 @@ def start(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipe_stdout else log,
                 stderr=log if pipe_stdout else subprocess.STDOUT,
-                env=env,
+                env=child_env() if env is None else env,
                 cwd=cwd,
                 start_new_session=True,
             )
@@ -208,16 +220,21 @@ def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
     """Poll url until it answers 200, the process dies, or timeout_s passes (StartFailed)."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
+    parts = urllib.parse.urlsplit(url)
+    base, path = (
+        f"{parts.scheme}://{parts.netloc}",
+        parts.path + (f"?{parts.query}" if parts.query else ""),
+    )
     while time.monotonic() < deadline:
         if not proc.alive():
             evidence = proc.evidence()
             raise StartFailed(f"{proc.name} exited with code {evidence.get('exit_code')}", evidence)
         try:
-            with urllib.request.urlopen(url, timeout=1) as reply:
-                if reply.status == 200:
-                    return
-                last = f"HTTP {reply.status}"
-        except OSError as e:
+            status, _, _ = get(base, path, timeout_s=1)
+            if status == 200:
+                return
+            last = f"HTTP {status}"
+        except (OSError, http.client.HTTPException) as e:
             last = str(e)
         time.sleep(0.1)
     raise StartFailed(
@@ -228,7 +245,8 @@ def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:

@@ -9,8 +9,9 @@ from typing import Any
 
 from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
+from lab.resources import data_file
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "loadgen" / "scenarios"
+SCENARIO_DIR = data_file("loadgen", "scenarios")
 ROUTES = ("io", "sleep", "cpu", "db", "cache")
 DB_ROUTES = {"db": "postgres", "cache": "redis"}  # route -> the database it waits in
 MODES = ("closed", "open")
@@ -20,10 +21,18 @@ FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstrea
 FD_MARGIN = 256  # listening sockets, logs, libraries
 # Upper bounds: beyond these a value is a typo (ms for s, an extra zero), not an experiment.
 LIMITS = {
-    "duration_s": 86_400, "warmup_s": 3_600, "settle_s": 600, "trials": 100,
-    "request_timeout_s": 3_600, "start_timeout_s": 600, "probe_k": 1_000,
-    "probe_delay_ms": 60_000, "cpu_n": 100_000_000, "delay_ms": 600_000, "stall_ms": 600_000,
-}  # fmt: skip
+    "duration_s": 86_400,
+    "warmup_s": 3_600,
+    "settle_s": 600,
+    "trials": 100,
+    "request_timeout_s": 3_600,
+    "start_timeout_s": 600,
+    "probe_k": 1_000,
+    "probe_delay_ms": 60_000,
+    "cpu_n": 100_000_000,
+    "delay_ms": 600_000,
+    "stall_ms": 600_000,
+}
 
 
 @dataclass(frozen=True)
@@ -38,10 +47,10 @@ class UpstreamSpec:
 
     def argv_flags(self) -> list[str]:
         return [
-            "--delay-ms", str(self.delay_ms), "--distribution", self.distribution,
-            "--error-rate", str(self.error_rate), "--stall-rate", str(self.stall_rate),
-            "--stall-ms", str(self.stall_ms),
-        ]  # fmt: skip
+            *["--delay-ms", str(self.delay_ms), "--distribution", self.distribution],
+            *["--error-rate", str(self.error_rate), "--stall-rate", str(self.stall_rate)],
+            *["--stall-ms", str(self.stall_ms)],
+        ]
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,12 @@ class Point:
 class Scenario:
     name: str
     description: str = ""
-    models: tuple[str, ...] = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent",
-                               "gunicorn-asyncio")  # fmt: skip
+    models: tuple[str, ...] = (
+        "uwsgi-threads",
+        "uwsgi-gevent",
+        "gunicorn-gevent",
+        "gunicorn-asyncio",
+    )
     levels: tuple[int, ...] = (1, 10, 50, 100, 200)
     duration_s: float = 5.0
     warmup_s: float = 3.0
@@ -125,8 +138,16 @@ class Scenario:
         for level in self.levels:
             if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
                 raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
-        for name in ("duration_s", "settle_s", "request_timeout_s", "probe_delay_ms", "trials",
-                     "probe_k", "cpu_n", "start_timeout_s"):  # fmt: skip
+        for name in (
+            "duration_s",
+            "settle_s",
+            "request_timeout_s",
+            "probe_delay_ms",
+            "trials",
+            "probe_k",
+            "cpu_n",
+            "start_timeout_s",
+        ):
             positive(getattr(self, name), f"{where}: {name}")
             in_range(getattr(self, name), 0, LIMITS[name], f"{where}: {name}")
         in_range(self.warmup_s, 0, LIMITS["warmup_s"], f"{where}: warmup_s")
@@ -150,10 +171,9 @@ class Scenario:
             raise LabError(
                 f"{where}: upstream.distribution must be one of {', '.join(DISTRIBUTIONS)}"
             )
-        for delay in ("delay_ms", "stall_ms"):
-            in_range(getattr(up, delay), 0, LIMITS[delay], f"{where}: upstream.{delay}")
-        for rate in ("error_rate", "stall_rate"):
-            in_range(getattr(up, rate), 0, 1, f"{where}: upstream.{rate}")
+        for name in ("delay_ms", "stall_ms", "error_rate", "stall_rate"):
+            top = LIMITS.get(name, 1)  # the rates are fractions
+            in_range(getattr(up, name), 0, top, f"{where}: upstream.{name}")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{where}: {port} must be 0-65535")
@@ -177,8 +197,9 @@ class Scenario:
                 f"(see tuning/)"
             )
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
-                                                        else hard, hard))  # fmt: skip
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else hard, hard)
+            )
         except (ValueError, OSError) as e:  # above fs.nr_open, even with an unlimited hard limit
             raise LabError(
                 f"{self.max_connections} connections need about {need} open files, more than "
@@ -189,19 +210,39 @@ class Scenario:
 
 _NUMBER = (int, float)
 SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
-    "description": str, "models": list, "levels": list, "duration_s": _NUMBER,
-    "warmup_s": _NUMBER, "settle_s": _NUMBER, "trials": int, "mode": str, "route": str,
-    "cpu_n": int, "request_timeout_s": _NUMBER, "probe_k": int, "probe_delay_ms": _NUMBER,
-    "pin_cpus": bool, "server_port": int, "upstream_port": int, "upstream": dict, "knobs": dict,
-    "host": str, "start_timeout_s": _NUMBER, "rates": list, "max_outstanding": int,
+    "description": str,
+    "models": list,
+    "levels": list,
+    "duration_s": _NUMBER,
+    "warmup_s": _NUMBER,
+    "settle_s": _NUMBER,
+    "trials": int,
+    "mode": str,
+    "route": str,
+    "cpu_n": int,
+    "request_timeout_s": _NUMBER,
+    "probe_k": int,
+    "probe_delay_ms": _NUMBER,
+    "pin_cpus": bool,
+    "server_port": int,
+    "upstream_port": int,
+    "upstream": dict,
+    "knobs": dict,
+    "host": str,
+    "start_timeout_s": _NUMBER,
+    "rates": list,
+    "max_outstanding": int,
     "arrival": str,
-}  # fmt: skip
+}
 
 
 UPSTREAM_TYPES: dict[str, type | tuple[type, ...]] = {
-    "delay_ms": _NUMBER, "distribution": str, "error_rate": _NUMBER, "stall_rate": _NUMBER,
+    "delay_ms": _NUMBER,
+    "distribution": str,
+    "error_rate": _NUMBER,
+    "stall_rate": _NUMBER,
     "stall_ms": _NUMBER,
-}  # fmt: skip
+}
 
 
 def builtin_names() -> list[str]:

@@ -50,21 +50,52 @@ ENGINES = ("auto", "fast", "aiohttp")
     "installed.",
 )
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host.")
-def upstream(port: int, host: str, delay_ms: float, distribution: str, error_rate: float,
-             stall_rate: float, stall_ms: float, processes: int, engine: str,
-             allow_remote: bool) -> None:  # fmt: skip
+def upstream(
+    port: int,
+    host: str,
+    delay_ms: float,
+    distribution: str,
+    error_rate: float,
+    stall_rate: float,
+    stall_ms: float,
+    processes: int,
+    engine: str,
+    allow_remote: bool,
+) -> None:
     """Run the mock upstream in the foreground (GET /delay?ms=N, /stats, POST /stats/reset)."""
     try:
         safety.check_host(host, "--host", allow_remote=allow_remote)
         procs.ensure_port_free(host, port, "upstream")
     except LabError as e:
         raise click.BadParameter(str(e)) from None
-    argv = [sys.executable, "-m", "servers.upstream", "--host", host, "--port", str(port),
-            "--delay-ms", str(delay_ms), "--distribution", distribution, "--error-rate",
-            str(error_rate), "--stall-rate", str(stall_rate), "--stall-ms", str(stall_ms),
-            "--processes", str(processes), "--engine", engine]  # fmt: skip
-    print(f"lab upstream on http://{host}:{port} (Ctrl-C stops)\n  {shlex.join(argv)}",
-          file=sys.stderr, flush=True)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "servers.upstream",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--delay-ms",
+        str(delay_ms),
+        "--distribution",
+        distribution,
+        "--error-rate",
+        str(error_rate),
+        "--stall-rate",
+        str(stall_rate),
+        "--stall-ms",
+        str(stall_ms),
+        "--processes",
+        str(processes),
+        "--engine",
+        engine,
+    ]
+    print(
+        f"lab upstream on http://{host}:{port} (Ctrl-C stops)\n  {shlex.join(argv)}",
+        file=sys.stderr,
+        flush=True,
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(root)
     os.execv(argv[0], argv)

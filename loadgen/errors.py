@@ -8,7 +8,7 @@ from typing import Any
 try:  # gevent's own Timeout is what locust's FastHttpUser raises on network timeouts
     from gevent import Timeout as GeventTimeout
 except ImportError:  # pragma: no cover - gevent is a locust dependency
-    GeventTimeout = TimeoutError  # type: ignore[misc,assignment]
+    GeventTimeout = TimeoutError
 
 
 class BadBody(Exception):

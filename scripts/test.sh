@@ -15,6 +15,7 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # files and strictness: [tool.mypy] in pyproject.toml
 .venv/bin/python -m pytest -q "$@"
 
 # The Docker part: builds the image (cached) and runs the Compose smoke and Docker-backend tests

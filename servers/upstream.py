@@ -104,8 +104,10 @@ def supervise(args: argparse.Namespace, state: SharedState) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    settings = Settings(Delay(args.delay_ms, args.distribution),
-                        Faults(args.error_rate, args.stall_rate, args.stall_ms))  # fmt: skip
+    settings = Settings(
+        Delay(args.delay_ms, args.distribution),
+        Faults(args.error_rate, args.stall_rate, args.stall_ms),
+    )
     state = SharedState(args.processes, settings)
     if args.processes == 1:
         with contextlib.suppress(KeyboardInterrupt):

@@ -25,8 +25,11 @@ def make_app(state: SharedState, slot: int, rng: random.Random) -> web.Applicati
             asked = float(req.query["ms"]) if "ms" in req.query else None
             ms, failed = draw(state.current(), rng, asked)
             await asyncio.sleep(ms / 1000)
-            return web.Response(status=500 if failed else 200, body=FAILED if failed else OK,
-                                content_type="application/json")  # fmt: skip
+            return web.Response(
+                status=500 if failed else 200,
+                body=FAILED if failed else OK,
+                content_type="application/json",
+            )
         finally:
             state.end(slot)
 
@@ -43,9 +46,15 @@ def make_app(state: SharedState, slot: int, rng: random.Random) -> web.Applicati
         return web.Response(text="ok")
 
     app = web.Application()
-    app.add_routes([web.get("/delay", delay), web.get("/stats", stats),
-                    web.post("/stats/reset", reset), web.post("/config", config),
-                    web.get("/health", health)])  # fmt: skip
+    app.add_routes(
+        [
+            web.get("/delay", delay),
+            web.get("/stats", stats),
+            web.post("/stats/reset", reset),
+            web.post("/config", config),
+            web.get("/health", health),
+        ]
+    )
     return app
 
 

@@ -21,8 +21,13 @@ import uvloop
 
 from servers.upstream_state import SharedState, draw
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           500: "Internal Server Error"}  # fmt: skip
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+}
 JSON, TEXT = b"application/json", b"text/plain; charset=utf-8"
 
 
@@ -55,8 +60,11 @@ class Engine:
             return self.delay(conn, query)
         if route == (b"GET", b"/health"):
             return conn.answer(200, b"ok", TEXT)
-        handlers = {(b"GET", b"/stats"): self.state.stats, (b"POST", b"/stats/reset"):
-                    self.state.reset, (b"POST", b"/config"): lambda: self.config(body)}  # fmt: skip
+        handlers = {
+            (b"GET", b"/stats"): self.state.stats,
+            (b"POST", b"/stats/reset"): self.state.reset,
+            (b"POST", b"/config"): lambda: self.config(body),
+        }
         if route in handlers:
             return conn.answer(200, json.dumps(handlers[route]()).encode(), JSON)
         known = {p for _, p in handlers} | {b"/delay", b"/health"}

@@ -72,8 +72,9 @@ class SharedState:
         version = SETTINGS.unpack_from(self.mem, 0)[0] + 1
         d, f = settings.delay, settings.faults
         index = DISTRIBUTIONS.index(d.distribution)
-        SETTINGS.pack_into(self.mem, 0, version, d.mean_ms, index, f.error_rate, f.stall_rate,
-                           f.stall_ms)  # fmt: skip
+        SETTINGS.pack_into(
+            self.mem, 0, version, d.mean_ms, index, f.error_rate, f.stall_rate, f.stall_ms
+        )
 
     def current(self) -> Settings:
         """This process's view of the settings, re-read only when another process changed them."""

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from lab import procs
 from lab.backend import CpuLayout, LocalServer, NativeBackend
 from lab.models import Registry, load_registry
+from lab.resources import data_file
 from lab.scenario import UpstreamSpec
 
-PITFALLS = Path(__file__).resolve().parent.parent / "servers" / "pitfalls.toml"
+PITFALLS = data_file("servers", "pitfalls.toml")
 TEST_WORKERS = 16
 
 

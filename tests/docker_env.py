@@ -30,7 +30,11 @@ def docker_skip_reason(compose: list[str] | None) -> str | None:
         return "no docker CLI or Compose tool"
     if subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode != 0:
         return "no Docker Engine reachable (docker info failed)"
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True,
-                      timeout=30).returncode != 0:  # fmt: skip
+    if (
+        subprocess.run(
+            ["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30
+        ).returncode
+        != 0
+    ):
         return f"image {IMAGE} missing: build it with docker/build-image.sh"
     return None

@@ -62,9 +62,18 @@ def test_malformed_models_file(toml_file, tmp_path):
         (["--knob", "workers=-1"], "must be positive"),
         (["--knob", "colour=3"], "unknown key 'colour'"),
     ],
-    ids=["zero-level", "negative-level", "word-level", "zero-duration", "negative-duration",
-         "zero-trials", "knob-no-value", "negative-knob", "unknown-knob"],
-)  # fmt: skip
+    ids=[
+        "zero-level",
+        "negative-level",
+        "word-level",
+        "zero-duration",
+        "negative-duration",
+        "zero-trials",
+        "knob-no-value",
+        "negative-knob",
+        "unknown-knob",
+    ],
+)
 def test_non_positive_or_malformed_values(args, needle, tmp_path):
     assert_clean_error(run_lab("run", *args, "--out", str(tmp_path)), needle)
 
@@ -85,8 +94,19 @@ def test_port_in_use_names_the_port(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = run_lab("run", "--models", "gunicorn-gevent", "--levels", "1", "--duration", "1",
-                       "--port", str(port), "--out", str(tmp_path))  # fmt: skip
+        done = run_lab(
+            "run",
+            "--models",
+            "gunicorn-gevent",
+            "--levels",
+            "1",
+            "--duration",
+            "1",
+            "--port",
+            str(port),
+            "--out",
+            str(tmp_path),
+        )
     assert_clean_error(done, f"port {port}", "already in use")
 
 
@@ -100,8 +120,9 @@ def test_missing_server_binary_says_how_to_install(toml_file, tmp_path):
 
 
 def test_level_above_open_file_limit_says_what_to_raise(tmp_path):
-    done = run_lab("run", "--models", "gunicorn-gevent", "--levels", "10000000",
-                   "--out", str(tmp_path))  # fmt: skip
+    done = run_lab(
+        "run", "--models", "gunicorn-gevent", "--levels", "10000000", "--out", str(tmp_path)
+    )
     assert_clean_error(done, "open files", "ulimit -n")
 
 

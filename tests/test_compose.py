@@ -22,8 +22,8 @@ import pytest
 import yaml
 from docker_env import IMAGE, compose_tool, docker_skip_reason
 
-from lab.docker_backend import read_nofile, read_sysctls
 from lab.procs import free_port
+from lab.tuning import read_nofile, read_sysctls
 from servers.common import io_body
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,12 +45,19 @@ COMPOSE = compose_tool()
 needs_compose = pytest.mark.skipif(COMPOSE is None, reason="no Compose tool installed")
 
 
-def compose(*args: str, project: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def compose(
+    *args: str, project: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     assert COMPOSE is not None
     argv = [*COMPOSE, "-f", str(COMPOSE_FILE), *(["-p", project] if project else []), *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def resolved_config(*profiles: str) -> dict:
@@ -165,8 +172,12 @@ def wait_healthy(project: str, deadline: float) -> list[str]:
     while True:
         ids = project_ids(project)
         states = docker_json("inspect", *ids) if ids else []
-        pending = [c["Name"] for c in states if c["State"].get("Health", {}).get("Status",
-                   "healthy") != "healthy" or c["State"]["Status"] != "running"]  # fmt: skip
+        pending = [
+            c["Name"]
+            for c in states
+            if c["State"].get("Health", {}).get("Status", "healthy") != "healthy"
+            or c["State"]["Status"] != "running"
+        ]
         if (states and not pending) or time.monotonic() > deadline:
             return pending or ([] if states else ["no containers"])
         time.sleep(1)
@@ -224,11 +235,29 @@ def test_locust_ui_answers_with_a_worker_and_every_model(stack: Stack) -> None:
 @pytest.mark.parametrize("model", CORE_MODELS, ids=CORE_MODELS)
 def test_headless_locust_run_from_the_locust_container(stack: Stack, model: str) -> None:
     done = subprocess.run(
-        ["docker", "exec", stack.container_of("locust"), "locust", "-f", "loadgen/locustfile.py",
-         "--headless", "-u", "5", "-r", "5", "-t", "3s", "--only-summary", "--json", "--skip-log",
-         model],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            "docker",
+            "exec",
+            stack.container_of("locust"),
+            "locust",
+            "-f",
+            "loadgen/locustfile.py",
+            "--headless",
+            "-u",
+            "5",
+            "-r",
+            "5",
+            "-t",
+            "3s",
+            "--only-summary",
+            "--json",
+            "--skip-log",
+            model,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     stats = json.loads(done.stdout)
     assert sum(s["num_requests"] for s in stats) > 0
@@ -247,8 +276,9 @@ def test_containers_run_non_root_and_hardened(stack: Stack) -> None:
         assert read_sysctls().items() <= host["Sysctls"].items(), name
         for bindings in (host["PortBindings"] or {}).values():
             assert all(b["HostIp"] == "127.0.0.1" for b in bindings), name
-        uid = subprocess.run(["docker", "exec", c["Id"], "id", "-u"], capture_output=True,
-                             text=True, timeout=30)  # fmt: skip
+        uid = subprocess.run(
+            ["docker", "exec", c["Id"], "id", "-u"], capture_output=True, text=True, timeout=30
+        )
         assert uid.stdout.strip() == "10001", name
 
 
@@ -267,10 +297,27 @@ def test_sweep_profile_writes_results_to_the_host(tmp_path: Path) -> None:
     env = {"LAB_RESULTS_DIR": str(tmp_path), "LAB_IMAGE": IMAGE}
     try:
         done = compose(
-            "--profile", "sweep", "run", "--rm", "sweep", "lab", "run", "--models",
-            "gunicorn-gevent", "--levels", "1,5", "--duration", "1", "--warmup", "0",
-            "--out", "/app/results", project=project, env=env, timeout=180,
-        )  # fmt: skip
+            "--profile",
+            "sweep",
+            "run",
+            "--rm",
+            "sweep",
+            "lab",
+            "run",
+            "--models",
+            "gunicorn-gevent",
+            "--levels",
+            "1,5",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            "/app/results",
+            project=project,
+            env=env,
+            timeout=180,
+        )
     finally:
         compose("--profile", "sweep", "down", "-v", "--remove-orphans", project=project, env=env)
     assert project_ids(project) == [] and project_ids(project, kind="network") == []

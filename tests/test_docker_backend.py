@@ -25,8 +25,6 @@ from lab.docker_backend import (
     ContainerLimits,
     ContainerMeter,
     DockerBackend,
-    read_nofile,
-    read_sysctls,
     serve_command,
 )
 from lab.models import load_registry
@@ -34,6 +32,7 @@ from lab.plan import plan_run
 from lab.procs import StartFailed, free_port
 from lab.scenario import UpstreamSpec, load_scenario, override
 from lab.sweep import Sweep
+from lab.tuning import read_nofile, read_sysctls
 
 SKIP_REASON = docker_skip_reason(compose_tool())
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
@@ -44,8 +43,10 @@ def test_tuning_files_parse(tmp_path: Path) -> None:
     conf.write_text(
         "# comment\nnet.core.somaxconn = 4096\n\nnet.ipv4.ip_local_port_range =  1024\t65535\n"
     )
-    assert read_sysctls(conf) == {"net.core.somaxconn": "4096",
-                                  "net.ipv4.ip_local_port_range": "1024 65535"}  # fmt: skip
+    assert read_sysctls(conf) == {
+        "net.core.somaxconn": "4096",
+        "net.ipv4.ip_local_port_range": "1024 65535",
+    }
     limits = tmp_path / "limits.conf"
     limits.write_text("# x\n*  soft  nofile  100\n*  hard  nofile  200\n")
     assert read_nofile(limits) == {"soft": 100, "hard": 200}
@@ -119,8 +120,13 @@ class Quiet:
 @needs_docker
 def test_docker_sweep_fills_container_cpu_and_memory_and_cleans_up(tmp_path: Path) -> None:
     registry = load_registry()
-    scenario = override(load_scenario("quick"), models=("gunicorn-gevent",), levels=(1, 10),
-                        duration_s=2.0, warmup_s=0.0)  # fmt: skip
+    scenario = override(
+        load_scenario("quick"),
+        models=("gunicorn-gevent",),
+        levels=(1, 10),
+        duration_s=2.0,
+        warmup_s=0.0,
+    )
     plan = plan_run(scenario, registry.pick(list(scenario.models)), registry.knobs, tmp_path)
     backend = DockerBackend(plan.run_id, CpuLayout.split(True), image=IMAGE)
     listener = Quiet()
@@ -157,16 +163,32 @@ def test_a_model_that_fails_to_start_leaves_no_container(tmp_path: Path) -> None
 
 @needs_docker
 def test_ctrl_c_during_a_docker_run_removes_its_containers(tmp_path: Path) -> None:
-    argv = [sys.executable, "-c", "from lab.cli import entry; entry()", "run", "--backend",
-            "docker", "--models", "gunicorn-gevent", "--levels", "1,5", "--duration", "30",
-            "--warmup", "0", "--out", str(tmp_path)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-c",
+        "from lab.cli import entry; entry()",
+        "run",
+        "--backend",
+        "docker",
+        "--models",
+        "gunicorn-gevent",
+        "--levels",
+        "1,5",
+        "--duration",
+        "30",
+        "--warmup",
+        "0",
+        "--out",
+        str(tmp_path),
+    ]
     run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         role = "label=concurrency-lab.role=gunicorn-gevent"
         while time.monotonic() < deadline and run.poll() is None:
-            found = subprocess.run(["docker", "ps", "-q", "--filter", role], capture_output=True,
-                                   text=True, timeout=30)  # fmt: skip
+            found = subprocess.run(
+                ["docker", "ps", "-q", "--filter", role], capture_output=True, text=True, timeout=30
+            )
             if found.stdout.strip() and list(tmp_path.iterdir()):
                 break
             time.sleep(0.5)

@@ -11,11 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from lab import doctor, leftovers, procs
+from lab import leftovers, procs, tuning
 from tests.conftest import lab_cli
 
-SETTINGS = {"net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.ip_local_port_range",
-            "net.ipv4.tcp_tw_reuse", "nofile (soft/hard)"}  # fmt: skip
+SETTINGS = {
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "nofile (soft/hard)",
+}
 
 
 def run_doctor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,8 +34,7 @@ def test_doctor_compares_every_setting_with_the_tuning_files(tmp_path):
     checks = {c["name"]: c for c in report["checks"]}
     assert set(checks) == SETTINGS
     assert (
-        checks["net.core.somaxconn"]["recommended"]
-        == doctor.read_sysctl_file()["net.core.somaxconn"]
+        checks["net.core.somaxconn"]["recommended"] == tuning.read_sysctls()["net.core.somaxconn"]
     )
     for check in checks.values():
         assert bool(check["command"]) == (not check["ok"] or "ulimit" in check["command"])
@@ -44,20 +48,27 @@ def test_doctor_compares_every_setting_with_the_tuning_files(tmp_path):
 def test_doctor_prints_a_table_and_permanent_commands(tmp_path):
     done = run_doctor("--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    for needle in ("somaxconn", "recommended", "concurrent client", "sysctl --system",
-                   "limits.d", "--ulimit nofile="):  # fmt: skip
+    for needle in (
+        "somaxconn",
+        "recommended",
+        "concurrent client",
+        "sysctl --system",
+        "limits.d",
+        "--ulimit nofile=",
+    ):
         assert needle in done.stdout
 
 
 def test_tuning_files_parse():
-    assert set(doctor.read_sysctl_file()) == SETTINGS - {"nofile (soft/hard)"}
-    nofile = doctor.read_nofile()
+    assert set(tuning.read_sysctls()) == SETTINGS - {"nofile (soft/hard)"}
+    nofile = tuning.read_nofile()
     assert nofile["soft"] > 1024 and nofile["hard"] >= nofile["soft"]
 
 
 def sleeper() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
 
 
 @pytest.fixture()

@@ -60,7 +60,7 @@ TINY: dict[str, Any] = {
             brownout.Run("uwsgi-threads", 2, "closed"),
         ),
         phases=(("normal", 1.5, 50.0), ("slowdown", 2.0, 500.0), ("recovery", 2.0, 50.0)),
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -115,8 +115,10 @@ def test_pool_overhead_writes_task_latency_histograms(tmp_path: Path) -> None:
 
 
 def test_crossover_is_stable_not_first_point() -> None:
-    ov = {"gevent": {1: [2.0], 10: [1.0], 20: [1.0], 30: [1.0]},
-          "threads": {1: [1.0], 10: [1.5], 20: [0.9], 30: [1.2]}}  # fmt: skip
+    ov = {
+        "gevent": {1: [2.0], 10: [1.0], 20: [1.0], 30: [1.0]},
+        "threads": {1: [1.0], 10: [1.5], 20: [0.9], 30: [1.2]},
+    }
     assert pool_overhead.crossover(ov) == 30
     ov["threads"][30] = [0.5]
     assert pool_overhead.crossover(ov) is None

@@ -24,9 +24,20 @@ DELAY_MS = 10
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[tuple[Proc, str]]:
     port = free_port()
-    proc = start("upstream", [sys.executable, "-m", "servers.upstream", "--port", str(port),
-                              "--delay-ms", str(DELAY_MS)],
-                 log_path=tmp_path / "upstream.log", env=child_env())  # fmt: skip
+    proc = start(
+        "upstream",
+        [
+            sys.executable,
+            "-m",
+            "servers.upstream",
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(DELAY_MS),
+        ],
+        log_path=tmp_path / "upstream.log",
+        env=child_env(),
+    )
     try:
         wait_http(proc, f"http://127.0.0.1:{port}/health", 20)
         yield proc, f"http://127.0.0.1:{port}"
@@ -37,10 +48,14 @@ def upstream(tmp_path: Path) -> Iterator[tuple[Proc, str]]:
 def step(start: Start, log: Path, stall: Proc | None = None) -> Done:
     """Run one load step; with `stall`, SIGSTOP that process for 1 s starting 1 s into the
     measured window (a real stall: the kernel still queues connections and requests)."""
-    timers = [
-        threading.Timer(1.0, os.kill, (stall.pid, signal.SIGSTOP)),
-        threading.Timer(2.0, os.kill, (stall.pid, signal.SIGCONT)),
-    ] if stall is not None else []  # fmt: skip
+    timers = (
+        [
+            threading.Timer(1.0, os.kill, (stall.pid, signal.SIGSTOP)),
+            threading.Timer(2.0, os.kill, (stall.pid, signal.SIGCONT)),
+        ]
+        if stall is not None
+        else []
+    )
     try:
         return run_step(start, log, on_measuring=lambda _: [t.start() for t in timers])
     finally:
@@ -49,8 +64,14 @@ def step(start: Start, log: Path, stall: Proc | None = None) -> Done:
 
 
 def spec(url: str, **kw: Any) -> Start:
-    base = {"base_url": url, "path": f"/delay?ms={DELAY_MS}", "users": 2, "settle_s": 1.0,
-            "duration_s": 4.0, "timeout_s": 10.0}  # fmt: skip
+    base = {
+        "base_url": url,
+        "path": f"/delay?ms={DELAY_MS}",
+        "users": 2,
+        "settle_s": 1.0,
+        "duration_s": 4.0,
+        "timeout_s": 10.0,
+    }
     return Start(**{**base, **kw})
 
 

@@ -19,10 +19,25 @@ SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/usr/local/bin")
 @pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no system python3 to override with")
 def test_python_override_is_honoured_and_recorded(tmp_path):
     done = subprocess.run(
-        lab_cli("run", "--models", "gunicorn-gthread", "--python", str(SYSTEM_PYTHON),
-                "--levels", "1", "--duration", "1", "--warmup", "0", "--out", str(tmp_path)),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models",
+            "gunicorn-gthread",
+            "--python",
+            str(SYSTEM_PYTHON),
+            "--levels",
+            "1",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            str(tmp_path),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = tmp_path.iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
@@ -37,8 +52,11 @@ def test_python_override_is_honoured_and_recorded(tmp_path):
 
 
 FREE_THREADED = {"version": "3.14.0", "free_threaded_build": True, "gil_enabled": False}
-CASES = [(("gunicorn", "gevent"), ["gevent re-enables the GIL"]), (("uwsgi",), ["uWSGI"]),
-         (("granian",), [])]  # fmt: skip
+CASES = [
+    (("gunicorn", "gevent"), ["gevent re-enables the GIL"]),
+    (("uwsgi",), ["uWSGI"]),
+    (("granian",), []),
+]
 
 
 @pytest.mark.parametrize(("requires", "said"), CASES, ids=["gevent", "uwsgi", "granian"])

@@ -17,10 +17,25 @@ NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     done = subprocess.run(
-        lab_cli("run", "--models", ",".join(NEW_MODELS), "--levels", "1,4", "--duration", "2",
-                "--warmup", "0", "--delay-ms", "50", "--out", str(out)),
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models",
+            ",".join(NEW_MODELS),
+            "--levels",
+            "1,4",
+            "--duration",
+            "2",
+            "--warmup",
+            "0",
+            "--delay-ms",
+            "50",
+            "--out",
+            str(out),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = out.iterdir()
     return run
@@ -47,10 +62,25 @@ def test_model_with_missing_package_is_skipped_with_the_reason(tmp_path):
         'requires = ["no-such-server-dist"]\nargv = ["{bindir}/gunicorn", "--port", "{port}"]\n'
     )
     done = subprocess.run(
-        lab_cli("run", "--models-file", str(models), "--models", "ghost,gunicorn-gthread",
-                "--levels", "1", "--duration", "1", "--warmup", "0", "--out", str(tmp_path)),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        lab_cli(
+            "run",
+            "--models-file",
+            str(models),
+            "--models",
+            "ghost,gunicorn-gthread",
+            "--levels",
+            "1",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            str(tmp_path),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "skipping ghost: no-such-server-dist not installed" in " ".join(done.stderr.split())
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]

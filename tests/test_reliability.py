@@ -201,8 +201,12 @@ def listening_hosts(pid: int) -> set[str]:
 
 
 def test_watchdog_kills_a_load_generator_that_overruns(tmp_path):
-    gen = procs.start("loadgen", [sys.executable, "-c", "import time; time.sleep(60)"],
-                      log_path=tmp_path / "gen.log", pid_dir=tmp_path / "pids")  # fmt: skip
+    gen = procs.start(
+        "loadgen",
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        log_path=tmp_path / "gen.log",
+        pid_dir=tmp_path / "pids",
+    )
     start = time.monotonic()
     watchdog = Watchdog(gen, limit_s=0.5)
     gen.popen.wait(timeout=10)
@@ -232,10 +236,13 @@ def broken_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     scenario.write_text(FAST_SCENARIO.replace('["gunicorn-gevent"]', models))
     out = tmp / "out"
     done = subprocess.run(
-        lab_cli("run", "--scenario", str(scenario), "--models-file", str(models_file),
-                "--out", str(out)),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        lab_cli(
+            "run", "--scenario", str(scenario), "--models-file", str(models_file), "--out", str(out)
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (run_dir,) = out.iterdir()
     return run_dir
@@ -243,10 +250,13 @@ def broken_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(
     ("model", "evidence"),
-    [("exits", "exited with code 3"), ("never-listens", "did not answer"),
-     ("silent", "did not answer")],
+    [
+        ("exits", "exited with code 3"),
+        ("never-listens", "did not answer"),
+        ("silent", "did not answer"),
+    ],
     ids=["exits-at-once", "never-listens", "accepts-never-answers"],
-)  # fmt: skip
+)
 def test_server_that_never_starts_is_recorded_and_the_sweep_moves_on(broken_run, model, evidence):
     steps = {(s["model"], s["users"]): s for s in read_jsonl(broken_run / "steps.jsonl")}
     for level in (1, 4):

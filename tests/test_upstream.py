@@ -26,8 +26,9 @@ def test_delay_distribution_mean(distribution):
 
 def test_distributions_differ_in_spread():
     rng = random.Random(7)
-    spread = {d: statistics.pstdev(Delay(100, d).draw_ms(rng) for _ in range(5000))
-              for d in DISTRIBUTIONS}  # fmt: skip
+    spread = {
+        d: statistics.pstdev(Delay(100, d).draw_ms(rng) for _ in range(5000)) for d in DISTRIBUTIONS
+    }
     assert spread["fixed"] == 0
     assert spread["lognormal"] < spread["uniform"] < spread["exponential"]
 

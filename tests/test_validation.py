@@ -38,20 +38,90 @@ VALID_MODEL = {
     "argv": ["{bindir}/gunicorn", "--bind", "{host}:{port}", "servers.app_wsgi:app"],
 }
 HOSTILE_VALUES: list[Any] = [
-    -1, 0, 2**63 - 1, -(2**63), 1e308, -1e-308, math.nan, math.inf, -math.inf, True, False, "",
-    "x" * 5000, "../../etc/passwd", "\u202e\u0000\x7f", "💥", "{0}", "{", "a=b", [], [[]], [1, "a"],
-    {}, {"nested": {"deeper": [1, {"x": 2}]}}, "127.0.0.1/8", "0.0.0.0", "10.1.2.3",
-]  # fmt: skip
+    -1,
+    0,
+    2**63 - 1,
+    -(2**63),
+    1e308,
+    -1e-308,
+    math.nan,
+    math.inf,
+    -math.inf,
+    True,
+    False,
+    "",
+    "x" * 5000,
+    "../../etc/passwd",
+    "\u202e\u0000\x7f",
+    "💥",
+    "{0}",
+    "{",
+    "a=b",
+    [],
+    [[]],
+    [1, "a"],
+    {},
+    {"nested": {"deeper": [1, {"x": 2}]}},
+    "127.0.0.1/8",
+    "0.0.0.0",
+    "10.1.2.3",
+]
 CLI_OPTIONS = [
-    "--levels", "--duration", "--warmup", "--trials", "--delay-ms", "--route", "--knob", "--port",
-    "--upstream-port", "--models", "--host", "--request-timeout", "--start-timeout", "--scenario",
-    "--models-file", "--resume", "--mode", "--rates", "--max-outstanding", "--arrival",
-]  # fmt: skip
+    "--levels",
+    "--duration",
+    "--warmup",
+    "--trials",
+    "--delay-ms",
+    "--route",
+    "--knob",
+    "--port",
+    "--upstream-port",
+    "--models",
+    "--host",
+    "--request-timeout",
+    "--start-timeout",
+    "--scenario",
+    "--models-file",
+    "--resume",
+    "--mode",
+    "--rates",
+    "--max-outstanding",
+    "--arrival",
+]
 CLI_VALUES = [
-    "", "0", "-1", "nan", "inf", "-inf", "1e309", "9" * 40, "1,,2", ",", "a,b", "1.5", "0x10",
-    "\u00a0", "💥", "../../etc", "/dev/null", "/", "workers", "workers=", "=3", "workers=1e3",
-    "colour=3", "workers=-5", "10.0.0.1", "0.0.0.0", "::", "-", "--", "nginx", "65536", "-80",
-]  # fmt: skip
+    "",
+    "0",
+    "-1",
+    "nan",
+    "inf",
+    "-inf",
+    "1e309",
+    "9" * 40,
+    "1,,2",
+    ",",
+    "a,b",
+    "1.5",
+    "0x10",
+    "\u00a0",
+    "💥",
+    "../../etc",
+    "/dev/null",
+    "/",
+    "workers",
+    "workers=",
+    "=3",
+    "workers=1e3",
+    "colour=3",
+    "workers=-5",
+    "10.0.0.1",
+    "0.0.0.0",
+    "::",
+    "-",
+    "--",
+    "nginx",
+    "65536",
+    "-80",
+]
 
 
 class Accepted(Exception):
@@ -192,15 +262,26 @@ def test_invalid_model_is_rejected_with_file_key_and_reason(lab, write, change, 
         (b"\xff\xfe\x00garbage", "not a UTF-8 text file"),
         ("a = " + "[" * 5000 + "]" * 5000, "malformed TOML"),
         ("# padding\n" * 150_000, "larger than"),
-        ('[models."../../evil"]\ndescription = "d"\napp = "wsgi"\nunit = "thread"\n'
-         'argv = ["x"]\n', "must be 1-64 letters"),
+        (
+            '[models."../../evil"]\ndescription = "d"\napp = "wsgi"\nunit = "thread"\n'
+            'argv = ["x"]\n',
+            "must be 1-64 letters",
+        ),
         ("[knobs]\nworkers = 0\n", "must be positive"),
         ("[knobs]\nworkers = 1.5\n", "expected int or str"),
-        ("[knobs]\nworkers = \"many\"\n", "whole number or \"auto\""),
+        ('[knobs]\nworkers = "many"\n', 'whole number or "auto"'),
     ],
-    ids=["malformed", "binary", "deeply-nested", "huge-file", "name-traversal", "zero-knob",
-         "float-knob", "word-knob"],
-)  # fmt: skip
+    ids=[
+        "malformed",
+        "binary",
+        "deeply-nested",
+        "huge-file",
+        "name-traversal",
+        "zero-knob",
+        "float-knob",
+        "word-knob",
+    ],
+)
 def test_hostile_models_file(lab, write, content, needle):
     path = write("models.toml", content)
     assert_clean_error(lab("--models-file", path), needle)
@@ -220,10 +301,19 @@ def test_hostile_models_file(lab, write, content, needle):
         (["--models", "../etc"], "must be 1-64 letters"),
         (["--scenario", "/"], "no such file"),
     ],
-    ids=["remote-host", "wildcard-host", "nan-duration", "inf-duration", "zero-start-timeout",
-         "negative-request-timeout", "negative-warmup", "port-range", "model-traversal",
-         "scenario-is-a-directory"],
-)  # fmt: skip
+    ids=[
+        "remote-host",
+        "wildcard-host",
+        "nan-duration",
+        "inf-duration",
+        "zero-start-timeout",
+        "negative-request-timeout",
+        "negative-warmup",
+        "port-range",
+        "model-traversal",
+        "scenario-is-a-directory",
+    ],
+)
 def test_hostile_cli_arguments(lab, args, needle):
     assert_clean_error(lab(*args), needle)
 
@@ -239,11 +329,20 @@ def test_remote_host_is_allowed_only_with_the_flag_and_then_loudly(lab):
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.5.6.7", True), ("localhost", True), ("::1", True),
-     ("[::1]", True), ("0.0.0.0", False), ("10.0.0.1", False), ("192.168.1.1", False),
-     ("::", False), ("8.8.8.8", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.5.6.7", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("10.0.0.1", False),
+        ("192.168.1.1", False),
+        ("::", False),
+        ("8.8.8.8", False),
+    ],
     ids=lambda v: str(v),
-)  # fmt: skip
+)
 def test_loopback_detection(host, loopback):
     assert safety.is_loopback(host) is loopback
 
@@ -258,8 +357,21 @@ def test_urls_are_checked_before_any_load():
 
 def fuzz_scenario(rng: random.Random) -> str:
     doc: dict[str, Any] = json.loads(json.dumps(VALID_SCENARIO))
-    keys = [*VALID_SCENARIO, "settle_s", "route", "mode", "knobs", "host", "probe_k", "cpu_n",
-            "server_port", "request_timeout_s", "start_timeout_s", "zzz", "upstream"]  # fmt: skip
+    keys = [
+        *VALID_SCENARIO,
+        "settle_s",
+        "route",
+        "mode",
+        "knobs",
+        "host",
+        "probe_k",
+        "cpu_n",
+        "server_port",
+        "request_timeout_s",
+        "start_timeout_s",
+        "zzz",
+        "upstream",
+    ]
     for _ in range(rng.randint(1, 3)):
         key = rng.choice(keys)
         value = rng.choice(HOSTILE_VALUES)
@@ -294,11 +406,20 @@ def test_fuzzed_scenarios_models_and_arguments_never_crash(lab, write):
     outcomes: dict[str, int] = {}
     for i in range(FUZZ_CASES):
         cases = [
-            ("--scenario", write(f"s{i}.toml", fuzz_scenario(rng)), "--models-file",
-             write(f"m{i}.toml", fuzz_models(rng)), "--models", "gunicorn-gevent"),
-            tuple(arg for _ in range(rng.randint(1, 4))
-                  for arg in (rng.choice(CLI_OPTIONS), rng.choice(CLI_VALUES))),
-        ]  # fmt: skip
+            (
+                "--scenario",
+                write(f"s{i}.toml", fuzz_scenario(rng)),
+                "--models-file",
+                write(f"m{i}.toml", fuzz_models(rng)),
+                "--models",
+                "gunicorn-gevent",
+            ),
+            tuple(
+                arg
+                for _ in range(rng.randint(1, 4))
+                for arg in (rng.choice(CLI_OPTIONS), rng.choice(CLI_VALUES))
+            ),
+        ]
         for args in cases:
             code, err = lab(*args)
             assert code in (2, "accepted"), (args, code, err)
@@ -312,7 +433,9 @@ def test_a_real_subprocess_prints_no_traceback(write, tmp_path):
     path = write("nan.toml", toml_doc({**VALID_SCENARIO, "duration_s": math.nan}))
     done = subprocess.run(
         lab_cli("run", "--scenario", path, "--out", str(tmp_path)),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "nan.toml" in done.stderr and "duration_s" in done.stderr and "finite" in done.stderr

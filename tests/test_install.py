@@ -1,0 +1,104 @@
+"""The lab installs from a wheel and runs from anywhere: a real wheel, a fresh venv, a real sweep.
+
+Why: a checkout hides mistakes an installed lab would show (data files found next to the source,
+packages importable only from the working directory). This builds the wheel from the tree,
+installs it into a new venv, runs a one-step sweep from a directory outside the tree and reads
+its report. The dependencies come from a wheelhouse built once per dependency list (from pip's
+cache, so uWSGI compiles once) and kept in ~/.cache, so a later run installs without the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERIC_NAMES = ("lab", "servers", "loadgen", "analysis", "experiments", "tuning", "benchmarks")
+
+
+def pip(python: Path | str, *args: str, timeout: float = 600) -> None:
+    argv = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def wheelhouse(project_wheel: Path) -> Path:
+    """Wheels of every dependency, built once per dependency list (kept in the user's cache)."""
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    key = hashlib.sha256(json.dumps([sys.version, deps]).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    house = cache / "concurrency-lab" / "wheelhouse" / key
+    if not (house / "complete").exists():
+        pip(sys.executable, "wheel", "-w", str(house), str(project_wheel), timeout=1200)
+        (house / "complete").write_text("\n".join(deps))
+    return house
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bin directory of a fresh venv with the lab installed from a wheel of this tree."""
+    base = tmp_path_factory.mktemp("install")
+    dist = base / "dist"
+    pip(sys.executable, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT))
+    (project_wheel,) = dist.glob("concurrency_lab-*.whl")
+    house = wheelhouse(project_wheel)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip(
+        venv / "bin" / "python",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(house),
+        str(project_wheel),
+    )
+    return venv / "bin"
+
+
+def site_packages(bin_dir: Path) -> Path:
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return Path(subprocess.check_output([str(bin_dir / "python"), "-c", code], text=True).strip())
+
+
+def test_no_generic_top_level_names(installed: Path) -> None:
+    site = site_packages(installed)
+    assert (site / "concurrency_lab" / "lib" / "lab" / "cli.py").is_file()
+    assert not [name for name in GENERIC_NAMES if (site / name).exists()]
+    outside = subprocess.run(
+        [str(installed / "python"), "-c", "import lab"], capture_output=True, cwd="/", timeout=60
+    )
+    assert outside.returncode != 0, "`lab` must not be importable from the venv's own Python"
+
+
+def test_quick_sweep_from_another_directory(installed: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    argv = [
+        *[str(installed / "lab"), "run", "--models", "gunicorn-asyncio", "--levels", "2"],
+        *["--duration", "1", "--warmup", "0", "--trials", "1", "--delay-ms", "20"],
+        *["--out", str(tmp_path / "results")],
+    ]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert (run_dir / "manifest.json").is_file()
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert [(s["model"], s["concurrency"]) for s in steps] == [("gunicorn-asyncio", 2)]
+    assert steps[0]["ok"] > 0 and not steps[0]["errors"]
+    report = subprocess.run(
+        [str(installed / "lab"), "report", str(run_dir)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
+    assert (run_dir / "report.html").stat().st_size > 1000
