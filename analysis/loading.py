@@ -147,7 +147,9 @@ def read_hlog_safe(path: Path) -> Iterator[HdrHistogram]:
 
 def _histograms_and_series(
     run_dir: Path, rows: list[dict[str, Any]]
-) -> tuple[pd.DataFrame, dict[tuple[str, str, int], HdrHistogram], dict[tuple, list[Second]]]:
+) -> tuple[
+    pd.DataFrame, dict[tuple[str, str, int], HdrHistogram], dict[tuple[str, str, int], list[Second]]
+]:
     """Per-second rows from each step's time series, plus per-second p50/p99 from its `.hlog`.
 
     The step's histograms are also merged per point across trials (counts added, never

@@ -111,7 +111,9 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
     return paths
 
 
-def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) -> dict[str, Any]:
+def _point_row(
+    run: Run, key: tuple[Any, ...], group: pd.DataFrame, pre_flags: list[str]
+) -> dict[str, Any]:
     model, mode, conc = key[0], key[1], int(key[2])
     rps = estimate(group["throughput_rps"].tolist())
     ci_basis = "trials"
@@ -171,7 +173,7 @@ def _ideal(run: Run, mode: str, conc: int, group: pd.DataFrame) -> float:
     return conc / (run.delay_ms / 1000) if run.delay_ms > 0 else float("nan")
 
 
-def _seconds_ci(run: Run, key: tuple, centre: float) -> tuple[float, float]:
+def _seconds_ci(run: Run, key: tuple[Any, ...], centre: float) -> tuple[float, float]:
     """95% half-width of the mean per-second throughput, around the step's throughput."""
     ts = run.timeseries
     if ts.empty:
@@ -186,7 +188,7 @@ def _seconds_ci(run: Run, key: tuple, centre: float) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def _latency(run: Run, key: tuple, group: pd.DataFrame) -> dict[str, Any]:
+def _latency(run: Run, key: tuple[Any, ...], group: pd.DataFrame) -> dict[str, Any]:
     """Percentiles of the merged histogram; the steps' own summaries only if no .hlog exists."""
     if int(group["ok"].sum()) == 0:  # no successful request: there is no latency to report
         nan = float("nan")
@@ -282,7 +284,7 @@ def crossovers(table: pd.DataFrame) -> pd.DataFrame:
                         ):
                             win, lose = (a, b) if d > 0 else (b, a)
                             clear = _apart(rows.loc[(c, win)], rows.loc[(c, lose)], metric)
-                            found.append([metric, mode, int(c), int(prev_c), win, lose, clear])
+                            found.append([metric, mode, int(c), int(prev_c or 0), win, lose, clear])
                         if d != 0:
                             prev_c, prev_d = c, d
     return pd.DataFrame(found, columns=cols)
@@ -290,10 +292,10 @@ def crossovers(table: pd.DataFrame) -> pd.DataFrame:
 
 def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
     if metric == "p99_ms":
-        return abs(win[metric] - lose[metric]) >= P99_TIE * max(win[metric], lose[metric])
+        return bool(abs(win[metric] - lose[metric]) >= P99_TIE * max(win[metric], lose[metric]))
     if not any(math.isnan(v) for v in (win["rps_lo"], lose["rps_hi"])):
         return bool(win["rps_lo"] > lose["rps_hi"])
-    return abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"])
+    return bool(abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"]))
 
 
 def flagged(table: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from experiments.common import (
@@ -111,17 +111,13 @@ def load_step(
 ) -> Done:
     """One generator step under the brownout schedule; the upstream's delay follows the phases."""
     duration = sum(s for _, s, _ in p.phases)
-    common = {
-        "base_url": url,
-        "path": "/io",
-        "settle_s": p.settle_s,
-        "duration_s": duration,
-        "timeout_s": p.timeout_s,
-    }
+    start = Start(
+        base_url=url, path="/io", settle_s=p.settle_s, duration_s=duration, timeout_s=p.timeout_s
+    )
     if run.mode == "open":
-        start = Start(**common, rate_rps=p.rate_rps, max_outstanding=p.cap, arrival=p.arrival)
+        start = replace(start, rate_rps=p.rate_rps, max_outstanding=p.cap, arrival=p.arrival)
     else:
-        start = Start(**common, users=closed_users(p))
+        start = replace(start, users=closed_users(p))
     measuring, stop = threading.Event(), threading.Event()
     driver = threading.Thread(target=drive, args=(p, upstream_url, measuring, stop), daemon=True)
     driver.start()

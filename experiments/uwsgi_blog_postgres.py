@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import (
-    REPO_ROOT,
     Experiment,
     Reproduction,
     Row,
@@ -30,7 +29,8 @@ from experiments.common import (
 )
 from experiments.serve import free_port, serving
 from lab import databases
-from lab.preflight import expected_body
+from lab.resources import CODE_ROOT
+from servers.common import expected_body
 
 MODELS = {
     "uwsgi-gevent": "uwsgi --http-socket --gevent N --gevent-early-monkey-patch, the lab app",
@@ -77,7 +77,7 @@ def uwsgi_argv(case: Case, p: Protocol, port: int) -> list[str]:
         "--virtualenv",
         sys.prefix,
         "--pythonpath",
-        str(REPO_ROOT),
+        str(CODE_ROOT),
         "--module",
         "servers.app_wsgi:app",
         "--listen",

@@ -90,7 +90,7 @@ class AppCheck:
 def fetch(base_url: str, path: str, timeout_s: float = 30.0) -> Answer:
     """One request on a fresh connection, reduced to what must match across models."""
     url = urllib.parse.urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
     try:
         conn.request("GET", path)
         reply = conn.getresponse()
@@ -125,11 +125,13 @@ def check_model(
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
     except procs.StartFailed as e:
-        result.error = f"did not start ({e}); {' | '.join(e.evidence.get('log_tail', [])[-2:])}"
+        tail = e.evidence.get("log_tail")
+        last = " | ".join(tail[-2:]) if isinstance(tail, list) else ""
+        result.error = f"did not start ({e}); {last}"
         return result
     try:
         result.answers = {path: fetch(server.url, path) for path in paths}
-        k = min(knobs.processes * knobs.workers, 8) if model.unit != "process" else 1
+        k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
         probed = probe_route(server.url, probe_path, k) if k >= 2 else None
         if isinstance(probed, str):
             result.error = probed

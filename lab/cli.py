@@ -315,8 +315,6 @@ def sweep_and_summarise(
 
 def check_user_app(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> None:
     """`lab run --app`: verify and probe the user's app under every model that can serve it."""
-    from lab.manifest import new_run_dir
-
     paths = list(opts["app_paths"])
     if not paths or not all(p.startswith("/") for p in paths):
         raise LabError("--app needs at least one --path /ROUTE (each starting with /)")
@@ -326,7 +324,7 @@ def check_user_app(opts: dict[str, Any], registry: Registry, scenario: Scenario)
     for model in models:
         model.check_installed(registry.knobs.resolve(1))
     knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
-    run_dir = new_run_dir(opts["out"], "app")
+    run_dir = RunDir.create(opts["out"], "app").path
     probe_path = opts["probe_path"] or paths[-1]
     with (
         stop_signals(),

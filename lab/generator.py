@@ -124,7 +124,7 @@ def run_step(
 ) -> Done:
     """Run one step to its end and return its figures (experiments, benchmarks, tests)."""
     with Generator(start, log_path=log_path, cpus=cpus) as gen:
-        outcome = follow(gen, **hooks)
+        outcome = follow(gen, None, **hooks)
     if outcome.done is None:
         exit_code = gen.proc.popen.poll()
         raise RuntimeError(

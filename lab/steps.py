@@ -26,6 +26,7 @@ from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_rec
 from lab.sampling import HostMeter, Sampler
 from lab.scenario import Point
 from loadgen.protocol import Sample, Start
+from servers.common import expected_body
 
 CLIENT_SATURATED_PCT = 90.0
 HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
@@ -131,7 +132,7 @@ class StepRunner:
             settle_s=s.settle_s,
             duration_s=s.warmup_s if warmup else s.duration_s,
             timeout_s=s.request_timeout_s,
-            expected_body=preflight.expected_body(s.path()).decode(),
+            expected_body=expected_body(s.path()).decode(),
             users=point.users if point.rate_rps is None else 0,
             rate_rps=point.rate_rps,
             max_outstanding=point.users if point.rate_rps is not None else 0,

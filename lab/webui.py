@@ -201,10 +201,11 @@ def _init(environment: Environment, **_: Any) -> None:
     page = _page = LabPage(environment)
     environment.events.request.add_listener(page.recorder.on_request)
     gevent.spawn(_ticker, page)
-    if environment.web_ui is not None:
-        out = Path(environment.parsed_options.lab_out or "results")
-        environment.web_ui.app.register_blueprint(blueprint(page, out))
-        _extend_locust_ui(page, environment.web_ui)
+    web_ui, options = environment.web_ui, environment.parsed_options
+    if web_ui is not None and web_ui.app is not None and options is not None:
+        out = Path(options.lab_out or "results")
+        web_ui.app.register_blueprint(blueprint(page, out))
+        _extend_locust_ui(page, web_ui)
 
 
 def _ticker(page: LabPage) -> None:

@@ -103,7 +103,7 @@ def _only_what_runs(environment: Environment, **_: Any) -> None:
         log.warning("not offered (no answer to /health): %s", ", ".join(down))
     environment.user_classes = [USER_CLASSES[n] for n in up]
     if environment.available_user_classes is not None:
-        environment.available_user_classes = {n: USER_CLASSES[n] for n in up}
+        environment.available_user_classes = {n: USER_CLASSES[n] for n in up}  # type: ignore[misc]  # locust annotates classes as instances
 
 
 @events.test_start.add_listener

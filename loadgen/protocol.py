@@ -46,7 +46,8 @@ class Start:
 
     @classmethod
     def from_json(cls, text: str) -> Start:
-        return _build(cls, json.loads(text))
+        start: Start = _build(cls, json.loads(text))
+        return start
 
 
 @dataclass(frozen=True)
