@@ -12,6 +12,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from analysis.cli import compare_runs, report
@@ -19,9 +20,9 @@ from experiments.cli import reproduce
 from lab import leftovers, procs, safety
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
-from lab.errors import LabError
-from lab.models import load_registry, parse_knobs
-from lab.options import results_dir_option
+from lab.errors import LabError, Refused
+from lab.models import Knobs, Model, knob_notes, load_registry, parse_knobs
+from lab.options import ensure_writable, results_dir_option
 from lab.progress import ConsoleProgress
 from lab.scenario import Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
@@ -188,17 +189,16 @@ def run(ctx: click.Context, **_: Any) -> None:
     )  # fmt: skip
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     chosen = registry.pick(list(scenario.models))
-    if opts["backend"] == "native":  # the docker backend runs the image's own servers
-        for model in chosen:
-            model.check_installed(registry.knobs.resolve(1))
+    knobs = registry.knobs.updated(opts["knobs"], "--knob")
+    check_before_start(opts, scenario, chosen, knobs)
     plan = plan_run(
-        scenario, chosen, registry.knobs.updated(opts["knobs"], "--knob"), opts["out"],
-        run_dir=opts["resume"], allow_remote=opts["allow_remote"],
-        limits=scenario.check_open_files(), invocation=encode_invocation(opts),
+        scenario, chosen, knobs, opts["out"], run_dir=opts["resume"],
+        allow_remote=opts["allow_remote"], limits=scenario.check_open_files(),
+        invocation=encode_invocation(opts),
     )  # fmt: skip
     backend = make_backend(opts["backend"], plan, scenario)
     verb = "resuming" if recorded else "run"
-    console.print(f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
+    console.print(f"{verb} [bold]{escape(plan.run_id)}[/] → {escape(str(plan.run_dir))}  (about "
                   f"{plan.expected_seconds() / 60:.0f} min)")  # fmt: skip
     try:
         with stop_signals(), ConsoleProgress(console, plan.expected_seconds()) as progress:
@@ -208,7 +208,8 @@ def run(ctx: click.Context, **_: Any) -> None:
         console.print(
             f"[red]interrupted ({e or 'SIGINT'})[/]: stopped every process it started"
             f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
-            f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
+            f"{escape(str(plan.run_dir))}; continue with: lab run --resume "
+            f"{escape(str(plan.run_dir))}"
         )
         sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
     from analysis.loading import RunError, load  # pandas: imported only when there is a run to show
@@ -217,8 +218,22 @@ def run(ctx: click.Context, **_: Any) -> None:
     try:
         print_summary(load(plan.run_dir))
     except RunError as e:  # e.g. the upstream never started: nothing was measured
-        console.print(f"[red]nothing to summarise:[/] {e}")
-    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
+        console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
+    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
+
+
+def check_before_start(opts: dict[str, Any], scenario: Scenario, chosen: list[Model],
+                       knobs: Knobs) -> None:  # fmt: skip
+    """Everything that can be refused before a directory is made or a process started: server
+    programs, each model's knob limits (raised minimums are reported), a writable --out."""
+    if opts["backend"] == "native":  # the docker backend runs the image's own servers
+        for model in chosen:
+            model.check_installed(knobs.resolve(1))
+    resolved = knobs.updated(scenario.knobs, f"scenario {scenario.name}: [knobs]")
+    for note in knob_notes(chosen, resolved.resolve(scenario.max_connections)):
+        console.print(f"[yellow]knob adjusted:[/] {escape(note)}")
+    if not opts["resume"]:
+        ensure_writable(opts["out"], "--out")
 
 
 # The options that define what a run measures: recorded in the manifest, reused by --resume.
@@ -265,9 +280,9 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
         raise LabError(f"--resume {run_dir}: not a run directory (manifest.json: {e})") from None
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
     if owner is not None and owner.is_running():
-        raise LabError(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
+        raise Refused(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
     if manifest.get("status") == "complete":
-        console.print(f"{run_dir} is already complete; nothing to resume")
+        console.print(f"{run_dir} is already complete; nothing to resume", markup=False)
         ctx.exit(0)
     recorded = manifest.get("invocation", {})
     given = encode_invocation(ctx.params)
@@ -291,7 +306,7 @@ def clean_leftovers(out: Path) -> None:
     if not found:
         return
     for item in found:
-        console.print(f"[yellow]leftover from a dead run:[/] {item.describe()}")
+        console.print(f"[yellow]leftover from a dead run:[/] {escape(item.describe())}")
     leftovers.clean(found)
     alive = sum(item.alive for item in found)
     console.print(f"[yellow]stopped {alive} leftover process group(s), removed {len(found)} "
@@ -302,12 +317,18 @@ STOP_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
 class stop_signals:  # noqa: N801 - used like a function: `with stop_signals():`
-    """SIGTERM and SIGHUP stop a run like Ctrl-C: the sweep records, cleans up, exits non-zero."""
+    """SIGTERM and SIGHUP stop a run like Ctrl-C: the sweep records, cleans up, exits non-zero.
+
+    A lab started with `&` from a script inherits SIGINT ignored (POSIX shells do that to
+    background jobs), so `kill -INT` would do nothing; Ctrl-C's handler is put back for the run.
+    """
 
     SIGNALS = tuple(signal.Signals[name] for name in STOP_SIGNALS)  # exit 128 + its number
 
     def __enter__(self) -> None:
         self.previous = {sig: signal.signal(sig, self._raise) for sig in self.SIGNALS}
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            self.previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def __exit__(self, *_: object) -> None:
         for sig, handler in self.previous.items():
@@ -359,5 +380,5 @@ def entry(argv: list[str] | None = None) -> None:
     try:
         main(args=argv, standalone_mode=True)
     except LabError as e:
-        console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        sys.exit(e.exit_code)
