@@ -103,8 +103,8 @@ def test_missing_server_binary_says_how_to_install(toml_file, tmp_path):
 
 
 def test_level_above_open_file_limit_says_what_to_raise(tmp_path):
-    done = run_lab("run", "--models", "gunicorn-gevent", "--levels", "900000", "--knob", "workers=10",
-                   "--out", str(tmp_path))  # fmt: skip
+    done = run_lab("run", "--models", "gunicorn-gevent", "--levels", "900000",
+                   "--knob", "workers=10", "--out", str(tmp_path))  # fmt: skip
     assert_clean_error(done, "open files", "ulimit -n", code=EXIT_REFUSED)
 
 
