@@ -206,7 +206,7 @@ def run(ctx: click.Context, **_: Any) -> None:
     except KeyboardInterrupt as e:
         late = procs.stop_all()  # normally none: the sweep stopped everything already
         console.print(
-            f"[red]interrupted ({e or 'SIGINT'})[/]: stopped every process it started"
+            f"[red]interrupted ({escape(str(e)) or 'SIGINT'})[/]: stopped every process it started"
             f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
             f"{escape(str(plan.run_dir))}; continue with: lab run --resume "
             f"{escape(str(plan.run_dir))}"

@@ -37,6 +37,7 @@ from tests.fixture_run import FixtureStep, build_run
 from tests.test_validation import models_doc, toml_doc
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
+TINY = str(HOSTILE / "tiny.toml")  # a two-level, one-second real sweep
 OWNER = pytest.mark.xfail(strict=False, reason="run-directory owner, issue 10")
 ACCEPTED = "accepted"
 
@@ -291,7 +292,7 @@ VALUES = st.recursive(
 SCENARIO_KEYS = st.sampled_from([*SCENARIO_TYPES, "zzz"])
 MODEL_KEYS = st.sampled_from(["description", "app", "unit", "argv", "env", "baseline", "knobs"])
 PROPERTY = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 
@@ -336,8 +337,7 @@ def test_random_text_as_toml(tmp_path, text):
 
 def test_tiny_real_sweep_on_ipv6_loopback(tmp_path):
     done = subprocess.run(
-        lab_cli("run", "--host", "::1", "--models", "gunicorn-gevent", "--levels", "1,2",
-                "--duration", "1", "--warmup", "0", "--out", str(tmp_path)),
+        lab_cli("run", "--scenario", TINY, "--host", "::1", "--out", str(tmp_path)),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
@@ -448,9 +448,8 @@ def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path
     models = tmp_path / "models.toml"
     models.write_text(models_doc({"silent": table}))
     done = subprocess.run(
-        lab_cli("run", "--models-file", str(models), "--models", "silent,gunicorn-gevent",
-                "--levels", "1,2", "--duration", "1", "--warmup", "0", "--start-timeout", "2",
-                "--out", str(tmp_path / "out")),
+        lab_cli("run", "--scenario", TINY, "--models-file", str(models), "--models",
+                "silent,gunicorn-gevent", "--start-timeout", "2", "--out", str(tmp_path / "out")),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
@@ -464,8 +463,7 @@ def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path
 
 @OWNER
 def test_interrupted_reason_is_never_empty_and_cleared_by_a_resume(tmp_path):
-    argv = lab_cli("run", "--models", "gunicorn-gevent", "--levels", "1", "--duration", "3",
-                   "--warmup", "0", "--out", str(tmp_path))  # fmt: skip
+    argv = lab_cli("run", "--scenario", TINY, "--duration", "3", "--out", str(tmp_path))
     lab_run = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     os.kill(wait_for_owner(tmp_path), signal.SIGINT)
     _, err = lab_run.communicate(timeout=60)
