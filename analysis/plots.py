@@ -289,16 +289,31 @@ def _axes(
         ax.set_xticks(levels)
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
-    if logy:
+    drawn = _positive_y(ax)
+    if logy and drawn:  # nothing above zero (no successful response): a log axis has no range
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: _minor(v, ax.get_ylim())))
+    if not drawn:
+        ax.text(
+            0.5, 0.5, "nothing to plot: no successful response", ha="center", transform=ax.transAxes
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # an empty legend is a matplotlib warning
+        ax.legend(fontsize=8)
     if isinstance(ax.figure, Figure):
         ax.figure.tight_layout()
+
+
+def _positive_y(ax: Axes) -> bool:
+    """Whether any line has a finite value above zero (all-NaN or all-zero lines have none)."""
+    for line in ax.get_lines():
+        y = pd.to_numeric(pd.Series(line.get_ydata()), errors="coerce")
+        if ((y > 0) & y.map(math.isfinite)).any():
+            return True
+    return False
 
 
 def _levels(table: pd.DataFrame) -> list[int]:

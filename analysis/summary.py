@@ -7,6 +7,7 @@ import math
 import pandas as pd
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from analysis.judge import judge, sentence
@@ -64,7 +65,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     table = point_table(run)
     name = run.manifest.get("run_id", run.run_dir.name)
     for rec in unmeasured(run).to_dict("records"):
-        console.print(f"[bold red]{rec['model']}: no measured step ({rec['why']})")
+        console.print(f"[bold red]{rec['model']}: no measured step ({escape(str(rec['why']))})")
     if table.empty:
         console.print(f"[bold]{name}[/]: no step measured yet")
         return table

@@ -101,7 +101,7 @@ class NativeBackend:
         self.interpreters = interpreters or {}
         self.run_dir = run_dir
         self.layout = layout
-        self.host = host
+        self.host = host.strip("[]")  # bare address; URLs and binds add IPv6 brackets
         self.ready_timeout_s = ready_timeout_s
         self.started: list[procs.Proc] = []
 
@@ -125,7 +125,7 @@ class NativeBackend:
             pid_dir=self.run_dir / "pids",
         )
         self.started.append(proc)
-        url = f"http://{self.host}:{port}"
+        url = procs.url(self.host, port)
         try:
             procs.wait_http(proc, url + ready_path, self.ready_timeout_s)
         except procs.StartFailed:

@@ -13,6 +13,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from analysis.cli import compare_runs, report
@@ -20,10 +21,10 @@ from experiments.cli import reproduce
 from lab import appcheck, availability, dbrun, leftovers, procs, safety, userapp
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
-from lab.errors import LabError
-from lab.models import Registry, load_registry, parse_knobs
-from lab.options import results_dir_option
-from lab.plan import Plan, plan_run
+from lab.errors import LabError, Refused
+from lab.models import Knobs, Model, Registry, knob_notes, load_registry, parse_knobs
+from lab.options import ensure_writable, results_dir_option
+from lab.plan import Plan, plan_run, resolve_knobs
 from lab.progress import ConsoleProgress
 from lab.rundir import RunDir
 from lab.scenario import ROUTES, Scenario, builtin_names, load_scenario, override
@@ -251,6 +252,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         chosen = availability.usable(chosen, lambda line: console.print(f"[yellow]{line}[/]"))
     elif any(m.python for m in chosen):
         raise LabError("--python and a model's python field work with --backend native only")
+    check_before_start(opts, scenario, chosen, registry.knobs)
     plan = plan_run(
         scenario,
         chosen,
@@ -298,9 +300,10 @@ def sweep_and_summarise(
     except KeyboardInterrupt as e:
         late = procs.stop_all()  # normally none: the sweep stopped everything already
         console.print(
-            f"[red]interrupted ({str(e) or 'SIGINT'})[/]: stopped every process it started"
+            f"[red]interrupted ({escape(str(e)) or 'SIGINT'})[/]: stopped every process it started"
             f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
-            f"{plan.run_dir}; continue with: lab run --resume {plan.run_dir}"
+            f"{escape(str(plan.run_dir))}; continue with: lab run --resume "
+            f"{escape(str(plan.run_dir))}"
         )
         sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
     from analysis.loading import RunError, load  # pandas: imported only when there is a run to show
@@ -309,8 +312,20 @@ def sweep_and_summarise(
     try:
         print_summary(load(plan.run_dir))
     except RunError as e:  # e.g. the upstream never started: nothing was measured
-        console.print(f"[red]nothing to summarise:[/] {e}")
-    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})")
+        console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
+    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
+
+
+def check_before_start(
+    opts: dict[str, Any], scenario: Scenario, chosen: list[Model], defaults: Knobs
+) -> None:
+    """What can be refused before a directory is made or a process started: each model's knob
+    limits (raised minimums are reported) and a writable --out."""
+    knobs = resolve_knobs(defaults, scenario, opts["knobs"])
+    for note in knob_notes(chosen, knobs):
+        console.print(f"[yellow]knob adjusted:[/] {escape(note)}")
+    if not opts["resume"]:
+        ensure_writable(opts["out"], "--out")
 
 
 def check_user_app(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> None:
@@ -413,9 +428,9 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
         raise LabError(f"--resume: {e}") from None
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
     if owner is not None and owner.is_running():
-        raise LabError(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
+        raise Refused(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
     if manifest.get("status") == "complete":
-        console.print(f"{run_dir} is already complete; nothing to resume")
+        console.print(f"{run_dir} is already complete; nothing to resume", markup=False)
         ctx.exit(0)
     if not isinstance(manifest.get("invocation"), dict):
         raise LabError(f"--resume {run_dir}: its manifest records no invocation to continue")
@@ -444,7 +459,7 @@ def clean_leftovers(out: Path) -> None:
     if not found:
         return
     for item in found:
-        console.print(f"[yellow]leftover from a dead run:[/] {item.describe()}")
+        console.print(f"[yellow]leftover from a dead run:[/] {escape(item.describe())}")
     leftovers.clean(found)
     alive = sum(item.alive for item in found)
     console.print(
@@ -456,12 +471,18 @@ STOP_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
 class stop_signals:  # noqa: N801 - used like a function: `with stop_signals():`
-    """SIGTERM and SIGHUP stop a run like Ctrl-C: the sweep records, cleans up, exits non-zero."""
+    """SIGTERM and SIGHUP stop a run like Ctrl-C: the sweep records, cleans up, exits non-zero.
+
+    A lab started with `&` from a script inherits SIGINT ignored (POSIX shells do that to
+    background jobs), so `kill -INT` would do nothing; Ctrl-C's handler is put back for the run.
+    """
 
     SIGNALS = tuple(signal.Signals[name] for name in STOP_SIGNALS)  # exit 128 + its number
 
     def __enter__(self) -> None:
         self.previous = {sig: signal.signal(sig, self._raise) for sig in self.SIGNALS}
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            self.previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def __exit__(self, *_: object) -> None:
         for sig, handler in self.previous.items():
@@ -515,5 +536,5 @@ def entry(argv: list[str] | None = None) -> None:
     try:
         main(args=argv, standalone_mode=True)
     except LabError as e:
-        console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        sys.exit(e.exit_code)

@@ -62,7 +62,12 @@ def positive(value: float, where: str) -> None:
 
 def in_range(value: float, low: float, high: float, where: str) -> None:
     if not low <= value <= high:  # also rejects NaN
-        raise LabError(f"{where}: must be between {low:g} and {high:g}, got {value}")
+        raise LabError(f"{where}: must be between {_num(low)} and {_num(high)}, got {value}")
+
+
+def _num(value: float) -> str:
+    """1000000, not 1e+06: a bound the user reads and types back."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def check_name(name: Any, where: str) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
+
 from lab import procs
 from lab.rundir import write_json
 
@@ -25,6 +27,7 @@ class Leftover:
     run_dir: Path
     record: procs.PidRecord
     alive: bool  # the recorded process (or its process group) still runs
+    path: Path  # the pid file itself (never rebuilt from the recorded name: it could be "../x")
 
     def describe(self) -> str:
         state = f"pid {self.record.pid} still running" if self.alive else "stale pid file"
@@ -48,9 +51,23 @@ def _group_orphaned(record: procs.PidRecord) -> bool:
         os.kill(record.pid, 0)
         return False  # a process with this pid exists: is_running() decides whether it is ours
     except ProcessLookupError:
-        return procs.group_alive(record.pid)
+        return procs.group_alive(record.pid) and _members_younger(record)
     except PermissionError:
         return False
+
+
+def _members_younger(record: procs.PidRecord) -> bool:
+    """Every process of the group started after the recorded leader: a group with an older
+    member was not created by our leader (a pid file copied or forged), so it is not ours."""
+    for proc in psutil.process_iter(["create_time"]):
+        try:
+            if os.getpgid(proc.pid) == record.pid and proc.info["create_time"] < (
+                record.create_time - 0.05
+            ):
+                return False
+        except (ProcessLookupError, PermissionError):
+            continue
+    return True
 
 
 def find(out: Path) -> list[Leftover]:
@@ -67,7 +84,7 @@ def find(out: Path) -> list[Leftover]:
                 continue
             is_owner = path.name == procs.OWNER_PID_FILE  # dead, or we would not be here
             alive = not is_owner and (record.is_running() or _group_orphaned(record))
-            found.append(Leftover(pid_dir.parent, record, alive))
+            found.append(Leftover(pid_dir.parent, record, alive, path))
     return found
 
 
@@ -76,7 +93,7 @@ def clean(leftovers: list[Leftover]) -> None:
     for item in leftovers:
         if item.alive:
             procs.stop_group(item.record.pid, CLEAN_GRACE_S)
-        (item.run_dir / "pids" / f"{item.record.name}.pid").unlink(missing_ok=True)
+        item.path.unlink(missing_ok=True)
     for run_dir in {item.run_dir for item in leftovers}:
         mark_abandoned(run_dir)
 
@@ -86,9 +103,9 @@ def mark_abandoned(run_dir: Path) -> None:
     path = run_dir / "manifest.json"
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return
-    if manifest.get("status") == "running":
+    if isinstance(manifest, dict) and manifest.get("status") == "running":
         manifest.update(
             status="interrupted",
             interrupted_by="the lab process died (found later)",

@@ -7,11 +7,12 @@ same defaults for every model, overridable per scenario and per run, and recorde
 from __future__ import annotations
 
 import shutil
+import string
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lab import interpreters
+from lab import interpreters, procs
 from lab.config import check_name, check_table, in_range, load_toml, positive
 from lab.errors import LabError
 from lab.resources import child_env, data_file
@@ -73,6 +74,21 @@ class Knobs:
 
 
 @dataclass(frozen=True)
+class KnobLimit:
+    """What one model's server can take for one knob, declared in its `[models.X.knobs]` table.
+
+    A value below `min` is raised to it (and reported), because the server cannot run with less
+    but more is harmless: uWSGI's gevent engine needs at least 2 async cores. A value above `max`
+    is refused before anything starts: lowering it would silently cap the model's capacity.
+    """
+
+    knob: str
+    min: int | None = None
+    max: int | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Model:
     name: str
     description: str
@@ -95,34 +111,90 @@ class Model:
             return interpreters.own_bindir()
         return interpreters.venv_dir(self.python, self.requirements()) / "bin"
 
+    limits: tuple[KnobLimit, ...] = ()
+
+    def knobs_for(self, knobs: Knobs) -> Knobs:
+        """The (resolved) knobs this model runs with: raised to its minimums, checked against
+        its maximums (LabError naming the model, knob, value and why)."""
+        changes: dict[str, int] = {}
+        for limit in self.limits:
+            value = int(getattr(knobs, limit.knob))
+            if limit.max is not None and value > limit.max:
+                raise LabError(
+                    f"model {self.name}: knob {limit.knob}={value} is above its maximum "
+                    f"{limit.max} ({limit.why or 'the server refuses more'}); lower it with "
+                    f"--knob {limit.knob}=N or leave the model out"
+                )
+            if limit.min is not None and value < limit.min:
+                changes[limit.knob] = limit.min
+        return replace(knobs, **changes) if changes else knobs
+
+    def adjustments(self, knobs: Knobs) -> list[str]:
+        """One line per knob raised to this model's minimum, for the user and the log."""
+        used = self.knobs_for(knobs)
+        return [
+            f"{self.name}: {lim.knob}={getattr(knobs, lim.knob)} raised to "
+            f"{getattr(used, lim.knob)} ({lim.why or 'the server needs at least that'})"
+            for lim in self.limits
+            if getattr(used, lim.knob) != getattr(knobs, lim.knob)
+        ]
+
     def capacity(self, knobs: Knobs) -> int:
         """How many requests the model can hold at once with these (resolved) knobs."""
-        per_process = 1 if self.unit == "process" else int(knobs.workers)
-        return int(knobs.processes) * per_process
+        used = self.knobs_for(knobs)
+        per_process = 1 if self.unit == "process" else int(used.workers)
+        return int(used.processes) * per_process
 
     def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
-        values = {**asdict(knobs), "bindir": str(self.bindir()), "host": host}
-        values["port"] = port
-        values["app"] = self.target or DEFAULT_TARGETS[self.app]
-        try:
-            return [part.format(**values) for part in self.argv]
-        except KeyError as e:
-            raise LabError(f"model {self.name}: unknown placeholder {e} in argv") from None
-        except (IndexError, ValueError, AttributeError) as e:  # "{0}", "{", "{port.x}"
-            raise LabError(
-                f"model {self.name}: bad placeholder in argv ({e}); use {{name}} with a knob "
-                f"name, host, port, bindir or app, and {{{{ for a literal brace"
-            ) from None
+        bare = host.strip("[]")
+        values: dict[str, object] = {
+            **asdict(self.knobs_for(knobs)),
+            "bindir": str(self.bindir()),
+            "host": bare,
+            "port": port,
+            "bind": procs.bind_address(bare, port),
+            "app": self.target or DEFAULT_TARGETS[self.app],
+        }
+        return [render(part, values, self.name) for part in self.argv]
 
     def check_installed(self, knobs: Knobs) -> None:
-        """Fail before any load if the server program is missing, saying how to install it."""
+        """Fail before any load if the server program is missing or cannot be executed."""
         program = self.command(knobs, "127.0.0.1", 0)[0]
-        if shutil.which(program) is None:
+        found = shutil.which(program)
+        if found is None:
             raise LabError(f"model {self.name}: {program} not found; {install_hint(program)}")
+        problem = procs.not_executable(Path(found))
+        if problem:
+            raise LabError(f"model {self.name}: {found} {problem}")
 
 
 def install_hint(name: str) -> str:
     return INSTALL_HINTS.get(Path(name).name, f"pip install {Path(name).name}")
+
+
+def render(template: str, values: dict[str, object], model: str) -> str:
+    """One argv element with its placeholders filled; only plain `{name}` fields are allowed,
+    so `{port[0]}`, `{host.x}`, `{0}` or `{port!r}` are refused with the names that work."""
+    hint = f"use {{name}} with one of {', '.join(sorted(values))}, and {{{{ for a literal brace"
+    try:
+        parsed = [
+            (f, spec or conv)
+            for _, f, spec, conv in string.Formatter().parse(template)
+            if f is not None
+        ]
+    except ValueError as e:  # "{", "}"
+        raise LabError(f"model {model}: bad placeholder in {template!r} ({e}); {hint}") from None
+    for field, extra in parsed:
+        if field.isidentifier() and field not in values:
+            raise LabError(f"model {model}: unknown placeholder {{{field}}} in argv; {hint}")
+        if field not in values or extra:
+            raise LabError(f"model {model}: bad placeholder {{{field}...}} in argv; {hint}")
+    return template.format(**values)
+
+
+def knob_notes(models: list[Model], knobs: Knobs) -> list[str]:
+    """What each model changes in these resolved knobs (LabError if one cannot take them)."""
+    return [note for model in models for note in model.adjustments(knobs)]
 
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
@@ -150,7 +222,9 @@ MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "baseline": bool,
     "requires": list,
     "python": str,
+    "knobs": dict,  # per-model constraints: knob = { min = N, max = N, why = "..." }
 }
+MAX_ARGV_BYTES = 100_000  # real models use < 1 kB; the kernel's limit per argument is 128 kB
 
 
 @dataclass(frozen=True)
@@ -192,6 +266,28 @@ def _model(name: str, table: Any, where: str) -> Model:
         raise LabError(f"{where}.app: must be one of {', '.join(APPS)}, got {table['app']!r}")
     if table["unit"] not in UNITS:
         raise LabError(f"{where}.unit: must be one of {', '.join(UNITS)}, got {table['unit']!r}")
+    argv, env = _argv_env(table, where)
+    model = Model(
+        name=name,
+        description=table["description"],
+        app=table["app"],
+        unit=table["unit"],
+        argv=tuple(argv),
+        env=tuple(sorted(env.items())),
+        baseline=table.get("baseline", False),
+        limits=tuple(_limit(k, v, f"{where}.knobs.{k}") for k, v in table.get("knobs", {}).items()),
+        requires=_requires(table.get("requires", []), where),
+        python=table.get("python", ""),
+    )
+    try:  # placeholders are checked now, so the error can name the file
+        model.command(Knobs().resolve(1), "127.0.0.1", 0)
+    except LabError as e:
+        raise LabError(f"{where}.argv: {e}") from None
+    return model
+
+
+def _argv_env(table: dict[str, Any], where: str) -> tuple[list[str], dict[str, str]]:
+    """argv and env, checked: strings only, no NUL, and small enough for execve (E2BIG)."""
     argv = table["argv"]
     if not argv or not all(isinstance(a, str) for a in argv):
         raise LabError(f"{where}.argv: must be a non-empty list of strings")
@@ -202,22 +298,26 @@ def _model(name: str, table: Any, where: str) -> Model:
         raise LabError(f"{where}.env: names must be non-empty and contain no '=' or NUL")
     if any("\0" in part for part in [*argv, *env.values()]):
         raise LabError(f"{where}: argv and env values must not contain NUL characters")
-    model = Model(
-        name=name,
-        description=table["description"],
-        app=table["app"],
-        unit=table["unit"],
-        argv=tuple(argv),
-        env=tuple(sorted(env.items())),
-        baseline=table.get("baseline", False),
-        requires=_requires(table.get("requires", []), where),
-        python=table.get("python", ""),
-    )
-    try:  # placeholders are checked now, so the error can name the file
-        model.command(Knobs().resolve(1), "127.0.0.1", 0)
-    except LabError as e:
-        raise LabError(f"{where}.argv: {e}") from None
-    return model
+    size = sum(len(part.encode()) + 1 for part in [*argv, *env, *env.values()])
+    if size > MAX_ARGV_BYTES:
+        raise LabError(
+            f"{where}: argv and env take {size} bytes, more than the {MAX_ARGV_BYTES} a model "
+            f"may use (the kernel refuses long argument lists: E2BIG)"
+        )
+    return argv, env
+
+
+def _limit(knob: str, table: Any, where: str) -> KnobLimit:
+    """One `[models.X.knobs]` entry: `workers = { min = 2, why = "..." }`."""
+    if knob not in KNOB_MAX:
+        raise LabError(f"{where}: unknown knob {knob!r} (knobs: {', '.join(KNOB_MAX)})")
+    check_table(table, where, {"min": int, "max": int, "why": str})
+    low, high = table.get("min"), table.get("max")
+    for bound in (b for b in (low, high) if b is not None):
+        in_range(bound, 1, KNOB_MAX[knob], where)
+    if low is not None and high is not None and low > high:
+        raise LabError(f"{where}: min {low} is above max {high}")
+    return KnobLimit(knob, low, high, table.get("why", ""))
 
 
 def _requires(value: list[Any], where: str) -> tuple[str, ...]:

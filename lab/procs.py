@@ -11,6 +11,7 @@ import contextlib
 import errno
 import http.client
 import json
+import math
 import os
 import shutil
 import signal
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from lab.errors import LabError
+from lab.errors import LabError, Refused
 from lab.preflight import get
 from lab.resources import child_env
 
@@ -120,6 +121,17 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+MAX_PID_FILE_BYTES = 1_000_000
+DEFAULT_PID_MAX = 4_194_304  # Linux's upper limit for /proc/sys/kernel/pid_max
+
+
+def pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return DEFAULT_PID_MAX
+
+
 @dataclass(frozen=True)
 class PidRecord:
     """A pid file's content: enough to tell our process from another that reused its pid."""
@@ -143,13 +155,21 @@ class PidRecord:
 
     @classmethod
     def read(cls, path: Path) -> PidRecord | None:
+        """The record, or None for anything that is not one the lab wrote: unreadable, not JSON,
+        wrong shape, or a pid that can never be a child of ours (<= 1 signals groups or init,
+        above pid_max is no process). None means "never signal anything because of this file"."""
         try:
+            if not path.is_file() or path.stat().st_size > MAX_PID_FILE_BYTES:  # FIFO, /dev/zero
+                return None
             data = json.loads(path.read_text())
-            return cls(
-                str(data["name"]), int(data["pid"]), float(data["create_time"]), tuple(data["argv"])
-            )
-        except (OSError, ValueError, KeyError, TypeError):
+            pid, created, argv = data["pid"], float(data["create_time"]), data["argv"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
+        if type(pid) is not int or not 1 < pid <= pid_max() or not math.isfinite(created):
+            return None
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return None
+        return cls(str(data["name"]), pid, created, tuple(argv))
 
     def is_running(self) -> bool:
         """True only if this very process (same pid and start time) is still alive."""
@@ -196,8 +216,9 @@ def start(
                 cwd=cwd,
                 start_new_session=True,
             )
-        except FileNotFoundError:
-            raise LabError(f"{name}: program not found: {argv[0]}") from None
+        except OSError as e:  # missing, not executable (EACCES, ENOEXEC), argv too long (E2BIG)
+            reason = f"cannot execute {argv[0]}: {e.strerror or e}"
+            raise StartFailed(f"{name}: {reason}", {"exit_code": None, "error": reason}) from None
     pid_file = None
     if pid_dir is not None:
         pid_file = pid_dir / f"{name}.pid"
@@ -205,6 +226,23 @@ def start(
     proc = Proc(name, argv, popen, log_path, pid_file, cpus)
     _running[proc.pid] = proc
     return proc
+
+
+EXECUTABLE_MAGIC = (b"\x7fELF", b"#!")  # what execve(2) runs on Linux without binfmt_misc
+
+
+def not_executable(path: Path) -> str:
+    """Why execve would refuse `path` (ENOEXEC, EACCES), or "" if it looks runnable."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    if not os.access(path, os.X_OK):
+        return "is not executable (chmod +x?)"
+    if not head.startswith(EXECUTABLE_MAGIC):
+        return "is neither a program nor a script starting with #! (execve: ENOEXEC)"
+    return ""
 
 
 class Watched(Protocol):
@@ -242,23 +280,41 @@ def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
     )
 
 
+def family(host: str) -> socket.AddressFamily:
+    """AF_INET6 for an IPv6 literal (`::1`, `[::1]`), else AF_INET: ports are per family."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def url(host: str, port: int) -> str:
+    """`http://host:port`, with the brackets an IPv6 literal needs in a URL."""
+    return f"http://{bind_address(host, port)}"
+
+
+def bind_address(host: str, port: int) -> str:
+    """`host:port` as servers take it (`[::1]:8000` for IPv6: uWSGI and gunicorn both need it)."""
+    bare = host.strip("[]")
+    return f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
+    bare = host.strip("[]")
+    with socket.socket(family(bare)) as s:
+        s.bind((bare, 0))
         port: int = s.getsockname()[1]
         return port
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:
     """Fail with the port's number before starting anything that would not be able to bind it."""
-    with socket.socket() as s:
+    bare = host.strip("[]")
+    with socket.socket(family(bare)) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((host, port))
+            s.bind((bare, port))
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise LabError(
+                raise Refused(
                     f"port {port} on {host} ({what}) is already in use; stop whatever holds it "
                     f"(`ss -ltnp 'sport = :{port}'`) or choose another port"
                 ) from None
-            raise LabError(f"cannot bind {host}:{port} ({what}): {e.strerror}") from None
+            raise Refused(f"cannot bind {host}:{port} ({what}): {e.strerror}") from None

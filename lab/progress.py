@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from lab.preflight import Preflight
@@ -47,16 +48,16 @@ class ConsoleProgress:
 
     def preflight_done(self, result: Preflight) -> None:
         if not result.ok:
-            self.console.print(f"[red]✗ {result.model}: {result.message}; model skipped")
+            self.console.print(f"[red]✗ {result.model}: {escape(result.message)}; model skipped")
         elif result.serialized:
             self.console.print(
-                f"[bold red]⚠ {result.model} is SERIALIZED: {result.message}. "
+                f"[bold red]⚠ {result.model} is SERIALIZED: {escape(result.message)}. "
                 "Its numbers are not a fair result."
             )
         else:
             overlaps = ", ".join(f"{p.route} overlap {p.overlap}/{p.k}" for p in result.probes)
             self.console.print(
-                f"[green]✓ {result.model} verified[/] ({overlaps or result.message})"
+                f"[green]✓ {result.model} verified[/] ({escape(overlaps or result.message)})"
             )
 
     def phase(self, model: str, point: str, phase: str, sample: Sample | None) -> None:
@@ -85,4 +86,4 @@ class ConsoleProgress:
         )
 
     def problem(self, model: str, message: str) -> None:
-        self.console.print(f"[red]✗ {model}: {message}")
+        self.console.print(f"[red]✗ {escape(model)}: {escape(message)}")

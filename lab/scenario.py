@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.config import check_name, check_table, in_range, load_toml, positive
-from lab.errors import LabError
+from lab.errors import LabError, Refused
 from lab.resources import data_file
 
 SCENARIO_DIR = data_file("loadgen", "scenarios")
@@ -32,6 +32,8 @@ LIMITS = {
     "cpu_n": 100_000_000,
     "delay_ms": 600_000,
     "stall_ms": 600_000,
+    "level": 1_000_000,
+    "rate_rps": 1_000_000,  # also the bound on max_outstanding
 }
 
 
@@ -133,11 +135,7 @@ class Scenario:
             raise LabError(f"{where}: no models to run")
         for model in self.models:
             check_name(model, f"{where}: models")
-        if not self.levels:
-            raise LabError(f"{where}: no levels to run")
-        for level in self.levels:
-            if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
-                raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
+        self._check_points(where)
         for name in (
             "duration_s",
             "settle_s",
@@ -158,10 +156,8 @@ class Scenario:
         if self.mode == "open":
             if not self.rates:
                 raise LabError(f"{where}: open mode needs rates, e.g. rates = [50, 100, 200]")
-            for rate in self.rates:
-                if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
-                    raise LabError(f"{where}: rates must be positive numbers, got {rate!r}")
             positive(self.max_outstanding, f"{where}: max_outstanding")
+            in_range(self.max_outstanding, 1, LIMITS["level"], f"{where}: max_outstanding")
             if self.arrival not in ARRIVALS:
                 raise LabError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
         if self.route not in ROUTES:
@@ -179,6 +175,31 @@ class Scenario:
                 raise LabError(f"{where}: {port} must be 0-65535")
         return self
 
+    def _check_points(self, where: str) -> None:
+        """Levels and rates: positive, bounded, and each once (a duplicate would overwrite the
+        other's histogram and be reported as a second trial; use `trials` for repeats)."""
+        if not self.levels:
+            raise LabError(f"{where}: no levels to run")
+        for level in self.levels:
+            if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
+                raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
+            in_range(level, 1, LIMITS["level"], f"{where}: level")
+        for rate in self.rates:
+            if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+                raise LabError(f"{where}: rates must be positive numbers, got {rate!r}")
+            in_range(rate, 0, LIMITS["rate_rps"], f"{where}: rate (req/s)")
+        for what, values in (
+            ("models", self.models),
+            ("levels", self.levels),
+            ("rates", self.rates),
+        ):
+            twice = sorted({v for v in values if list(values).count(v) > 1}, key=str)
+            if twice:
+                raise LabError(
+                    f"{where}: {what} listed more than once: {', '.join(map(str, twice))}; "
+                    f"list each once (use trials = N / --trials N to repeat)"
+                )
+
     def check_open_files(self) -> dict[str, int]:
         """Raise the soft open-file limit to the hard one if needed; fail if even that is short.
 
@@ -190,7 +211,7 @@ class Scenario:
         if soft >= need:
             return record
         if hard != resource.RLIM_INFINITY and hard < need:
-            raise LabError(
+            raise Refused(
                 f"{self.max_connections} connections need about {need} open files but the limit is "
                 f"{soft} (hard {hard}); raise it, e.g. `ulimit -n {need}` as root, "
                 f"LimitNOFILE= for a service, or nofile in /etc/security/limits.conf "
@@ -201,7 +222,7 @@ class Scenario:
                 resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else hard, hard)
             )
         except (ValueError, OSError) as e:  # above fs.nr_open, even with an unlimited hard limit
-            raise LabError(
+            raise Refused(
                 f"{self.max_connections} connections need about {need} open files, more than "
                 f"this system allows ({e}); lower the level or raise fs.nr_open (see `lab doctor`)"
             ) from None

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from lab.errors import EXIT_REFUSED, EXIT_USAGE
 from tests.conftest import lab_cli
 
 
@@ -14,9 +15,11 @@ def run_lab(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(lab_cli(*args), capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
-def assert_clean_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
+def assert_clean_error(
+    done: subprocess.CompletedProcess[str], *needles: str, code: int = EXIT_USAGE
+) -> None:
     output = done.stdout + done.stderr
-    assert done.returncode == 2, output
+    assert done.returncode == code, output
     assert "Traceback" not in output
     for needle in needles:
         assert needle in output, output
@@ -107,7 +110,7 @@ def test_port_in_use_names_the_port(tmp_path):
             "--out",
             str(tmp_path),
         )
-    assert_clean_error(done, f"port {port}", "already in use")
+    assert_clean_error(done, f"port {port}", "already in use", code=EXIT_REFUSED)
 
 
 def test_missing_server_binary_says_how_to_install(toml_file, tmp_path):
@@ -121,9 +124,17 @@ def test_missing_server_binary_says_how_to_install(toml_file, tmp_path):
 
 def test_level_above_open_file_limit_says_what_to_raise(tmp_path):
     done = run_lab(
-        "run", "--models", "gunicorn-gevent", "--levels", "10000000", "--out", str(tmp_path)
+        "run",
+        "--models",
+        "gunicorn-gevent",
+        "--levels",
+        "900000",
+        "--knob",
+        "workers=10",
+        "--out",
+        str(tmp_path),
     )
-    assert_clean_error(done, "open files", "ulimit -n")
+    assert_clean_error(done, "open files", "ulimit -n", code=EXIT_REFUSED)
 
 
 def test_unknown_scenario_lists_built_ins(tmp_path):
