@@ -23,8 +23,8 @@ def _load(path: Path) -> Run:
 
     try:
         return load(path)
-    except RunError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except RunError as exc:  # a damaged or foreign directory is a usage error: exit 2
+        raise click.UsageError(str(exc)) from None
 
 
 @click.command("report")

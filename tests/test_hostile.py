@@ -368,7 +368,7 @@ def test_tiny_real_sweep_on_ipv6_loopback(tmp_path):
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     (run,) = tmp_path.iterdir()
     steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-    assert [s["concurrency"] for s in steps] == [1, 2]
+    assert [s["users"] for s in steps] == [1, 2]
     assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
     manifest = json.loads((run / "manifest.json").read_text())
     assert (
@@ -508,7 +508,7 @@ def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path
     (run,) = (tmp_path / "out").iterdir()
     steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     silent = [s for s in steps if s["model"] == "silent"]
-    assert sorted(s["concurrency"] for s in silent) == [1, 2]
+    assert sorted(s["users"] for s in silent) == [1, 2]
     assert all("start_failed" in s["flags"] for s in silent)
     assert sum(s["model"] == "gunicorn-gevent" and s["ok"] > 0 for s in steps) == 2
 
