@@ -35,6 +35,7 @@ MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
 
+
 def server_cores(manifest: dict[str, Any], model: str) -> float:
     """CPU cores usable by one model's server: cores given to it, capped by its process count.
 
@@ -103,7 +104,10 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
     """Write the point table as `summary.csv` and `summary.parquet` into the run directory."""
     table = point_table(run) if table is None else table
     if not table.empty:
-        table = table.assign(flags=table["flags"].map(", ".join))
+        table = table.assign(
+            flags=table["flags"].map(", ".join),
+            latency_lower_bounds=table["latency_lower_bounds"].map(", ".join),
+        )
     paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
     table.to_csv(paths[0], index=False)
     table.to_parquet(paths[1], index=False)
@@ -142,6 +146,7 @@ def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) 
     cpu_ms = group["server_cpu_pct"] / 100 * group["duration_s"] * 1000
     per_req = cpu_ms / group["requests"].where(group["requests"] > 0)
     row["cpu_ms_per_req"] = float(per_req.median())
+    row.update(_limits_and_cost(group))
     row["server_rss_mb"] = float(group["server_rss_mb"].median())
     row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
     row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
@@ -156,6 +161,20 @@ def _point_row(run: Run, key: tuple, group: pd.DataFrame, pre_flags: list[str]) 
     row["flags"] = tuple(flags)
     row["evidence"] = "; ".join(_evidence(group, rps.spread if rps.unstable else None))
     return row
+
+
+def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
+    """The most common limit among the trials, and the cost per request the steps recorded."""
+    limits = [str(x) for x in group.get("limited_by", pd.Series(dtype=str)) if x]
+    bounds = {k for ks in group.get("latency_lower_bounds", pd.Series(dtype=object)) for k in ks}
+    out: dict[str, Any] = {
+        "limited_by": max(set(limits), key=limits.count) if limits else "",
+        "latency_lower_bounds": tuple(sorted(bounds)),
+    }
+    for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn"):
+        values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
+        out[col] = float(values.median()) if values.notna().any() else float("nan")
+    return out
 
 
 def _error_kinds(group: pd.DataFrame) -> list[str]:
