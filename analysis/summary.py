@@ -78,9 +78,9 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
     console.print(summary_table(table, title))
     for verdict in judge(run.records):
-        console.print(sentence(verdict), markup=False, highlight=False)
+        console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
     for line in model_sentences(run.records):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     cross = crossovers(table)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"

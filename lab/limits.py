@@ -158,7 +158,8 @@ def _fault(r: StepRecord) -> Limit | None:
         return Limit(
             "apparatus",
             f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
-            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core): "
+            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
+            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU): "
             f"{ev.get('advice', '')}",
         )
     if "client_saturated" in r.flags:

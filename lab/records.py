@@ -93,6 +93,7 @@ class Sampled:
     upstream_max_inflight: int = 0
     apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
+    apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
 
 

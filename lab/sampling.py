@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from pathlib import Path
 from typing import Protocol
 
 import psutil
@@ -72,7 +74,9 @@ class HostMeter:
         self.procs = [p for p in map(_process, apparatus_pids) if p is not None]
         self.softirq: list[float] = []  # % of one core, per sample
         self.apparatus: list[float] = []  # busy % of the busiest apparatus core, per sample
+        self.waited: list[float] = []  # % of the time the apparatus waited for a CPU, per sample
         self.last = self._read()
+        self.last_wait = self._wait()
 
     @staticmethod
     def _read() -> tuple[float, list[tuple[float, float]]]:
@@ -82,6 +86,15 @@ class HostMeter:
             (t.user + t.nice + t.system + t.irq + t.softirq + t.steal, t.softirq) for t in per_core
         ]
         return time.monotonic(), busy
+
+    def _wait(self) -> float:
+        """Seconds the apparatus's threads spent runnable but waiting for a CPU (schedstat)."""
+        total = 0.0
+        for proc in self.procs:
+            for task in Path(f"/proc/{proc.pid}/task").glob("*/schedstat"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int(task.read_text().split()[1]) / 1e9
+        return total
 
     def _apparatus_cores(self) -> set[int]:
         if self.cores:
@@ -98,6 +111,7 @@ class HostMeter:
         """Forget what was sampled before the measured window."""
         self.softirq.clear()
         self.apparatus.clear()
+        self.waited.clear()
 
     def sample(self) -> tuple[float, float]:
         now = self._read()
@@ -109,6 +123,9 @@ class HostMeter:
         mine = [busy[c] for c in self._apparatus_cores() if c < len(busy)]
         self.softirq.append(round(softirq, 1))
         self.apparatus.append(round(min(max(mine, default=0.0), 100.0), 1))
+        wait = self._wait()
+        self.waited.append(round(100 * max(wait - self.last_wait, 0.0) / wall, 1))
+        self.last_wait = wait
         return round(sum(busy), 1), 0.0
 
 

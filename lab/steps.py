@@ -30,9 +30,10 @@ from loadgen.protocol import Sample, Start
 
 CLIENT_SATURATED_PCT = 90.0
 APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)
-# ... with the apparatus itself using at least this much CPU (% of a core): a core filled by
-# other processes alone is `host_busy` (disturbed), not the lab's own limit
+# ... and the apparatus using this much of it, or waiting this long for a CPU (run-queue wait, %
+# of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
 APPARATUS_SHARE_PCT = 25.0
+APPARATUS_WAIT_PCT = 10.0
 HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
@@ -127,6 +128,7 @@ class Samplers:
             upstream_max_inflight=upstream_max_inflight,
             apparatus_core_pct=_mean(self.cores.apparatus),
             host_softirq_pct=_mean(self.cores.softirq),
+            apparatus_wait_pct=_mean(self.cores.waited),
             timeseries={
                 "server_cpu_pct": self.server.cpu,
                 "server_rss_mb": self.server.rss,
@@ -134,6 +136,7 @@ class Samplers:
                 "host_cpu_pct": self.host.cpu,
                 "apparatus_core_pct": list(self.cores.apparatus),
                 "host_softirq_pct": list(self.cores.softirq),
+                "apparatus_wait_pct": list(self.cores.waited),
             },
         )
 
@@ -384,10 +387,12 @@ def _apparatus(measured: Measured, sampled: Sampled) -> list[Raised]:
     """A core the generator or the upstream ran on was saturated: the lab set the figures."""
     busy = sampled.apparatus_core_pct
     own = measured.client_cpu_pct + sampled.upstream_cpu_pct
-    if busy < APPARATUS_CORE_PCT or own < APPARATUS_SHARE_PCT:
+    waited = sampled.apparatus_wait_pct
+    if busy < APPARATUS_CORE_PCT or (own < APPARATUS_SHARE_PCT and waited < APPARATUS_WAIT_PCT):
         return []
     evidence = {
         "core_busy_pct": busy,
+        "waited_for_cpu_pct": waited,
         "client_cpu_pct": measured.client_cpu_pct,
         "upstream_cpu_pct": sampled.upstream_cpu_pct,
         "advice": "fewer users, more generators, or a machine with more cores",
