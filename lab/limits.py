@@ -115,11 +115,10 @@ class Assessment:
 
 def assess(record: StepRecord, cap: Capacity) -> Assessment:
     """The step's limiting resource, the cap flags it implies and the cost per request."""
-    raised: list[tuple[str, Any]] = []
-    limit = _fault(record) or _resource(record, cap)
-    if limit is None:
-        limit, raised = _cap(record, cap) or (_rest(record, cap), [])
-    return Assessment(limit, tuple(raised), cost(record, cap))
+    capped = _cap(record, cap) if record.ok else None  # a fact, whatever else limits the step
+    raised = capped[1] if capped else []
+    limit = _fault(record) or _resource(record, cap) or (capped[0] if capped else None)
+    return Assessment(limit or _rest(record, cap), tuple(raised), cost(record, cap))
 
 
 def cost(r: StepRecord, cap: Capacity) -> Cost:

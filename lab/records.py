@@ -190,6 +190,7 @@ def step_record(
         evidence["open_loop"] = dict(measured.open_loop)
     duration = measured.duration_s
     open_loop = dict(measured.open_loop or {})
+    in_window = open_loop.get("ok_in_window", measured.ok)  # open loop: answered in the window
     record = StepRecord(
         run_id=run_id,
         model=key.model,
@@ -204,7 +205,7 @@ def step_record(
         requests=measured.requests,
         ok=measured.ok,
         errors=errors,
-        throughput_rps=round(measured.ok / duration, 2) if duration > 0 else 0.0,
+        throughput_rps=round(in_window / duration, 2) if duration > 0 else 0.0,
         latency_ms=dict(measured.latency_ms),
         server_cpu_pct=sampled.server_cpu_pct,
         server_rss_mb=sampled.server_rss_mb,
