@@ -36,8 +36,10 @@ TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
 
 
-def server_cores(manifest: dict[str, Any], model: str) -> float:
-    """CPU cores usable by one model's server: cores given to it, capped by its process count.
+def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
+    """CPU cores one model's server has and uses: cores given to it, capped by its process
+    count, or by what it was seen to use if more (threads in C code, a server's own helper
+    threads: uwsgi-threads reached 123% of a core with one process on a 16-core machine).
 
     Cores given: the server's pinned cores (execution.cpu_layout.server), else every core the run
     could use. Processes: the run's `processes` knob (a model's own knobs win if it has any).
@@ -47,7 +49,9 @@ def server_cores(manifest: dict[str, Any], model: str) -> float:
     given = len(layout.get("server") or env.get("cpus_usable") or []) or env.get("cpus") or 1
     spec = manifest.get("models", {}).get(model) or {}
     processes = (spec.get("knobs") or manifest.get("knobs") or {}).get("processes")
-    return float(min(given, processes)) if isinstance(processes, int) else float(given)
+    if not isinstance(processes, int):
+        return float(given)
+    return float(min(given, max(processes, observed_cpu_pct / 100)))
 
 
 def preflight_status(run: Run) -> dict[str, list[str]]:
@@ -254,7 +258,8 @@ def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:
             continue
         best = usable.loc[usable["rps"].idxmax()]
         per_core = best["rps"] / (best["server_cpu_pct"] / 100)
-        out[group.index] = per_core * server_cores(run.manifest, str(model))
+        used = float(group["server_cpu_pct"].max())
+        out[group.index] = per_core * server_cores(run.manifest, str(model), used)
     return out
 
 
