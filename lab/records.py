@@ -174,22 +174,19 @@ def step_record(
 ) -> StepRecord:
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
-    needs beside the flags' evidence (e.g. an experiment's case). `capacity`: what the model's
-    knobs allow; with it the record says what limited the step and what a request cost."""
-    errors = {k: int(v) for k, v in measured.errors.items() if v}
-    if measured.open_loop and measured.open_loop.get("dropped"):
-        errors["dropped"] = int(measured.open_loop["dropped"])
+    needs beside the flags' evidence (e.g. an experiment's case). `capacity`: what the knobs
+    allow; with it the record says what limited the step and what a request cost."""
+    open_loop = dict(measured.open_loop or {})
+    errors = {
+        k: int(v) for k, v in {**measured.errors, "dropped": open_loop.get("dropped")}.items() if v
+    }
     derived = [Raised("errors", errors)] if errors else []
     if not measured.ok and status == "measured":
         derived.append(Raised("no_responses"))
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))
-    evidence = dict(context or {})
-    evidence |= {r.flag: r.evidence for r in everything if r.evidence not in (None, {}, "")}
-    if measured.open_loop is not None:
-        evidence["open_loop"] = dict(measured.open_loop)
+    evidence = _evidence(everything, context, measured.open_loop)
     duration = measured.duration_s
-    open_loop = dict(measured.open_loop or {})
     in_window = open_loop.get("ok_in_window", measured.ok)  # open loop: answered in the window
     record = StepRecord(
         run_id=run_id,
@@ -219,10 +216,26 @@ def step_record(
         evidence=evidence,
         apparatus_core_pct=sampled.apparatus_core_pct,
         host_softirq_pct=sampled.host_softirq_pct,
-        latency_lower_bounds=tuple(open_loop.get("lower_bounds", ())),
-        **{k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop},
+        **_open_loop_fields(open_loop),
     )
     return record if capacity is None else _assessed(record, capacity)
+
+
+def _evidence(
+    raised: tuple[Raised, ...], context: Mapping[str, Any] | None, open_loop: Any
+) -> dict[str, Any]:
+    """The caller's context, each flag's evidence and the open-loop figures."""
+    evidence = dict(context or {})
+    evidence |= {r.flag: r.evidence for r in raised if r.evidence not in (None, {}, "")}
+    if open_loop is not None:
+        evidence["open_loop"] = dict(open_loop)
+    return evidence
+
+
+def _open_loop_fields(open_loop: dict[str, Any]) -> dict[str, Any]:
+    """The open-loop counts and which percentiles are lower bounds (nothing in closed loop)."""
+    counts = {k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop}
+    return {"latency_lower_bounds": tuple(open_loop.get("lower_bounds", ())), **counts}
 
 
 def _assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
