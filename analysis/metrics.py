@@ -36,8 +36,10 @@ TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
 
 
-def server_cores(manifest: dict[str, Any], model: str) -> float:
-    """CPU cores usable by one model's server: cores given to it, capped by its process count.
+def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
+    """CPU cores one model's server has and uses: cores given to it, capped by its process
+    count, or by what it was seen to use if more (threads in C code, a server's own helper
+    threads: uwsgi-threads reached 123% of a core with one process on a 16-core machine).
 
     Cores given: the server's pinned cores (execution.cpu_layout.server), else every core the run
     could use. Processes: the run's `processes` knob (a model's own knobs win if it has any).
@@ -47,7 +49,9 @@ def server_cores(manifest: dict[str, Any], model: str) -> float:
     given = len(layout.get("server") or env.get("cpus_usable") or []) or env.get("cpus") or 1
     spec = manifest.get("models", {}).get(model) or {}
     processes = (spec.get("knobs") or manifest.get("knobs") or {}).get("processes")
-    return float(min(given, processes)) if isinstance(processes, int) else float(given)
+    if not isinstance(processes, int):
+        return float(given)
+    return float(min(given, max(processes, observed_cpu_pct / 100)))
 
 
 def preflight_status(run: Run) -> dict[str, list[str]]:
@@ -104,7 +108,10 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
     """Write the point table as `summary.csv` and `summary.parquet` into the run directory."""
     table = point_table(run) if table is None else table
     if not table.empty:
-        table = table.assign(flags=table["flags"].map(", ".join))
+        table = table.assign(
+            flags=table["flags"].map(", ".join),
+            latency_lower_bounds=table["latency_lower_bounds"].map(", ".join),
+        )
     paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
     table.to_csv(paths[0], index=False)
     table.to_parquet(paths[1], index=False)
@@ -145,6 +152,7 @@ def _point_row(
     cpu_ms = group["server_cpu_pct"] / 100 * group["duration_s"] * 1000
     per_req = cpu_ms / group["requests"].where(group["requests"] > 0)
     row["cpu_ms_per_req"] = float(per_req.median())
+    row.update(_limits_and_cost(group))
     row["server_rss_mb"] = float(group["server_rss_mb"].median())
     row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
     row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
@@ -159,6 +167,20 @@ def _point_row(
     row["flags"] = tuple(flags)
     row["evidence"] = "; ".join(_evidence(group, rps.spread if rps.unstable else None))
     return row
+
+
+def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
+    """The most common limit among the trials, and the cost per request the steps recorded."""
+    limits = [str(x) for x in group.get("limited_by", pd.Series(dtype=str)) if x]
+    bounds = {k for ks in group.get("latency_lower_bounds", pd.Series(dtype=object)) for k in ks}
+    out: dict[str, Any] = {
+        "limited_by": max(set(limits), key=limits.count) if limits else "",
+        "latency_lower_bounds": tuple(sorted(bounds)),
+    }
+    for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn"):
+        values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
+        out[col] = float(values.median()) if values.notna().any() else float("nan")
+    return out
 
 
 def _error_kinds(group: pd.DataFrame) -> list[str]:
@@ -238,7 +260,8 @@ def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:
             continue
         best = usable.loc[usable["rps"].idxmax()]
         per_core = best["rps"] / (best["server_cpu_pct"] / 100)
-        out[group.index] = per_core * server_cores(run.manifest, str(model))
+        used = float(group["server_cpu_pct"].max())
+        out[group.index] = per_core * server_cores(run.manifest, str(model), used)
     return out
 
 

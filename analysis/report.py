@@ -16,10 +16,12 @@ from typing import Any
 import pandas as pd
 
 from analysis.judge import judge, sentence
+from analysis.limiting import model_sentences
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
 from lab.flags import FLAGS
+from lab.limits import LIMITS
 
 
 def write_report(
@@ -130,7 +132,11 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
     cross = crossovers(table)
     flags = flagged(table)
     verdicts = [f"<li>{_e(sentence(v))}</li>" for v in judge(run.records)]
-    out = [f"<ul>{''.join(verdicts)}</ul>"]
+    limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
+    out = [
+        f"<ul>{''.join(verdicts)}</ul>",
+        f"<p>What limits each model:</p><ul>{''.join(limits)}</ul>",
+    ]
     if cross.empty:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
     else:
@@ -215,8 +221,10 @@ POINT_COLUMNS = [
     ("error_rate", "err %", "{:.2%}"),
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
     ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
+    ("apparatus_cpu_ms_per_req", "lab CPU ms/req", "{:.2f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
-    ("rss_per_conn_kb", "KB/conn", "{:.1f}"),
+    ("server_rss_kb_per_conn", "KB/conn", "{:.1f}"),
+    ("limited_by", "limited by", "{}"),
     ("client_cpu_pct", "cli CPU%", "{:.0f}"),
     ("upstream_cpu_pct", "up CPU%", "{:.0f}"),
     ("flags", "flags", "{}"),
@@ -243,15 +251,35 @@ def _points(table: pd.DataFrame) -> str:
         cls = "unfair" if not rec["fair"] else ("warn" if rec["flags"] else "")
         cells = "".join(
             f"<td class='l n'>{_e(fmt(rec[k], spec))}</td>"
-            if k in ("model", "flags")
-            else f"<td>{_e(fmt(rec[k], spec))}</td>"
+            if k in ("model", "flags", "limited_by")
+            else f"<td>{_e(_bound(rec, k) + fmt(rec[k], spec))}</td>"
             for k, _, spec in POINT_COLUMNS
         )
         rows.append(f"<tr class='{cls}'>{cells}</tr>")
-    legend = "; ".join(f"{f.name}: {f.meaning}" for f in FLAGS.values())
+    return f"<div class=wide><table><tr>{head}</tr>{''.join(rows)}</table></div>" + _legend()
+
+
+def _bound(rec: dict[str, Any], key: str) -> str:
+    """'≥' on an open-loop percentile that counts unfinished requests' ages (lower bounds)."""
+    return "≥" if key.endswith("_ms") and key[:-3] in rec.get("latency_lower_bounds", ()) else ""
+
+
+def _legend() -> str:
+    """Every flag and every limit the lab can name, from their registries."""
+    flags = "".join(
+        f"<tr><td class=l><code>{_e(f.name)}</code></td><td class=l>{_e(f.meaning)}</td>"
+        f"<td class=l>{'yes' if f.excludes else 'no'}</td></tr>"
+        for f in FLAGS.values()
+    )
+    limits = "".join(
+        f"<tr><td class=l><code>{_e(name)}</code></td><td class=l>{_e(meaning)}</td></tr>"
+        for name, meaning in LIMITS.items()
+    )
     return (
-        f"<div class=wide><table><tr>{head}</tr>{''.join(rows)}</table></div>"
-        f"<p><small>{_e(legend)}</small></p>"
+        "<h3>What the flags mean</h3><table><tr><th class=l>flag</th><th class=l>meaning</th>"
+        f"<th class=l>excluded from the verdict</th></tr>{flags}</table>"
+        "<h3>What limited_by means</h3><table><tr><th class=l>limited_by</th>"
+        f"<th class=l>meaning</th></tr>{limits}</table>"
     )
 
 

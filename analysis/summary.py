@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from analysis.judge import judge, sentence
+from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
 
@@ -22,6 +23,8 @@ COLUMNS = [  # (column, header, format)
     ("efficiency", "eff", "{:.2f}"),
     ("p50_ms", "p50 ms", "{:.1f}"),
     ("p99_ms", "p99 ms", "{:.1f}"),
+    ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
+    ("limited_by", "limited by", "{}"),
     ("errors", "errors", "{}"),
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
@@ -52,6 +55,9 @@ def summary_table(table: pd.DataFrame, title: str = "") -> Table:
             out.add_section()
         previous = rec["model"]
         cells = [_cell(rec[k], spec) for k, _, spec in COLUMNS]
+        for i, (k, _, _) in enumerate(COLUMNS):  # open loop: unfinished requests' ages count
+            if k[:-3] in rec.get("latency_lower_bounds", ()):
+                cells[i] = "≥" + cells[i]
         if not math.isnan(rec["rps_lo"]):
             cells[2] += f" ±{(rec['rps_hi'] - rec['rps_lo']) / 2:.0f}"
         style = "red" if not rec["fair"] else ("yellow" if rec["flags"] else None)
@@ -73,7 +79,9 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
     console.print(summary_table(table, title))
     for verdict in judge(run.records):
-        console.print(sentence(verdict), markup=False, highlight=False)
+        console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
+    for line in model_sentences(run.records):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     cross = crossovers(table)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"

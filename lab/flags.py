@@ -41,7 +41,8 @@ _FLAGS = (
     ),
     Flag(
         "host_busy",
-        "processes outside the run used half a core or more: the figures are disturbed",
+        "processes outside the run used half a core or more (kernel network work, softirq, is "
+        "counted apart and not blamed on them): the figures are disturbed",
         ("host_busy",),
         "lab.steps",
         excludes=False,
@@ -111,11 +112,30 @@ _FLAGS = (
     ),
     Flag(
         "capped",
-        "throughput stayed well under the ideal while the server's CPU was not saturated: a "
-        "concurrency limit (threads, greenlets, listen queue), not the CPU, held the model back",
+        "requests in flight plateaued below the offered users while latency rose, at the limit "
+        "the model's knobs set (e.g. 10 threads): that pool is the limit, a fair result for these "
+        "knobs (the lab page raises it live when throughput stays under the ideal with CPU to "
+        "spare)",
         ("capped",),
-        "lab.liveflags",
+        "lab.limits",
         excludes=False,
+    ),
+    Flag(
+        "capped_unexplained",
+        "requests in flight plateaued below the offered users while latency rose, and no knob "
+        "explains the ceiling (a pool fixed elsewhere, a hidden lock): suspicious, not the model "
+        "as configured",
+        ("capped_unexplained",),
+        "lab.limits",
+        excludes=True,
+    ),
+    Flag(
+        "apparatus_saturated",
+        "a core the load generator or the upstream ran on was 90% busy or more: the lab, not the "
+        "model, may have set the figures (use fewer users, more generators or a bigger machine)",
+        ("apparatus_saturated",),
+        "lab.steps",
+        excludes=True,
     ),
     Flag(
         "server_saturated",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from lab import flags as flag_registry
 from lab.errors import LabError
+from lab.limits import Capacity, assess
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -90,7 +91,13 @@ class Sampled:
     upstream_cpu_pct: float = 0.0
     host_cpu_pct: float = 0.0
     upstream_max_inflight: int = 0
+    apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
+    host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
+    apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
+
+
+OPEN_LOOP_COUNTS = ("scheduled", "sent", "completed", "unfinished", "not_sent")
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,21 @@ class StepRecord:
     timeseries: dict[str, list[float]]
     evidence: dict[str, Any]
     schema_version: int = SCHEMA_VERSION
+    # Added within schema 2, with defaults so that older schema-2 lines still load.
+    limited_by: str = ""  # a key of lab.limits.LIMITS ("" when not assessed)
+    limit_reason: str = ""  # the limit in plain words, with its figures
+    server_cpu_ms_per_req: float | None = None
+    apparatus_cpu_ms_per_req: float | None = None  # load generator + upstream
+    server_rss_kb_per_conn: float | None = None  # RSS above the idle server per connection
+    apparatus_core_pct: float = 0.0  # mean busy % of the busiest core the apparatus ran on
+    host_softirq_pct: float = 0.0  # kernel softirq (network) work, % of one core
+    # Open loop: arrivals due in the window, and what became of them.
+    scheduled: int | None = None
+    sent: int | None = None
+    completed: int | None = None
+    unfinished: int | None = None  # still unanswered at the cut-off: latency is a lower bound
+    not_sent: int | None = None  # due while the cap on outstanding requests was full
+    latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
 
     @property
     def key(self) -> StepKey:
@@ -148,24 +170,25 @@ def step_record(
     histogram: str = "",
     status: str = "measured",
     context: Mapping[str, Any] | None = None,
+    capacity: Capacity | None = None,
 ) -> StepRecord:
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
-    needs beside the flags' evidence (e.g. an experiment's case)."""
-    errors = {k: int(v) for k, v in measured.errors.items() if v}
-    if measured.open_loop and measured.open_loop.get("dropped"):
-        errors["dropped"] = int(measured.open_loop["dropped"])
+    needs beside the flags' evidence (e.g. an experiment's case). `capacity`: what the knobs
+    allow; with it the record says what limited the step and what a request cost."""
+    open_loop = dict(measured.open_loop or {})
+    errors = {
+        k: int(v) for k, v in {**measured.errors, "dropped": open_loop.get("dropped")}.items() if v
+    }
     derived = [Raised("errors", errors)] if errors else []
     if not measured.ok and status == "measured":
         derived.append(Raised("no_responses"))
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))
-    evidence = dict(context or {})
-    evidence |= {r.flag: r.evidence for r in everything if r.evidence not in (None, {}, "")}
-    if measured.open_loop is not None:
-        evidence["open_loop"] = dict(measured.open_loop)
+    evidence = _evidence(everything, context, measured.open_loop)
     duration = measured.duration_s
-    return StepRecord(
+    in_window = open_loop.get("ok_in_window", measured.ok)  # open loop: answered in the window
+    record = StepRecord(
         run_id=run_id,
         model=key.model,
         mode=key.mode,
@@ -179,7 +202,7 @@ def step_record(
         requests=measured.requests,
         ok=measured.ok,
         errors=errors,
-        throughput_rps=round(measured.ok / duration, 2) if duration > 0 else 0.0,
+        throughput_rps=round(in_window / duration, 2) if duration > 0 else 0.0,
         latency_ms=dict(measured.latency_ms),
         server_cpu_pct=sampled.server_cpu_pct,
         server_rss_mb=sampled.server_rss_mb,
@@ -191,6 +214,43 @@ def step_record(
         histogram=histogram if measured.ok else "",
         timeseries={**measured.timeseries, **sampled.timeseries},
         evidence=evidence,
+        apparatus_core_pct=sampled.apparatus_core_pct,
+        host_softirq_pct=sampled.host_softirq_pct,
+        **_open_loop_fields(open_loop),
+    )
+    return record if capacity is None else _assessed(record, capacity)
+
+
+def _evidence(
+    raised: tuple[Raised, ...], context: Mapping[str, Any] | None, open_loop: Any
+) -> dict[str, Any]:
+    """The caller's context, each flag's evidence and the open-loop figures."""
+    evidence = dict(context or {})
+    evidence |= {r.flag: r.evidence for r in raised if r.evidence not in (None, {}, "")}
+    if open_loop is not None:
+        evidence["open_loop"] = dict(open_loop)
+    return evidence
+
+
+def _open_loop_fields(open_loop: dict[str, Any]) -> dict[str, Any]:
+    """The open-loop counts and which percentiles are lower bounds (nothing in closed loop)."""
+    counts = {k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop}
+    return {"latency_lower_bounds": tuple(open_loop.get("lower_bounds", ())), **counts}
+
+
+def _assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
+    """The record with its limit, its cost per request and the cap flags the limit implies."""
+    found = assess(record, capacity)
+    raised = [Raised(name, evidence) for name, evidence in found.raised]
+    return replace(
+        record,
+        flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
+        evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
+        limited_by=found.limit.name,
+        limit_reason=found.limit.reason,
+        server_cpu_ms_per_req=found.cost.server_cpu_ms_per_req,
+        apparatus_cpu_ms_per_req=found.cost.apparatus_cpu_ms_per_req,
+        server_rss_kb_per_conn=found.cost.server_rss_kb_per_conn,
     )
 
 
@@ -207,11 +267,15 @@ def from_json(data: Any) -> StepRecord:
     if version == 1:
         data = _from_schema_1(data)
     names = {f.name for f in fields(StepRecord)}
-    missing = sorted(n for n in names if n not in data and n != "schema_version")
+    required = {
+        f.name for f in fields(StepRecord) if f.default is MISSING and f.default_factory is MISSING
+    }
+    missing = sorted(n for n in required if n not in data)
     if missing:
         raise LabError(f"a step lacks {', '.join(missing)}")
     values = {k: v for k, v in data.items() if k in names}
     values["flags"] = tuple(values["flags"])
+    values["latency_lower_bounds"] = tuple(values.get("latency_lower_bounds") or ())
     record = StepRecord(**values)
     _check_types(record)
     return record

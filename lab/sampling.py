@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from pathlib import Path
 from typing import Protocol
 
 import psutil
@@ -56,21 +58,82 @@ class TreeMeter:
 
 
 class HostMeter:
-    """CPU% of the whole machine (100 = one core), to see what else competed with the run."""
+    """CPU% of the whole machine (100 = one core), read per core, to see what else competed with
+    the run and whether a core the apparatus runs on was saturated.
 
-    def __init__(self) -> None:
-        self.last = self._busy()
+    Busy time includes irq, softirq and steal: kernel network work (softirq) is charged to no
+    process, so it is kept apart (`softirq`) instead of being blamed on "other processes". The
+    apparatus's cores are the cores it is pinned to; unpinned, the core each of its processes
+    last ran on at each sample (`cpu_num`), so a busy core it shares is seen either way.
+    """
+
+    def __init__(
+        self, apparatus_cores: tuple[int, ...] = (), apparatus_pids: tuple[int, ...] = ()
+    ) -> None:
+        self.cores = apparatus_cores
+        self.procs = [p for p in map(_process, apparatus_pids) if p is not None]
+        self.softirq: list[float] = []  # % of one core, per sample
+        self.apparatus: list[float] = []  # busy % of the busiest apparatus core, per sample
+        self.waited: list[float] = []  # % of the time the apparatus waited for a CPU, per sample
+        self.last = self._read()
+        self.last_wait = self._wait()
 
     @staticmethod
-    def _busy() -> tuple[float, float]:
-        t = psutil.cpu_times()
-        return time.monotonic(), t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+    def _read() -> tuple[float, list[tuple[float, float]]]:
+        """(now, [(busy seconds, softirq seconds) per core])."""
+        per_core = psutil.cpu_times(percpu=True)
+        busy = [
+            (t.user + t.nice + t.system + t.irq + t.softirq + t.steal, t.softirq) for t in per_core
+        ]
+        return time.monotonic(), busy
+
+    def _wait(self) -> float:
+        """Seconds the apparatus's threads spent runnable but waiting for a CPU (schedstat)."""
+        total = 0.0
+        for proc in self.procs:
+            for task in Path(f"/proc/{proc.pid}/task").glob("*/schedstat"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int(task.read_text().split()[1]) / 1e9
+        return total
+
+    def _apparatus_cores(self) -> set[int]:
+        if self.cores:
+            return set(self.cores)
+        found = set()
+        for proc in self.procs:
+            try:
+                found.add(proc.cpu_num())
+            except psutil.Error:
+                continue
+        return found
+
+    def clear(self) -> None:
+        """Forget what was sampled before the measured window."""
+        self.softirq.clear()
+        self.apparatus.clear()
+        self.waited.clear()
 
     def sample(self) -> tuple[float, float]:
-        now = self._busy()
+        now = self._read()
         (w0, b0), (w1, b1) = self.last, now
         self.last = now
-        return round(100 * (b1 - b0) / max(w1 - w0, 1e-9), 1), 0.0
+        wall = max(w1 - w0, 1e-9)
+        busy = [100 * (x1[0] - x0[0]) / wall for x0, x1 in zip(b0, b1, strict=False)]
+        softirq = sum(100 * (x1[1] - x0[1]) / wall for x0, x1 in zip(b0, b1, strict=False))
+        mine = [busy[c] for c in self._apparatus_cores() if c < len(busy)]
+        self.softirq.append(round(softirq, 1))
+        self.apparatus.append(round(min(max(mine, default=0.0), 100.0), 1))
+        wait = self._wait()
+        self.waited.append(round(100 * max(wait - self.last_wait, 0.0) / wall, 1))
+        self.last_wait = wait
+        return round(sum(busy), 1), 0.0
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
 
 
 class Sampler:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from lab import preflight, procs, safety
 from lab.backend import Backend, Server
 from lab.generator import Generator, Outcome, follow, measured_from
+from lab.limits import Capacity
 from lab.models import Model
 from lab.plan import Plan
 from lab.preflight import Preflight
@@ -29,6 +30,11 @@ from loadgen.protocol import Sample, Start
 from servers.common import expected_body
 
 CLIENT_SATURATED_PCT = 90.0
+APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)
+# ... and the apparatus using this much of it, or waiting this long for a CPU (run-queue wait, %
+# of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
+APPARATUS_SHARE_PCT = 25.0
+APPARATUS_WAIT_PCT = 10.0
 HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
@@ -89,14 +95,30 @@ class Upstream:
 
 @dataclass
 class Samplers:
-    """The server's, the upstream's and the host's CPU and memory, once a second."""
+    """The server's, the upstream's and the host's CPU and memory, once a second; the host's
+    per core, so a saturated core of the apparatus and kernel network work are seen."""
 
     server: Sampler
     upstream: Sampler
     host: Sampler
+    cores: HostMeter
+
+    @classmethod
+    def of(
+        cls, server: Server, upstream: Server, apparatus_cores: tuple[int, ...], gen_pid: int
+    ) -> Samplers:
+        upstream_proc = getattr(upstream, "proc", None)
+        pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
+        cores = HostMeter(apparatus_cores, pids)
+        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores)
 
     def each(self) -> tuple[Sampler, ...]:
         return self.server, self.upstream, self.host
+
+    def start(self) -> None:
+        for each in self.each():
+            each.start()
+        self.cores.clear()
 
     def sampled(self, upstream_max_inflight: int) -> Sampled:
         return Sampled(
@@ -105,13 +127,23 @@ class Samplers:
             upstream_cpu_pct=self.upstream.mean_cpu(),
             host_cpu_pct=self.host.mean_cpu(),
             upstream_max_inflight=upstream_max_inflight,
+            apparatus_core_pct=_mean(self.cores.apparatus),
+            host_softirq_pct=_mean(self.cores.softirq),
+            apparatus_wait_pct=_mean(self.cores.waited),
             timeseries={
                 "server_cpu_pct": self.server.cpu,
                 "server_rss_mb": self.server.rss,
                 "upstream_cpu_pct": self.upstream.cpu,
                 "host_cpu_pct": self.host.cpu,
+                "apparatus_core_pct": list(self.cores.apparatus),
+                "host_softirq_pct": list(self.cores.softirq),
+                "apparatus_wait_pct": list(self.cores.waited),
             },
         )
+
+
+def _mean(xs: list[float]) -> float:
+    return round(sum(xs) / len(xs), 1) if xs else 0.0
 
 
 class StepRunner:
@@ -122,6 +154,16 @@ class StepRunner:
     ) -> None:
         self.plan, self.backend, self.upstream, self.listener = plan, backend, upstream, listener
         self.s = plan.scenario
+        self.idle: tuple[Server, float] | None = None  # a server and its RSS before any load
+
+    def capacity(self, server: Server, model: Model) -> Capacity:
+        """What the model's knobs allow, and the server's RSS before this runner loaded it."""
+        if self.idle is None or self.idle[0] is not server:
+            meter = server.meter()
+            self.idle = (server, meter.sample()[1] if meter is not None else 0.0)
+        layout = self.backend.describe().get("cpu_layout") or {}
+        given = len(layout.get("server") or ())
+        return Capacity.of(model, self.plan.knobs, given, self.s.delay_ms, self.idle[1])
 
     def start_message(self, server: Server, point: Point, warmup: bool) -> Start:
         """What the generator is asked to do: users in closed loop, a rate in open loop."""
@@ -172,11 +214,11 @@ class StepRunner:
         self.check_targets(server)
         key = StepKey(model.name, self.s.mode, _users(point), point.rate_rps, trial)
         start = self.start_message(server, point, warmup)
-        samplers = Samplers(
-            Sampler(server.meter()), Sampler(self.upstream.server.meter()), Sampler(HostMeter())
-        )
+        capacity = self.capacity(server, model)
         outcome = Outcome()
         with self._generator(start) as (gen, watchdog), self._hlog(key, warmup) as hlog:
+            cpus = self.backend.loadgen_cpus()
+            samplers = Samplers.of(server, self.upstream.server, cpus, gen.proc.pid)
             try:
                 follow(
                     gen,
@@ -195,7 +237,7 @@ class StepRunner:
         if warmup:
             return None
         raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
-        return self._record(key, point, outcome, samplers, raised, context)
+        return self._record(key, point, outcome, samplers, raised, context, capacity)
 
     @contextlib.contextmanager
     def _generator(self, start: Start) -> Iterator[tuple[Generator, Watchdog]]:
@@ -223,8 +265,7 @@ class StepRunner:
 
     def _measuring(self, samplers: Samplers) -> None:
         self.upstream.reset()
-        for each in samplers.each():
-            each.start()
+        samplers.start()
 
     def _progress(self, model: Model, point: Point, warmup: bool, sample: Sample) -> None:
         phase = "warmup" if warmup else sample.phase
@@ -265,11 +306,12 @@ class StepRunner:
         samplers: Samplers,
         raised: list[Raised],
         context: dict[str, Any] | None,
+        capacity: Capacity,
     ) -> StepRecord:
         measured = measured_from(outcome.done)
         upstream_down = any(r.flag == "upstream_down" for r in raised)
         sampled = samplers.sampled(-1 if upstream_down else self.upstream.max_inflight())
-        raised += _host_busy(measured, sampled)
+        raised += _host_busy(measured, sampled) + _apparatus(measured, sampled)
         return step_record(
             self.plan.run_id,
             key,
@@ -279,6 +321,7 @@ class StepRunner:
             max_outstanding=point.users if point.rate_rps is not None else None,
             histogram=self.plan.run.hlog_relpath(key),
             context=context,
+            capacity=capacity,
         )
 
     def faults(
@@ -331,11 +374,31 @@ def _users(point: Point) -> int | None:
 
 
 def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
+    """Processes outside the run; kernel softirq (network) work is charged to no process, so
+    it is counted apart instead of blamed on them."""
     apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
-    others = sampled.host_cpu_pct - apparatus
+    others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
     if others < HOST_BUSY_PCT:
         return []
-    return [Raised("host_busy", f"other processes used {others:.0f}% of a core")]
+    kernel = f" (besides {sampled.host_softirq_pct:.0f}% kernel softirq, network work)"
+    return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
+
+
+def _apparatus(measured: Measured, sampled: Sampled) -> list[Raised]:
+    """A core the generator or the upstream ran on was saturated: the lab set the figures."""
+    busy = sampled.apparatus_core_pct
+    own = measured.client_cpu_pct + sampled.upstream_cpu_pct
+    waited = sampled.apparatus_wait_pct
+    if busy < APPARATUS_CORE_PCT or (own < APPARATUS_SHARE_PCT and waited < APPARATUS_WAIT_PCT):
+        return []
+    evidence = {
+        "core_busy_pct": busy,
+        "waited_for_cpu_pct": waited,
+        "client_cpu_pct": measured.client_cpu_pct,
+        "upstream_cpu_pct": sampled.upstream_cpu_pct,
+        "advice": "fewer users, more generators, or a machine with more cores",
+    }
+    return [Raised("apparatus_saturated", evidence)]
 
 
 def partial(outcome: Outcome) -> Measured:

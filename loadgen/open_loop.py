@@ -12,6 +12,13 @@ handling and connection pool are used), and latency is measured from that intend
 from when the request could actually be sent. At most `max_outstanding` requests are outstanding
 (the cap, one pooled connection each); a request whose intended time comes while the cap is full is
 not sent and is counted as dropped, so overload shows as drops and latency, never as a lower rate.
+
+No survivor bias: a request counts when it was *due* inside the measured window, whenever it
+answers. After the window the generator stops scheduling and waits for the window's requests
+(at most DRAIN_MAX_S, and never beyond the request timeout); each one still unanswered then is
+recorded with its age at the cut-off, a lower bound of its latency, so percentiles past that
+age are lower bounds too (`lower_bounds`, shown as ">=") instead of the slowest requests
+silently vanishing. Throughput stays what answered inside the window.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from locust.env import Environment
 from loadgen import hist
 from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
+
+DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
 
 
 def intended_offsets(rate: float, arrival: str, rng: random.Random) -> Iterator[float]:
@@ -69,15 +78,32 @@ class OpenLoop:
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
         self.dropped = 0  # requests due while measuring that the cap did not let start
         self.tick_dropped = 0
+        self.pending: dict[int, float] = {}  # the window's requests not answered yet: intended
+        self.completed = 0  # the window's requests answered (ok or failed)
+        self.ok_in_window = 0
+        self.unfinished = 0  # still unanswered at the cut-off
+        self.lower_bound_floor: float | None = None  # the youngest unfinished request's age, ms
 
     def on_request(self, response_time: float, context: dict[str, Any], **kw: Any) -> None:
         from_intended_ms = (time.perf_counter() - context["intended"]) * 1000
-        if self.recorder.measuring and kw.get("exception") is None:
-            hist.record_ms(self.service, response_time)
-        self.recorder.on_request(response_time=from_intended_ms, **kw)
+        measured = bool(context["measured"])
+        ok = kw.get("exception") is None
+        self.ok_in_window += ok and self.recorder.measuring  # whenever it was due
+        if measured:
+            self.completed += 1
+            if ok:
+                hist.record_ms(self.service, response_time)
+        self.recorder.on_request(response_time=from_intended_ms, measured=measured, **kw)
 
-    def send(self, intended: float) -> None:
-        self.session.get(self.spec.path, name=self.spec.path, context={"intended": intended})
+    def send(self, intended: float, measured: bool) -> None:
+        token = id(gevent.getcurrent())
+        if measured:
+            self.pending[token] = intended
+        try:
+            context = {"intended": intended, "measured": measured}
+            self.session.get(self.spec.path, name=self.spec.path, context=context)
+        finally:
+            self.pending.pop(token, None)
 
     def schedule(self, start: float) -> None:
         """Issue requests at their intended times until killed; catch up at once when late."""
@@ -98,7 +124,7 @@ class OpenLoop:
                 self.first_sent = self.first_sent or now
                 self.last_sent = now
                 self.started += 1
-            self.inflight.spawn(self.send, due)
+            self.inflight.spawn(self.send, due, self.recorder.measuring)
 
     def tick(self) -> dict[str, int]:
         """This second's open-loop figures for the tick line."""
@@ -119,16 +145,51 @@ def run_open(spec: Start) -> Done:
     scheduler = gevent.spawn(loop.schedule, time.perf_counter())
     try:
         done = run_phases(spec, loop.recorder, loop.tick)
+        scheduler.kill()
+        drain_s = drain(loop, spec, done.duration_s)
     finally:
         scheduler.kill()
-        unfinished = len(loop.inflight)
         loop.inflight.kill(block=True, timeout=5)
+    rec = loop.recorder
+    latency = hist.summary_ms(rec.whole)
+    bounds = loop.lower_bound_floor
     figures = OpenLoopFigures(
         rate_rps=spec.rate_rps,
         achieved_rate_rps=round(loop.achieved_rate(), 2),
         sent=loop.started,
         dropped=loop.dropped,
-        unfinished=unfinished,
+        unfinished=loop.unfinished,
         service_latency_ms=hist.summary_ms(loop.service),
+        scheduled=loop.started + loop.dropped,
+        completed=loop.completed,
+        not_sent=loop.dropped,
+        ok_in_window=loop.ok_in_window,
+        drain_s=round(drain_s, 3),
+        lower_bounds=tuple(k for k, v in latency.items() if bounds is not None and v >= bounds),
     )
-    return replace(done, open_loop=figures)  # latency_ms is from each request's intended start
+    return replace(
+        done,
+        requests=rec.requests + loop.unfinished,
+        ok=rec.ok,
+        errors=dict(rec.errors),
+        latency_ms=latency,  # from each request's intended start, unfinished ages included
+        open_loop=figures,
+    )
+
+
+def drain(loop: OpenLoop, spec: Start, window_s: float) -> float:
+    """Wait (bounded) for the window's requests, then record the rest's ages as lower bounds;
+    the drained answers and the bounds go out as one more histogram interval after the window."""
+    t0 = time.perf_counter()
+    limit = min(spec.timeout_s, DRAIN_MAX_S)
+    while loop.pending and time.perf_counter() - t0 < limit:
+        gevent.sleep(0.05)
+    cutoff = time.perf_counter()
+    ages = [(cutoff - intended) * 1000 for intended in loop.pending.values()]
+    for age in ages:
+        loop.recorder.bound(age)
+    loop.unfinished = len(ages)
+    loop.lower_bound_floor = min(ages) if ages else None
+    drained = cutoff - t0
+    loop.recorder.roll(window_s, window_s + drained)
+    return drained

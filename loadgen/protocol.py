@@ -91,8 +91,14 @@ class OpenLoopFigures:
     achieved_rate_rps: float  # sends per second between the window's first and last send
     sent: int
     dropped: int  # due while the cap was full: never sent
-    unfinished: int  # sent, unanswered when the window closed
+    unfinished: int  # sent, still unanswered at the cut-off (the window's end plus the drain)
     service_latency_ms: dict[str, float]  # from actual send: what a closed loop would report
+    scheduled: int = 0  # arrivals due in the window: sent + not_sent
+    completed: int = 0  # answered (ok or failed), in the window or during the drain
+    not_sent: int = 0  # = dropped
+    ok_in_window: int = 0  # ok answers inside the window, whenever due: the throughput
+    drain_s: float = 0.0  # how long the window's requests were waited for after it closed
+    lower_bounds: tuple[str, ...] = ()  # latency keys that are lower bounds (unfinished ages)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class Recorder:
         self.interval = hist.new_histogram()
         self.interval_requests = 0
         self.interval_errors: Counter[str] = Counter()
+        self.interval_bounds = 0  # lower bounds (unfinished requests' ages) in `interval`
         self.whole = hist.new_histogram()  # every measured second merged
         self.errors: Counter[str] = Counter()
         self.requests = 0
@@ -44,14 +45,17 @@ class Recorder:
         response_time: float,
         response: Any = None,
         exception: BaseException | None = None,
+        measured: bool | None = None,
         **_: Any,
     ) -> None:
+        """`measured`: whether the request counts, when the caller knows better than the clock
+        (open loop: it was due inside the measured window, whenever it completes)."""
         status = getattr(response, "status_code", 0) or 0
         content = getattr(response, "content", None) if exception is None else None
         kind = classify(exception, status, content, self.expected)
         self.live_requests += 1
         self.live_errors += kind is not None
-        if not self.measuring:
+        if not (self.measuring if measured is None else measured):
             return
         self.interval_requests += 1
         if kind is None:
@@ -59,15 +63,21 @@ class Recorder:
         else:
             self.interval_errors[kind] += 1
 
+    def bound(self, age_ms: float) -> None:
+        """An unfinished request's age at the cut-off: its latency is at least this."""
+        hist.record_ms(self.interval, age_ms)
+        self.interval_bounds += 1
+
     def roll(self, start: float, end: float) -> dict[str, Any]:
         """Close the current one-second interval, send its histogram; return its figures."""
         done, self.interval = self.interval, hist.new_histogram()
         errors, self.interval_errors = self.interval_errors, Counter()
         requests, self.interval_requests = self.interval_requests, 0
+        bounds, self.interval_bounds = self.interval_bounds, 0
         self.whole.add(done)
         emit(Histogram(round(start, 3), round(end, 3), hist.encode(done)))
         self.requests += requests
-        self.ok += done.get_total_count()
+        self.ok += done.get_total_count() - bounds
         self.errors.update(errors)
         summary = hist.summary_ms(done)
         span = max(end - start, 1e-9)

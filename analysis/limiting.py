@@ -1,0 +1,63 @@
+"""What limits each model, in one sentence per model and mode, from the steps' `limited_by`.
+
+A pure function of step records: for each model the levels it scaled through with nothing
+running out, then the first resource that did, the throughput it peaked at and what a request
+cost, e.g. "gunicorn-gevent: scales to 200 users, then server CPU (1 core at 97%) limits it at
+640 req/s; 1.5 ms CPU per request".
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+
+from lab.limits import TITLES
+from lab.records import StepRecord
+
+
+def model_sentences(records: Sequence[StepRecord]) -> list[str]:
+    """One sentence per model and mode, in order; records without a limit are left out."""
+    groups: dict[tuple[str, str], dict[float, list[StepRecord]]] = {}
+    for r in records:
+        if r.limited_by and r.status == "measured":
+            groups.setdefault((r.model, r.mode), {}).setdefault(r.key.level, []).append(r)
+    return [_sentence(model, mode, levels) for (model, mode), levels in sorted(groups.items())]
+
+
+def _sentence(model: str, mode: str, levels: dict[float, list[StepRecord]]) -> str:
+    unit = "users" if mode == "closed" else "req/s offered"
+    ordered = sorted(levels.items())
+    limits = [(level, _common(rs)) for level, rs in ordered]
+    peak = max(statistics.median(r.throughput_rps for r in rs) for _, rs in ordered)
+    first = next(((lv, r) for lv, r in limits if r.limited_by != "none"), None)
+    cost = _cost([r for _, rs in ordered for r in rs])
+    if first is None:
+        top = ordered[-1][0]
+        reached = f"{peak:.0f} req/s, no limit reached"
+        return f"{model}: scales to {top:g} {unit} (the highest measured), {reached}{cost}"
+    level, r = first
+    free = [lv for lv, x in limits if x.limited_by == "none" and lv < level]
+    scales = f"scales to {free[-1]:g} {unit}, then" if free else f"from {level:g} {unit},"
+    what = f"{TITLES.get(r.limited_by, r.limited_by)} ({r.limit_reason})"
+    return f"{model}: {scales} {what} limits it at {peak:.0f} req/s{cost}"
+
+
+def _common(records: list[StepRecord]) -> StepRecord:
+    """The trial whose limit is the most common among the trials of one level."""
+    name, _ = Counter(r.limited_by for r in records).most_common(1)[0]
+    return next(r for r in records if r.limited_by == name)
+
+
+def _cost(records: list[StepRecord]) -> str:
+    cpu = [r.server_cpu_ms_per_req for r in records if r.server_cpu_ms_per_req is not None]
+    app = [r.apparatus_cpu_ms_per_req for r in records if r.apparatus_cpu_ms_per_req is not None]
+    kb = [r.server_rss_kb_per_conn for r in records if r.server_rss_kb_per_conn is not None]
+    parts = []
+    if cpu:
+        parts.append(f"{statistics.median(cpu):.2g} ms server CPU per request")
+    if app:
+        parts.append(f"{statistics.median(app):.2g} ms apparatus CPU")
+    if kb:
+        parts.append(f"{statistics.median(kb):.0f} KB per connection")
+    return "; " + ", ".join(parts) if parts else ""

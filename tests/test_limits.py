@@ -1,0 +1,168 @@
+"""What limits a step, and the flags it implies: pure rules on hand-built records, then real
+servers whose limit is known (a thread pool fixed behind the knobs' back, a saturated core of
+the lab's own apparatus)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.backend import CpuLayout
+from lab.limits import LIMITS, Capacity
+from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from tests.conftest import lab_cli
+
+DELAY_MS = 50.0
+
+
+def cap(requests: int = 50, knob: str = "50 threads x 1 process") -> Capacity:
+    return Capacity(requests, knob, cores=1.0, delay_ms=DELAY_MS, memory_mb=24_000, idle_rss_mb=40)
+
+
+def step(
+    users: int,
+    rps: float,
+    *,
+    inflight: int,
+    p50: float = DELAY_MS,
+    cpu: float = 10.0,
+    errors: dict[str, int] | None = None,
+    raised: tuple[Raised, ...] = (),
+    capacity: Capacity | None = None,
+) -> StepRecord:
+    """A 10 s closed-loop step at `rps` ok/s with the upstream's in-flight high-water mark."""
+    failed = sum((errors or {}).values())
+    measured = Measured(
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=10.0,
+        requests=round(rps * 10) + failed,
+        ok=round(rps * 10),
+        errors=errors or {},
+        latency_ms={"p50": p50, "p99": 2 * p50},
+        client_cpu_pct=20.0,
+    )
+    sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=60, upstream_max_inflight=inflight)
+    key = StepKey("m", "closed", users, None, 1)
+    return step_record("run", key, measured, sampled, raised, capacity=capacity or cap())
+
+
+@pytest.mark.parametrize(
+    ("record", "limit", "flag"),
+    [
+        (step(10, 195, inflight=10), "none", None),
+        (step(50, 200, inflight=10, p50=250), "concurrency_cap", "capped_unexplained"),
+        (
+            step(50, 200, inflight=10, p50=250, capacity=cap(10, "10 threads x 1 process")),
+            "concurrency_cap",
+            "capped",
+        ),
+        (step(50, 500, inflight=50, p50=100, cpu=97), "server_cpu", None),
+        (step(50, 500, inflight=50, errors={"timeout": 400}), "errors", None),
+        (
+            step(50, 500, inflight=50, raised=(Raised("apparatus_saturated", {}),)),
+            "apparatus",
+            None,
+        ),
+    ],
+    ids=["tracks-ideal", "hidden-cap", "knob-cap", "cpu", "timeouts", "apparatus"],
+)
+def test_limit_and_cap_flags(record: StepRecord, limit: str, flag: str | None) -> None:
+    assert record.limited_by == limit and limit in LIMITS and record.limit_reason
+    caps = {"capped", "capped_unexplained"} & set(record.flags)
+    assert caps == ({flag} if flag else set())
+    if flag:
+        assert record.evidence[flag]["ceiling"] == 10 and record.evidence[flag]["offered"] == 50
+    if flag:
+        assert record.excluded_by == (
+            ["capped_unexplained"] if flag == "capped_unexplained" else []
+        )
+
+
+def test_cost_per_request() -> None:
+    r = step(10, 100, inflight=10, cpu=15)
+    assert r.server_cpu_ms_per_req == pytest.approx(1.5)  # 15% of a core / 100 req/s
+    assert r.apparatus_cpu_ms_per_req == pytest.approx(2.0)  # generator 20%, upstream 0
+    assert r.server_rss_kb_per_conn == pytest.approx(20 * 1024 / 10)  # 60 - 40 MB over 10
+
+
+def test_old_schema_2_lines_still_load() -> None:
+    from lab.records import from_json
+
+    data = json.loads(step(10, 100, inflight=10).to_json())
+    for name in ("limited_by", "limit_reason", "scheduled", "latency_lower_bounds"):
+        data.pop(name)
+    assert from_json(data).limited_by == ""
+
+
+CAPPED_MODELS = """
+[models.gthread-fixed10]
+description = "gunicorn gthread whose pool is fixed at 10 threads, whatever the workers knob says"
+app = "wsgi"
+unit = "thread"
+argv = [
+  "{bindir}/gunicorn", "--worker-class", "gthread", "--bind", "{host}:{port}",
+  "--workers", "{processes}", "--threads", "10", "--backlog", "{backlog}",
+  "--timeout", "{timeout_s}", "--graceful-timeout", "5", "--no-control-socket", "{app}",
+]
+"""
+
+
+def run_lab(out: Path, *args: str) -> tuple[list[dict], str]:
+    common = ("--duration", "2", "--warmup", "0", "--delay-ms", "50", "--out", str(out))
+    done = subprocess.run(
+        lab_cli("run", *args, *common), capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run,) = out.iterdir()
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    return steps, done.stdout
+
+
+def test_a_cap_no_knob_explains_is_flagged_and_never_best(tmp_path: Path) -> None:
+    models = tmp_path / "models.toml"
+    models.write_text(CAPPED_MODELS)
+    out = tmp_path / "out"
+    steps, stdout = run_lab(
+        out, "--models-file", str(models), "--models", "gthread-fixed10", "--levels", "10,50"
+    )
+    by_users = {s["users"]: s for s in steps}
+    assert "capped_unexplained" not in by_users[10]["flags"]
+    capped = by_users[50]
+    assert "capped_unexplained" in capped["flags"], capped["flags"]
+    evidence = capped["evidence"]["capped_unexplained"]
+    assert evidence["ceiling"] == 10 and evidence["offered"] == 50
+    assert capped["limited_by"] == "concurrency_cap" and "no knob" in capped["limit_reason"]
+    assert "c=50 (closed): best rps none (no fair result)" in stdout
+    assert "excluded: gthread-fixed10 (capped_unexplained)" in stdout
+    assert "a concurrency cap (10 requests in flight of 50 offered: no knob explains it" in stdout
+
+
+@pytest.fixture()
+def busy_generator_core():
+    """A busy loop pinned to the core `lab run` gives the load generator (bounded: 90 s)."""
+    client = CpuLayout.split(True).client
+    if not client:
+        pytest.skip("one core: the lab does not pin, so there is no generator core to load")
+    spin = "import time\nend = time.time() + 90\nwhile time.time() < end: pass"
+    hog = subprocess.Popen(["taskset", "--cpu-list", str(client[0]), sys.executable, "-c", spin])
+    time.sleep(0.5)
+    yield client[0]
+    hog.kill()
+    hog.wait()
+
+
+def test_a_saturated_apparatus_core_is_flagged_and_never_best(
+    tmp_path: Path, busy_generator_core: int
+) -> None:
+    steps, stdout = run_lab(tmp_path, "--models", "gunicorn-gevent", "--levels", "40")
+    (only,) = steps
+    assert "apparatus_saturated" in only["flags"], (only["flags"], only["apparatus_core_pct"])
+    assert only["evidence"]["apparatus_saturated"]["core_busy_pct"] >= 90
+    assert only["limited_by"] == "apparatus"
+    assert "best rps none (no fair result)" in stdout
+    assert "fewer users, more generators" in stdout
