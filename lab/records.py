@@ -123,6 +123,7 @@ class StepRecord:
     timeseries: dict[str, list[float]]
     evidence: dict[str, Any]
     schema_version: int = SCHEMA_VERSION
+    generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
 
     @property
     def key(self) -> StepKey:
@@ -148,6 +149,7 @@ def step_record(
     histogram: str = "",
     status: str = "measured",
     context: Mapping[str, Any] | None = None,
+    generators: int = 1,
 ) -> StepRecord:
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
@@ -191,6 +193,7 @@ def step_record(
         histogram=histogram if measured.ok else "",
         timeseries={**measured.timeseries, **sampled.timeseries},
         evidence=evidence,
+        generators=generators,
     )
 
 
@@ -207,7 +210,9 @@ def from_json(data: Any) -> StepRecord:
     if version == 1:
         data = _from_schema_1(data)
     names = {f.name for f in fields(StepRecord)}
-    missing = sorted(n for n in names if n not in data and n != "schema_version")
+    missing = sorted(
+        n for n in names if n not in data and n not in ("schema_version", "generators")
+    )
     if missing:
         raise LabError(f"a step lacks {', '.join(missing)}")
     values = {k: v for k, v in data.items() if k in names}
