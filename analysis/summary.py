@@ -14,6 +14,8 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from lab import generators
+from lab.records import StepRecord
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -97,7 +99,37 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(
             f"[bold red]not a fair result, excluded from the verdict: {', '.join(unfair)}"
         )
+    if advice := generators_advice(run.records):
+        console.print(f"[yellow]{advice}", highlight=False)
     n_flagged = len(flagged(table))
     if n_flagged:
         console.print(f"[yellow]{n_flagged} flagged point(s); reasons in report.html")
     return table
+
+
+def generators_advice(records: list[StepRecord]) -> str:
+    """How many generator processes the worst `client_saturated` step would have needed
+    (its client CPU / 90% of a core, rounded up), or "" when no step was saturated."""
+    worst: tuple[int, StepRecord] | None = None
+    for r in records:
+        if "client_saturated" not in r.flags:
+            continue
+        evidence = r.evidence.get("client_saturated")
+        need = (
+            int(evidence["generators_needed"])
+            if isinstance(evidence, dict) and "generators_needed" in evidence
+            else generators.needed(r.client_cpu_pct)
+        )
+        if worst is None or need > worst[0]:
+            worst = (need, r)
+    if worst is None:
+        return ""
+    need, r = worst
+    count = sum("client_saturated" in x.flags for x in records)
+    return (
+        f"client_saturated on {count} step(s): the load generator, not the server, may be the "
+        f"limit (worst: {r.model} {r.key.label}, client CPU {r.client_cpu_pct:.0f}% on "
+        f"{r.generators} generator process(es)); it needs at least {need} generator processes "
+        f"on cores of their own: rerun with --generators {need} (or add machines with "
+        f"--remote-generators and `lab generator --connect`)"
+    )

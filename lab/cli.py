@@ -18,7 +18,17 @@ from rich.table import Table
 
 from analysis.cli import compare_runs, report
 from experiments.cli import reproduce
-from lab import appcheck, availability, dbrun, leftovers, procs, safety, userapp
+from lab import (
+    appcheck,
+    availability,
+    dbrun,
+    generators,
+    leftovers,
+    procs,
+    remote_generators,
+    safety,
+    userapp,
+)
 from lab.backend import Backend, CpuLayout, NativeBackend
 from lab.doctor import doctor
 from lab.errors import LabError, Refused
@@ -228,6 +238,24 @@ SCENARIO_OPTIONS = {
     help="A route of --app to request (repeatable; the first also proves a server is up).",
 )
 @click.option("--probe-path", metavar="/ROUTE", help="--app route to probe [default: last --path].")
+@click.option(
+    "--generators",
+    type=click.IntRange(min=0),
+    help="Load-generator processes per step (locust workers under one master), each pinned to "
+    "its own core [default: automatic, the client half's cores minus one; 1 on 2 cores].",
+)
+@click.option(
+    "--remote-generators",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Also wait for this many workers started elsewhere with `lab generator --connect`.",
+)
+@click.option(
+    "--master",
+    metavar="HOST:PORT",
+    help="Where the generator master listens for its workers [default: 127.0.0.1, any port; "
+    "127.0.0.1:5557 with --remote-generators]; non-loopback needs --allow-remote.",
+)
 @click.pass_context
 def run(ctx: click.Context, /, **_: Any) -> None:
     """Sweep concurrency levels for each model and write results/<run-id>/."""
@@ -263,6 +291,13 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts),
+        generators=generators.choose(
+            opts["generators"],
+            opts["remote_generators"],
+            opts["master"],
+            scenario.mode,
+            opts["allow_remote"],
+        ),
     )
     if dbrun.needed(scenario.route) and opts["backend"] != "native":
         raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
@@ -380,6 +415,9 @@ RESUMABLE = (
     "backend",
     "db_driver",
     "python",
+    "generators",
+    "remote_generators",
+    "master",
 )
 
 
@@ -529,6 +567,7 @@ main.add_command(reproduce)
 main.add_command(serve)
 main.add_command(ui)
 main.add_command(upstream)
+main.add_command(remote_generators.generator)
 
 
 def entry(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ messages themselves are defined in `loadgen.protocol`, which the generator side 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -84,6 +85,30 @@ class Outcome:
     started_at: str = ""
     samples: list[Sample] = field(default_factory=list)  # measured seconds only
     failure: str = ""
+    counted: Counter[str] = field(default_factory=Counter)  # latencies received, per source
+
+
+class IntervalMerger:
+    """Merges the histograms several generator processes sent for the same second, exactly
+    (counts added), and hands each second on once; one generator's pass straight through."""
+
+    def __init__(self, sink: HistogramSink | None, counted: Counter[str]) -> None:
+        self.sink, self.counted = sink, counted
+        self.key: tuple[float, float] | None = None
+        self.parts: list[HdrHistogram] = []
+
+    def add(self, message: Histogram) -> None:
+        if (message.start_s, message.end_s) != self.key:
+            self.flush()
+            self.key = (message.start_s, message.end_s)
+        part = hist.decode(message.encoded)
+        self.counted[message.source] += part.get_total_count()
+        self.parts.append(part)
+
+    def flush(self) -> None:
+        if self.key is not None and self.sink is not None:
+            self.sink(*self.key, hist.merge(self.parts))
+        self.key, self.parts = None, []
 
 
 def follow(
@@ -99,7 +124,12 @@ def follow(
     Pass your own `outcome` to keep what was read when a KeyboardInterrupt cuts the step short.
     """
     outcome = Outcome() if outcome is None else outcome
+    merger = IntervalMerger(on_histogram, outcome.counted)
     for message in gen.messages():
+        if isinstance(message, Histogram):
+            merger.add(message)
+            continue
+        merger.flush()
         if isinstance(message, Measuring):
             outcome.started_at = message.started_at
             if on_measuring:
@@ -109,13 +139,11 @@ def follow(
                 outcome.samples.append(message)
             if on_sample:
                 on_sample(message)
-        elif isinstance(message, Histogram):
-            if on_histogram:
-                on_histogram(message.start_s, message.end_s, hist.decode(message.encoded))
         elif isinstance(message, Done):
             outcome.done = message
         else:
             outcome.failure = message.message
+    merger.flush()
     return outcome
 
 

@@ -70,6 +70,7 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
         "lab_version": lab.__version__,
         "git_sha": environment["git_sha"],
         "allow_remote": plan.allow_remote,
+        "generators": plan.generators.describe(),
         "invocation": plan.invocation,
     }
 

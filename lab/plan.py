@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.generators import Generators
 from lab.models import Knobs, Model
 from lab.rundir import RunDir
 from lab.scenario import Scenario
@@ -20,6 +21,7 @@ class Plan:
     allow_remote: bool = False  # --allow-remote: load may leave loopback
     limits: dict[str, int] = field(default_factory=dict)  # open files needed and applied
     invocation: dict[str, Any] = field(default_factory=dict)  # the CLI options, for --resume
+    generators: Generators = Generators()  # load-generator processes per step
 
     @property
     def run_dir(self) -> Path:

@@ -145,6 +145,7 @@ class StepRecord:
     unfinished: int | None = None  # still unanswered at the cut-off: latency is a lower bound
     not_sent: int | None = None  # due while the cap on outstanding requests was full
     latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
+    generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
 
     @property
     def key(self) -> StepKey:
@@ -171,6 +172,7 @@ def step_record(
     status: str = "measured",
     context: Mapping[str, Any] | None = None,
     capacity: Capacity | None = None,
+    generators: int = 1,
 ) -> StepRecord:
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
@@ -216,6 +218,7 @@ def step_record(
         evidence=evidence,
         apparatus_core_pct=sampled.apparatus_core_pct,
         host_softirq_pct=sampled.host_softirq_pct,
+        generators=generators,
         **_open_loop_fields(open_loop),
     )
     return record if capacity is None else _assessed(record, capacity)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from lab import preflight, procs, safety
+from lab import generators, preflight, procs, safety
 from lab.backend import Backend, Server
 from lab.generator import Generator, Outcome, follow, measured_from
 from lab.limits import Capacity
@@ -26,10 +26,10 @@ from lab.preflight import Preflight
 from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.sampling import HostMeter, Sampler
 from lab.scenario import Point
+from loadgen.master import CONNECT_WAIT_S
 from loadgen.protocol import Sample, Start
 from servers.common import expected_body
 
-CLIENT_SATURATED_PCT = 90.0
 APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)
 # ... and the apparatus using this much of it, or waiting this long for a CPU (run-queue wait, %
 # of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
@@ -179,6 +179,10 @@ class StepRunner:
             rate_rps=point.rate_rps,
             max_outstanding=point.users if point.rate_rps is not None else 0,
             arrival=s.arrival,
+            generators=self.plan.generators.local,
+            remote_generators=self.plan.generators.remote,
+            master=self.plan.generators.master,
+            generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
         )
 
     def warm_up(self, server: Server, model: Model, point: Point) -> None:
@@ -248,6 +252,7 @@ class StepRunner:
             pid_dir=self.plan.run.pids,
         )
         step_s = start.settle_s + start.duration_s + start.timeout_s
+        step_s += CONNECT_WAIT_S if start.distributed else 0.0
         watchdog = Watchdog(gen.proc, step_s + WATCHDOG_GRACE_S)
         try:
             yield gen, watchdog
@@ -293,9 +298,8 @@ class StepRunner:
             if watchdog.fired:
                 evidence["watchdog"] = f"load generator killed after {watchdog.limit_s:.0f} s"
             raised.append(Raised("loadgen_failed", evidence))
-        elif outcome.done.client_cpu_pct >= CLIENT_SATURATED_PCT:
-            cpu = outcome.done.client_cpu_pct
-            raised.append(Raised("client_saturated", f"load generator CPU {cpu}%"))
+        elif saturated := generators.saturation(outcome.done, gen.start.generator_cpus):
+            raised.append(Raised("client_saturated", saturated))
         return raised
 
     def _record(
@@ -320,8 +324,9 @@ class StepRunner:
             tuple(raised),
             max_outstanding=point.users if point.rate_rps is not None else None,
             histogram=self.plan.run.hlog_relpath(key),
-            context=context,
+            context={**(context or {}), **_fleet(outcome)},
             capacity=capacity,
+            generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
 
     def faults(
@@ -371,6 +376,14 @@ class StepRunner:
 
 def _users(point: Point) -> int | None:
     return point.users if point.rate_rps is None else None
+
+
+def _fleet(outcome: Outcome) -> dict[str, Any]:
+    """Each generator process's share, and the latencies the lab merged from all of them."""
+    if outcome.done is None or not outcome.done.parts:
+        return {}
+    parts = [vars(p) for p in outcome.done.parts]
+    return {"generators": {"parts": parts, "merged_latencies": sum(outcome.counted.values())}}
 
 
 def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:

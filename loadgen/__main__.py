@@ -23,7 +23,15 @@ def main() -> int:
     except (IndexError, ValueError, TypeError) as exc:
         emit(Failed(f"bad start message: {exc}"))
         return 2
-    if start.mode == "open":
+    if start.distributed:
+        from loadgen.master import MissingGenerators, run_distributed
+
+        try:
+            emit(run_distributed(start))
+        except MissingGenerators as exc:
+            emit(Failed(str(exc)))
+            return 1
+    elif start.mode == "open":
         from loadgen.open_loop import run_open
 
         emit(run_open(start))

@@ -3,8 +3,9 @@
 The lab starts `python -m loadgen START_JSON` (a `Start`); the generator answers on stdout with
 one JSON line per message: `Measuring` when the measured window opens, a `Sample` every second
 (settle and measure phases), a `Histogram` after every measured second (the interval's latencies,
-HdrHistogram-encoded, so the lab writes the `.hlog` and can merge several generators exactly), and
-finally `Done` (the step's figures) or `Failed`. Plain data and the standard library only: the lab
+HdrHistogram-encoded, so the lab writes the `.hlog` and can merge several generators exactly; with
+several generator processes one per process and second, named by `source`), and finally `Done`
+(the step's figures) or `Failed`. Plain data and the standard library only: the lab
 imports this without gevent's monkey-patching, which only the generator processes do.
 """
 
@@ -36,6 +37,15 @@ class Start:
     max_outstanding: int = 0  # open loop: requests in flight at most; the rest are dropped
     arrival: str = "constant"  # open loop: "constant" spacing or "poisson" (same mean)
     seed: int | None = None  # open loop: a reproducible Poisson schedule
+    generators: int = 1  # closed loop: local generator processes (locust workers) for the users
+    remote_generators: int = 0  # workers started elsewhere (`lab generator --connect`)
+    master: str = "127.0.0.1:0"  # where the locust master binds for its workers (0: any port)
+    generator_cpus: tuple[int, ...] = ()  # cores for the local workers, one each (round robin)
+
+    @property
+    def distributed(self) -> bool:
+        """Several generator processes: a locust master here and its workers."""
+        return self.generators > 1 or self.remote_generators > 0
 
     @property
     def mode(self) -> str:
@@ -46,7 +56,9 @@ class Start:
 
     @classmethod
     def from_json(cls, text: str) -> Start:
-        start: Start = _build(cls, json.loads(text))
+        data = json.loads(text)
+        data["generator_cpus"] = tuple(data.get("generator_cpus") or ())
+        start: Start = _build(cls, data)
         return start
 
 
@@ -81,6 +93,7 @@ class Histogram:
     start_s: float
     end_s: float
     encoded: str
+    source: str = ""  # which generator process measured it ("" when there is one)
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,17 @@ class OpenLoopFigures:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One generator process's share of a step run by several."""
+
+    source: str
+    requests: int
+    ok: int
+    cpu_pct: float  # mean over the measured window, 100 = one core
+    cpus: list[int]  # the cores it was pinned to (empty: not pinned)
+
+
+@dataclass(frozen=True)
 class Done:
     """The step's figures; latency of successful requests only, from each request's start
     (open loop: from its intended start)."""
@@ -112,9 +136,10 @@ class Done:
     ok: int
     errors: dict[str, int]
     latency_ms: dict[str, float]
-    client_cpu_pct: float
+    client_cpu_pct: float  # every generator process together (master included), 100 = one core
     timeseries: dict[str, list[float]] = field(default_factory=dict)
     open_loop: OpenLoopFigures | None = None
+    parts: list[Part] = field(default_factory=list)  # several generator processes: each one's
 
 
 @dataclass(frozen=True)
@@ -147,6 +172,8 @@ def decode(line: str) -> Message:
         cls = _TYPES[data.pop("type")]
         if cls is Done and data.get("open_loop") is not None:
             data["open_loop"] = _build(OpenLoopFigures, data["open_loop"])
+        if cls is Done:
+            data["parts"] = [_build(Part, p) for p in data.get("parts") or []]
         message: Message = _build(cls, data)
         return message
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

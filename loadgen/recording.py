@@ -8,12 +8,14 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import gevent
 import psutil
+from hdrh.histogram import HdrHistogram
 
 from loadgen import hist
 from loadgen.errors import classify
@@ -23,16 +25,23 @@ SAMPLE_SERIES = ("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct")  # 
 OPEN_LOOP_SERIES = ("dropped", "inflight")
 
 
+@dataclass
+class Interval:
+    """What one generator process measured since its last interval ended."""
+
+    hist: HdrHistogram = field(default_factory=hist.new_histogram)
+    requests: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    bounds: int = 0  # lower bounds (unfinished open-loop requests' ages) in `hist`
+
+
 class Recorder:
     """Listens to locust's request event; keeps one histogram and error counter per second."""
 
     def __init__(self, expected: bytes | None) -> None:
         self.expected = expected
         self.measuring = False
-        self.interval = hist.new_histogram()
-        self.interval_requests = 0
-        self.interval_errors: Counter[str] = Counter()
-        self.interval_bounds = 0  # lower bounds (unfinished requests' ages) in `interval`
+        self.interval = Interval()
         self.whole = hist.new_histogram()  # every measured second merged
         self.errors: Counter[str] = Counter()
         self.requests = 0
@@ -57,36 +66,53 @@ class Recorder:
         self.live_errors += kind is not None
         if not (self.measuring if measured is None else measured):
             return
-        self.interval_requests += 1
+        self.interval.requests += 1
         if kind is None:
-            hist.record_ms(self.interval, response_time)
+            hist.record_ms(self.interval.hist, response_time)
         else:
-            self.interval_errors[kind] += 1
+            self.interval.errors[kind] += 1
+
+    def take(self) -> Interval:
+        """End the current interval and start the next one."""
+        done, self.interval = self.interval, Interval()
+        return done
+
+    def refresh(self) -> None:
+        """Once a second while settling; a recorder fed by other processes asks them here."""
 
     def bound(self, age_ms: float) -> None:
         """An unfinished request's age at the cut-off: its latency is at least this."""
-        hist.record_ms(self.interval, age_ms)
-        self.interval_bounds += 1
+        hist.record_ms(self.interval.hist, age_ms)
+        self.interval.bounds += 1
 
     def roll(self, start: float, end: float) -> dict[str, Any]:
         """Close the current one-second interval, send its histogram; return its figures."""
-        done, self.interval = self.interval, hist.new_histogram()
-        errors, self.interval_errors = self.interval_errors, Counter()
-        requests, self.interval_requests = self.interval_requests, 0
-        bounds, self.interval_bounds = self.interval_bounds, 0
-        self.whole.add(done)
-        emit(Histogram(round(start, 3), round(end, 3), hist.encode(done)))
-        self.requests += requests
-        self.ok += done.get_total_count() - bounds
+        return self.account(start, end, {"": self.take()})
+
+    def account(self, start: float, end: float, parts: Mapping[str, Interval]) -> dict[str, Any]:
+        """Send each part's histogram (one per generator process), add them all to the step's
+        totals and return the second's figures, from the exactly merged histogram. Lower bounds
+        (unfinished open-loop requests' ages) are in the histogram but not counted as ok."""
+        merged = hist.merge(p.hist for p in parts.values())
+        for source, part in parts.items():
+            emit(Histogram(round(start, 3), round(end, 3), hist.encode(part.hist), source))
+        errors = sum((p.errors for p in parts.values()), Counter[str]())
+        self.whole.add(merged)
+        self.requests += sum(p.requests for p in parts.values())
+        self.ok += merged.get_total_count() - sum(p.bounds for p in parts.values())
         self.errors.update(errors)
-        summary = hist.summary_ms(done)
+        summary = hist.summary_ms(merged)
         span = max(end - start, 1e-9)
         return {
-            "rps": round(done.get_total_count() / span, 1),
+            "rps": round(merged.get_total_count() / span, 1),
             "errors": sum(errors.values()),
             "p50_ms": summary["p50"],
             "p99_ms": summary["p99"],
         }
+
+
+class Meter(Protocol):
+    def lap(self) -> float: ...
 
 
 class CpuMeter:
@@ -116,13 +142,15 @@ def run_phases(
     start: Start,
     recorder: Recorder,
     extra_sample: Callable[[], dict[str, int]] = dict,
+    cpu: Meter | None = None,
 ) -> Done:
     """Settle (nothing recorded), then measure exactly `duration_s`, one sample per second.
 
     The load is already running when this is called and is stopped by the caller afterwards.
-    `extra_sample` adds a generator's own per-second figures (open loop: dropped, in flight).
+    `extra_sample` adds a generator's own per-second figures (open loop: dropped, in flight);
+    `cpu` measures the generator's CPU (default: this process's).
     """
-    cpu = CpuMeter()
+    cpu = cpu or CpuMeter()
     _settle(start, recorder, cpu)
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     emit(Measuring(started_at))
@@ -145,17 +173,18 @@ def run_phases(
     )
 
 
-def _settle(start: Start, recorder: Recorder, cpu: CpuMeter) -> None:
+def _settle(start: Start, recorder: Recorder, cpu: Meter) -> None:
     t0 = time.monotonic()
     settle_end = t0 + start.settle_s
     while (now := time.monotonic()) < settle_end:
         gevent.sleep(min(1.0, settle_end - now))
+        recorder.refresh()
         t = round(time.monotonic() - t0, 2)
         emit(Sample("settle", t, cpu.lap(), recorder.live_requests, recorder.live_errors))
 
 
 def _measure(
-    start: Start, recorder: Recorder, cpu: CpuMeter, extra_sample: Callable[[], dict[str, int]]
+    start: Start, recorder: Recorder, cpu: Meter, extra_sample: Callable[[], dict[str, int]]
 ) -> list[Sample]:
     """Exactly `duration_s` measured, cut into one-second intervals."""
     t0 = time.monotonic()

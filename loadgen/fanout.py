@@ -1,0 +1,54 @@
+"""What a generator master and its workers say to each other, over locust's own master/worker link.
+
+Why locust's link: it already connects, spreads users over workers, beats hearts and quits them;
+the lab only adds three custom messages on it. The master sends the step (`START`) before the
+users, then asks for one interval (`ROLL`) every second; each worker answers (`INTERVAL`) with
+the HdrHistogram of what it measured since its last answer, so the master never merges
+percentiles, only counts (exact), and no request is counted twice or lost between intervals.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loadgen import hist
+from loadgen.recording import Interval
+
+START = "lab_start"  # master -> workers: the step's Start, as JSON
+ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
+INTERVAL = "lab_interval"  # worker -> master: a Report
+REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
+
+
+@dataclass(frozen=True)
+class Report:
+    """One worker's answer to a roll: its interval and its running counters."""
+
+    seq: int
+    encoded: str  # the interval's HdrHistogram
+    requests: int
+    errors: dict[str, int]
+    live_requests: int
+    live_errors: int
+    cpu_pct: float  # since its previous report, 100 = one core
+    cpus: list[int] = field(default_factory=list)
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Report:
+        return cls(**data)
+
+    @classmethod
+    def of(
+        cls, seq: int, interval: Interval, live: tuple[int, int], cpu_pct: float, cpus: list[int]
+    ) -> Report:
+        encoded = hist.encode(interval.hist)
+        errors = dict(interval.errors)
+        return cls(seq, encoded, interval.requests, errors, live[0], live[1], cpu_pct, cpus)
+
+    def interval(self) -> Interval:
+        return Interval(hist.decode(self.encoded), self.requests, Counter(self.errors))

@@ -1,0 +1,182 @@
+"""One step on several generator processes: a locust master here, locust workers doing the load.
+
+Why: one generator process tops out near one core (gevent runs on one), so a fast server or a big
+machine needs several; locust's own master/worker runners spread the users over them. The master
+starts `generators` local workers (`python -m loadgen.worker_node`), each pinned to its own core,
+waits for them and for `remote_generators` started elsewhere (`lab generator --connect`), hands
+them the step, and runs the same settle/measure phases as a single generator. Every second each
+worker sends its interval's HdrHistogram; the master forwards each one to the lab (a `Histogram`
+per worker, named by `source`) and computes the step's figures from their exact merge.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from loadgen import fanout, hist
+from loadgen.protocol import Done, Part, Start
+from loadgen.recording import CpuMeter, Interval, Recorder, run_phases
+from loadgen.users import Request, model_user
+
+CONNECT_WAIT_S = 30.0  # for every worker to connect; the lab's watchdog allows for it
+
+
+class MissingGenerators(RuntimeError):
+    """Fewer workers connected than the step needs."""
+
+
+class Fleet(Recorder):
+    """The master's recorder: its intervals are the workers' reports, merged exactly."""
+
+    def __init__(self, runner: MasterRunner) -> None:
+        super().__init__(None)
+        self.runner = runner
+        self.names: dict[str, str] = {}  # locust node id -> source name
+        self.seq = 0
+        self.inbox: dict[str, list[fanout.Report]] = {}
+        self.live: dict[str, tuple[int, int]] = {}
+        self.cpus: dict[str, list[int]] = {}
+        self.last_cpu: dict[str, float] = {}
+        self.totals: dict[str, Counter[str]] = {}  # per source: requests, ok
+        self.cpu_series: dict[str, list[float]] = {}
+        runner.register_message(fanout.INTERVAL, self.on_report)
+
+    def wait_for(self, count: int, timeout_s: float = CONNECT_WAIT_S) -> None:
+        """Until `count` workers are connected; names them in order of arrival."""
+        deadline = time.monotonic() + timeout_s
+        while self.runner.worker_count < count and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        if self.runner.worker_count < count:
+            raise MissingGenerators(
+                f"only {self.runner.worker_count} of {count} generator processes connected "
+                f"within {timeout_s:.0f} s (remote ones: `lab generator --connect HOST:PORT`)"
+            )
+        for i, node in enumerate(sorted(self.runner.clients, key=str), 1):
+            self.names[node] = f"generator-{i}@{node.rsplit('_', 1)[0]}"
+
+    def on_report(self, msg: Any, **_: Any) -> None:
+        report = fanout.Report.from_data(msg.data)
+        self.inbox.setdefault(msg.node_id, []).append(report)
+        self.live[msg.node_id] = (report.live_requests, report.live_errors)
+        self.cpus[msg.node_id] = report.cpus
+
+    def collect(self) -> dict[str, Interval]:
+        """Ask every worker for its interval; each one's, merged with any late earlier answer."""
+        self.seq += 1
+        self.runner.send_message(fanout.ROLL, {"seq": self.seq})
+        deadline = time.monotonic() + fanout.REPORT_TIMEOUT_S
+        while not self._all_answered() and time.monotonic() < deadline:
+            gevent.sleep(0.002)
+        got, self.inbox = self.inbox, {}
+        self.live_requests = sum(n for n, _ in self.live.values())
+        self.live_errors = sum(e for _, e in self.live.values())
+        for node, reports in got.items():
+            self.last_cpu[node] = sum(r.cpu_pct for r in reports) / len(reports)
+        return {self.names.get(n, n): _merged(r) for n, r in got.items()}
+
+    def _all_answered(self) -> bool:
+        return all(any(r.seq >= self.seq for r in self.inbox.get(n, ())) for n in self.names)
+
+    def refresh(self) -> None:
+        self.collect()  # settling: live counts only, the intervals are not measured
+
+    def roll(self, start: float, end: float) -> dict[str, Any]:
+        parts = self.collect()
+        for node, name in self.names.items():
+            part = parts.get(name, Interval())
+            total = self.totals.setdefault(name, Counter())
+            total.update(requests=part.requests, ok=part.hist.get_total_count())
+            self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
+        return self.account(start, end, parts)
+
+    def parts(self) -> list[Part]:
+        out = []
+        for node, name in self.names.items():
+            total, cpu = self.totals.get(name, Counter()), self.cpu_series.get(name, [])
+            mean = round(sum(cpu) / len(cpu), 1) if cpu else 0.0
+            out.append(Part(name, total["requests"], total["ok"], mean, self.cpus.get(node, [])))
+        return out
+
+
+class FleetCpu:
+    """The generator's CPU: the master's own plus every worker's last report (100 = one core)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.own = CpuMeter()
+
+    def lap(self) -> float:
+        return round(self.own.lap() + sum(self.fleet.last_cpu.values()), 1)
+
+
+def _merged(reports: list[fanout.Report]) -> Interval:
+    intervals = [r.interval() for r in reports]
+    errors = sum((i.errors for i in intervals), Counter[str]())
+    requests = sum(i.requests for i in intervals)
+    return Interval(hist.merge(i.hist for i in intervals), requests, errors)
+
+
+def address(master: str) -> tuple[str, int]:
+    """HOST:PORT to bind; port 0 picks a free one."""
+    host, _, port = master.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if int(port):
+        return host, int(port)
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host if host != "*" else "", 0))
+        return host, int(s.getsockname()[1])
+
+
+def start_local(start: Start, port: int) -> list[subprocess.Popen[bytes]]:
+    """The local workers, each pinned to its own core (round robin over `generator_cpus`)."""
+    workers = []
+    for i in range(start.generators):
+        argv = [sys.executable, "-m", "loadgen.worker_node", f"127.0.0.1:{port}"]
+        if start.generator_cpus:
+            argv += ["--cpu", str(start.generator_cpus[i % len(start.generator_cpus)])]
+        # stdout is the lab's protocol pipe: a worker never writes to it
+        workers.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+    return workers
+
+
+def run_distributed(start: Start) -> Done:
+    if start.mode != "closed":
+        raise MissingGenerators("open loop runs on one generator process (--generators 1)")
+    host, port = address(start.master)
+
+    def plan() -> Request:
+        return Request(start.path)
+
+    user = model_user("lab", start.base_url, plan, timeout_s=start.timeout_s)
+    env = Environment(user_classes=[user], host=start.base_url)
+    runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)
+    fleet = Fleet(runner)
+    workers = start_local(start, port)
+    try:
+        fleet.wait_for(start.generators + start.remote_generators)
+        runner.send_message(fanout.START, start.to_json())  # type: ignore[arg-type]  # locust sends any JSON-able data
+        gevent.spawn(runner.start, start.users, spawn_rate=start.users)
+        done = run_phases(start, fleet, cpu=FleetCpu(fleet))
+        return replace(done, parts=fleet.parts())
+    finally:
+        runner.quit()
+        for worker in workers:
+            _stop(worker)
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    try:
+        worker.wait(timeout=2.0)  # the master's quit ends them
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
