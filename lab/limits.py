@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 import psutil
 
 from lab.models import Knobs, Model
-
-if TYPE_CHECKING:
-    from lab.records import StepRecord
+from lab.records import Raised, StepRecord
 
 MB = 1024 * 1024
 SATURATED = 0.90  # the server's CPU at this share of its usable cores: CPU-bound
@@ -111,6 +109,22 @@ class Assessment:
     limit: Limit
     raised: tuple[tuple[str, Any], ...]  # (flag, evidence): `capped` or `capped_unexplained`
     cost: Cost
+
+
+def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
+    """The record with its limit, its cost per request and the cap flags the limit implies."""
+    found = assess(record, capacity)
+    raised = [Raised(name, evidence) for name, evidence in found.raised]
+    return replace(
+        record,
+        flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
+        evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
+        limited_by=found.limit.name,
+        limit_reason=found.limit.reason,
+        server_cpu_ms_per_req=found.cost.server_cpu_ms_per_req,
+        apparatus_cpu_ms_per_req=found.cost.apparatus_cpu_ms_per_req,
+        server_rss_kb_per_conn=found.cost.server_rss_kb_per_conn,
+    )
 
 
 def assess(record: StepRecord, cap: Capacity) -> Assessment:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from lab import flags as flag_registry
 from lab.errors import LabError
-from lab.limits import Capacity, assess
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -171,20 +170,14 @@ def step_record(
     histogram: str = "",
     status: str = "measured",
     context: Mapping[str, Any] | None = None,
-    capacity: Capacity | None = None,
     generators: int = 1,
 ) -> StepRecord:
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
-    needs beside the flags' evidence (e.g. an experiment's case). `capacity`: what the knobs
-    allow; with it the record says what limited the step and what a request cost."""
+    needs beside the flags' evidence (e.g. an experiment's case). What limited the step and what
+    a request cost are added by `lab.limits.assessed`, which knows what the knobs allow."""
     open_loop = dict(measured.open_loop or {})
-    errors = {
-        k: int(v) for k, v in {**measured.errors, "dropped": open_loop.get("dropped")}.items() if v
-    }
-    derived = [Raised("errors", errors)] if errors else []
-    if not measured.ok and status == "measured":
-        derived.append(Raised("no_responses"))
+    errors, derived = _from_figures(measured, status)
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))
     evidence = _evidence(everything, context, measured.open_loop)
@@ -221,7 +214,18 @@ def step_record(
         generators=generators,
         **_open_loop_fields(open_loop),
     )
-    return record if capacity is None else _assessed(record, capacity)
+    return record
+
+
+def _from_figures(measured: Measured, status: str) -> tuple[dict[str, int], list[Raised]]:
+    """Errors by kind (open loop: requests never sent count as `dropped`) and the flags that
+    follow from the figures alone."""
+    dropped = (measured.open_loop or {}).get("dropped")
+    errors = {k: int(v) for k, v in {**measured.errors, "dropped": dropped}.items() if v}
+    derived = [Raised("errors", errors)] if errors else []
+    if not measured.ok and status == "measured":
+        derived.append(Raised("no_responses"))
+    return errors, derived
 
 
 def _evidence(
@@ -239,22 +243,6 @@ def _open_loop_fields(open_loop: dict[str, Any]) -> dict[str, Any]:
     """The open-loop counts and which percentiles are lower bounds (nothing in closed loop)."""
     counts = {k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop}
     return {"latency_lower_bounds": tuple(open_loop.get("lower_bounds", ())), **counts}
-
-
-def _assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
-    """The record with its limit, its cost per request and the cap flags the limit implies."""
-    found = assess(record, capacity)
-    raised = [Raised(name, evidence) for name, evidence in found.raised]
-    return replace(
-        record,
-        flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
-        evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
-        limited_by=found.limit.name,
-        limit_reason=found.limit.reason,
-        server_cpu_ms_per_req=found.cost.server_cpu_ms_per_req,
-        apparatus_cpu_ms_per_req=found.cost.apparatus_cpu_ms_per_req,
-        server_rss_kb_per_conn=found.cost.server_rss_kb_per_conn,
-    )
 
 
 def from_json(data: Any) -> StepRecord:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from lab import generators, preflight, procs, safety
 from lab.backend import Backend, Server
 from lab.generator import Generator, Outcome, follow, measured_from
-from lab.limits import Capacity
+from lab.limits import Capacity, assessed
 from lab.models import Model
 from lab.plan import Plan
 from lab.preflight import Preflight
@@ -316,7 +316,7 @@ class StepRunner:
         upstream_down = any(r.flag == "upstream_down" for r in raised)
         sampled = samplers.sampled(-1 if upstream_down else self.upstream.max_inflight())
         raised += _host_busy(measured, sampled) + _apparatus(measured, sampled)
-        return step_record(
+        record = step_record(
             self.plan.run_id,
             key,
             measured,
@@ -325,9 +325,9 @@ class StepRunner:
             max_outstanding=point.users if point.rate_rps is not None else None,
             histogram=self.plan.run.hlog_relpath(key),
             context={**(context or {}), **_fleet(outcome)},
-            capacity=capacity,
             generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
+        return assessed(record, capacity)
 
     def faults(
         self, server: Server, model: Model, point: Point, upstream_down: dict[str, Any] | None
