@@ -18,9 +18,11 @@ out="$here/wheelhouse"
 host_python=${LAB_HOST_PYTHON:-python3}
 log() { printf '[wheelhouse] %s\n' "$*" >&2; }
 
-read -r pyver glibc arch < <(docker run --rm "$image" python3 -c '
+# The image's interpreter (full version, glibc, machine) decides which wheels fit.
+read -r pyfull glibc arch < <(docker run --rm "$image" python3 -c '
 import platform, sys
-print("%d.%d" % sys.version_info[:2], platform.libc_ver()[1], platform.machine())')
+print("%d.%d.%d" % sys.version_info[:3], platform.libc_ver()[1], platform.machine())')
+pyver=${pyfull%.*}
 abi="cp${pyver/./}"
 glibc_minor=${glibc#*.}
 
@@ -31,10 +33,13 @@ import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(project["dependencies"]))
 print("setuptools>=68\nwheel")
+# pip download evaluates python_full_version markers for the host, not the image (3.11.2 on
+# bookworm): redis needs async-timeout below 3.11.3, so it is fetched whatever the host is.
+print("async-timeout>=4.0.3")
 EOF
 
 stamp="$out/.stamp"
-key="$(cat "$reqs" | sha256sum | cut -c1-16) $abi glibc$glibc $arch"
+key="$(cat "$reqs" | sha256sum | cut -c1-16) $pyfull glibc$glibc $arch"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
   log "cached: $out matches ($key)"
   exit 0
@@ -50,10 +55,13 @@ start=$SECONDS
 rm -rf "$out"
 mkdir -p "$out"
 log "downloading for $abi, glibc $glibc, $arch"
+# Source-only distributions (no wheel on the index): uWSGI compiles, psycogreen is pure Python.
+source_only='^(uwsgi|psycogreen)'
 "$host_python" -m pip download -q -d "$out" --only-binary=:all: \
-  --python-version "$pyver" --implementation cp --abi "$abi" --abi abi3 --abi none "${platforms[@]}" \
-  -r <(grep -iv '^uwsgi' "$reqs")
-"$host_python" -m pip download -q -d "$out" --no-deps --no-binary=:all: \
-  "$(grep -i '^uwsgi' "$reqs")"
+  --python-version "$pyfull" --implementation cp --abi "$abi" --abi abi3 --abi none "${platforms[@]}" \
+  -r <(grep -Eiv "$source_only" "$reqs")
+grep -Ei "$source_only" "$reqs" | while read -r requirement; do
+  "$host_python" -m pip download -q -d "$out" --no-deps --no-binary=:all: "$requirement"
+done
 echo "$key" >"$stamp"
 log "$(ls "$out" | wc -l) files, $(du -sh "$out" | cut -f1), in $((SECONDS - start)) s"
