@@ -239,7 +239,7 @@ def test_compare_same_run_and_a_real_change(two: Path, tmp_path: Path) -> None:
     [
         (None, "no such run directory"),
         ({}, "no steps.jsonl"),
-        ({"steps.jsonl": ""}, "manifest.json: missing"),
+        ({"steps.jsonl": ""}, "has no manifest.json"),
         ({"steps.jsonl": "", "manifest.json": "{x"}, "unreadable manifest"),
     ],
     ids=["missing-dir", "no-steps", "no-manifest", "bad-manifest"],
@@ -252,7 +252,7 @@ def test_cli_bad_input_is_a_clear_error(tmp_path: Path, files: dict | None, mess
             (path / name).write_text(text)
     for command, args in ((report, [str(path)]), (compare_runs, [str(path), str(path)])):
         result = CliRunner().invoke(command, args)
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 2, result.output  # a usage error
         assert message in result.output
         assert "Traceback" not in result.output
         assert isinstance(result.exception, SystemExit)

@@ -90,7 +90,7 @@ def test_quick_sweep_from_another_directory(installed: Path, tmp_path: Path) -> 
     (run_dir,) = (tmp_path / "results").iterdir()
     assert (run_dir / "manifest.json").is_file()
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
-    assert [(s["model"], s["concurrency"]) for s in steps] == [("gunicorn-asyncio", 2)]
+    assert [(s["model"], s["users"]) for s in steps] == [("gunicorn-asyncio", 2)]
     assert steps[0]["ok"] > 0 and not steps[0]["errors"]
     report = subprocess.run(
         [str(installed / "lab"), "report", str(run_dir)],

@@ -21,6 +21,7 @@ WSGI_MODELS = (
     "gunicorn-gevent",
     "gunicorn-gthread",
     "gunicorn-sync",
+    "granian-wsgi",
 )
 GEVENT = {"uwsgi-gevent", "gunicorn-gevent"}
 DEMO_APP = """
