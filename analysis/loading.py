@@ -80,11 +80,14 @@ def load(run_dir: Path | str) -> Run:
     run = RunDir(Path(run_dir))
     if not run.path.is_dir():
         raise RunError(f"{run.path}: no such run directory")
+    try:
+        manifest = run.manifest()
+    except LabError as exc:
+        raise RunError(str(exc)) from None
     if not run.steps_path.exists() and not (run.path / "preflight.jsonl").exists():
         # with a preflight but no step (every model failed it) there is still a story to tell
         raise RunError(f"{run.path}: no steps.jsonl (has this run measured any step yet?)")
     try:
-        manifest = run.manifest()
         records = _without_superseded(run.steps())
         preflight = pd.DataFrame(run.rows("preflight.jsonl"))
     except LabError as exc:

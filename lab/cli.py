@@ -461,7 +461,8 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
     try:
         run = RunDir.existing(run_dir)
         manifest = run.manifest()
-        run.steps()  # refuse a damaged steps file before anything is appended to it
+        run.steps()  # refuse damaged files before anything is appended to them
+        run.rows("preflight.jsonl")
     except LabError as e:
         raise LabError(f"--resume: {e}") from None
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)

@@ -238,7 +238,7 @@ def test_compare_same_run_and_a_real_change(two: Path, tmp_path: Path) -> None:
     "files, message",
     [
         (None, "no such run directory"),
-        ({}, "no steps.jsonl"),
+        ({}, "not a run directory"),
         ({"steps.jsonl": ""}, "has no manifest.json"),
         ({"steps.jsonl": "", "manifest.json": "{x"}, "unreadable manifest"),
     ],

@@ -8,7 +8,7 @@ directory handed to the command is left byte for byte as it was.
 
 Data files under tests/hostile/ carry their expectation on their first line:
 `# expect: CODE NEEDLE` or `# expect: accepted`. Cases that need the run-directory owner
-(issue 10) are written now and marked xfail until it lands.
+(issue 10) run against `lab.rundir`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from tests.test_validation import models_doc, toml_doc
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 TINY = str(HOSTILE / "tiny.toml")  # a two-level, one-second real sweep
-OWNER = pytest.mark.xfail(strict=False, reason="run-directory owner, issue 10")
 ACCEPTED = "accepted"
 
 
@@ -414,7 +413,6 @@ def fixture_run(out: Path, **manifest: Any) -> Path:
     return run
 
 
-@OWNER
 def test_truncated_last_step_is_repaired_on_resume(lab, tmp_path):
     run = fixture_run(tmp_path, status="interrupted", invocation={})
     steps = run / "steps.jsonl"
@@ -439,7 +437,6 @@ DAMAGED = [
 ]
 
 
-@OWNER
 @pytest.mark.parametrize(("name", "content"), [d[1:] for d in DAMAGED], ids=[d[0] for d in DAMAGED])
 @pytest.mark.parametrize("command", ["resume", "report", "compare"])
 def test_damaged_run_directory_is_refused_by_name(lab, tmp_path, command, name, content):
@@ -455,14 +452,12 @@ def test_damaged_run_directory_is_refused_by_name(lab, tmp_path, command, name, 
     assert snapshot(run) == before
 
 
-@OWNER
 @pytest.mark.parametrize("command", ["report", "compare"])
 def test_a_directory_that_is_not_a_run_is_refused(lab, tmp_path, command):
     args = [str(tmp_path)] * (2 if command == "compare" else 1)
     assert_clean(lab(command, *args), EXIT_USAGE, "not a run directory")
 
 
-@OWNER
 def test_report_of_a_run_with_no_successful_step(lab, tmp_path):
     zero = {
         "rps_per_second": (0.0, 0.0),
@@ -476,7 +471,6 @@ def test_report_of_a_run_with_no_successful_step(lab, tmp_path):
     assert (run / "report.html").exists()
 
 
-@OWNER
 def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path):
     table = {
         "description": "never ready",
@@ -513,7 +507,6 @@ def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path
     assert sum(s["model"] == "gunicorn-gevent" and s["ok"] > 0 for s in steps) == 2
 
 
-@OWNER
 def test_interrupted_reason_is_never_empty_and_cleared_by_a_resume(tmp_path):
     argv = lab_cli("run", "--scenario", TINY, "--duration", "3", "--out", str(tmp_path))
     lab_run = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
