@@ -22,7 +22,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.loadgen_overhead import plain_locust_argv, plain_locust_rps
 from lab import generators, procs
 from lab.backend import CpuLayout, LocalServer, NativeBackend
 from lab.generator import run_step
@@ -40,21 +40,7 @@ from lab.scenario import UpstreamSpec
 from loadgen.protocol import Start
 from servers.common import expected_body
 
-PLAIN_LOCUSTFILE = """
-from locust import FastHttpUser, constant, task
-
-class Plain(FastHttpUser):
-    wait_time = constant(0)
-
-    @task
-    def hit(self):
-        self.client.get("/health")
-"""
 Result = tuple[float, float]  # (req/s, client CPU % of one core)
-
-
-def pinned(cpus: tuple[int, ...]) -> list[str]:
-    return ["taskset", "--cpu-list", ",".join(map(str, cpus))] if cpus else []
 
 
 def lab(
@@ -90,43 +76,13 @@ def sampled(argv: list[str], seconds: float, parse: Callable[[str], float]) -> R
 def plain_locust(
     url: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
 ) -> Result:
-    locustfile = workdir / "plain_locustfile.py"
-    locustfile.write_text(PLAIN_LOCUSTFILE)
-    argv = [
-        *pinned(cpus),
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(locustfile),
-        "--headless",
-        "-H",
-        url,
-        "-u",
-        str(users),
-        "-r",
-        str(users),
-        "-t",
-        f"{int(seconds + 1)}s",
-        "--json",
-        "--only-summary",
-        "--loglevel",
-        "ERROR",
-    ]
-
-    def parse(out: str) -> float:
-        import json
-
-        stats = json.loads(out)[0]
-        return float(
-            stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"])
-        )
-
-    return sampled(argv, seconds, parse)
+    argv = procs.pinned(plain_locust_argv(url, users, seconds, workdir), cpus)
+    return sampled(argv, seconds, plain_locust_rps)
 
 
 def wrk(url: str, users: int, seconds: float, cpus: tuple[int, ...]) -> Result:
-    argv = [*pinned(cpus), "wrk", "-t1", f"-c{users}", f"-d{int(seconds + 1)}s", url + "/health"]
+    wrk_argv = ["wrk", "-t1", f"-c{users}", f"-d{int(seconds + 1)}s", url + "/health"]
+    argv = procs.pinned(wrk_argv, cpus)
     return sampled(argv, seconds, _wrk_rps)
 
 

@@ -61,22 +61,30 @@ def lab_generator(
     return vars(run_step(start, workdir / "lab.log", cpus=cpus))
 
 
-def plain_locust(
-    url: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
-) -> float:
-    """Requests per second of plain locust (its CLI, no lab hooks) over the same window length."""
+def plain_locust_argv(url: str, users: int, seconds: float, workdir: Path) -> list[str]:
+    """Plain locust's CLI (FastHttpUser, no lab hooks) for `seconds`, printing its JSON stats."""
     locustfile = workdir / "plain_locustfile.py"
     locustfile.write_text(PLAIN_LOCUSTFILE)
-    argv = [
+    return [
         *[sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-H", url],
         *["-u", str(users), "-r", str(users), "-t", f"{int(seconds + 1)}s"],
         *["--json", "--only-summary", "--loglevel", "ERROR"],
     ]
-    done = subprocess.run(
-        procs.pinned(argv, cpus), capture_output=True, text=True, timeout=seconds + 120
-    )
-    stats = json.loads(done.stdout)[0]
-    return stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"])
+
+
+def plain_locust_rps(out: str) -> float:
+    """Requests per second from plain locust's `--json` output."""
+    stats = json.loads(out)[0]
+    return float(stats["num_requests"] / (stats["last_request_timestamp"] - stats["start_time"]))
+
+
+def plain_locust(
+    url: str, users: int, seconds: float, cpus: tuple[int, ...], workdir: Path
+) -> float:
+    """Requests per second of plain locust (its CLI, no lab hooks) over the same window length."""
+    argv = procs.pinned(plain_locust_argv(url, users, seconds, workdir), cpus)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
+    return plain_locust_rps(done.stdout)
 
 
 def hook_overhead(
