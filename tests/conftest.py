@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +65,18 @@ def start_model(backend: NativeBackend, upstream: LocalServer, registry: Registr
 def lab_cli(*args: str) -> list[str]:
     """argv running the `lab` CLI in a subprocess with this interpreter."""
     return [sys.executable, "-c", "from lab.cli import entry; entry()", *args]
+
+
+def lab_run(
+    out: Path, *args: str, timeout_s: float = 240
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`lab run ARGS --out OUT` in a subprocess that must succeed; its run directory and result."""
+    done = subprocess.run(
+        lab_cli("run", *args, "--out", str(out)), capture_output=True, text=True, timeout=timeout_s
+    )
+    assert done.returncode == 0, done.stderr
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    return run, done
 
 
 def undisturbed(step: dict) -> bool:

@@ -4,42 +4,25 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from lab import interpreters
 from lab.rundir import RunDir
-from tests.conftest import lab_cli
+from tests.conftest import lab_run
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/usr/local/bin")
 
 
 @pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no system python3 to override with")
 def test_python_override_is_honoured_and_recorded(tmp_path):
-    done = subprocess.run(
-        lab_cli(
-            "run",
-            "--models",
-            "gunicorn-gthread",
-            "--python",
-            str(SYSTEM_PYTHON),
-            "--levels",
-            "1",
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-            str(tmp_path),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    run, _ = lab_run(
+        tmp_path,
+        *["--models", "gunicorn-gthread", "--python", str(SYSTEM_PYTHON)],
+        *["--levels", "1", "--duration", "1", "--warmup", "0"],
+        timeout_s=600,
     )
-    assert done.returncode == 0, done.stderr
-    (run,) = tmp_path.iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
     info = manifest["execution"]["interpreters"]["gunicorn-gthread"]
     venv = Path(info["executable"]).parent.parent

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from lab.rundir import RunDir
-from tests.conftest import lab_cli
+from tests.conftest import lab_run
 
 NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
 
@@ -16,28 +15,11 @@ NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
-    done = subprocess.run(
-        lab_cli(
-            "run",
-            "--models",
-            ",".join(NEW_MODELS),
-            "--levels",
-            "1,4",
-            "--duration",
-            "2",
-            "--warmup",
-            "0",
-            "--delay-ms",
-            "50",
-            "--out",
-            str(out),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=240,
+    run, _ = lab_run(
+        out,
+        *["--models", ",".join(NEW_MODELS), "--levels", "1,4", "--duration", "2"],
+        *["--warmup", "0", "--delay-ms", "50"],
     )
-    assert done.returncode == 0, done.stderr
-    (run,) = out.iterdir()
     return run
 
 
@@ -61,27 +43,11 @@ def test_model_with_missing_package_is_skipped_with_the_reason(tmp_path):
         '[models.ghost]\ndescription = "d"\napp = "wsgi"\nunit = "thread"\n'
         'requires = ["no-such-server-dist"]\nargv = ["{bindir}/gunicorn", "--port", "{port}"]\n'
     )
-    done = subprocess.run(
-        lab_cli(
-            "run",
-            "--models-file",
-            str(models),
-            "--models",
-            "ghost,gunicorn-gthread",
-            "--levels",
-            "1",
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-            str(tmp_path),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run, done = lab_run(
+        tmp_path,
+        *["--models-file", str(models), "--models", "ghost,gunicorn-gthread"],
+        *["--levels", "1", "--duration", "1", "--warmup", "0"],
+        timeout_s=120,
     )
-    assert done.returncode == 0, done.stderr
     assert "skipping ghost: no-such-server-dist not installed" in " ".join(done.stderr.split())
-    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert {s["model"] for s in [vars(r) for r in RunDir(run).steps()]} == {"gunicorn-gthread"}

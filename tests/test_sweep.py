@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import fields
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from lab.records import StepRecord
 from lab.rundir import RunDir
 from loadgen import hist
-from tests.conftest import lab_cli, undisturbed
+from tests.conftest import lab_run, undisturbed
 
 
 def read_jsonl(path):
@@ -22,30 +21,11 @@ def read_jsonl(path):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
-    done = subprocess.run(
-        lab_cli(
-            "run",
-            "--models",
-            "gunicorn-asyncio,uwsgi-threads",
-            "--levels",
-            "1,8",
-            "--duration",
-            "2",
-            "--warmup",
-            "1",
-            "--delay-ms",
-            "50",
-            "--trials",
-            "2",
-            "--out",
-            str(out),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=240,
+    run, _ = lab_run(
+        out,
+        *["--models", "gunicorn-asyncio,uwsgi-threads", "--levels", "1,8", "--duration", "2"],
+        *["--warmup", "1", "--delay-ms", "50", "--trials", "2"],
     )
-    assert done.returncode == 0, done.stderr
-    (run,) = out.iterdir()
     return run
 
 
@@ -98,32 +78,12 @@ def test_manifest_records_environment_and_commands(run_dir):
 
 
 def test_open_loop_run_is_keyed_by_rate(tmp_path):
-    done = subprocess.run(
-        lab_cli(
-            "run",
-            "--models",
-            "gunicorn-asyncio",
-            "--mode",
-            "open",
-            "--rates",
-            "20,40",
-            "--max-outstanding",
-            "30",
-            "--duration",
-            "2",
-            "--warmup",
-            "0",
-            "--delay-ms",
-            "50",
-            "--out",
-            str(tmp_path),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run, _ = lab_run(
+        tmp_path,
+        *["--models", "gunicorn-asyncio", "--mode", "open", "--rates", "20,40"],
+        *["--max-outstanding", "30", "--duration", "2", "--warmup", "0", "--delay-ms", "50"],
+        timeout_s=120,
     )
-    assert done.returncode == 0, done.stderr
-    (run,) = tmp_path.iterdir()
     steps = read_jsonl(run / "steps.jsonl")
     assert [(s["mode"], s["users"], s["max_outstanding"], s["rate_rps"]) for s in steps] == [
         ("open", None, 30, 20.0),
