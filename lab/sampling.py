@@ -29,6 +29,7 @@ class TreeMeter:
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
         self.cpu_seen: dict[int, float] = {}
+        self.cpu_s = 0.0  # CPU seconds of the tree counted since the first sample
         self.last_wall = time.monotonic()
         self.sample()
 
@@ -54,6 +55,7 @@ class TreeMeter:
         now = time.monotonic()
         wall, self.last_wall = now - self.last_wall, now
         self.cpu_seen = seen
+        self.cpu_s += cpu_delta
         return round(100 * cpu_delta / max(wall, 1e-9), 1), round(rss / MB, 1)
 
 

@@ -3,6 +3,8 @@
 Why: in a container the server must be the main process (so signals, `init: true` and healthchecks
 reach it), and its command line must be the one the native sweep uses, not a hand-typed copy that
 drifts. This command renders the registry's argv template and replaces itself with the server.
+With `--meter-port`, a meter (`lab.meter`) serves the server's CPU and RSS on that port, for the
+web UI's lab page, which has no Docker socket to ask.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import click
 
 from lab.errors import LabError
+from lab.meter import detach
 from lab.models import Knobs, load_registry, parse_knobs, server_env
 
 DEFAULT_UPSTREAM_URL = "http://upstream:8080"
@@ -51,6 +54,12 @@ def serve_argv(
 )
 @click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
+    "--meter-port",
+    default=0,
+    type=click.IntRange(0, 65535),
+    help="Serve the server's CPU and RSS on this port (lab.meter); 0: no meter.",
+)
+@click.option(
     "--upstream-url",
     envvar="LAB_UPSTREAM_URL",
     default=DEFAULT_UPSTREAM_URL,
@@ -64,6 +73,7 @@ def serve(
     knobs: tuple[str, ...],
     max_concurrency: int,
     models_file: Path | None,
+    meter_port: int,
     upstream_url: str,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point)."""
@@ -74,6 +84,9 @@ def serve(
     except LabError as e:
         raise click.ClickException(str(e)) from None
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
+    if meter_port:
+        meter = ["--pid", str(os.getpid()), "--port", str(meter_port)]
+        detach([sys.executable, "-m", "lab.meter", *meter])
     os.execvpe(argv[0], argv, env)
 
 

@@ -8,6 +8,10 @@ lab's process meters and result format. It adds a "Lab" tab to locust's UI and a
 per-model throughput against the ideal (users / delay), p50/p99 from HdrHistograms, server CPU and
 RSS, the upstream's in-flight count, live flags, and a button that saves the run as a result
 directory. Headless runs with --lab-out save the same directory when locust quits.
+
+As a master (Compose), the page rolls its workers once a second: each answers with its requests
+per model (`loadgen.fanout.ModelsReport`), which go into the same recorder, and with its CPU, so
+`client_saturated` watches the busiest generator process, not the idle master.
 """
 
 from __future__ import annotations
@@ -27,15 +31,22 @@ import psutil
 from flask import Blueprint, Response, jsonify, render_template, request
 from locust import events
 from locust.env import Environment
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from lab import preflight, procstats
+from lab.errors import LabError
 from lab.liveflags import Live, flags
 from lab.uisave import UiRun, save_run
+from loadgen import fanout
 from loadgen.live import LiveRecorder
 from loadgen.runparams import RunParams, request_for
 
 UPSTREAM_ENV = "LAB_UPSTREAM_URL"
+HOST_RESULTS_ENV = "LAB_HOST_RESULTS"  # Compose: where --lab-out is mounted from, on the host
+SAVE_HINT = (
+    "The results directory must be writable by locust (under Compose: export LAB_UID=$(id -u) "
+    "LAB_GID=$(id -g) before docker compose up, or make ./results writable for uid 10001)"
+)
 log = logging.getLogger("concurrency-lab")
 
 
@@ -45,12 +56,14 @@ class LabPage:
     def __init__(self, environment: Environment) -> None:
         self.env = environment
         self.recorder = LiveRecorder(Path(tempfile.mkdtemp(prefix="lab-ui-")), time.monotonic)
-        names = [c.__name__ for c in environment.user_classes]
-        self.meters = procstats.meters(names)
+        targets = {c.__name__: c.host or "" for c in environment.user_classes}
+        self.meters = procstats.meters(targets)
         self.samples: dict[str, tuple[float, float]] = {}
         self.client = psutil.Process()
         self.client.cpu_percent()
-        self.client_cpu = 0.0
+        self.client_cpu = 0.0  # the busiest locust process: this one or a worker
+        self.worker_cpu: dict[str, float] = {}  # worker -> CPU% in its latest report
+        self.rolls = 0
         self.upstream_url = os.environ.get(UPSTREAM_ENV, "http://upstream:8080")
         self.upstream: dict[str, float] = {}
         self.saved: list[str] = []
@@ -66,13 +79,23 @@ class LabPage:
                 self.samples[model] = meter.sample()
             except Exception:  # the server is gone: show nothing rather than stop the page
                 self.samples.pop(model, None)
-        self.client_cpu = self.client.cpu_percent()
+        self.client_cpu = max([self.client.cpu_percent(), *self.worker_cpu.values()])
+        self.worker_cpu = {}
         try:
             _, raw, _ = preflight.get(self.upstream_url, "/stats", timeout_s=1.0)
             self.upstream = json.loads(raw)
         except (OSError, ValueError):
             self.upstream = {}
         self.recorder.roll(self._extra)
+        if isinstance(self.env.runner, MasterRunner):  # their answers go into the next roll
+            self.rolls += 1
+            self.env.runner.send_message(fanout.ROLL, {"seq": self.rolls})
+
+    def on_worker_report(self, msg: Any, **_: Any) -> None:
+        report = fanout.ModelsReport.from_data(msg.data)
+        for model, interval in report.intervals().items():
+            self.recorder.intervals.add(model, interval)
+        self.worker_cpu[str(msg.node_id)] = report.cpu_pct
 
     def _extra(self, model: str) -> dict[str, float]:
         cpu, rss = self.samples.get(model, (-1.0, 0.0))
@@ -85,12 +108,17 @@ class LabPage:
 
     def users(self) -> dict[str, int]:
         runner = self.env.runner
+        if isinstance(runner, MasterRunner):  # the workers run the users
+            return dict(runner.reported_user_classes_count)
         return dict(runner.user_classes_count) if runner is not None else {}
 
     def rows(self) -> list[dict[str, Any]]:
+        """One row per model offered (before a start) or chosen (after one) in the picker."""
         delay_s = self.params.mean_delay_s
+        counts = self.users()
         out = []
-        for model, users in sorted(self.users().items()):
+        for model in sorted(c.__name__ for c in self.env.user_classes):
+            users = counts.get(model, 0)
             live = self.recorder.live(model)
             ideal = round(users / delay_s, 1) if delay_s else 0.0
             cpu, rss = self.samples.get(model, (None, None))
@@ -145,7 +173,13 @@ def blueprint(page: LabPage, out: Path) -> Blueprint:
     def save() -> Response:
         if not any(page.recorder.done) and not page.recorder.snapshot():
             return jsonify({"ok": False, "message": "nothing measured yet: start a swarm first"})
-        return jsonify({"ok": True, "path": str(page.save(out))})
+        try:
+            saved = page.save(out)
+        except (LabError, OSError) as e:
+            return jsonify({"ok": False, "message": f"not saved: {e}. {SAVE_HINT}"})
+        host_dir = os.environ.get(HOST_RESULTS_ENV, "")
+        host_path = str(Path(host_dir) / saved.name) if host_dir else ""
+        return jsonify({"ok": True, "path": str(saved), "host_path": host_path})
 
     return bp
 
@@ -200,6 +234,8 @@ def _init(environment: Environment, **_: Any) -> None:
         return
     page = _page = LabPage(environment)
     environment.events.request.add_listener(page.recorder.on_request)
+    if isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(fanout.MODELS_INTERVAL, page.on_worker_report)
     gevent.spawn(_ticker, page)
     web_ui, options = environment.web_ui, environment.parsed_options
     if web_ui is not None and web_ui.app is not None and options is not None:

@@ -5,6 +5,9 @@ the lab only adds three custom messages on it. The master sends the step (`START
 users, then asks for one interval (`ROLL`) every second; each worker answers (`INTERVAL`) with
 the HdrHistogram of what it measured since its last answer, so the master never merges
 percentiles, only counts (exact), and no request is counted twice or lost between intervals.
+
+The web UI's lab page uses the same roll with locust's own workers (Compose): each answers
+(`MODELS_INTERVAL`) with one interval per model, since one UI run loads several models at once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from loadgen.recording import Interval
 START = "lab_start"  # master -> workers: the step's Start, as JSON
 ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
 INTERVAL = "lab_interval"  # worker -> master: a Report
+MODELS_INTERVAL = "lab_models_interval"  # web-UI worker -> master: a ModelsReport
 REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
 
 
@@ -52,3 +56,33 @@ class Report:
 
     def interval(self) -> Interval:
         return Interval(hist.decode(self.encoded), self.requests, Counter(self.errors))
+
+
+@dataclass(frozen=True)
+class ModelsReport:
+    """A web-UI worker's answer to a roll: each model's interval and the worker's CPU."""
+
+    seq: int
+    cpu_pct: float  # since its previous report, 100 = one core
+    models: dict[str, dict[str, Any]]  # model -> {"encoded", "requests", "errors"}
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> ModelsReport:
+        return cls(**data)
+
+    @classmethod
+    def of(cls, seq: int, intervals: dict[str, Interval], cpu_pct: float) -> ModelsReport:
+        models = {
+            m: {"encoded": hist.encode(i.hist), "requests": i.requests, "errors": dict(i.errors)}
+            for m, i in intervals.items()
+        }
+        return cls(seq, cpu_pct, models)
+
+    def intervals(self) -> dict[str, Interval]:
+        return {
+            model: Interval(hist.decode(m["encoded"]), int(m["requests"]), Counter(m["errors"]))
+            for model, m in self.models.items()
+        }

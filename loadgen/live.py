@@ -5,6 +5,10 @@ and the saved result need the lab's figures (full HdrHistograms, classified erro
 A *segment* is the stretch between two moments the user count settles (locust's
 `spawning_complete`) or the test stops: its per-model figures become one step of a result, with
 the ramp-up excluded, and its seconds are written to an `.hlog` as they pass.
+
+Distributed (Compose: a master and workers), the requests happen on the workers: each keeps its
+own `ModelIntervals` and answers the master's once-a-second roll with them (`loadgen.fanout`);
+the master adds them to its recorder, so its figures merge counts, never percentiles.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from hdrh.histogram import HdrHistogram
 
 from loadgen import hist
 from loadgen.errors import classify
+from loadgen.recording import Interval
 from loadgen.users import model_of
 
 LIVE_WINDOW_S = 5  # the lab page's figures are over the last seconds, like locust's current rps
@@ -54,21 +59,11 @@ class Segment:
     timeseries: dict[str, list[float]]
 
 
-class LiveRecorder:
-    """Listens to locust's request event; `roll()` once a second closes the current interval."""
+class ModelIntervals:
+    """The running second's Interval per model, fed by locust's request event or by workers."""
 
-    def __init__(self, work_dir: Path, clock: Callable[[], float]) -> None:
-        self.work_dir = work_dir
-        self.clock = clock
-        self.interval: dict[str, HdrHistogram] = {}
-        self.interval_errors: dict[str, Counter[str]] = {}
-        self.window: dict[str, deque[tuple[HdrHistogram, int, float]]] = {}
-        self.tracks: dict[str, Track] = {}
-        self.segment_start = 0.0
-        self.segment_started_at = ""
-        self.last_roll = clock()
-        self.done: list[Segment] = []
-        self.counter = 0  # numbers the hlog files of successive segments
+    def __init__(self) -> None:
+        self.current: dict[str, Interval] = {}
 
     def on_request(
         self,
@@ -78,48 +73,72 @@ class LiveRecorder:
         exception: BaseException | None = None,
         **_: Any,
     ) -> None:
-        model = model_of(name)
         status = getattr(response, "status_code", 0) or 0
         kind = classify(exception, status, None, None)
+        interval = self.current.setdefault(model_of(name), Interval())
+        interval.requests += 1
         if kind is None:
-            hist.record_ms(self.interval.setdefault(model, hist.new_histogram()), response_time)
+            hist.record_ms(interval.hist, response_time)
         else:
-            self.interval_errors.setdefault(model, Counter())[kind] += 1
+            interval.errors[kind] += 1
+
+    def add(self, model: str, part: Interval) -> None:
+        """Count another process's interval (a worker's) into this second's."""
+        interval = self.current.setdefault(model, Interval())
+        interval.hist.add(part.hist)
+        interval.requests += part.requests
+        interval.errors.update(part.errors)
+
+    def take(self) -> dict[str, Interval]:
+        """End the running second: its Interval per model."""
+        done, self.current = self.current, {}
+        return done
+
+
+class LiveRecorder:
+    """Listens to locust's request event; `roll()` once a second closes the current interval."""
+
+    def __init__(self, work_dir: Path, clock: Callable[[], float]) -> None:
+        self.work_dir = work_dir
+        self.clock = clock
+        self.intervals = ModelIntervals()
+        self.on_request = self.intervals.on_request
+        self.window: dict[str, deque[tuple[HdrHistogram, int, float]]] = {}
+        self.tracks: dict[str, Track] = {}
+        self.segment_start = 0.0
+        self.segment_started_at = ""
+        self.last_roll = clock()
+        self.done: list[Segment] = []
+        self.counter = 0  # numbers the hlog files of successive segments
 
     def roll(self, extra: Callable[[str], dict[str, float]]) -> None:
         """Close one interval per model: into the live window and the running segment."""
         now = self.clock()
         span = max(now - self.last_roll, 1e-9)
-        models = set(self.interval) | set(self.interval_errors) | set(self.tracks)
-        for model in models:
-            done = self.interval.pop(model, None) or hist.new_histogram()
-            errors = self.interval_errors.pop(model, Counter())
+        intervals = self.intervals.take()
+        for model in set(intervals) | set(self.tracks):
+            done = intervals.get(model) or Interval()
+            errors = sum(done.errors.values())
             window = self.window.setdefault(model, deque(maxlen=LIVE_WINDOW_S))
-            window.append((done, sum(errors.values()), span))
+            window.append((done.hist, errors, span))
             if (track := self.tracks.get(model)) is not None:
-                self._into(track, done, errors, now, span, extra(model))
+                self._into(track, done, now, span, extra(model))
         self.last_roll = now
 
     def _into(
-        self,
-        track: Track,
-        done: HdrHistogram,
-        errors: Counter[str],
-        now: float,
-        span: float,
-        extra: dict[str, float],
+        self, track: Track, done: Interval, now: float, span: float, extra: dict[str, float]
     ) -> None:
         start = self.last_roll - self.segment_start
-        track.hlog.write(max(start, 0.0), now - self.segment_start, done)
-        track.whole.add(done)
-        track.requests += done.get_total_count() + sum(errors.values())
-        track.errors.update(errors)
-        summary = hist.summary_ms(done)
+        track.hlog.write(max(start, 0.0), now - self.segment_start, done.hist)
+        track.whole.add(done.hist)
+        track.requests += done.requests
+        track.errors.update(done.errors)
+        summary = hist.summary_ms(done.hist)
         track.ticks.append(
             {
                 "t": round(now - self.segment_start, 2),
-                "rps": round(done.get_total_count() / span, 1),
-                "errors": sum(errors.values()),
+                "rps": round(done.hist.get_total_count() / span, 1),
+                "errors": sum(done.errors.values()),
                 "p50_ms": summary["p50"],
                 "p99_ms": summary["p99"],
                 **extra,

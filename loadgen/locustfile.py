@@ -5,7 +5,9 @@ a headless run names models as user classes, and request names carry the model (
 /io`), so the statistics table has one row per model. At start-up the master (or a local runner)
 asks every target's /health and keeps only models that answer: the picker offers and preselects
 exactly what runs (Compose baselines appear when their profile is up). The run parameters (delay,
-distribution, route, user split) are custom arguments shown in the start form.
+distribution, route, user split) are custom arguments shown in the start form. On a worker, each
+model's requests are kept per second and sent to the master when it rolls (the lab page's
+figures, `loadgen.fanout`), since the master itself makes no requests.
 
 Environment:
   LAB_TARGETS    model=URL,... (default: every model of servers/models.toml at http://MODEL:8000,
@@ -27,7 +29,9 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from loadgen import runparams
+from loadgen import fanout, runparams
+from loadgen.live import ModelIntervals
+from loadgen.recording import CpuMeter
 from loadgen.users import ModelUser, Request, model_user
 
 MODELS_TOML = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
@@ -95,6 +99,7 @@ def _only_what_runs(environment: Environment, **_: Any) -> None:
     take the master's choice)."""
     Plan.environment = environment
     if isinstance(environment.runner, WorkerRunner):
+        _report_to_master(environment.runner)
         return
     names = [c.__name__ for c in environment.user_classes]
     answers = gevent.pool.Pool(16).map(lambda n: healthy(USER_CLASSES[n].host or ""), names)
@@ -104,6 +109,18 @@ def _only_what_runs(environment: Environment, **_: Any) -> None:
     environment.user_classes = [USER_CLASSES[n] for n in up]
     if environment.available_user_classes is not None:
         environment.available_user_classes = {n: USER_CLASSES[n] for n in up}  # type: ignore[misc]  # locust annotates classes as instances
+
+
+def _report_to_master(runner: WorkerRunner) -> None:
+    """Answer each roll of the master's lab page with every model's interval since the last."""
+    intervals, cpu = ModelIntervals(), CpuMeter()
+    runner.environment.events.request.add_listener(intervals.on_request)
+
+    def on_roll(msg: Any, **_: Any) -> None:
+        report = fanout.ModelsReport.of(int(msg.data["seq"]), intervals.take(), cpu.lap())
+        runner.send_message(fanout.MODELS_INTERVAL, report.to_data())
+
+    runner.register_message(fanout.ROLL, on_roll)
 
 
 @events.test_start.add_listener

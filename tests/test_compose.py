@@ -3,8 +3,9 @@
 The static checks need only a Compose tool. The smoke run needs a Docker Engine and the lab image
 (docker/build-image.sh) and is opt-in with LAB_DOCKER_TESTS=1, which docker/ci-smoke.sh sets after
 building the image: it brings the stack up under its own project name on free loopback ports,
-checks health, bodies, the locust UI and a headless locust run per model, inspects the hardening,
-and checks that `down` leaves nothing behind.
+checks health, bodies, the locust UI and a headless locust run per model, drives the web UI and
+its lab page in a real browser (tests/uibrowser.py) and saves a run to the host, inspects the
+hardening, and checks that `down` leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import uibrowser
 import yaml
 from docker_env import IMAGE, compose_tool, docker_skip_reason
+from uibrowser import needs_chromium
 
 from lab.procs import free_port
 from lab.tuning import read_nofile, read_sysctls
@@ -155,6 +158,7 @@ class Stack:
     project: str
     ports: dict[str, int]
     up_seconds: float
+    results: Path  # LAB_RESULTS_DIR: where the lab page saves runs, on this host
 
     def containers(self) -> list[dict]:
         ids = project_ids(self.project)
@@ -184,17 +188,19 @@ def wait_healthy(project: str, deadline: float) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     project = f"labsmoke{os.getpid()}"
     ports = {service: free_port() for service in PORT_VARS}
+    results = tmp_path_factory.mktemp("compose-results")
+    results.chmod(0o777)  # locust runs as uid 10001, not as the test's user
     env = {PORT_VARS[s]: str(p) for s, p in ports.items()}
-    env.update(LAB_IMAGE=IMAGE, LAB_DELAY_MS="50")
+    env.update(LAB_IMAGE=IMAGE, LAB_DELAY_MS="50", LAB_RESULTS_DIR=str(results))
     start = time.monotonic()
     try:
         up = compose("up", "-d", project=project, env=env, timeout=HEALTHY_WITHIN_S + 30)
         pending = wait_healthy(project, start + HEALTHY_WITHIN_S)
         assert up.returncode == 0 and not pending, f"up: {up.stderr[-2000:]}\nunhealthy: {pending}"
-        yield Stack(project, ports, time.monotonic() - start)
+        yield Stack(project, ports, time.monotonic() - start, results)
     finally:
         compose("down", "-v", "--remove-orphans", "-t", "5", project=project, env=env)
 
@@ -262,6 +268,24 @@ def test_headless_locust_run_from_the_locust_container(stack: Stack, model: str)
     stats = json.loads(done.stdout)
     assert sum(s["num_requests"] for s in stats) > 0
     assert sum(s["num_failures"] for s in stats) == 0
+
+
+@needs_docker
+@needs_chromium
+def test_browser_compares_two_models_and_saves_a_run_to_the_host(stack: Stack) -> None:
+    """The issue's walk-through against `docker compose up`: the lab page's figures come from the
+    locust worker (forwarded to the master) and each container's meter (no Docker socket)."""
+    url = f"http://127.0.0.1:{stack.ports['locust']}"
+    w = uibrowser.Walk(url, ("uwsgi-gevent", "gunicorn-asyncio"), 20, 50, label="compose")
+    seen = uibrowser.walk(w)
+    uibrowser.check_figures(seen, w, metered=True)
+    saved = Path(seen.saved_on_host)
+    assert Path(seen.saved).parent == Path("/app/results") and saved.parent == stack.results
+    text = uibrowser.report(saved)
+    assert all(model in text for model in w.models)
+    steps = [json.loads(line) for line in (saved / "steps.jsonl").read_text().splitlines()]
+    assert sorted(s["model"] for s in steps) == sorted(w.models)
+    assert all(s["ok"] > 0 and s["server_cpu_pct"] > 0 for s in steps), steps
 
 
 @needs_docker

@@ -94,3 +94,25 @@ def test_bad_generator_options_fail_cleanly(args, needle, tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 2, output
     assert needle in output and "Traceback" not in output
+
+
+def test_a_models_report_carries_each_models_interval_exactly() -> None:
+    """What a web-UI worker sends per roll arrives as the same counts, and adding two workers'
+    intervals to the master's second gives the sum of their counts (never merged percentiles)."""
+    from loadgen.fanout import ModelsReport
+    from loadgen.live import ModelIntervals
+
+    worker = ModelIntervals()
+    for ms in (50.0, 51.0, 120.0):
+        worker.on_request("uwsgi-gevent /io", ms)
+    worker.on_request("uwsgi-threads /io", 10.0, exception=ConnectionRefusedError())
+    report = ModelsReport.from_data(ModelsReport.of(7, worker.take(), 12.5).to_data())
+    assert worker.take() == {}  # taken: the next roll starts from nothing
+    master = ModelIntervals()
+    for _ in range(2):  # two workers' identical reports
+        for model, interval in report.intervals().items():
+            master.add(model, interval)
+    got = master.take()
+    assert got["uwsgi-gevent"].hist.get_total_count() == 6 and got["uwsgi-gevent"].requests == 6
+    assert got["uwsgi-threads"].requests == 2 and sum(got["uwsgi-threads"].errors.values()) == 2
+    assert got["uwsgi-gevent"].hist.get_value_at_percentile(100) >= 120_000  # µs

@@ -1,0 +1,90 @@
+"""`lab serve --meter-port`: a real server with its meter beside it, read as the lab page reads it.
+
+The meter is how the lab page under Compose sees each container's server CPU and RSS without a
+Docker socket; here the same command runs natively, so the test needs no Docker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lab import procs
+from lab.procstats import RemoteMeter, meters
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"lab serve exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {timeout_s} s")
+
+
+@pytest.fixture()
+def served(upstream) -> Iterator[tuple[subprocess.Popen[bytes], str, int]]:  # noqa: ANN001
+    """`lab serve gunicorn-gevent` with a meter; killed afterwards."""
+    port, meter_port = procs.free_port(), procs.free_port()
+    argv = [
+        *(sys.executable, "-m", "lab.serve", "gunicorn-gevent"),
+        *("--host", "127.0.0.1", "--port", str(port), "--meter-port", str(meter_port)),
+        *("--knob", "workers=20", "--upstream-url", upstream.url),
+    ]
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(url + "/health", proc)
+        yield proc, url, meter_port
+    finally:
+        procs.stop_group(proc.pid, 10, proc.wait)
+        proc.wait(timeout=30)
+
+
+def test_meter_reads_the_servers_cpu_and_rss_from_outside_its_tree(served) -> None:  # noqa: ANN001
+    proc, url, meter_port = served
+    meter_url = f"http://127.0.0.1:{meter_port}/"
+    _wait(meter_url, proc)
+    meter = RemoteMeter(meter_url)
+    with ThreadPoolExecutor(8) as pool:  # some load, so the server spends CPU
+        list(pool.map(lambda _: urllib.request.urlopen(url + "/io?delay_ms=5").read(), range(200)))
+    cpu_pct, rss_mb = meter.sample()
+    assert cpu_pct > 0 and rss_mb > 10
+    server_tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))}
+    meter_pids = [p.pid for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
+    assert meter_pids and not set(meter_pids) & server_tree  # its own use is never counted
+
+
+def test_lab_page_finds_the_meter_from_the_models_url(served, monkeypatch) -> None:  # noqa: ANN001
+    _, url, meter_port = served
+    monkeypatch.setenv("LAB_METER_PORT", str(meter_port))
+    found = meters({"gunicorn-gevent": url, "uwsgi-gevent": "http://[::1]:1"})
+    assert list(found) == ["gunicorn-gevent"]  # a model without a meter shows no figures
+    assert found["gunicorn-gevent"].sample()[1] > 10
+
+
+def test_meter_exits_when_the_server_is_gone(served) -> None:  # noqa: ANN001
+    proc, _, meter_port = served
+    _wait(f"http://127.0.0.1:{meter_port}/", proc)
+    (meter,) = [p for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
+    procs.stop_group(proc.pid, 10, proc.wait)
+    proc.wait(timeout=30)
+    meter.wait(timeout=10)  # psutil raises TimeoutExpired if it is still running
+
+
+def _is_meter(p: psutil.Process, port: int) -> bool:
+    cmdline = p.info["cmdline"] or []
+    return "lab.meter" in cmdline and str(port) in cmdline
