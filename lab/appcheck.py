@@ -22,7 +22,7 @@ from lab import preflight, procs
 from lab.backend import CpuLayout, NativeBackend
 from lab.errors import LabError
 from lab.models import Knobs, Model
-from lab.preflight import Probe
+from lab.preflight import Preflight, Probe
 from lab.userapp import UserApp, fit
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
@@ -63,6 +63,13 @@ class ModelCheck:
     hint: str = ""
     error: str = ""  # the server did not start, or the app failed
 
+    def preflight(self) -> Preflight:
+        """This check as the sweep's preflight record: the app's answers and its probe."""
+        verify = {path: asdict(a) for path, a in self.answers.items()}
+        message = f"serialized: likely {self.hint}" if self.serialized else ""
+        probes = [self.probe] if self.probe else []
+        return Preflight(self.model, not self.error, self.serialized, verify, probes, message)
+
 
 @dataclass(frozen=True)
 class AppCheck:
@@ -85,6 +92,11 @@ class AppCheck:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
+
+    def solo_ms(self) -> float:
+        """The probe route's time with nothing else running: the fastest model's single request
+        (d in the ideal c / d); 0 when no model could be probed (no ideal then)."""
+        return round(min((m.probe.delay_ms for m in self.models if m.probe), default=0.0), 1)
 
 
 def fetch(base_url: str, path: str, timeout_s: float = 30.0) -> Answer:

@@ -7,6 +7,7 @@ import json
 import shlex
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,10 @@ from lab.errors import LabError, Refused
 from lab.models import Knobs, Model, Registry, knob_notes, load_registry, parse_knobs
 from lab.options import ensure_writable, results_dir_option
 from lab.plan import Plan, plan_run, resolve_knobs
+from lab.preflight import Preflight
 from lab.progress import ConsoleProgress
 from lab.rundir import RunDir
-from lab.scenario import ROUTES, Scenario, builtin_names, load_scenario, override
+from lab.scenario import ROUTES, AppSpec, Scenario, builtin_names, load_scenario, override
 from lab.serve import serve
 from lab.sweep import Sweep
 from lab.ui import ui
@@ -223,7 +225,7 @@ SCENARIO_OPTIONS = {
     "app_target",
     metavar="MODULE:ATTR",
     help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
-    "serve it (answers compared, concurrency probed).",
+    "serve it (answers compared, concurrency probed), then swept on --probe-path.",
 )
 @click.option(
     "--app-dir",
@@ -237,7 +239,16 @@ SCENARIO_OPTIONS = {
     metavar="/ROUTE",
     help="A route of --app to request (repeatable; the first also proves a server is up).",
 )
-@click.option("--probe-path", metavar="/ROUTE", help="--app route to probe [default: last --path].")
+@click.option(
+    "--probe-path",
+    metavar="/ROUTE",
+    help="--app route to probe, then load in the sweep [default: last --path].",
+)
+@click.option(
+    "--check-only",
+    is_flag=True,
+    help="With --app: check and probe the app under every model, then stop (no sweep).",
+)
 @click.option(
     "--generators",
     type=click.IntRange(min=0),
@@ -273,13 +284,13 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         pin_cpus=False if opts["no_pin"] else None,
     )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
-    if opts["app_target"]:
-        return check_user_app(opts, registry, scenario)
-    chosen = availability.with_python(registry.pick(list(scenario.models)), opts["python"])
-    if opts["backend"] == "native":  # the docker backend runs the image's own servers
-        chosen = availability.usable(chosen, lambda line: console.print(f"[yellow]{line}[/]"))
-    elif any(m.python for m in chosen):
-        raise LabError("--python and a model's python field work with --backend native only")
+    checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
+    if checked is None and opts["app_target"]:
+        return  # --check-only
+    if checked is not None:
+        scenario, chosen = checked.scenario, list(checked.models)
+    else:
+        chosen = models_to_run(opts, registry, scenario)
     check_before_start(opts, scenario, chosen, registry.knobs)
     plan = plan_run(
         scenario,
@@ -288,6 +299,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         opts["out"],
         command_line_knobs=opts["knobs"],
         run_dir=opts["resume"],
+        new_run=checked.run if checked else None,
+        preflights=checked.preflights if checked else {},
         allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts),
@@ -363,31 +376,61 @@ def check_before_start(
         ensure_writable(opts["out"], "--out")
 
 
-def check_user_app(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> None:
-    """`lab run --app`: verify and probe the user's app under every model that can serve it."""
+def models_to_run(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> list[Model]:
+    """The scenario's models, each under its interpreter; on the native backend, the installed
+    ones (the others are skipped with the reason)."""
+    chosen = availability.with_python(registry.pick(list(scenario.models)), opts["python"])
+    if opts["backend"] == "native":  # the docker backend runs the image's own servers
+        return availability.usable(chosen, lambda line: console.print(f"[yellow]{line}[/]"))
+    if any(m.python for m in chosen):
+        raise LabError("--python and a model's python field work with --backend native only")
+    return chosen
+
+
+@dataclass(frozen=True)
+class CheckedApp:
+    """A user's app that passed `lab.appcheck`: what the sweep then loads, and its evidence."""
+
+    scenario: Scenario  # route "app": the load path, d = the route's time alone
+    models: tuple[Model, ...]  # each serving the user's app
+    preflights: dict[str, Preflight]
+    run: RunDir  # holds appcheck.json; the sweep continues in it
+
+
+def check_user_app(
+    opts: dict[str, Any], registry: Registry, scenario: Scenario
+) -> CheckedApp | None:
+    """`lab run --app`: verify and probe the user's app under every model that can serve it;
+    refuse it if they differ or fail. None with --check-only, else what to sweep."""
     paths = list(opts["app_paths"])
     if not paths or not all(p.startswith("/") for p in paths):
         raise LabError("--app needs at least one --path /ROUTE (each starting with /)")
+    if opts["backend"] != "native" or opts["resume"]:
+        raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
     app = userapp.inspect_app(opts["app_target"], opts["app_dir"])
     names = opts["models"] or [m.name for m in registry.models.values() if m.app == app.kind]
     models = registry.pick(list(names))
     for model in models:
         model.check_installed(registry.knobs.resolve(1))
     knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
-    run_dir = RunDir.create(opts["out"], "app").path
+    run = RunDir.create(opts["out"], "app")
     probe_path = opts["probe_path"] or paths[-1]
     with (
         stop_signals(),
-        dbrun.serving("", run_dir, opts["db_urls"], opts["db_driver"], opts["allow_remote"]),
+        dbrun.serving("", run.path, opts["db_urls"], opts["db_driver"], opts["allow_remote"]),
     ):
-        result = appcheck.run(app, models, knobs, paths, probe_path, run_dir)
-    out = Console()
+        result = appcheck.run(app, models, knobs, paths, probe_path, run.path)
     for table in appcheck.render(result):
-        out.print(table)
-    problems = result.problems()
-    console.print(f"written: {run_dir / 'appcheck.json'}")
-    if problems:
+        Console().print(table)
+    console.print(f"written: {run.path / 'appcheck.json'}")
+    if problems := result.problems():
         raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
+    if opts["check_only"]:
+        return None
+    spec = AppSpec(app.target, app.kind, tuple(paths), probe_path, result.solo_ms())
+    fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
+    checks = {m.model: m.preflight() for m in result.models}
+    return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)
 
 
 # The options that define what a run measures: recorded in the manifest, reused by --resume.
@@ -427,13 +470,15 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
         from lab.docker_backend import DockerBackend  # needs the Docker SDK and an engine
 
         return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
-    return NativeBackend(
+    backend = NativeBackend(
         plan.run_dir,
         layout,
         host=scenario.host,
         ready_timeout_s=scenario.start_timeout_s,
         interpreters=availability.describe(list(plan.models)),
     )
+    backend.ready_path = scenario.health_path
+    return backend
 
 
 def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
@@ -465,6 +510,8 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
         run.rows("preflight.jsonl")
     except LabError as e:
         raise LabError(f"--resume: {e}") from None
+    if "app" in manifest.get("scenario", {}):
+        raise LabError(f"--resume {run_dir}: a run of --app cannot be resumed; run it again")
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
     if owner is not None and owner.is_running():
         raise Refused(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")

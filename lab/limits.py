@@ -132,7 +132,21 @@ def assess(record: StepRecord, cap: Capacity) -> Assessment:
     capped = _cap(record, cap) if record.ok else None  # a fact, whatever else limits the step
     raised = capped[1] if capped else []
     limit = _fault(record) or _resource(record, cap) or (capped[0] if capped else None)
-    return Assessment(limit or _rest(record, cap), tuple(raised), cost(record, cap))
+    limit = limit or _serialized(record, cap) or _rest(record, cap)
+    return Assessment(limit, tuple(raised), cost(record, cap))
+
+
+def _serialized(r: StepRecord, cap: Capacity) -> Limit | None:
+    """A model the probe caught running requests one at a time, below the ideal: its cap is 1
+    request per process, whatever its knobs say (the in-flight count may be unknown)."""
+    ideal = ideal_rps(r, cap.delay_ms)
+    if "serialized" not in r.flags or math.isnan(ideal) or r.throughput_rps >= TRACKS_IDEAL * ideal:
+        return None
+    return Limit(
+        "concurrency_cap",
+        f"serialized: requests run one at a time (see the flag's evidence), "
+        f"{r.throughput_rps / ideal:.0%} of the ideal {ideal:g} req/s",
+    )
 
 
 def cost(r: StepRecord, cap: Capacity) -> Cost:
@@ -208,7 +222,7 @@ def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | 
         "ceiling": inflight,
         "offered": round(offered, 1),
         "queueing": f"~{1 - inflight / offered:.0%} of requests wait; p50 {p50:.0f} ms "
-        f"against a {cap.delay_ms:g} ms upstream",
+        f"against d = {cap.delay_ms:g} ms",
         "knobs": cap.knob,
     }
     where = f"{inflight} requests in flight of {offered:g} offered"
@@ -239,8 +253,8 @@ def _rest(r: StepRecord, cap: Capacity) -> Limit:
     return Limit(
         "none",
         f"throughput {share:.0%} of the ideal with no resource saturated (server CPU "
-        f"{r.server_cpu_pct:.0f}% of {_cores(cap.cores)}): p50 {p50:.0f} ms against a "
-        f"{cap.delay_ms:g} ms upstream is overhead per request, not a limit",
+        f"{r.server_cpu_pct:.0f}% of {_cores(cap.cores)}): p50 {p50:.0f} ms against "
+        f"d = {cap.delay_ms:g} ms is overhead per request, not a limit",
     )
 
 

@@ -52,6 +52,7 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
             "models": [m.name for m in plan.models],
             "request_timeout_s": s.request_timeout_s,
             "probe_k": s.probe_k,
+            **({"app": vars(s.app)} if s.app else {}),
         },
         "knobs": vars(plan.knobs),
         "models": {

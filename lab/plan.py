@@ -8,6 +8,7 @@ from typing import Any
 
 from lab.generators import Generators
 from lab.models import Knobs, Model
+from lab.preflight import Preflight
 from lab.rundir import RunDir
 from lab.scenario import Scenario
 
@@ -22,6 +23,8 @@ class Plan:
     limits: dict[str, int] = field(default_factory=dict)  # open files needed and applied
     invocation: dict[str, Any] = field(default_factory=dict)  # the CLI options, for --resume
     generators: Generators = Generators()  # load-generator processes per step
+    preflights: dict[str, Preflight] = field(default_factory=dict)  # done before the run, by
+    # model (a user's app: by lab.appcheck); the sweep's own preflight is for the lab's app
 
     @property
     def run_dir(self) -> Path:
@@ -54,9 +57,11 @@ def plan_run(
     *,
     command_line_knobs: dict[str, Any] | None = None,
     run_dir: Path | None = None,
+    new_run: RunDir | None = None,
     **extra: Any,
 ) -> Plan:
-    """The run's plan; a new run directory under `out` unless an existing `run_dir` is resumed."""
+    """The run's plan; a new run directory under `out` (or `new_run`, made by a check before the
+    run) unless an existing `run_dir` is resumed."""
     knobs = resolve_knobs(defaults, scenario, command_line_knobs or {})
-    run = RunDir.existing(run_dir) if run_dir else RunDir.create(out, scenario.name)
+    run = RunDir.existing(run_dir) if run_dir else new_run or RunDir.create(out, scenario.name)
     return Plan(scenario, tuple(models), knobs, run, **extra)

@@ -56,6 +56,21 @@ class UpstreamSpec:
 
 
 @dataclass(frozen=True)
+class AppSpec:
+    """A user's own app under load (`lab run --app`), as `lab.appcheck` found it.
+
+    There is no upstream delay to compare with, so d in the ideal c / d is the load route's own
+    time with nothing else running (`solo_ms`, the fastest of the models' single requests).
+    """
+
+    target: str  # package.module:attribute
+    kind: str  # wsgi or asgi
+    paths: tuple[str, ...]  # the routes checked; the first proves a server is up
+    load_path: str  # the route every user requests (the probe route)
+    solo_ms: float
+
+
+@dataclass(frozen=True)
 class Point:
     """One point of a sweep: closed loop, `users` users; open loop, `rate_rps` with a cap."""
 
@@ -103,6 +118,7 @@ class Scenario:
     upstream_port: int = 0
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
     knobs: dict[str, Any] = field(default_factory=dict)
+    app: AppSpec | None = None  # set by `lab run --app`, never by a scenario file
 
     def points(self) -> list[Point]:
         if self.mode == "open":
@@ -116,9 +132,19 @@ class Scenario:
     @property
     def delay_ms(self) -> float:
         """d in the closed-loop ideal throughput c / d."""
+        if self.app is not None:
+            return self.app.solo_ms
         return 0.0 if self.route == "cpu" else self.upstream.delay_ms
 
+    @property
+    def health_path(self) -> str:
+        """What a server must answer 200 on to be up and not hung (a user's app has no /health:
+        its first route)."""
+        return self.app.paths[0] if self.app is not None else "/health"
+
     def path(self) -> str:
+        if self.app is not None:
+            return self.app.load_path
         match self.route:
             case "io":
                 return "/io"
@@ -160,7 +186,7 @@ class Scenario:
             in_range(self.max_outstanding, 1, LIMITS["level"], f"{where}: max_outstanding")
             if self.arrival not in ARRIVALS:
                 raise LabError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
-        if self.route not in ROUTES:
+        if self.route not in ROUTES and not (self.route == "app" and self.app):
             raise LabError(f"{where}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
         up = self.upstream
         if up.distribution not in DISTRIBUTIONS:

@@ -174,7 +174,7 @@ class StepRunner:
             settle_s=s.settle_s,
             duration_s=s.warmup_s if warmup else s.duration_s,
             timeout_s=s.request_timeout_s,
-            expected_body=expected_body(s.path()).decode(),
+            expected_body=None if s.app else expected_body(s.path()).decode(),
             users=point.users if point.rate_rps is None else 0,
             rate_rps=point.rate_rps,
             max_outstanding=point.users if point.rate_rps is not None else 0,
@@ -314,7 +314,8 @@ class StepRunner:
     ) -> StepRecord:
         measured = measured_from(outcome.done)
         upstream_down = any(r.flag == "upstream_down" for r in raised)
-        sampled = samplers.sampled(-1 if upstream_down else self.upstream.max_inflight())
+        unknown = upstream_down or self.s.app is not None  # a user app waits on its own
+        sampled = samplers.sampled(-1 if unknown else self.upstream.max_inflight())
         raised += _host_busy(measured, sampled) + _apparatus(measured, sampled)
         record = step_record(
             self.plan.run_id,
@@ -346,12 +347,13 @@ class StepRunner:
         capacity = model.capacity(self.plan.knobs)
         backlog = max(0, point.users - capacity)
         timeout_s = HEALTH_TIMEOUT_S + backlog / capacity * self.s.delay_ms / 1000
+        path = self.s.health_path
         try:
-            status, _, _ = preflight.get(server.url, "/health", timeout_s=timeout_s)
+            status, _, _ = preflight.get(server.url, path, timeout_s=timeout_s)
         except OSError as e:
-            problem = f"no answer to /health within {timeout_s:.0f} s ({e})"
+            problem = f"no answer to {path} within {timeout_s:.0f} s ({e})"
             return {"problem": problem, **server.evidence()}
-        return None if status == 200 else {"problem": f"/health answered {status}"}
+        return None if status == 200 else {"problem": f"{path} answered {status}"}
 
     def _record_partial(
         self, key: StepKey, point: Point, outcome: Outcome, samplers: Samplers, why: str

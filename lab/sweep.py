@@ -116,7 +116,7 @@ class Sweep:
         """Verify and probe, warm up, then measure each point until one is fatal."""
         assert self.runner is not None
         k = min(self.s.probe_k, model.capacity(self.plan.knobs))
-        check = preflight.run(
+        check = self.plan.preflights.get(model.name) or preflight.run(
             model.name,
             server.url,
             self.runner.upstream.url,

@@ -68,8 +68,23 @@ def step(
             "apparatus",
             None,
         ),
+        (  # a user's app: the upstream's in-flight count is unknown, the probe saw serialising
+            step(8, 20, inflight=-1, p50=400, raised=(Raised("serialized", "probe"),)),
+            "concurrency_cap",
+            None,
+        ),
+        (step(1, 20, inflight=-1, raised=(Raised("serialized", "probe"),)), "none", None),
     ],
-    ids=["tracks-ideal", "hidden-cap", "knob-cap", "cpu", "timeouts", "apparatus"],
+    ids=[
+        "tracks-ideal",
+        "hidden-cap",
+        "knob-cap",
+        "cpu",
+        "timeouts",
+        "apparatus",
+        "serialized",
+        "serialized-alone",
+    ],
 )
 def test_limit_and_cap_flags(record: StepRecord, limit: str, flag: str | None) -> None:
     assert record.limited_by == limit and limit in LIMITS and record.limit_reason

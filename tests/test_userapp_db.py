@@ -75,6 +75,7 @@ def run_check(app_dir: Path, out: Path, *args: str) -> tuple[int, str, dict]:
         "workers=4",
         "--levels",
         "4",
+        "--check-only",
         "--out",
         str(out),
         *args,
@@ -109,6 +110,42 @@ def test_unpatchable_blocking_call_serializes_gevent_models_only(
         assert m["serialized"] == (name in GEVENT), (name, m["probe"])
         if name in GEVENT:
             assert "gevent cannot patch" in m["hint"]
+
+
+def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    """Without --check-only the checked app is loaded like the lab's own: d is the load route's
+    time alone, the model that serialises it (a C sleep under gevent) carries `serialized` on
+    every step and is never best; the run directory holds the check and passes `lab report`."""
+    out = tmp_path / "out"
+    argv = lab_cli(
+        *("run", "--app", "demo_app:app", "--app-dir", str(app_dir)),
+        *("--path", "/hello", "--path", "/cwait", "--models", "uwsgi-threads,uwsgi-gevent"),
+        *("--knob", "workers=8", "--levels", "1,8", "--duration", "2", "--warmup", "0"),
+        *("--out", str(out)),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = out.iterdir()
+    assert (run_dir / "appcheck.json").exists()
+    scenario = json.loads((run_dir / "manifest.json").read_text())["scenario"]
+    assert scenario["route"] == "app" and scenario["path"] == "/cwait"
+    assert scenario["app"]["target"] == "demo_app:app" and 195 <= scenario["delay_ms"] < 400
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert sorted((s["model"], s["users"]) for s in steps) == [
+        ("uwsgi-gevent", 1),
+        ("uwsgi-gevent", 8),
+        ("uwsgi-threads", 1),
+        ("uwsgi-threads", 8),
+    ]
+    assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
+    threads8 = next(s for s in steps if s["model"] == "uwsgi-threads" and s["users"] == 8)
+    assert threads8["throughput_rps"] > 0.5 * 8 / (scenario["delay_ms"] / 1000), threads8
+    assert all("serialized" in s["flags"] for s in steps if s["model"] == "uwsgi-gevent")
+    assert not any("serialized" in s["flags"] for s in steps if s["model"] == "uwsgi-threads")
+    report = subprocess.run(lab_cli("report", str(run_dir)), capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
 
 
 @pytest.mark.parametrize(
