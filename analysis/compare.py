@@ -7,6 +7,9 @@ bootstrap of the per-second histograms for p99 (slow requests come in bursts, so
 single requests would overclaim). A step has few seconds, so "significant" there is a strong
 hint rather than proof. The basis columns say which was used. The values shown are
 always each run's point values (median throughput, merged-histogram p99).
+
+What limits each point (`limited_by`) is shown for both runs: a change in throughput that comes
+with a change of limit (`none -> server_cpu`) says why it changed, not only that it did.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def compare(a: Run, b: Run) -> pd.DataFrame:
             row[f"{metric}_ci_hi"] = change.hi / change.mean_a if change.mean_a else math.nan
             row[f"{metric}_significant"] = change.significant
             row[f"{metric}_basis"] = basis
+        row["limited_by_a"], row["limited_by_b"] = rec["limited_by_a"], rec["limited_by_b"]
         row["flags"] = ", ".join(sorted(set(rec["flags_a"]) | set(rec["flags_b"])))
         rows.append(row)
     return pd.DataFrame(rows)
@@ -98,6 +102,7 @@ HEADERS = (
     "p99 B",
     "p99 change [95% CI]",
     "basis",
+    "limited by",
     "flags",
 )
 
@@ -124,7 +129,7 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
         return
     out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in HEADERS:
-        left = header in ("model", "basis", "flags")
+        left = header in ("model", "basis", "limited by", "flags")
         out.add_column(header, justify="left" if left else "right", no_wrap=header != "flags")
     for r in frame.to_dict("records"):
         basis = {r["rps_basis"], r["p99_basis"]} - {"none"}
@@ -138,13 +143,22 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
             _num(r["p99_b"]),
             _change(r, "p99"),
             "/".join(sorted(basis)) or "-",
+            _limits(r["limited_by_a"], r["limited_by_b"]),
             r["flags"],
         )
     console.print(out)
     n = len(frame)
     rps_sig = int(frame["rps_significant"].sum())
     p99_sig = int(frame["p99_significant"].sum())
+    moved = int((frame["limited_by_a"] != frame["limited_by_b"]).sum())
     console.print(
         f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
-        "p99: their 95% interval of the change excludes zero."
+        f"p99: their 95% interval of the change excludes zero. {moved} of {n} changed what "
+        "limits them (A → B)."
     )
+
+
+def _limits(a: str, b: str) -> str:
+    """'server_cpu' when both runs agree, 'none → server_cpu' when the limit moved."""
+    a, b = a or "-", b or "-"
+    return a if a == b else f"[bold]{a} → {b}[/]"

@@ -7,7 +7,7 @@ a real sweep does, only with chosen values instead of measured ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ class FixtureStep:
     flags: tuple[str, ...] = ()
     mode: str = "closed"
     write_hlog: bool = True
+    limited_by: str = ""  # as lab.limits would have assessed it; "" = not assessed
 
     @property
     def seconds(self) -> int:
@@ -84,7 +85,8 @@ class FixtureStep:
         )
         raised = tuple(Raised(f, {"client_cpu_pct": self.client_cpu_pct}) for f in self.flags)
         histogram = RunDir.hlog_relpath(self.key) if self.write_hlog else ""
-        return step_record(RUN_ID, self.key, measured, sampled, raised, histogram=histogram)
+        record = step_record(RUN_ID, self.key, measured, sampled, raised, histogram=histogram)
+        return replace(record, limited_by=self.limited_by)
 
     def intervals(self) -> list[tuple[float, float, Any]]:
         out = []

@@ -225,13 +225,15 @@ def test_compare_same_run_and_a_real_change(two: Path, tmp_path: Path) -> None:
     same = compare(load(two), load(two))
     assert len(same) == 6 and not same["rps_significant"].any()
     faster = [
-        FixtureStep("a", 10, trial, (rps,) * 3, (110.0,)) for trial, rps in ((1, 180.0), (2, 181.0))
+        FixtureStep("a", 10, trial, (rps,) * 3, (110.0,), limited_by="server_cpu")
+        for trial, rps in ((1, 180.0), (2, 181.0))
     ]
     changed = compare(load(two), load(build_run(tmp_path / "b", faster)))
     assert len(changed) == 1
     row = changed.iloc[0]
     assert row["rps_change"] == pytest.approx(1.0, rel=0.01) and row["rps_significant"]
     assert row["rps_basis"] == "trials" and row["p99_basis"] == "trials"
+    assert (row["limited_by_a"], row["limited_by_b"]) == ("", "server_cpu")  # why it changed
 
 
 @pytest.mark.parametrize(
@@ -262,6 +264,7 @@ def test_cli_compare_prints_verdict(two: Path) -> None:
     result = CliRunner().invoke(compare_runs, [str(two), str(two)])
     assert result.exit_code == 0, result.output
     assert "0 of 6 points changed significantly (*) in throughput, 0 of 6 in p99" in result.output
+    assert "0 of 6 changed what limits them" in result.output
 
 
 def test_spectrum_table_is_tidy(known: Path) -> None:
