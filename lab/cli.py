@@ -278,12 +278,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         console.print(f"[bold white on red] WARNING [/] {safety.REMOTE_WARNING}")
     clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
     registry = load_registry(opts["models_file"])
-    scenario = override(
-        load_scenario(opts["scenario_name"]),
-        **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
-        pin_cpus=False if opts["no_pin"] else None,
-    )
-    safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
+    scenario = scenario_from(opts)
     checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
     if checked is None and opts["app_target"]:
         return  # --check-only
@@ -374,6 +369,17 @@ def check_before_start(
         console.print(f"[yellow]knob adjusted:[/] {escape(note)}")
     if not opts["resume"]:
         ensure_writable(opts["out"], "--out")
+
+
+def scenario_from(opts: dict[str, Any]) -> Scenario:
+    """The scenario file with the command line's overrides, its host checked."""
+    scenario = override(
+        load_scenario(opts["scenario_name"]),
+        **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
+        pin_cpus=False if opts["no_pin"] else None,
+    )
+    safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
+    return scenario
 
 
 def models_to_run(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> list[Model]:

@@ -182,11 +182,17 @@ def _fault(r: StepRecord) -> Limit | None:
         return Limit("errors", f"nothing measured: {why}")
     if "apparatus_saturated" in r.flags:
         ev = r.evidence.get("apparatus_saturated") or {}
+        lag, lag_limit = ev.get("upstream_loop_lag_ms", -1), ev.get("upstream_loop_lag_limit_ms")
+        late = (
+            f"; the upstream's event loop woke {lag} ms late on average"
+            if lag_limit and (lag >= lag_limit)
+            else ""
+        )
         return Limit(
             "apparatus",
             f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
             f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
-            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU): "
+            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU){late}: "
             f"{ev.get('advice', '')}",
         )
     if "client_saturated" in r.flags:

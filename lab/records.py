@@ -93,6 +93,8 @@ class Sampled:
     apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
+    upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
+    upstream_lag_max_ms: float = -1.0
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
 
 
@@ -130,6 +132,8 @@ class StepRecord:
     evidence: dict[str, Any]
     schema_version: int = SCHEMA_VERSION
     # Added within schema 2, with defaults so that older schema-2 lines still load.
+    upstream_lag_ms: float = -1.0  # mean lateness of the upstream's event loop (-1: unknown)
+    upstream_lag_max_ms: float = -1.0
     limited_by: str = ""  # a key of lab.limits.LIMITS ("" when not assessed)
     limit_reason: str = ""  # the limit in plain words, with its figures
     server_cpu_ms_per_req: float | None = None
@@ -211,6 +215,8 @@ def step_record(
         evidence=evidence,
         apparatus_core_pct=sampled.apparatus_core_pct,
         host_softirq_pct=sampled.host_softirq_pct,
+        upstream_lag_ms=sampled.upstream_lag_ms,
+        upstream_lag_max_ms=sampled.upstream_lag_max_ms,
         generators=generators,
         **_open_loop_fields(open_loop),
     )

@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -35,6 +35,10 @@ APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (m
 # of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
 APPARATUS_SHARE_PCT = 25.0
 APPARATUS_WAIT_PCT = 10.0
+# The upstream's event loop waking this late on average (ms, or this share of the delay) adds that
+# much to every request's wait: the upstream, not the model, set part of the latency.
+UPSTREAM_LAG_MS = 5.0
+UPSTREAM_LAG_SHARE = 0.05
 HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
@@ -85,12 +89,23 @@ class Upstream:
         with contextlib.suppress(OSError):  # a dead upstream is recorded after the step
             preflight.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
 
-    def max_inflight(self) -> int:
+    def window(self) -> UpstreamWindow:
+        """What the upstream saw since `reset`: its in-flight high-water mark and how late its
+        event loop woke (unknown: -1)."""
         try:
             _, raw, _ = preflight.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
-            return int(json.loads(raw)["max_inflight"])
-        except (OSError, ValueError, KeyError):
-            return -1
+            stats = json.loads(raw)
+            mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
+            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top))
+        except (OSError, ValueError, KeyError, TypeError):
+            return UpstreamWindow()
+
+
+@dataclass(frozen=True)
+class UpstreamWindow:
+    max_inflight: int = -1
+    lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
+    lag_max_ms: float = -1.0
 
 
 @dataclass
@@ -120,13 +135,15 @@ class Samplers:
             each.start()
         self.cores.clear()
 
-    def sampled(self, upstream_max_inflight: int) -> Sampled:
+    def sampled(self, upstream: UpstreamWindow) -> Sampled:
         return Sampled(
             server_cpu_pct=self.server.mean_cpu(),
             server_rss_mb=self.server.peak_rss(),
             upstream_cpu_pct=self.upstream.mean_cpu(),
             host_cpu_pct=self.host.mean_cpu(),
-            upstream_max_inflight=upstream_max_inflight,
+            upstream_max_inflight=upstream.max_inflight,
+            upstream_lag_ms=upstream.lag_ms,
+            upstream_lag_max_ms=upstream.lag_max_ms,
             apparatus_core_pct=_mean(self.cores.apparatus),
             host_softirq_pct=_mean(self.cores.softirq),
             apparatus_wait_pct=_mean(self.cores.waited),
@@ -314,9 +331,11 @@ class StepRunner:
     ) -> StepRecord:
         measured = measured_from(outcome.done)
         upstream_down = any(r.flag == "upstream_down" for r in raised)
-        unknown = upstream_down or self.s.app is not None  # a user app waits on its own
-        sampled = samplers.sampled(-1 if unknown else self.upstream.max_inflight())
-        raised += _host_busy(measured, sampled) + _apparatus(measured, sampled)
+        window = UpstreamWindow() if upstream_down else self.upstream.window()
+        if self.s.app is not None:  # a user's app waits on its own, not on the upstream
+            window = replace(window, max_inflight=-1)
+        sampled = samplers.sampled(window)
+        raised += _host_busy(measured, sampled) + _apparatus(measured, sampled, self.s.delay_ms)
         record = step_record(
             self.plan.run_id,
             key,
@@ -367,7 +386,7 @@ class StepRunner:
             self.plan.run_id,
             key,
             measured,
-            samplers.sampled(-1),
+            samplers.sampled(UpstreamWindow()),
             (Raised("interrupted", reason),),
             max_outstanding=point.users if point.rate_rps is not None else None,
             status="partial",
@@ -399,19 +418,28 @@ def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
     return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
 
 
-def _apparatus(measured: Measured, sampled: Sampled) -> list[Raised]:
-    """A core the generator or the upstream ran on was saturated: the lab set the figures."""
+def _apparatus(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Raised]:
+    """A core the generator or the upstream ran on was saturated, or the upstream's event loop
+    woke late on average (every request's wait grew by that): the lab set the figures."""
     busy = sampled.apparatus_core_pct
     own = measured.client_cpu_pct + sampled.upstream_cpu_pct
     waited = sampled.apparatus_wait_pct
-    if busy < APPARATUS_CORE_PCT or (own < APPARATUS_SHARE_PCT and waited < APPARATUS_WAIT_PCT):
+    shared = own >= APPARATUS_SHARE_PCT or waited >= APPARATUS_WAIT_PCT
+    core = busy >= APPARATUS_CORE_PCT and shared
+    lag_limit = max(UPSTREAM_LAG_MS, UPSTREAM_LAG_SHARE * delay_ms)
+    late = sampled.upstream_lag_ms >= lag_limit
+    if not (core or late):
         return []
     evidence = {
         "core_busy_pct": busy,
         "waited_for_cpu_pct": waited,
         "client_cpu_pct": measured.client_cpu_pct,
         "upstream_cpu_pct": sampled.upstream_cpu_pct,
-        "advice": "fewer users, more generators, or a machine with more cores",
+        "upstream_loop_lag_ms": sampled.upstream_lag_ms,
+        "upstream_loop_lag_max_ms": sampled.upstream_lag_max_ms,
+        "upstream_loop_lag_limit_ms": lag_limit,
+        "advice": "fewer users, more generators, or a machine with more cores"
+        + ("; the upstream's loop was late: give it more processes or a core" if late else ""),
     }
     return [Raised("apparatus_saturated", evidence)]
 

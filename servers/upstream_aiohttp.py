@@ -10,10 +10,11 @@ import asyncio
 import json
 import random
 import socket
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from servers.upstream_state import SharedState, draw
+from servers.upstream_state import SharedState, draw, watch_lag
 
 OK, FAILED = b'{"ok":true}', b'{"ok":false}'
 
@@ -45,7 +46,13 @@ def make_app(state: SharedState, slot: int, rng: random.Random) -> web.Applicati
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def lag(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(watch_lag(state, slot))
+        yield
+        task.cancel()
+
     app = web.Application()
+    app.cleanup_ctx.append(lag)
     app.add_routes(
         [
             web.get("/delay", delay),

@@ -19,7 +19,7 @@ from functools import cache
 import httptools
 import uvloop
 
-from servers.upstream_state import SharedState, draw
+from servers.upstream_state import SharedState, draw, watch_lag
 
 REASONS = {
     200: "OK",
@@ -150,7 +150,9 @@ def serve(state: SharedState, slot: int, sock: socket.socket, rng: random.Random
     async def main() -> None:
         engine = Engine(state, slot, rng)
         server = await engine.loop.create_server(lambda: Connection(engine), sock=sock)
+        lag = asyncio.create_task(watch_lag(state, slot))
         async with server:
             await server.serve_forever()
+        lag.cancel()
 
     uvloop.run(main())

@@ -8,16 +8,20 @@ writes the shared settings and bumps a version that every process checks before 
 
 from __future__ import annotations
 
+import asyncio
 import mmap
 import random
 import struct
+import time
 from dataclasses import dataclass
 
 from servers.upstream_model import DISTRIBUTIONS, Delay, Faults
 
-# Per process slot: served, inflight, max_inflight seen (of the total), served at the last reset.
-SERVED, INFLIGHT, MAX, BASE = range(4)
-SLOT_INTS = 4
+# Per process slot: served, inflight, max_inflight seen (of the total), served at the last reset,
+# then its event loop's lateness since the last reset: summed and largest (µs), and ticks.
+SERVED, INFLIGHT, MAX, BASE, LAG_SUM, LAG_MAX, TICKS = range(7)
+SLOT_INTS = 7
+LAG_TICK_S = 0.01  # how often each process checks how late its event loop wakes
 SETTINGS = struct.Struct("<q5d")  # version, delay_ms, distribution index, error, stall rate, ms
 
 
@@ -55,17 +59,35 @@ class SharedState:
     def _column(self, field: int) -> list[int]:
         return [self.ints[i * SLOT_INTS + field] for i in range(self.processes)]
 
-    def stats(self) -> dict[str, int]:
+    def lag(self, slot: int, late_s: float) -> None:
+        """One tick of this process's event loop, `late_s` after it was due."""
+        base, us = slot * SLOT_INTS, round(late_s * 1e6)
+        self.ints[base + LAG_SUM] += us
+        self.ints[base + TICKS] += 1
+        if us > self.ints[base + LAG_MAX]:
+            self.ints[base + LAG_MAX] = us
+
+    def stats(self) -> dict[str, float]:
         served = sum(s - b for s, b in zip(self._column(SERVED), self._column(BASE), strict=True))
         inflight = sum(self._column(INFLIGHT))
-        return {"served": served, "inflight": inflight, "max_inflight": max(self._column(MAX))}
+        ticks = sum(self._column(TICKS))
+        return {
+            "served": served,
+            "inflight": inflight,
+            "max_inflight": max(self._column(MAX)),
+            "loop_lag_mean_ms": round(sum(self._column(LAG_SUM)) / ticks / 1000, 3) if ticks else 0,
+            "loop_lag_max_ms": round(max(self._column(LAG_MAX)) / 1000, 3),
+        }
 
-    def reset(self) -> dict[str, int]:
+    def reset(self) -> dict[str, float]:
         """Start a measurement window: the high-water mark restarts from what is in flight."""
         inflight = sum(self._column(INFLIGHT))
         for i in range(self.processes):
-            self.ints[i * SLOT_INTS + BASE] = self.ints[i * SLOT_INTS + SERVED]
-            self.ints[i * SLOT_INTS + MAX] = inflight
+            base = i * SLOT_INTS
+            self.ints[base + BASE] = self.ints[base + SERVED]
+            self.ints[base + MAX] = inflight
+            for lag in (LAG_SUM, LAG_MAX, TICKS):
+                self.ints[base + lag] = 0
         return self.stats()
 
     def write_settings(self, settings: Settings) -> None:
@@ -118,3 +140,13 @@ def draw(settings: Settings, rng: random.Random, asked_ms: float | None) -> tupl
     if faults.stall_rate and rng.random() < faults.stall_rate:
         ms += faults.stall_ms
     return ms, bool(faults.error_rate and rng.random() < faults.error_rate)
+
+
+async def watch_lag(state: SharedState, slot: int) -> None:
+    """Every 10 ms, how late this process's event loop woke. A busy loop wakes late, and every
+    request's timer with it: that lateness is the upstream adding to the delay it was asked for,
+    which the lab must see before it trusts a latency (`apparatus_saturated`)."""
+    while True:
+        due = time.monotonic() + LAG_TICK_S
+        await asyncio.sleep(LAG_TICK_S)
+        state.lag(slot, max(0.0, time.monotonic() - due))

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -66,3 +69,40 @@ def test_faults_errors_and_stalls(backend):
         server.stop()
     assert (status, body) == (500, b'{"ok":false}')
     assert seconds >= 0.3
+
+
+def test_loop_lag_shows_when_the_upstreams_event_loop_was_held_up(backend):
+    """A stopped upstream (SIGSTOP, as a starved core would) wakes late: its /stats say by how
+    much, so the lab can tell the upstream's lateness from the model's."""
+    server = backend.start_upstream(UpstreamSpec(delay_ms=10), procs.free_port())
+    try:
+        preflight.get(server.url, "/stats/reset", method="POST")
+        time.sleep(0.5)
+        calm = stats(server.url)
+        group = os.getpgid(server.proc.pid)
+        os.killpg(group, signal.SIGSTOP)
+        time.sleep(0.3)
+        os.killpg(group, signal.SIGCONT)
+        time.sleep(0.2)
+        late = stats(server.url)
+    finally:
+        server.stop()
+    assert 0 <= calm["loop_lag_mean_ms"] < 5 and calm["loop_lag_max_ms"] < 250
+    assert late["loop_lag_max_ms"] >= 250 and late["loop_lag_mean_ms"] > calm["loop_lag_mean_ms"]
+
+
+@pytest.mark.parametrize(
+    ("lag_ms", "delay_ms", "flagged"),
+    [(0.3, 100, False), (4.0, 100, False), (6.0, 100, True), (8.0, 400, False), (25.0, 400, True)],
+    ids=["calm", "under-5ms", "late", "under-5pct", "late-5pct"],
+)
+def test_a_late_upstream_loop_flags_the_apparatus(lag_ms, delay_ms, flagged):
+    from lab.records import Measured, Sampled
+    from lab.steps import _apparatus
+
+    sampled = Sampled(upstream_lag_ms=lag_ms, upstream_lag_max_ms=3 * lag_ms)
+    raised = _apparatus(Measured(started_at="", client_cpu_pct=10.0), sampled, delay_ms)
+    assert bool(raised) == flagged
+    if flagged:
+        assert raised[0].evidence["upstream_loop_lag_ms"] == lag_ms
+        assert "upstream's loop was late" in raised[0].evidence["advice"]
