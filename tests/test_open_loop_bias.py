@@ -58,3 +58,35 @@ def test_overload_percentiles_match_fifo_arithmetic(tmp_path: Path) -> None:
     assert "capped" in step["flags"]  # the 4 threads, which the knobs set: the limit
     saturated = "apparatus_saturated" in step["flags"]  # a busy shared machine outranks it
     assert step["limited_by"] == ("apparatus" if saturated else "concurrency_cap")
+
+
+def test_requests_unanswered_after_the_drain_count_as_lower_bounds(tmp_path: Path) -> None:
+    """A server that takes connections and never answers: every request of the window is still
+    pending when the drain gives up (10 s), so each counts with its age at the cut-off, and the
+    percentiles are marked as lower bounds (">=") instead of the window looking empty or fast."""
+    import socket
+
+    from lab.generator import Generator, follow
+    from loadgen.protocol import Start
+
+    hole = socket.create_server(("127.0.0.1", 0), backlog=512)  # the kernel accepts; no one reads
+    start = Start(
+        base_url=f"http://127.0.0.1:{hole.getsockname()[1]}",
+        path="/io",
+        settle_s=0.5,
+        duration_s=1.0,
+        timeout_s=12.0,  # longer than the drain: nothing times out before the cut-off
+        rate_rps=20.0,
+        max_outstanding=100,
+    )
+    try:
+        with Generator(start, log_path=tmp_path / "loadgen.log") as gen:
+            outcome = follow(gen)
+    finally:
+        hole.close()
+    assert outcome.done is not None and outcome.done.open_loop is not None, outcome.failure
+    figures, latency = outcome.done.open_loop, outcome.done.latency_ms
+    assert figures.sent == figures.scheduled >= 18 and figures.completed == 0
+    assert figures.unfinished == figures.sent and outcome.done.ok == 0
+    assert {"p50", "p99", "max"} <= set(figures.lower_bounds)
+    assert 9_500 <= latency["p50"] <= latency["max"] < 12_000  # each one's age at the cut-off
