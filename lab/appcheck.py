@@ -23,7 +23,7 @@ from lab.backend import CpuLayout, NativeBackend
 from lab.errors import LabError
 from lab.models import Knobs, Model
 from lab.preflight import Preflight, Probe
-from lab.userapp import UserApp, fit
+from lab.userapp import Route, UserApp, fit, health_route
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
 MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
@@ -99,12 +99,13 @@ class AppCheck:
         return round(min((m.probe.delay_ms for m in self.models if m.probe), default=0.0), 1)
 
 
-def fetch(base_url: str, path: str, timeout_s: float = 30.0) -> Answer:
+def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> Answer:
     """One request on a fresh connection, reduced to what must match across models."""
     url = urllib.parse.urlsplit(base_url)
     conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
+    request = route.request()
     try:
-        conn.request("GET", path)
+        conn.request(route.method, route.path, body=request["data"], headers=request["headers"])
         reply = conn.getresponse()
         body = reply.read()
     except OSError as e:
@@ -115,12 +116,13 @@ def fetch(base_url: str, path: str, timeout_s: float = 30.0) -> Answer:
     return Answer(reply.status, reply.getheader("Content-Type", ""), digest, len(body))
 
 
-def probe_route(base_url: str, path: str, k: int) -> Probe | str:
+def probe_route(base_url: str, route: Route, k: int) -> Probe | str:
     """K simultaneous requests to a route, timed against its own single-request time."""
-    single_s = min(preflight.get(base_url, path)[2] for _ in range(2))
+    request = route.request()
+    single_s = min(preflight.get(base_url, route.path, **request)[2] for _ in range(2))
     if single_s * 1000 < MIN_PROBE_MS:
-        return f"{path} answers in {single_s * 1000:.0f} ms: choose a route that waits"
-    return preflight.probe(base_url, path, k, single_s * 1000)
+        return f"{route.label} answers in {single_s * 1000:.0f} ms: choose a route that waits"
+    return preflight.probe(base_url, route.path, k, single_s * 1000, **request)
 
 
 def check_model(
@@ -128,11 +130,11 @@ def check_model(
     model: Model,
     bridged: bool,
     knobs: Knobs,
-    paths: list[str],
-    probe_path: str,
+    routes: tuple[Route, ...],
+    probe: Route,
     upstream_url: str,
 ) -> ModelCheck:
-    """Start the model, request every path, probe, stop; failures become evidence."""
+    """Start the model, request every route, probe, stop; failures become evidence."""
     result = ModelCheck(model.name, bridged)
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
@@ -142,9 +144,9 @@ def check_model(
         result.error = f"did not start ({e}); {last}"
         return result
     try:
-        result.answers = {path: fetch(server.url, path) for path in paths}
+        result.answers = {r.label: fetch(server.url, r) for r in routes}
         k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
-        probed = probe_route(server.url, probe_path, k) if k >= 2 else None
+        probed = probe_route(server.url, probe, k) if k >= 2 else None
         if isinstance(probed, str):
             result.error = probed
         elif probed is not None:
@@ -158,7 +160,7 @@ def check_model(
 
 
 def differences(checks: tuple[ModelCheck, ...], paths: list[str]) -> dict[str, dict[str, str]]:
-    """Paths whose (status, content type, body) is not the same under every model."""
+    """Routes (labels) whose (status, content type, body) is not the same under every model."""
     found = {}
     for path in paths:
         answers = {m.model: m.answers[path] for m in checks if path in m.answers}
@@ -171,8 +173,8 @@ def run(
     app: UserApp,
     models: list[Model],
     knobs: Knobs,
-    paths: list[str],
-    probe_path: str,
+    routes: tuple[Route, ...],
+    probe: Route,
     run_dir: Path,
     upstream_url: str = "http://127.0.0.1:9",
 ) -> AppCheck:
@@ -185,17 +187,18 @@ def run(
             f"{', '.join(unfit)} from --models"
         )
     backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=READY_TIMEOUT_S)
-    backend.ready_path = paths[0]
+    backend.ready_path = health_route(routes).path
     try:
         checks = tuple(
-            check_model(backend, m, bridged, knobs, paths, probe_path, upstream_url)
+            check_model(backend, m, bridged, knobs, routes, probe, upstream_url)
             for _, f in fitted
             if f is not None
             for m, bridged in [f]
         )
     finally:
         backend.close()
-    result = AppCheck(app.target, probe_path, checks, differences(checks, paths))
+    labels = [r.label for r in routes]
+    result = AppCheck(app.target, probe.label, checks, differences(checks, labels))
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
 

@@ -7,7 +7,7 @@ import json
 import shlex
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -237,12 +237,26 @@ SCENARIO_OPTIONS = {
     "app_paths",
     multiple=True,
     metavar="/ROUTE",
-    help="A route of --app to request (repeatable; the first also proves a server is up).",
+    help="A route of --app to request, /ROUTE or METHOD /ROUTE (repeatable; the first GET "
+    "route also proves a server is up).",
 )
 @click.option(
     "--probe-path",
     metavar="/ROUTE",
     help="--app route to probe, then load in the sweep [default: last --path].",
+)
+@click.option(
+    "--body",
+    "app_body",
+    metavar="TEXT",
+    help="With --app: the body sent with every route whose method is not GET, e.g. '{\"n\": 1}'.",
+)
+@click.option(
+    "--header",
+    "app_headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="With --app: a header sent with every request (repeatable), e.g. 'Authorization: ...'.",
 )
 @click.option(
     "--check-only",
@@ -408,11 +422,14 @@ def check_user_app(
 ) -> CheckedApp | None:
     """`lab run --app`: verify and probe the user's app under every model that can serve it;
     refuse it if they differ or fail. None with --check-only, else what to sweep."""
-    paths = list(opts["app_paths"])
-    if not paths or not all(p.startswith("/") for p in paths):
-        raise LabError("--app needs at least one --path /ROUTE (each starting with /)")
+    if not opts["app_paths"]:
+        raise LabError("--app needs at least one --path /ROUTE")
     if opts["backend"] != "native" or opts["resume"]:
         raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
+    given = (opts["app_body"], opts["app_headers"])
+    routes = userapp.parse_routes(opts["app_paths"], *given)
+    probe = userapp.parse_routes((opts["probe_path"],), *given)[0] if opts["probe_path"] else None
+    health = userapp.health_route(routes)
     app = userapp.inspect_app(opts["app_target"], opts["app_dir"])
     names = opts["models"] or [m.name for m in registry.models.values() if m.app == app.kind]
     models = registry.pick(list(names))
@@ -420,12 +437,12 @@ def check_user_app(
         model.check_installed(registry.knobs.resolve(1))
     knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
     run = RunDir.create(opts["out"], "app")
-    probe_path = opts["probe_path"] or paths[-1]
+    load = probe or routes[-1]
     with (
         stop_signals(),
         dbrun.serving("", run.path, opts["db_urls"], opts["db_driver"], opts["allow_remote"]),
     ):
-        result = appcheck.run(app, models, knobs, paths, probe_path, run.path)
+        result = appcheck.run(app, models, knobs, routes, load, run.path)
     for table in appcheck.render(result):
         Console().print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
@@ -433,7 +450,9 @@ def check_user_app(
         raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
     if opts["check_only"]:
         return None
-    spec = AppSpec(app.target, app.kind, tuple(paths), probe_path, result.solo_ms())
+    labels = tuple(r.label for r in routes)
+    spec = AppSpec(app.target, app.kind, labels, health.path, load.path, result.solo_ms())
+    spec = replace(spec, method=load.method, body=load.body, headers=load.headers)
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
     return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)

@@ -13,6 +13,7 @@ import http.client
 import json
 import time
 import urllib.parse
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ def get(
     timeout_s: float = 30.0,
     method: str = "GET",
     data: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, bytes, float]:
     """(status, body, seconds) of one request on a fresh connection: the lab's one HTTP client
     for its own requests (checks, probes, readiness, control), not for measured load."""
@@ -37,7 +39,7 @@ def get(
     conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
     start = time.monotonic()
     try:
-        conn.request(method, path, body=data)
+        conn.request(method, path, body=data, headers=dict(headers or {}))
         reply = conn.getresponse()
         return reply.status, reply.read(), time.monotonic() - start
     finally:
@@ -103,12 +105,17 @@ def upstream_served(upstream_url: str) -> int:
     return int(json.loads(raw)["served"])
 
 
-def probe(base_url: str, path: str, k: int, delay_ms: float) -> Probe:
-    """Send k requests at once, each taking delay_ms on the server, and time them."""
+def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> Probe:
+    """Send k requests at once, each taking delay_ms on the server, and time them (`request`:
+    get()'s method, data and headers)."""
     d = delay_ms / 1000
+
+    def one(_: int) -> tuple[int, bytes, float]:
+        return get(base_url, path, timeout_s=10 + k * d, **request)
+
     with ThreadPoolExecutor(max_workers=k) as pool:
         start = time.monotonic()
-        results = list(pool.map(lambda _: get(base_url, path, timeout_s=10 + k * d), range(k)))
+        results = list(pool.map(one, range(k)))
         wall = time.monotonic() - start
     limit = d + (k - 1) * d * SLACK
     ok = all(status == 200 for status, _, _ in results)

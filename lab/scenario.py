@@ -65,9 +65,13 @@ class AppSpec:
 
     target: str  # package.module:attribute
     kind: str  # wsgi or asgi
-    paths: tuple[str, ...]  # the routes checked; the first proves a server is up
+    routes: tuple[str, ...]  # the routes checked, as given (`/orders/42`, `POST /orders`)
+    health_path: str  # the first GET route: what answers in place of /health
     load_path: str  # the route every user requests (the probe route)
     solo_ms: float
+    method: str = "GET"  # the load route's method, body and headers
+    body: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ class Scenario:
     def health_path(self) -> str:
         """What a server must answer 200 on to be up and not hung (a user's app has no /health:
         its first route)."""
-        return self.app.paths[0] if self.app is not None else "/health"
+        return self.app.health_path if self.app is not None else "/health"
 
     def path(self) -> str:
         if self.app is not None:

@@ -25,7 +25,7 @@ from lab.plan import Plan
 from lab.preflight import Preflight
 from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.sampling import HostMeter, Sampler
-from lab.scenario import Point
+from lab.scenario import Point, Scenario
 from loadgen.master import CONNECT_WAIT_S
 from loadgen.protocol import Sample, Start
 from servers.common import expected_body
@@ -200,6 +200,7 @@ class StepRunner:
             remote_generators=self.plan.generators.remote,
             master=self.plan.generators.master,
             generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
+            **_app_request(s),
         )
 
     def warm_up(self, server: Server, model: Model, point: Point) -> None:
@@ -416,6 +417,13 @@ def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
         return []
     kernel = f" (besides {sampled.host_softirq_pct:.0f}% kernel softirq, network work)"
     return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
+
+
+def _app_request(s: Scenario) -> dict[str, Any]:
+    """A user's app: the load route's method, body and headers for the generator."""
+    if s.app is None:
+        return {}
+    return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers)}
 
 
 def _apparatus(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Raised]:

@@ -16,11 +16,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from lab.errors import LabError
 from lab.models import BUILTIN_MODELS, Model
 
 TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+HEADER = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*)$")
 BRIDGE = "servers.user_bridge:app"
 IMPORT_TIMEOUT_S = 60.0
 
@@ -48,6 +51,59 @@ class UserApp:
     def python_path(self) -> str:
         parts = [str(self.app_dir)] if self.app_dir else []
         return ":".join([*parts, str(BUILTIN_MODELS.parent.parent)])
+
+
+@dataclass(frozen=True)
+class Route:
+    """One request of the user's app, `[METHOD ]/path?query`, with the run's body and headers."""
+
+    method: str
+    path: str
+    body: str | None = None  # sent with every method but GET
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.path if self.method == "GET" else f"{self.method} {self.path}"
+
+    def request(self) -> dict[str, Any]:
+        """lab.preflight.get's method, data and headers for this route."""
+        data = self.body.encode() if self.body is not None and self.method != "GET" else None
+        return {"method": self.method, "data": data, "headers": dict(self.headers)}
+
+
+def parse_routes(
+    texts: tuple[str, ...], body: str | None, headers: tuple[str, ...]
+) -> tuple[Route, ...]:
+    """`--path` values (`/orders/42`, `POST /orders`) with `--body` and `--header`; LabError
+    naming the bad one."""
+    pairs = tuple(_header(h) for h in headers)
+    routes = []
+    for text in texts:
+        method, _, path = text.strip().rpartition(" ")
+        method = method.strip().upper() or "GET"
+        if method not in METHODS or not path.startswith("/") or any(c in path for c in " \r\n"):
+            raise LabError(
+                f"--path {text!r}: expected /ROUTE or METHOD /ROUTE ({', '.join(METHODS)})"
+            )
+        routes.append(Route(method, path, body, pairs))
+    return tuple(routes)
+
+
+def health_route(routes: tuple[Route, ...]) -> Route:
+    """The first GET route: it stands in for /health (a server is up, and not hung after a step,
+    when it answers 200), since a POST there would change the app's data."""
+    for route in routes:
+        if route.method == "GET":
+            return route
+    raise LabError("--app needs a GET --path (the first is used as the health check)")
+
+
+def _header(text: str) -> tuple[str, str]:
+    match = HEADER.match(text)
+    if match is None:
+        raise LabError(f"--header {text!r}: expected 'Name: value' on one line")
+    return match.group(1), match.group(2)
 
 
 def inspect_app(target: str, app_dir: Path | None) -> UserApp:

@@ -18,10 +18,11 @@ from loadgen.users import Request, model_user
 def run_closed(start: Start) -> Done:
     expected = start.expected_body.encode() if start.expected_body is not None else None
     recorder = Recorder(expected)
+    request = Request.of(start)
     user = model_user(
         "lab",
         start.base_url,
-        lambda: Request(start.path),  # the recorder checks each body against `expected`
+        lambda: request,  # the recorder checks each body against `expected`
         timeout_s=start.timeout_s,
         connect_timeout_s=start.timeout_s,
     )

@@ -154,10 +154,8 @@ def run_distributed(start: Start) -> Done:
         raise MissingGenerators("open loop runs on one generator process (--generators 1)")
     host, port = address(start.master)
 
-    def plan() -> Request:
-        return Request(start.path)
-
-    user = model_user("lab", start.base_url, plan, timeout_s=start.timeout_s)
+    request = Request.of(start)
+    user = model_user("lab", start.base_url, lambda: request, timeout_s=start.timeout_s)
     env = Environment(user_classes=[user], host=start.base_url)
     runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)
     fleet = Fleet(runner)

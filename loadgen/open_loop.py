@@ -37,6 +37,7 @@ from locust.env import Environment
 from loadgen import hist
 from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
+from loadgen.users import Request
 
 DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
 
@@ -60,6 +61,7 @@ class OpenLoop:
 
     def __init__(self, spec: Start) -> None:
         self.spec = spec
+        self.request = Request.of(spec)
         expected = spec.expected_body.encode() if spec.expected_body is not None else None
         self.recorder = Recorder(expected)
         self.service = hist.new_histogram()  # send-to-answer time, what closed loop would show
@@ -101,7 +103,11 @@ class OpenLoop:
             self.pending[token] = intended
         try:
             context = {"intended": intended, "measured": measured}
-            self.session.get(self.spec.path, name=self.spec.path, context=context)
+            req = self.request
+            headers = dict(req.headers) or None
+            self.session.request(
+                req.method, req.path, name=req.path, data=req.body, headers=headers, context=context
+            )
         finally:
             self.pending.pop(token, None)
 

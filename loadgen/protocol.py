@@ -41,6 +41,9 @@ class Start:
     remote_generators: int = 0  # workers started elsewhere (`lab generator --connect`)
     master: str = "127.0.0.1:0"  # where the locust master binds for its workers (0: any port)
     generator_cpus: tuple[int, ...] = ()  # cores for the local workers, one each (round robin)
+    method: str = "GET"  # a user's app may be loaded with another method, a body and headers
+    body: str | None = None  # sent with every method but GET
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def distributed(self) -> bool:

@@ -20,14 +20,25 @@ from dataclasses import dataclass
 from locust import FastHttpUser, constant, task
 
 from loadgen.errors import BadBody
+from loadgen.protocol import Start
 
 
 @dataclass(frozen=True)
 class Request:
-    """What one user sends next: a path with its query, and the body that counts as a success."""
+    """What one user sends next: a path with its query, and the body that counts as a success
+    (a user's own app may also need a method, a body and headers)."""
 
     path: str
     expected: bytes | None = None  # None: any 2xx body is a success
+    method: str = "GET"
+    body: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, start: Start) -> Request:
+        """The step's request (the generator's recorder checks bodies, not the user)."""
+        body = start.body if start.method != "GET" else None
+        return cls(start.path, None, start.method, body, tuple(start.headers.items()))
 
 
 RequestPlan = Callable[[], Request]
@@ -55,7 +66,10 @@ class ModelUser(FastHttpUser):
     def hit(self) -> None:
         req = type(self).plan()
         name = request_name(self.model, req.path)
-        with self.client.get(req.path, name=name, catch_response=True) as response:
+        headers = dict(req.headers) or None
+        with self.client.request(
+            req.method, req.path, name=name, data=req.body, headers=headers, catch_response=True
+        ) as response:
             if (
                 req.expected is not None
                 and response.status_code == 200

@@ -45,7 +45,8 @@ class Node:
             start.expected_body.encode() if start.expected_body is not None else None
         )
         self.user.host = start.base_url
-        self.user.plan = staticmethod(lambda: Request(start.path))
+        request = Request.of(start)
+        self.user.plan = staticmethod(lambda: request)
         self.user.network_timeout = start.timeout_s
         self.user.connection_timeout = start.timeout_s
 

@@ -12,7 +12,7 @@ import pytest
 from lab import appcheck, databases, dbrun, procs
 from lab.errors import LabError
 from lab.models import Registry, load_registry
-from lab.userapp import inspect_app
+from lab.userapp import inspect_app, parse_routes
 from tests.conftest import lab_cli
 
 WSGI_MODELS = (
@@ -28,7 +28,7 @@ DEMO_APP = """
 import ctypes
 import time
 
-from flask import Flask
+from flask import Flask, request
 
 app = Flask(__name__)
 libc = ctypes.CDLL(None)
@@ -46,8 +46,12 @@ def wait():
     return "waited"
 
 
-@app.get("/cwait")
+@app.route("/cwait", methods=["GET", "POST"])
 def cwait():
+    if request.method == "POST" and request.headers.get("X-Token") != "t0k":
+        return "no token", 403
+    if request.method == "POST" and request.get_json(silent=True) != {"n": 1}:
+        return "bad body", 400
     libc.usleep(200_000)  # a C call gevent cannot see: blocks the whole hub
     return "waited"
 """
@@ -115,13 +119,16 @@ def test_unpatchable_blocking_call_serializes_gevent_models_only(
 def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(
     app_dir: Path, tmp_path: Path
 ) -> None:
-    """Without --check-only the checked app is loaded like the lab's own: d is the load route's
-    time alone, the model that serialises it (a C sleep under gevent) carries `serialized` on
-    every step and is never best; the run directory holds the check and passes `lab report`."""
+    """Without --check-only the checked app is loaded like the lab's own, here with a POST, a
+    JSON body and a header (the app answers 4xx without them): d is the load route's time alone,
+    the model that serialises it (a C sleep under gevent) carries `serialized` on every step and
+    is never best; the run directory holds the check and passes `lab report`."""
     out = tmp_path / "out"
     argv = lab_cli(
         *("run", "--app", "demo_app:app", "--app-dir", str(app_dir)),
-        *("--path", "/hello", "--path", "/cwait", "--models", "uwsgi-threads,uwsgi-gevent"),
+        *("--path", "/hello", "--path", "POST /cwait", "--body", '{"n": 1}'),
+        *("--header", "X-Token: t0k", "--header", "Content-Type: application/json"),
+        *("--models", "uwsgi-threads,uwsgi-gevent"),
         *("--knob", "workers=8", "--levels", "1,8", "--duration", "2", "--warmup", "0"),
         *("--out", str(out)),
     )
@@ -132,6 +139,7 @@ def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(
     scenario = json.loads((run_dir / "manifest.json").read_text())["scenario"]
     assert scenario["route"] == "app" and scenario["path"] == "/cwait"
     assert scenario["app"]["target"] == "demo_app:app" and 195 <= scenario["delay_ms"] < 400
+    assert scenario["app"]["method"] == "POST" and scenario["app"]["health_path"] == "/hello"
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
     assert sorted((s["model"], s["users"]) for s in steps) == [
         ("uwsgi-gevent", 1),
@@ -163,12 +171,31 @@ def test_psycopg2_serializes_gevent_unless_psycogreen(
         databases.running(("postgres",), tmp_path) as env,
         dbrun.exported({**env, "LAB_DB_DRIVER": driver}),
     ):
-        result = appcheck.run(
-            app, models, knobs, ["/db?delay_ms=200"], "/db?delay_ms=200", tmp_path
-        )
+        (route,) = parse_routes(("/db?delay_ms=200",), None, ())
+        result = appcheck.run(app, models, knobs, (route,), route, tmp_path)
     for m in result.models:
         assert not m.error, m.error
         assert m.serialized == (serializes and m.model in GEVENT), (m.model, m.probe)
+
+
+@pytest.mark.parametrize(
+    ("paths", "extra", "message"),
+    [
+        (("PUSH /x",), (), "expected /ROUTE or METHOD /ROUTE"),
+        (("orders",), (), "expected /ROUTE or METHOD /ROUTE"),
+        (("POST /orders",), (), "needs a GET --path"),
+        (("/hello",), ("--header", "no colon"), "expected 'Name: value'"),
+    ],
+    ids=["bad-method", "no-slash", "no-get-route", "bad-header"],
+)
+def test_bad_routes_get_one_line_errors(
+    app_dir: Path, tmp_path: Path, paths: tuple[str, ...], extra: tuple[str, ...], message: str
+) -> None:
+    argv = lab_cli("run", "--app", "demo_app:app", "--app-dir", str(app_dir))
+    argv += ["--out", str(tmp_path / "out"), *(arg for p in paths for arg in ("--path", p)), *extra]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(
