@@ -293,6 +293,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
     clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
     registry = load_registry(opts["models_file"])
     scenario = scenario_from(opts)
+    if not opts["app_target"] and (given := [f"--{o}" for o, k in APP_ONLY.items() if opts[k]]):
+        raise LabError(f"{', '.join(given)}: only with --app MODULE:ATTR (your own app)")
     checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
     if checked is None and opts["app_target"]:
         return  # --check-only
@@ -405,6 +407,16 @@ def models_to_run(opts: dict[str, Any], registry: Registry, scenario: Scenario) 
     if any(m.python for m in chosen):
         raise LabError("--python and a model's python field work with --backend native only")
     return chosen
+
+
+APP_ONLY = {  # option -> its parameter: meaningful with --app only
+    "app-dir": "app_dir",
+    "path": "app_paths",
+    "probe-path": "probe_path",
+    "body": "app_body",
+    "header": "app_headers",
+    "check-only": "check_only",
+}
 
 
 @dataclass(frozen=True)

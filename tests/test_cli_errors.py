@@ -140,3 +140,14 @@ def test_level_above_open_file_limit_says_what_to_raise(tmp_path):
 def test_unknown_scenario_lists_built_ins(tmp_path):
     done = run_lab("run", "--scenario", "huge", "--out", str(tmp_path))
     assert_clean_error(done, "unknown scenario 'huge'", "quick", "standard")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--path", "/orders"], ["--check-only"], ["--header", "X-Token: t", "--body", "{}"]],
+    ids=["path", "check-only", "header-body"],
+)
+def test_app_options_without_app_are_refused(args, tmp_path):
+    done = run_lab("run", *args, "--out", str(tmp_path / "out"))
+    assert_clean_error(done, "only with --app")
+    assert not (tmp_path / "out").exists()
