@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +79,19 @@ def lab_run(
     assert done.returncode == 0, done.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     return run, done
+
+
+def wait_answer(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    """Until `url` answers, failing at once if the process that should serve it exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{proc.args!r} exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {timeout_s} s")
 
 
 def undisturbed(step: dict) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,20 +18,9 @@ import pytest
 
 from lab import procs
 from lab.procstats import RemoteMeter, meters
+from tests.conftest import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"lab serve exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer within {timeout_s} s")
 
 
 @pytest.fixture()
@@ -47,7 +35,7 @@ def served(upstream) -> Iterator[tuple[subprocess.Popen[bytes], str, int]]:  # n
     proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url + "/health", proc)
+        wait_answer(url + "/health", proc)
         yield proc, url, meter_port
     finally:
         procs.stop_group(proc.pid, 10, proc.wait)
@@ -57,7 +45,7 @@ def served(upstream) -> Iterator[tuple[subprocess.Popen[bytes], str, int]]:  # n
 def test_meter_reads_the_servers_cpu_and_rss_from_outside_its_tree(served) -> None:  # noqa: ANN001
     proc, url, meter_port = served
     meter_url = f"http://127.0.0.1:{meter_port}/"
-    _wait(meter_url, proc)
+    wait_answer(meter_url, proc)
     meter = RemoteMeter(meter_url)
     with ThreadPoolExecutor(8) as pool:  # some load, so the server spends CPU
         list(pool.map(lambda _: urllib.request.urlopen(url + "/io?delay_ms=5").read(), range(200)))
@@ -78,7 +66,7 @@ def test_lab_page_finds_the_meter_from_the_models_url(served, monkeypatch) -> No
 
 def test_meter_exits_when_the_server_is_gone(served) -> None:  # noqa: ANN001
     proc, _, meter_port = served
-    _wait(f"http://127.0.0.1:{meter_port}/", proc)
+    wait_answer(f"http://127.0.0.1:{meter_port}/", proc)
     (meter,) = [p for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
     procs.stop_group(proc.pid, 10, proc.wait)
     proc.wait(timeout=30)

@@ -10,8 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,23 +18,12 @@ import uibrowser
 from uibrowser import needs_chromium
 
 from lab import procs
+from tests.conftest import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("uwsgi-threads", "gunicorn-gevent")
 
 pytest.importorskip("playwright.sync_api")
-
-
-def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"lab ui exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer within {timeout_s} s")
 
 
 @pytest.fixture()
@@ -60,7 +47,7 @@ def lab_ui(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_http(url + "/", 90, proc)
+        wait_answer(url + "/", proc, 90)
         yield url, out
     finally:
         proc.send_signal(signal.SIGTERM)
