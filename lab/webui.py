@@ -23,6 +23,7 @@ import random
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from loadgen.live import LiveRecorder
 from loadgen.runparams import RunParams, request_for
 
 UPSTREAM_ENV = "LAB_UPSTREAM_URL"
+HISTORY_S = 120  # seconds of throughput the page's chart shows
 HOST_RESULTS_ENV = "LAB_HOST_RESULTS"  # Compose: where --lab-out is mounted from, on the host
 SAVE_HINT = (
     "The results directory must be writable by locust (under Compose: export LAB_UID=$(id -u) "
@@ -64,6 +66,8 @@ class LabPage:
         self.client_cpu = 0.0  # the busiest locust process: this one or a worker
         self.worker_cpu: dict[str, float] = {}  # worker -> CPU% in its latest report
         self.rolls = 0
+        self.t0 = time.monotonic()
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_S)  # the page's chart
         self.upstream_url = os.environ.get(UPSTREAM_ENV, "http://upstream:8080")
         self.upstream: dict[str, float] = {}
         self.saved: list[str] = []
@@ -87,9 +91,22 @@ class LabPage:
         except (OSError, ValueError):
             self.upstream = {}
         self.recorder.roll(self._extra)
+        self.history.append(self._moment())
         if isinstance(self.env.runner, MasterRunner):  # their answers go into the next roll
             self.rolls += 1
             self.env.runner.send_message(fanout.ROLL, {"seq": self.rolls})
+
+    def _moment(self) -> dict[str, Any]:
+        """This second for the chart: each model's live rps and its ideal (users / delay)."""
+        counts, delay_s = self.users(), self.params.mean_delay_s
+        models = {
+            m: {
+                "rps": self.recorder.live(m)["rps"],
+                "ideal": round(counts.get(m, 0) / delay_s, 1) if delay_s else None,
+            }
+            for m in sorted(c.__name__ for c in self.env.user_classes)
+        }
+        return {"t": round(time.monotonic() - self.t0, 1), "models": models}
 
     def on_worker_report(self, msg: Any, **_: Any) -> None:
         report = fanout.ModelsReport.from_data(msg.data)
@@ -147,6 +164,7 @@ class LabPage:
             "distribution": p.distribution,
             "route": p.route,
             "saved": self.saved,
+            "history": list(self.history),
         }
 
     def save(self, out: Path) -> Path:

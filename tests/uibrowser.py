@@ -59,7 +59,8 @@ def walk(w: Walk) -> Seen:
         lab = browser.new_page(viewport={"width": 1400, "height": 600})
         lab.goto(w.url + "/lab/")
         figures = _lab_figures(lab, w.models)
-        lab.screenshot(path=str(SHOTS / f"{w.label}-lab-page.png"))
+        assert lab.locator("#chart polyline").count() == 2 * len(w.models)  # rps and ideal each
+        lab.screenshot(path=str(SHOTS / f"{w.label}-lab-page.png"), full_page=True)
         page.get_by_role("button", name="Stop").click()
         lab.get_by_role("button", name="Save run").click()
         lab.get_by_text("saved:").wait_for(timeout=15_000)
