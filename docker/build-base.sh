@@ -6,6 +6,7 @@
 # debootstrap instead, from the Debian mirror this machine's own apt is configured with (read at run
 # time from /etc/apt/sources.list and /etc/apt/sources.list.d/, never written down here):
 #   runtime image: python3 + venv + CA certificates        (stands in for python:X-slim)
+#                  + PostgreSQL and Redis servers           (the Compose `databases` profile)
 #   build image:   the runtime image + gcc and Python headers (stands in for python:X)
 # It is idempotent: images that already exist are kept unless --force is given.
 #
@@ -16,10 +17,13 @@ set -euo pipefail
 
 SUITE=${LAB_BASE_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")}
 REPO=${LAB_BASE_REPO:-concurrency-lab-base}
-RUNTIME_TAG="$REPO:$SUITE"
-BUILD_TAG="$REPO:$SUITE-build"
 RUNTIME_PACKAGES="python3,python3-venv,ca-certificates"
+DB_PACKAGES="postgresql redis-server"  # the Compose `databases` profile's servers
 BUILD_PACKAGES="gcc libc6-dev python3-dev"
+# The tags name the package lists, so a changed list builds new images instead of reusing old ones.
+LISTS=$(printf '%s|%s|%s' "$RUNTIME_PACKAGES" "$DB_PACKAGES" "$BUILD_PACKAGES" | sha256sum | cut -c1-8)
+RUNTIME_TAG="$REPO:$SUITE-$LISTS"
+BUILD_TAG="$REPO:$SUITE-$LISTS-build"
 
 force=0
 print_args=0
@@ -142,6 +146,9 @@ import_root() {
 pyver=$(chroot "$root" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 in_root apt-get update -q
 apt_install "libpython$pyver"
+# shellcheck disable=SC2086 # a list of package names
+apt_install $DB_PACKAGES
+rm -rf "$root"/var/lib/postgresql/*/main "$root"/etc/postgresql/*/main  # the lab runs its own
 strip_apt
 import_root "$RUNTIME_TAG"
 

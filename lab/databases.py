@@ -29,6 +29,7 @@ from lab.errors import LabError
 READY_TIMEOUT_S = 30.0
 INSTALL = "apt-get install postgresql redis-server (or run scripts/setup.sh as root)"
 PG_USER = "lab"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 PG_SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=500")
 
 
@@ -109,14 +110,18 @@ def _initdb(bindir: Path, data: Path, log: Path) -> None:
         raise LabError(f"PostgreSQL initdb failed (exit {done.returncode}); see {log}")
 
 
-def start_postgres(run_dir: Path, host: str = "127.0.0.1") -> Database:
-    """initdb in a fresh directory, then postgres on a free loopback port (trust auth)."""
+def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
+    """initdb in a fresh directory, then postgres on a free loopback port (trust auth; beyond
+    loopback, as in a Compose network, trust extends to the hosts of its own subnets)."""
     bindir = postgres_bindir()
     tmp = _private_dir("lab-pg-", "postgres")
     log = run_dir / "logs" / "postgres.log"
     try:
         _initdb(bindir, tmp / "data", log)
-        port = procs.free_port(host)
+        if host not in LOOPBACK:
+            with open(tmp / "data" / "pg_hba.conf", "a") as hba:
+                hba.write("host all all samenet trust\n")
+        port = port or procs.free_port(host)
         settings = [arg for s in PG_SETTINGS for arg in ("-c", s)]
         argv = as_unprivileged(
             [
@@ -141,11 +146,11 @@ def start_postgres(run_dir: Path, host: str = "127.0.0.1") -> Database:
     return db
 
 
-def start_redis(run_dir: Path, host: str = "127.0.0.1") -> Database:
+def start_redis(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
     """redis-server on a free loopback port, no persistence, in a fresh directory."""
     binary = redis_binary()
     tmp = _private_dir("lab-redis-", None)
-    port = procs.free_port(host)
+    port = port or procs.free_port(host)
     argv = [
         binary,
         "--bind",
@@ -162,6 +167,7 @@ def start_redis(run_dir: Path, host: str = "127.0.0.1") -> Database:
         "no",
         "--maxclients",
         "10000",
+        *(() if host in LOOPBACK else ("--protected-mode", "no")),  # a Compose network's peers
     ]
     try:
         proc = procs.start(

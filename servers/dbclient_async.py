@@ -2,6 +2,8 @@
 
 Both are created when serving starts (inside the worker's event loop) and closed when it ends;
 their pools hold at most LAB_DB_POOL connections and make extra requests wait, as the WSGI side.
+Neither connects before its first request (asyncpg's min_size=0), so a server starts even when its
+database is not up yet, as under Compose, where the `databases` profile may not be running.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class AsyncClients:
         if s.db_url:
             import asyncpg
 
-            self._pg = await asyncpg.create_pool(s.db_url, min_size=1, max_size=s.db_pool)
+            self._pg = await asyncpg.create_pool(s.db_url, min_size=0, max_size=s.db_pool)
         if s.redis_url:
             import redis.asyncio
 

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "lab.doctor": 4,
     "lab.serve": 4,
     "lab.meter": 4,  # `python -m lab.meter`: a server's CPU and RSS beside it in its container
+    "lab.dbserve": 4,  # `python -m lab.dbserve`: one database in the foreground (Compose)
     "lab.ui": 4,  # `lab ui`: starts servers and the locust UI
     "lab.webui": 4,  # the locust web UI's lab page (a second locustfile)
     "lab.upstream_cmd": 4,

@@ -27,7 +27,7 @@ from uibrowser import needs_chromium
 
 from lab.procs import free_port
 from lab.tuning import read_nofile, read_sysctls
-from servers.common import io_body
+from servers.common import expected_body, io_body
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"
@@ -312,6 +312,29 @@ def test_down_leaves_no_container_or_network(stack: Stack) -> None:
     assert done.returncode == 0, done.stderr
     assert project_ids(stack.project) == []
     assert project_ids(stack.project, kind="network") == []
+
+
+@needs_docker
+def test_databases_profile_serves_db_and_cache_routes() -> None:
+    """`--profile databases`: real PostgreSQL and Redis containers (lab.dbserve), healthy, and a
+    model answering /db (pg_sleep) and /cache (BLPOP) through them with the exact bodies."""
+    project = f"labdb{os.getpid()}"
+    port = free_port()
+    env = {"LAB_IMAGE": IMAGE, "LAB_PORT_GUNICORN_GEVENT": str(port)}
+    env["LAB_UPSTREAM_PORT"] = str(free_port())
+    services = ("postgres", "redis", "gunicorn-gevent")
+    start = time.monotonic()
+    try:
+        up = compose("--profile", "databases", "up", "-d", *services, project=project, env=env)
+        pending = wait_healthy(project, start + HEALTHY_WITHIN_S)
+        assert up.returncode == 0 and not pending, f"up: {up.stderr[-2000:]}\nunhealthy: {pending}"
+        for path in ("/db?delay_ms=50", "/cache?delay_ms=50"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as reply:
+                assert reply.status == 200 and reply.read() == expected_body(path), path
+    finally:
+        down = ("--profile", "databases", "down", "-v", "--remove-orphans", "-t", "5")
+        compose(*down, project=project, env=env)
+    assert project_ids(project) == [] and project_ids(project, kind="network") == []
 
 
 @needs_docker
