@@ -26,8 +26,7 @@ from lab.preflight import Preflight
 from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.sampling import HostMeter, Sampler
 from lab.scenario import Point, Scenario
-from loadgen.master import CONNECT_WAIT_S
-from loadgen.protocol import Sample, Start
+from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
 APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)

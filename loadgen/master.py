@@ -24,11 +24,9 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from loadgen import fanout, hist
-from loadgen.protocol import Done, Part, Start
+from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start
 from loadgen.recording import CpuMeter, Interval, Recorder, run_phases
 from loadgen.users import Request, model_user
-
-CONNECT_WAIT_S = 30.0  # for every worker to connect; the lab's watchdog allows for it
 
 
 class MissingGenerators(RuntimeError):

@@ -22,6 +22,9 @@ class ProtocolError(ValueError):
     """A line that is not a message of this protocol."""
 
 
+CONNECT_WAIT_S = 30.0  # distributed: for every worker to connect; the lab's watchdog allows for it
+
+
 @dataclass(frozen=True)
 class Start:
     """What one step asks of a generator. Closed loop: `users`; open loop: `rate_rps`."""

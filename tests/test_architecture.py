@@ -208,3 +208,18 @@ def test_no_function_is_longer_than_the_limit(path: Path) -> None:
         if f"{relative}:{name}" not in TEMPORARY_LONG
     ]
     assert not too_long, f"longer than {MAX_FUNCTION_LINES} lines: " + "; ".join(too_long)
+
+
+def test_the_lab_process_never_imports_gevent_or_locust() -> None:
+    """locust monkey-patches the whole process with gevent when imported. In the orchestrator that
+    turns its threads into greenlets and hands a stop signal to whichever greenlet runs: a
+    `kill -INT` was once lost inside the progress display's refresh. Only generator processes
+    (and the web UI's locust) may import them."""
+    import subprocess
+    import sys
+
+    code = "import sys, lab.cli; print(sorted(m for m in ('gevent', 'locust') if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

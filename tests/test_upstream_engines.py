@@ -40,8 +40,11 @@ def upstream_url(request, tmp_path):
         proc.stop()
 
 
-def stats(url: str) -> dict[str, int]:
+def stats(url: str) -> dict[str, float]:
     return json.loads(preflight.get(url, "/stats")[1])
+
+
+COUNTERS = ("served", "inflight", "max_inflight")
 
 
 def test_counters_sum_over_processes(upstream_url):
@@ -49,9 +52,12 @@ def test_counters_sum_over_processes(upstream_url):
     with ThreadPoolExecutor(12) as pool:
         answers = list(pool.map(lambda _: preflight.get(upstream_url, "/delay?ms=400"), range(12)))
     assert {(s, b) for s, b, _ in answers} == {(200, b'{"ok":true}')}
-    assert stats(upstream_url) == {"served": 12, "inflight": 0, "max_inflight": 12}
+    now = stats(upstream_url)
+    assert {k: now[k] for k in COUNTERS} == {"served": 12, "inflight": 0, "max_inflight": 12}
+    assert 0 <= now["loop_lag_mean_ms"] <= now["loop_lag_max_ms"]  # every process's loop ticks
     preflight.get(upstream_url, "/stats/reset", method="POST")
-    assert stats(upstream_url) == {"served": 0, "inflight": 0, "max_inflight": 0}
+    now = stats(upstream_url)
+    assert {k: now[k] for k in COUNTERS} == {"served": 0, "inflight": 0, "max_inflight": 0}
 
 
 def test_config_reaches_every_process(upstream_url):
