@@ -24,7 +24,7 @@ from lab.backend import HOST, CpuLayout, NativeBackend
 from lab.errors import LabError
 from lab.models import load_registry
 from lab.procstats import PIDS_ENV
-from lab.scenario import UpstreamSpec
+from lab.scenario import LIMITS, UpstreamSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILES = "loadgen/locustfile.py,lab/webui.py"
@@ -112,7 +112,7 @@ def start_all(
     "--delay-ms",
     default=100.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(0, LIMITS["delay_ms"]),
     help="The upstream's default delay (the UI's start form sets each request's).",
 )
 @click.option(

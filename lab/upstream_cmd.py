@@ -15,6 +15,7 @@ import click
 
 from lab import procs, safety
 from lab.errors import LabError
+from lab.scenario import LIMITS
 from servers.upstream_model import DISTRIBUTIONS
 
 ENGINES = ("auto", "fast", "aiohttp")
@@ -23,7 +24,9 @@ ENGINES = ("auto", "fast", "aiohttp")
 @click.command("upstream")
 @click.option("--port", default=18081, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--delay-ms", default=100.0, show_default=True, type=click.FloatRange(min=0))
+@click.option(
+    "--delay-ms", default=100.0, show_default=True, type=click.FloatRange(0, LIMITS["delay_ms"])
+)
 @click.option(
     "--distribution", type=click.Choice(DISTRIBUTIONS), default="fixed", show_default=True
 )
@@ -32,7 +35,10 @@ ENGINES = ("auto", "fast", "aiohttp")
 )
 @click.option("--stall-rate", default=0.0, type=click.FloatRange(0, 1), help="Fraction stalled.")
 @click.option(
-    "--stall-ms", default=0.0, type=click.FloatRange(min=0), help="Extra wait of a stall."
+    "--stall-ms",
+    default=0.0,
+    type=click.FloatRange(0, LIMITS["stall_ms"]),
+    help="Extra wait of a stall.",
 )
 @click.option(
     "--processes",
