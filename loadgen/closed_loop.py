@@ -12,7 +12,8 @@ from locust.env import Environment
 
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
-from loadgen.users import Request, model_user
+from loadgen.request import Request
+from loadgen.users import model_user
 
 
 def run_closed(start: Start) -> Done:

@@ -25,7 +25,7 @@ from hdrh.histogram import HdrHistogram
 from loadgen import hist
 from loadgen.errors import classify
 from loadgen.recording import Interval
-from loadgen.users import model_of
+from loadgen.request import model_of
 
 LIVE_WINDOW_S = 5  # the lab page's figures are over the last seconds, like locust's current rps
 

@@ -32,7 +32,8 @@ from locust.runners import WorkerRunner
 from loadgen import fanout, runparams
 from loadgen.live import ModelIntervals
 from loadgen.recording import CpuMeter
-from loadgen.users import ModelUser, Request, model_user
+from loadgen.request import Request
+from loadgen.users import ModelUser, model_user
 
 MODELS_TOML = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
 HEALTH_TIMEOUT_S = 2.0

@@ -26,7 +26,8 @@ from locust.runners import MasterRunner
 from loadgen import fanout, hist
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start
 from loadgen.recording import CpuMeter, Interval, Recorder, run_phases
-from loadgen.users import Request, model_user
+from loadgen.request import Request
+from loadgen.users import model_user
 
 
 class MissingGenerators(RuntimeError):

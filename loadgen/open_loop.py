@@ -37,7 +37,7 @@ from locust.env import Environment
 from loadgen import hist
 from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
-from loadgen.users import Request
+from loadgen.request import Request
 
 DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
 

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.users import Request
+from loadgen.request import Request
 from servers.common import DEFAULT_CPU_N, expected_body
 from servers.upstream import DISTRIBUTIONS, Delay
 

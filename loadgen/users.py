@@ -8,50 +8,19 @@ if its body is byte-identical to the one every model must send.
 Why `plan` is a function: it is called before every request, so run parameters changed while a
 test runs (upstream delay, its distribution, the route) apply to the next request of every user.
 Requests are named `<model> <route>` (e.g. `gunicorn-gevent /io`) so locust's statistics table has
-one row per model, and `model_of(name)` gives the model back to whoever listens to requests.
+one row per model, and `loadgen.request.model_of(name)` gives the model back to whoever listens.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from locust import FastHttpUser, constant, task
 
 from loadgen.errors import BadBody
-from loadgen.protocol import Start
-
-
-@dataclass(frozen=True)
-class Request:
-    """What one user sends next: a path with its query, and the body that counts as a success
-    (a user's own app may also need a method, a body and headers)."""
-
-    path: str
-    expected: bytes | None = None  # None: any 2xx body is a success
-    method: str = "GET"
-    body: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def of(cls, start: Start) -> Request:
-        """The step's request (the generator's recorder checks bodies, not the user)."""
-        body = start.body if start.method != "GET" else None
-        return cls(start.path, None, start.method, body, tuple(start.headers.items()))
-
+from loadgen.request import Request, request_name
 
 RequestPlan = Callable[[], Request]
-
-
-def request_name(model: str, path: str) -> str:
-    """`<model> <route>`: one statistics row per model and route (the query is left out)."""
-    return f"{model} {urllib.parse.urlsplit(path).path}"
-
-
-def model_of(name: str) -> str:
-    """The model a request name belongs to (the inverse of `request_name`)."""
-    return name.split(" ", 1)[0]
 
 
 class ModelUser(FastHttpUser):

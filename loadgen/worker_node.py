@@ -21,7 +21,8 @@ from locust.env import Environment  # noqa: E402
 from loadgen import fanout  # noqa: E402
 from loadgen.protocol import Start  # noqa: E402
 from loadgen.recording import CpuMeter, Recorder  # noqa: E402
-from loadgen.users import Request, model_user  # noqa: E402
+from loadgen.request import Request  # noqa: E402
+from loadgen.users import model_user  # noqa: E402
 
 
 class Node:
