@@ -30,8 +30,9 @@ def _stop(signum: int, _: FrameType | None) -> None:
 def serve(kind: str, host: str, port: int) -> int:
     """Start the database, wait while it runs, stop it; the exit code."""
     run_dir = Path(tempfile.mkdtemp(prefix=f"lab-{kind}-"))
-    db = STARTERS[kind](run_dir, host, port or PORTS[kind])
-    print(f"lab dbserve: {kind} ready on {host}:{port or PORTS[kind]}", flush=True)
+    port = port or PORTS[kind]
+    db = STARTERS[kind](run_dir, host, port)
+    print(f"lab dbserve: {kind} ready on {host}:{port}", flush=True)
     try:
         while db.proc is not None and db.proc.alive():
             time.sleep(1.0)

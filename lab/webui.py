@@ -97,15 +97,9 @@ class LabPage:
             self.env.runner.send_message(fanout.ROLL, {"seq": self.rolls})
 
     def _moment(self) -> dict[str, Any]:
-        """This second for the chart: each model's live rps and its ideal (users / delay)."""
-        counts, delay_s = self.users(), self.params.mean_delay_s
-        models = {
-            m: {
-                "rps": self.recorder.live(m)["rps"],
-                "ideal": round(counts.get(m, 0) / delay_s, 1) if delay_s else None,
-            }
-            for m in sorted(c.__name__ for c in self.env.user_classes)
-        }
+        """This second for the chart: each model's live rps and its ideal (None: no ideal)."""
+        rows = self.rows()
+        models = {r["model"]: {"rps": r["rps"], "ideal": r["ideal_rps"] or None} for r in rows}
         return {"t": round(time.monotonic() - self.t0, 1), "models": models}
 
     def on_worker_report(self, msg: Any, **_: Any) -> None:
