@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.stats import UNSTABLE_SPREAD, t975
-from lab.flags import FLAGS, excluding
-from lab.records import StepRecord
+from lab.record.flags import FLAGS, excluding
+from lab.record.step import StepRecord
 
 TIE = 0.02  # throughput: within 2% with no interval to tell them apart is a tie
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie

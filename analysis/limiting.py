@@ -12,8 +12,8 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from lab.limits import TITLES
-from lab.records import StepRecord
+from lab.record.step import StepRecord
+from lab.run.limits import TITLES
 
 
 def model_sentences(records: Sequence[StepRecord]) -> list[str]:

@@ -17,10 +17,10 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from analysis.stats import Second, percentiles_of, seconds_of
-from lab.errors import LabError
-from lab.records import ERROR_KINDS, StepRecord
-from lab.rundir import RunDir
-from loadgen import hist
+from lab.record import hist
+from lab.record.errors import LabError
+from lab.record.rundir import RunDir
+from lab.record.step import ERROR_KINDS, StepRecord
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
 # An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding

@@ -27,9 +27,9 @@ import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
 from analysis.stats import estimate, percentiles_of, seconds_of, t975
-from lab.flags import excluding, explain
-from lab.records import ERROR_KINDS
-from loadgen import hist
+from lab.record import hist
+from lab.record.flags import excluding, explain
+from lab.record.step import ERROR_KINDS
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover

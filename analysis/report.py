@@ -20,8 +20,8 @@ from analysis.limiting import model_sentences
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
-from lab.flags import FLAGS
-from lab.limits import LIMITS
+from lab.record.flags import FLAGS
+from lab.run.limits import LIMITS
 
 
 def write_report(

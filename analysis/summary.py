@@ -14,8 +14,8 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
-from lab import generators
-from lab.records import StepRecord
+from lab.record.step import StepRecord
+from lab.run import generators
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),

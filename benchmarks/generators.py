@@ -31,12 +31,13 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.loadgen_overhead import plain_locust_argv, plain_locust_rps
-from lab import generators, procs
-from lab.backend import CpuLayout, LocalServer, NativeBackend
-from lab.generator import run_step
-from lab.models import load_registry
-from lab.sampling import Sampler, TreeMeter
-from lab.scenario import UpstreamSpec
+from lab.backends.base import CpuLayout, LocalServer, NativeBackend
+from lab.config.models import load_registry
+from lab.config.scenario import UpstreamSpec
+from lab.run import generators
+from lab.run.generator import run_step
+from lab.system import procs
+from lab.system.sampling import Sampler, TreeMeter
 from loadgen.protocol import Start
 from servers.common import expected_body
 

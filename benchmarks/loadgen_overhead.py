@@ -27,11 +27,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lab import procs
-from lab.backend import CpuLayout, NativeBackend
-from lab.generator import run_step
-from lab.sampling import Sampler
-from lab.scenario import UpstreamSpec
+from lab.backends.base import CpuLayout, NativeBackend
+from lab.config.scenario import UpstreamSpec
+from lab.run.generator import run_step
+from lab.system import procs
+from lab.system.sampling import Sampler
 from loadgen.protocol import Start
 
 PLAIN_LOCUSTFILE = """

@@ -25,8 +25,8 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from lab import procs
-from lab.rundir import RunDir, write_json
+from lab.record.rundir import RunDir, write_json
+from lab.system import procs
 
 MB = 1024 * 1024
 ROLES = ("lab", "loadgen", "server", "upstream")
@@ -119,7 +119,7 @@ def parse_args() -> argparse.Namespace:
 
 def lab_argv(args: argparse.Namespace) -> list[str]:
     return [
-        *[sys.executable, "-c", "from lab.cli import entry; entry()", "run"],
+        *[sys.executable, "-c", "from lab.cli.main import entry; entry()", "run"],
         *["--models", args.model, "--levels", str(args.connections)],
         *["--duration", str(args.minutes * 60), "--warmup", "0"],
         *["--delay-ms", str(args.delay_ms), "--out", str(args.out)],

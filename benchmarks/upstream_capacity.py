@@ -32,8 +32,8 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from lab import procs
-from lab.backend import CpuLayout
+from lab.backends.base import CpuLayout
+from lab.system import procs
 
 ENGINES = ("aiohttp", "fast")
 UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}

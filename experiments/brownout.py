@@ -29,13 +29,13 @@ from experiments.common import (
     mean,
 )
 from experiments.serve import free_port
-from lab.backend import CpuLayout, NativeBackend
-from lab.generator import measured_from, run_step
-from lab.models import Knobs, load_registry
-from lab.preflight import get
-from lab.records import StepKey, step_record
-from lab.rundir import RunDir as LabRunDir
-from lab.scenario import UpstreamSpec
+from lab.backends.base import CpuLayout, NativeBackend
+from lab.config.models import Knobs, load_registry
+from lab.config.scenario import UpstreamSpec
+from lab.record.rundir import RunDir as LabRunDir
+from lab.record.step import StepKey, step_record
+from lab.run.generator import measured_from, run_step
+from lab.system.http_client import get
 from loadgen.protocol import Done, Start
 
 

@@ -27,12 +27,12 @@ from rich.console import Console
 from rich.table import Table
 
 from lab import __version__ as LAB_VERSION
-from lab.environment import capture
-from lab.procs import pinned, stop_group
-from lab.records import Measured, Raised, Sampled, StepKey, step_record
-from lab.resources import CODE_ROOT, child_env, data_file
-from lab.rundir import RunDir as LabRunDir
-from lab.rundir import write_json
+from lab.record.rundir import RunDir as LabRunDir
+from lab.record.rundir import write_json
+from lab.record.step import Measured, Raised, Sampled, StepKey, step_record
+from lab.system.environment import capture
+from lab.system.procs import pinned, stop_group
+from lab.system.resources import CODE_ROOT, child_env, data_file
 
 KILL_GRACE_S = 3.0  # a child that outlived its timeout gets this long after TERM
 
@@ -72,7 +72,7 @@ class Reproduction:
 
 @dataclass
 class RunDir:
-    """A reproduction's run directory (written through `lab.rundir`) and its manifest so far."""
+    """A reproduction's run directory (written by `lab.record.rundir`) and its manifest so far."""
 
     run: LabRunDir
     manifest: dict[str, Any]

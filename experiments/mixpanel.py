@@ -26,9 +26,9 @@ import psutil
 
 from experiments.common import Experiment, Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
-from lab.environment import read_sysctl
-from lab.records import Sampled, StepKey
-from lab.rundir import RunDir as LabRunDir
+from lab.record.rundir import RunDir as LabRunDir
+from lab.record.step import Sampled, StepKey
+from lab.system.environment import read_sysctl
 
 MODELS = {
     "gevent": "gevent.pywsgi.WSGIServer with a gevent Pool of C greenlets (monkey-patched)",

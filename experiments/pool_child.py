@@ -28,7 +28,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
-from loadgen.hist import new_histogram, record_ms, summary_ms, write_hlog  # noqa: E402
+from lab.record.hist import new_histogram, record_ms, summary_ms, write_hlog  # noqa: E402
 
 
 def status_mb(field: str) -> float:

@@ -1,4 +1,4 @@
-"""Start a server child for an experiment and always take it down again (on top of lab.procs).
+"""Start a server child for an experiment and always take it down again (lab.system.procs).
 
 Each server runs in its own process group (so a uWSGI master and its workers die together), with
 its output in the run directory's `logs/`, and is only used once an HTTP URL answers; waiting is
@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from lab.procs import Proc, free_port, start, wait_http
-from lab.resources import child_env
+from lab.system.procs import Proc, free_port, start, wait_http
+from lab.system.resources import child_env
 
 __all__ = ["free_port", "serving"]
 

@@ -37,9 +37,9 @@ from experiments.common import (
     run_child,
 )
 from experiments.serve import free_port, serving
-from lab.records import Sampled, StepKey
-from lab.resources import CODE_ROOT
-from lab.rundir import RunDir as LabRunDir
+from lab.record.rundir import RunDir as LabRunDir
+from lab.record.step import Sampled, StepKey
+from lab.system.resources import CODE_ROOT
 
 MODELS = {
     "uwsgi-threads": "uwsgi --http --master --threads N, Flask app",

@@ -28,8 +28,8 @@ from experiments.common import (
     run_child,
 )
 from experiments.serve import free_port, serving
-from lab import databases
-from lab.resources import CODE_ROOT
+from lab.backends import databases
+from lab.system.resources import CODE_ROOT
 from servers.common import expected_body
 
 MODELS = {

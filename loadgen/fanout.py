@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loadgen import hist
+from lab.record import hist
 from loadgen.recording import Interval
 
 START = "lab_start"  # master -> workers: the step's Start, as JSON

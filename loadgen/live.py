@@ -22,7 +22,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from loadgen import hist
+from lab.record import hist
 from loadgen.errors import classify
 from loadgen.recording import Interval
 from loadgen.request import model_of

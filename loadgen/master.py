@@ -23,7 +23,8 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner
 
-from loadgen import fanout, hist
+from lab.record import hist
+from loadgen import fanout
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start
 from loadgen.recording import CpuMeter, Interval, Recorder, run_phases
 from loadgen.request import Request

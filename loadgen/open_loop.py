@@ -34,7 +34,7 @@ from gevent.pool import Group
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
-from loadgen import hist
+from lab.record import hist
 from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request

@@ -17,7 +17,7 @@ import gevent
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from loadgen import hist
+from lab.record import hist
 from loadgen.errors import classify
 from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
 

@@ -9,7 +9,7 @@ need_apt=()
 command -v "$PYTHON" >/dev/null || need_apt+=(python3)
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v gcc >/dev/null || need_apt+=(gcc)  # uWSGI compiles from source
-# Real databases behind the /db and /cache routes (lab/databases.py starts them per run): installed
+# Real databases behind the /db and /cache routes (lab/backends/databases.py starts them per run): installed
 # when we are root, otherwise only needed for those routes, so a note instead of a stop.
 db_apt=()
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from lab import procs
-from lab.backend import CpuLayout, LocalServer, NativeBackend
-from lab.models import Registry, load_registry
-from lab.resources import data_file
-from lab.scenario import UpstreamSpec
+from lab.backends.base import CpuLayout, LocalServer, NativeBackend
+from lab.config.models import Registry, load_registry
+from lab.config.scenario import UpstreamSpec
+from lab.system import procs
+from lab.system.resources import data_file
 
 PITFALLS = data_file("servers", "pitfalls.toml")
 TEST_WORKERS = 16
@@ -66,7 +66,7 @@ def start_model(backend: NativeBackend, upstream: LocalServer, registry: Registr
 
 def lab_cli(*args: str) -> list[str]:
     """argv running the `lab` CLI in a subprocess with this interpreter."""
-    return [sys.executable, "-c", "from lab.cli import entry; entry()", *args]
+    return [sys.executable, "-c", "from lab.cli.main import entry; entry()", *args]
 
 
 def lab_run(

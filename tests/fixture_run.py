@@ -1,7 +1,8 @@
 """Build small run directories with known values, written by the project's own result code.
 
 The analysis tests need runs whose every number is known in advance, so this writes them with
-`lab.records.step_record`, `lab.rundir.RunDir` and `loadgen.hist` (the `.hlog` writer) exactly as
+`lab.record.step.step_record`, `lab.record.rundir.RunDir` and `lab.record.hist` (the `.hlog` writer)
+exactly as
 a real sweep does, only with chosen values instead of measured ones.
 """
 
@@ -11,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.rundir import RunDir
-from loadgen import hist
+from lab.record import hist
+from lab.record.rundir import RunDir
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 
 RUN_ID = "fixture"
 T0 = 1_700_000_000.0  # start of the first interval, seconds since the epoch
@@ -35,7 +36,7 @@ class FixtureStep:
     flags: tuple[str, ...] = ()
     mode: str = "closed"
     write_hlog: bool = True
-    limited_by: str = ""  # as lab.limits would have assessed it; "" = not assessed
+    limited_by: str = ""  # as lab.run.limits would have assessed it; "" = not assessed
 
     @property
     def seconds(self) -> int:

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 from fixture_run import FixtureStep, build_run
 
 from analysis import load
-from analysis.cli import compare_runs, report
 from analysis.compare import compare
 from analysis.judge import judge
 from analysis.metrics import (
@@ -29,7 +28,8 @@ from analysis.stats import (
     t975,
     welch,
 )
-from loadgen import hist
+from lab.cli.report import compare_runs, report
+from lab.record import hist
 
 
 def _row(table, model: str, conc: int) -> dict:

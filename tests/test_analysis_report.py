@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from fixture_run import FixtureStep, build_run
 
-from analysis.cli import report
 from analysis.report import write_report
+from lab.cli.report import report
 
 PLOTS = ("throughput", "latency", "spectrum", "errors", "resources")
 MODELS = ("uwsgi-gevent", "uwsgi-threads", "gunicorn-asyncio")

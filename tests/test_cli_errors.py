@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from lab.errors import EXIT_REFUSED, EXIT_USAGE
+from lab.record.errors import EXIT_REFUSED, EXIT_USAGE
 from tests.conftest import lab_cli
 
 

@@ -25,8 +25,8 @@ import yaml
 from docker_env import IMAGE, compose_tool, docker_skip_reason
 from uibrowser import needs_chromium
 
-from lab.procs import free_port
-from lab.tuning import read_nofile, read_sysctls
+from lab.system.procs import free_port
+from lab.system.tuning import read_nofile, read_sysctls
 from servers.common import expected_body, io_body
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +131,7 @@ def test_limits_mirror_tuning_files() -> None:
 def test_model_services_are_served_from_the_registry() -> None:
     services = resolved_config("baselines")["services"]
     for name in (*CORE_MODELS, "gunicorn-gthread", "gunicorn-sync"):
-        assert services[name]["command"][:4] == ["python", "-m", "lab.serve", name]
+        assert services[name]["command"][:4] == ["python", "-m", "lab.cli.serve", name]
 
 
 # ---- the smoke run (engine + image, opt-in) ------------------------------------------------
@@ -316,7 +316,7 @@ def test_down_leaves_no_container_or_network(stack: Stack) -> None:
 
 @needs_docker
 def test_databases_profile_serves_db_and_cache_routes() -> None:
-    """`--profile databases`: real PostgreSQL and Redis containers (lab.dbserve), healthy, and a
+    """`--profile databases`: real PostgreSQL and Redis containers (lab.cli.dbserve), healthy, and a
     model answering /db (pg_sleep) and /cache (BLPOP) through them with the exact bodies."""
     project = f"labdb{os.getpid()}"
     port = free_port()

@@ -19,20 +19,20 @@ from typing import Any
 import pytest
 from docker_env import IMAGE, compose_tool, docker_skip_reason
 
-from lab.backend import CpuLayout
-from lab.docker_backend import (
+from lab.backends.base import CpuLayout
+from lab.backends.containers import (
     RUN_LABEL,
     ContainerLimits,
     ContainerMeter,
     DockerBackend,
     serve_command,
 )
-from lab.models import load_registry
-from lab.plan import plan_run
-from lab.procs import StartFailed, free_port
-from lab.scenario import UpstreamSpec, load_scenario, override
-from lab.sweep import Sweep
-from lab.tuning import read_nofile, read_sysctls
+from lab.config.models import load_registry
+from lab.config.scenario import UpstreamSpec, load_scenario, override
+from lab.run.plan import plan_run
+from lab.run.sweep import Sweep
+from lab.system.procs import StartFailed, free_port
+from lab.system.tuning import read_nofile, read_sysctls
 
 SKIP_REASON = docker_skip_reason(compose_tool())
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
@@ -79,7 +79,7 @@ class FakeContainer:
 
 def test_meter_reports_cpu_percent_and_memory_like_docker_stats(monkeypatch) -> None:
     clock = iter([10.0, 11.0])
-    monkeypatch.setattr("lab.docker_backend.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("lab.backends.containers.time.monotonic", lambda: next(clock))
     cpu, mem = ContainerMeter(FakeContainer()).sample()
     assert (cpu, mem) == (50.0, 80.0)
 
@@ -88,7 +88,7 @@ def test_container_command_passes_every_resolved_knob() -> None:
     registry = load_registry()
     knobs = registry.knobs.resolve(50)
     argv = serve_command(registry.models["uwsgi-gevent"], knobs)
-    assert argv[:4] == ["python", "-m", "lab.serve", "uwsgi-gevent"]
+    assert argv[:4] == ["python", "-m", "lab.cli.serve", "uwsgi-gevent"]
     assert "workers=50" in argv and "pool=50" in argv and f"backlog={knobs.backlog}" in argv
 
 
@@ -166,7 +166,7 @@ def test_ctrl_c_during_a_docker_run_removes_its_containers(tmp_path: Path) -> No
     argv = [
         sys.executable,
         "-c",
-        "from lab.cli import entry; entry()",
+        "from lab.cli.main import entry; entry()",
         "run",
         "--backend",
         "docker",

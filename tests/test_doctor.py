@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import leftovers, procs, tuning
+from lab.run import leftovers
+from lab.system import procs, tuning
 from tests.conftest import lab_cli
 
 SETTINGS = {

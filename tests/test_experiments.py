@@ -19,9 +19,9 @@ from experiments import (
     uwsgi_blog,
     uwsgi_blog_postgres,
 )
-from experiments.cli import reproduce as reproduce_cmd
 from experiments.common import Experiment, load_published, reproduce
 from experiments.registry import EXPERIMENTS
+from lab.cli.reproduce import reproduce as reproduce_cmd
 
 COLUMNS = {"section", "metric", "unit", "published", "measured", "ratio"}
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from experiments.common import child_env
-from lab.generator import run_step
-from lab.procs import Proc, free_port, start, wait_http
+from lab.run.generator import run_step
+from lab.system.procs import Proc, free_port, start, wait_http
 from loadgen.protocol import Done, Start
 
 DELAY_MS = 10

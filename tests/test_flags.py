@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.flags import FLAGS, markdown_table
-from lab.records import Raised
+from lab.record.flags import FLAGS, markdown_table
+from lab.record.step import Raised
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("lab", "loadgen", "analysis", "servers", "experiments")

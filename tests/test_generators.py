@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import procs
-from lab.backend import LocalServer
-from lab.generator import Generator, Outcome, follow
+from lab.backends.base import LocalServer
+from lab.run.generator import Generator, Outcome, follow
+from lab.system import procs
 from loadgen.protocol import Done, Start
 from servers.common import expected_body
 from tests.conftest import lab_cli

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen import hist
+from lab.record import hist
 
 
 def filled(values_ms):

@@ -8,7 +8,7 @@ directory handed to the command is left byte for byte as it was.
 
 Data files under tests/hostile/ carry their expectation on their first line:
 `# expect: CODE NEEDLE` or `# expect: accepted`. Cases that need the run-directory owner
-(issue 10) run against `lab.rundir`.
+(issue 10) run against `lab.record.rundir`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab import cli, procs
-from lab.errors import EXIT_REFUSED, EXIT_USAGE, LabError
-from lab.models import load_registry
-from lab.scenario import SCENARIO_TYPES, UPSTREAM_TYPES, load_scenario
+from lab.cli import main as cli
+from lab.config.models import load_registry
+from lab.config.scenario import SCENARIO_TYPES, UPSTREAM_TYPES, load_scenario
+from lab.record.errors import EXIT_REFUSED, EXIT_USAGE, LabError
+from lab.system import procs
 from tests.conftest import lab_cli
 from tests.fixture_run import FixtureStep, build_run
 from tests.test_validation import models_doc, toml_doc

@@ -23,10 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERIC_NAMES = ("lab", "servers", "loadgen", "analysis", "experiments", "tuning", "benchmarks")
 
 
-def pip(python: Path | str, *args: str, timeout: float = 600) -> None:
+def pip(python: Path | str, *args: str, timeout: float = 600) -> str:
+    """Run pip quietly; what it still printed (warnings) is returned."""
     argv = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only what pip installs
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
 
 
 def wheelhouse(project_wheel: Path) -> Path:
@@ -38,6 +41,10 @@ def wheelhouse(project_wheel: Path) -> Path:
     if not (house / "complete").exists():
         pip(sys.executable, "wheel", "-w", str(house), str(project_wheel), timeout=1200)
         (house / "complete").write_text("\n".join(deps))
+    # The house holds dependencies only: a project wheel left there (same name and version) would
+    # be installed instead of the one just built from this tree.
+    for stale in house.glob("concurrency_lab-*.whl"):
+        stale.unlink()
     return house
 
 
@@ -46,7 +53,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin directory of a fresh venv with the lab installed from a wheel of this tree."""
     base = tmp_path_factory.mktemp("install")
     dist = base / "dist"
-    pip(sys.executable, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT))
+    said = pip(
+        sys.executable, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)
+    )
+    assert "Warning" not in said, f"building the wheel warned:\n{said[-3000:]}"
     (project_wheel,) = dist.glob("concurrency_lab-*.whl")
     house = wheelhouse(project_wheel)
     venv = base / "venv"
@@ -69,7 +79,9 @@ def site_packages(bin_dir: Path) -> Path:
 
 def test_no_generic_top_level_names(installed: Path) -> None:
     site = site_packages(installed)
-    assert (site / "concurrency_lab" / "lib" / "lab" / "cli.py").is_file()
+    lib = site / "concurrency_lab" / "lib"
+    assert (lib / "lab" / "cli" / "main.py").is_file()
+    assert (lib / "lab" / "webui" / "templates" / "lab.html").is_file()
     assert not [name for name in GENERIC_NAMES if (site / name).exists()]
     outside = subprocess.run(
         [str(installed / "python"), "-c", "import lab"], capture_output=True, cwd="/", timeout=60

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import interpreters
-from lab.rundir import RunDir
+from lab.record.rundir import RunDir
+from lab.system import interpreters
 from tests.conftest import lab_run
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/usr/local/bin")

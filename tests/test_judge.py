@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.judge import judge, sentence
-from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 
 
 def record(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.rundir import RunDir
+from lab.record.rundir import RunDir
 from tests.conftest import lab_cli
 
 SCENARIO = """\

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.backend import CpuLayout
-from lab.limits import LIMITS, Capacity, assessed
-from lab.records import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.backends.base import CpuLayout
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.run.limits import LIMITS, Capacity, assessed
 from tests.conftest import lab_cli
 
 DELAY_MS = 50.0
@@ -106,7 +106,7 @@ def test_cost_per_request() -> None:
 
 
 def test_old_schema_2_lines_still_load() -> None:
-    from lab.records import from_json
+    from lab.record.step import from_json
 
     data = json.loads(step(10, 100, inflight=10).to_json())
     for name in ("limited_by", "limit_reason", "scheduled", "latency_lower_bounds"):

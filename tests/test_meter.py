@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab import procs
-from lab.procstats import RemoteMeter, meters
+from lab.system import procs
+from lab.system.procstats import RemoteMeter, meters
 from tests.conftest import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ def served(upstream) -> Iterator[tuple[subprocess.Popen[bytes], str, int]]:  # n
     """`lab serve gunicorn-gevent` with a meter; killed afterwards."""
     port, meter_port = procs.free_port(), procs.free_port()
     argv = [
-        *(sys.executable, "-m", "lab.serve", "gunicorn-gevent"),
+        *(sys.executable, "-m", "lab.cli.serve", "gunicorn-gevent"),
         *("--host", "127.0.0.1", "--port", str(port), "--meter-port", str(meter_port)),
         *("--knob", "workers=20", "--upstream-url", upstream.url),
     ]
@@ -75,4 +75,4 @@ def test_meter_exits_when_the_server_is_gone(served) -> None:  # noqa: ANN001
 
 def _is_meter(p: psutil.Process, port: int) -> bool:
     cmdline = p.info["cmdline"] or []
-    return "lab.meter" in cmdline and str(port) in cmdline
+    return "lab.webui.meter" in cmdline and str(port) in cmdline

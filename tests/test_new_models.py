@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.rundir import RunDir
+from lab.record.rundir import RunDir
 from tests.conftest import lab_run
 
 NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]

@@ -66,7 +66,7 @@ def test_requests_unanswered_after_the_drain_count_as_lower_bounds(tmp_path: Pat
     percentiles are marked as lower bounds (">=") instead of the window looking empty or fast."""
     import socket
 
-    from lab.generator import Generator, follow
+    from lab.run.generator import Generator, follow
     from loadgen.protocol import Start
 
     hole = socket.create_server(("127.0.0.1", 0), backlog=512)  # the kernel accepts; no one reads

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab import preflight
+from lab.run import preflight
 
 CORE = ["uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent", "gunicorn-asyncio", "gunicorn-gthread"]
 SERIALISING = {

@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab import procs
-from lab.steps import Watchdog
+from lab.run.steps import Watchdog
+from lab.system import procs
 from tests.conftest import lab_cli, undisturbed
 
 FIRST, SECOND = "gunicorn-gevent", "gunicorn-gthread"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab import preflight
-from lab.models import load_registry
+from lab.config.models import load_registry
+from lab.run import preflight
+from lab.system import http_client
 
 ALL_MODELS = list(load_registry().models)
 ROUTES = ["/health", "/io", "/io?delay_ms=20", "/sleep?ms=20", "/cpu?n=1000"]
@@ -23,5 +24,5 @@ def test_every_model_answers_identically(model, start_model, upstream):
 def test_upstream_errors_become_502(model, start_model, failing_upstream):
     """A failing upstream is the upstream's fault: every model says so with the same 502."""
     server = start_model(model, failing_upstream.url)
-    status, body, _ = preflight.get(server.url, "/io")
+    status, body, _ = http_client.get(server.url, "/io")
     assert (status, body) == (502, b'{"route":"io","upstream":"error 500"}\n')

@@ -7,9 +7,9 @@ from dataclasses import fields
 
 import pytest
 
-from lab.records import StepRecord
-from lab.rundir import RunDir
-from loadgen import hist
+from lab.record import hist
+from lab.record.rundir import RunDir
+from lab.record.step import StepRecord
 from tests.conftest import lab_run, undisturbed
 
 

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lab import preflight, procs
-from lab.scenario import UpstreamSpec
+from lab.config.scenario import UpstreamSpec
+from lab.system import http_client, procs
 from servers.upstream import Delay
 
 DISTRIBUTIONS = ["fixed", "uniform", "exponential", "lognormal"]
@@ -37,23 +37,23 @@ def test_distributions_differ_in_spread():
 
 
 def stats(url: str) -> dict[str, int]:
-    return json.loads(preflight.get(url, "/stats")[1])
+    return json.loads(http_client.get(url, "/stats")[1])
 
 
 def test_fixed_delay_and_stats(upstream):
-    preflight.get(upstream.url, "/stats/reset", method="POST")
-    status, body, seconds = preflight.get(upstream.url, "/delay?ms=120")
+    http_client.get(upstream.url, "/stats/reset", method="POST")
+    status, body, seconds = http_client.get(upstream.url, "/delay?ms=120")
     assert (status, body) == (200, b'{"ok":true}')
     assert 0.12 <= seconds < 0.5
-    _, _, default_seconds = preflight.get(upstream.url, "/delay")  # the run's default, 50 ms
+    _, _, default_seconds = http_client.get(upstream.url, "/delay")  # the run's default, 50 ms
     assert 0.05 <= default_seconds < 0.4
     assert stats(upstream.url)["served"] == 2
 
 
 def test_max_inflight_counts_concurrent_requests(upstream):
-    preflight.get(upstream.url, "/stats/reset", method="POST")
+    http_client.get(upstream.url, "/stats/reset", method="POST")
     with ThreadPoolExecutor(12) as pool:
-        list(pool.map(lambda _: preflight.get(upstream.url, "/delay?ms=400"), range(12)))
+        list(pool.map(lambda _: http_client.get(upstream.url, "/delay?ms=400"), range(12)))
     now = stats(upstream.url)
     assert now["max_inflight"] == 12
     assert now["inflight"] == 0
@@ -64,7 +64,7 @@ def test_faults_errors_and_stalls(backend):
     spec = UpstreamSpec(delay_ms=1, error_rate=1.0, stall_rate=1.0, stall_ms=300)
     server = backend.start_upstream(spec, procs.free_port())
     try:
-        status, body, seconds = preflight.get(server.url, "/delay")
+        status, body, seconds = http_client.get(server.url, "/delay")
     finally:
         server.stop()
     assert (status, body) == (500, b'{"ok":false}')
@@ -76,7 +76,7 @@ def test_loop_lag_shows_when_the_upstreams_event_loop_was_held_up(backend):
     much, so the lab can tell the upstream's lateness from the model's."""
     server = backend.start_upstream(UpstreamSpec(delay_ms=10), procs.free_port())
     try:
-        preflight.get(server.url, "/stats/reset", method="POST")
+        http_client.get(server.url, "/stats/reset", method="POST")
         time.sleep(0.5)
         calm = stats(server.url)
         group = os.getpgid(server.proc.pid)
@@ -97,8 +97,8 @@ def test_loop_lag_shows_when_the_upstreams_event_loop_was_held_up(backend):
     ids=["calm", "under-5ms", "late", "under-5pct", "late-5pct"],
 )
 def test_a_late_upstream_loop_flags_the_apparatus(lag_ms, delay_ms, flagged):
-    from lab.records import Measured, Sampled
-    from lab.steps import _apparatus
+    from lab.record.step import Measured, Sampled
+    from lab.run.steps import _apparatus
 
     sampled = Sampled(upstream_lag_ms=lag_ms, upstream_lag_max_ms=3 * lag_ms)
     raised = _apparatus(Measured(started_at="", client_cpu_pct=10.0), sampled, delay_ms)

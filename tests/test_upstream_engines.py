@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lab import preflight, procs
+from lab.system import http_client, procs
 
 CASES = [("fast", 1), ("fast", 2), ("aiohttp", 1), ("aiohttp", 2)]
 
@@ -41,33 +41,35 @@ def upstream_url(request, tmp_path):
 
 
 def stats(url: str) -> dict[str, float]:
-    return json.loads(preflight.get(url, "/stats")[1])
+    return json.loads(http_client.get(url, "/stats")[1])
 
 
 COUNTERS = ("served", "inflight", "max_inflight")
 
 
 def test_counters_sum_over_processes(upstream_url):
-    preflight.get(upstream_url, "/stats/reset", method="POST")
+    http_client.get(upstream_url, "/stats/reset", method="POST")
     with ThreadPoolExecutor(12) as pool:
-        answers = list(pool.map(lambda _: preflight.get(upstream_url, "/delay?ms=400"), range(12)))
+        answers = list(
+            pool.map(lambda _: http_client.get(upstream_url, "/delay?ms=400"), range(12))
+        )
     assert {(s, b) for s, b, _ in answers} == {(200, b'{"ok":true}')}
     now = stats(upstream_url)
     assert {k: now[k] for k in COUNTERS} == {"served": 12, "inflight": 0, "max_inflight": 12}
     assert 0 <= now["loop_lag_mean_ms"] <= now["loop_lag_max_ms"]  # every process's loop ticks
-    preflight.get(upstream_url, "/stats/reset", method="POST")
+    http_client.get(upstream_url, "/stats/reset", method="POST")
     now = stats(upstream_url)
     assert {k: now[k] for k in COUNTERS} == {"served": 0, "inflight": 0, "max_inflight": 0}
 
 
 def test_config_reaches_every_process(upstream_url):
-    preflight.get(upstream_url, "/delay?ms=1")  # every engine answers before the change too
+    http_client.get(upstream_url, "/delay?ms=1")  # every engine answers before the change too
     conn = http.client.HTTPConnection("127.0.0.1", int(upstream_url.rsplit(":", 1)[1]))
     conn.request("POST", "/config", body=json.dumps({"delay_ms": 600, "error_rate": 1.0}))
     assert json.loads(conn.getresponse().read())["delay_ms"] == 600
     conn.close()
     with ThreadPoolExecutor(6) as pool:  # fresh connections land on every process
-        answers = list(pool.map(lambda _: preflight.get(upstream_url, "/delay"), range(6)))
+        answers = list(pool.map(lambda _: http_client.get(upstream_url, "/delay"), range(6)))
     assert all(status == 500 and seconds >= 0.6 for status, _, seconds in answers), answers
 
 
@@ -78,4 +80,4 @@ def test_keep_alive_connection_serves_requests_in_order(upstream_url):
         reply = conn.getresponse()
         assert (reply.status, reply.read()) == (200, b'{"ok":true}')
     conn.close()
-    assert preflight.get(upstream_url, "/nowhere")[0] == 404
+    assert http_client.get(upstream_url, "/nowhere")[0] == 404

@@ -9,10 +9,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab import appcheck, databases, dbrun, procs
-from lab.errors import LabError
-from lab.models import Registry, load_registry
-from lab.userapp import inspect_app, parse_routes
+from lab.backends import databases, dbrun
+from lab.config.models import Registry, load_registry
+from lab.config.userapp import inspect_app, parse_routes
+from lab.record.errors import LabError
+from lab.run import appcheck
+from lab.system import procs
 from tests.conftest import lab_cli
 
 WSGI_MODELS = (

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from lab import cli, safety
-from lab.errors import LabError
+from lab.cli import main as cli
+from lab.record.errors import LabError
+from lab.system import safety
 from tests.conftest import lab_cli
 
 VALID_SCENARIO = {

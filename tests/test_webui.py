@@ -17,7 +17,7 @@ import pytest
 import uibrowser
 from uibrowser import needs_chromium
 
-from lab import procs
+from lab.system import procs
 from tests.conftest import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def _model_env(start_model, upstream) -> dict[str, str]:  # noqa: ANN001
 
 
 def _locust(*args: str) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py,lab/webui.py", *args]
+    return [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py,lab/webui/page.py", *args]
 
 
 HEADLESS = ("--headless", "-u", "4", "-r", "4", "-t", "6s", "--lab-delay-ms", "50")

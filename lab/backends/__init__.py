@@ -1,0 +1,1 @@
+"""Where the servers run: natively or in Docker containers, and the databases beside them."""

@@ -1,0 +1,276 @@
+"""PostgreSQL and Redis from the distribution's packages, run by the lab for the length of a run.
+
+Real apps wait on databases through drivers, and that is where concurrency models break (psycopg2
+blocks the gevent hub unless psycogreen patches it). So the lab starts real servers, never mocks:
+each in a fresh temporary directory, on loopback and a free port, through lab.system.procs
+(own process
+group, pid file in the run directory, so a later run finds and stops leftovers of a kill -9), and
+stops and removes them afterwards. PostgreSQL refuses to run as root; as root it runs as the
+unprivileged `postgres` user (Debian's package creates it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.record.errors import LabError
+from lab.system import procs, safety
+
+READY_TIMEOUT_S = 30.0
+INSTALL = "apt-get install postgresql redis-server (or run scripts/setup.sh as root)"
+PG_USER = "lab"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+PG_SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=500")
+
+
+@dataclass(frozen=True)
+class Database:
+    """One running database: its kind ("postgres" or "redis"), URL, and process."""
+
+    kind: str
+    url: str
+    proc: procs.Proc | None = None  # None for a database the user runs (--db-url)
+    tmp: Path | None = None  # its temporary directory, removed when it stops
+
+
+def postgres_bindir() -> Path:
+    """Where initdb and postgres live: on PATH, else Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("postgres"):
+        return Path(found).resolve().parent
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
+    if not versions:
+        raise LabError(f"PostgreSQL not found (initdb, postgres); install it: {INSTALL}")
+    return Path(versions[-1]).parent
+
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server")
+    if not found:
+        raise LabError(f"Redis not found (redis-server); install it: {INSTALL}")
+    return found
+
+
+def as_unprivileged(argv: list[str]) -> list[str]:
+    """argv run as `postgres` when we are root (PostgreSQL refuses root), unchanged otherwise."""
+    if os.geteuid() != 0:
+        return argv
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        raise LabError(
+            f"running as root and there is no `postgres` user for PostgreSQL; {INSTALL}"
+        ) from None
+    setpriv = shutil.which("setpriv")  # exec's in place: the pid file names postgres itself
+    if setpriv:
+        return [setpriv, "--reuid=postgres", "--regid=postgres", "--init-groups", "--", *argv]
+    return ["runuser", "-u", "postgres", "--", *argv]
+
+
+def _private_dir(prefix: str, owner: str | None) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    if owner and os.geteuid() == 0:
+        entry = pwd.getpwnam(owner)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    return path
+
+
+def _initdb(bindir: Path, data: Path, log: Path) -> None:
+    argv = as_unprivileged(
+        [
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            PG_USER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        ]
+    )
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=120, check=False)
+    if done.returncode != 0:
+        raise LabError(f"PostgreSQL initdb failed (exit {done.returncode}); see {log}")
+
+
+def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
+    """initdb in a fresh directory, then postgres on a free loopback port (trust auth; beyond
+    loopback, as in a Compose network, trust extends to the hosts of its own subnets)."""
+    bindir = postgres_bindir()
+    tmp = _private_dir("lab-pg-", "postgres")
+    log = run_dir / "logs" / "postgres.log"
+    try:
+        _initdb(bindir, tmp / "data", log)
+        if host not in LOOPBACK:
+            with open(tmp / "data" / "pg_hba.conf", "a") as hba:
+                hba.write("host all all samenet trust\n")
+        port = port or procs.free_port(host)
+        settings = [arg for s in PG_SETTINGS for arg in ("-c", s)]
+        argv = as_unprivileged(
+            [
+                str(bindir / "postgres"),
+                "-D",
+                str(tmp / "data"),
+                "-h",
+                host,
+                "-p",
+                str(port),
+                "-k",
+                str(tmp),
+                *settings,
+            ]
+        )
+        proc = procs.start("postgres", argv, log_path=log, pid_dir=run_dir / "pids")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    db = Database("postgres", f"postgresql://{PG_USER}@{host}:{port}/postgres", proc, tmp)
+    _wait_ready(db)
+    return db
+
+
+def start_redis(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
+    """redis-server on a free loopback port, no persistence, in a fresh directory."""
+    binary = redis_binary()
+    tmp = _private_dir("lab-redis-", None)
+    port = port or procs.free_port(host)
+    argv = [
+        binary,
+        "--bind",
+        host,
+        "--port",
+        str(port),
+        "--dir",
+        str(tmp),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--maxclients",
+        "10000",
+        *(() if host in LOOPBACK else ("--protected-mode", "no")),  # a Compose network's peers
+    ]
+    try:
+        proc = procs.start(
+            "redis", argv, log_path=run_dir / "logs" / "redis.log", pid_dir=run_dir / "pids"
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    db = Database("redis", f"redis://{host}:{port}/0", proc, tmp)
+    _wait_ready(db)
+    return db
+
+
+def _wait_ready(db: Database) -> None:
+    """Poll until the database answers a query; on failure stop it and remove its directory."""
+    assert db.proc is not None
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if not db.proc.alive():
+            last = f"exited with code {db.proc.popen.poll()}"
+            break
+        try:
+            ping(db)
+            return
+        except LabError as e:
+            last = str(e)
+        time.sleep(0.1)
+    tail = " | ".join(db.proc.log_tail(3))
+    stop(db)
+    raise LabError(f"{db.kind} did not start ({last}); see {db.proc.log_path}: {tail}")
+
+
+def ping(db: Database, timeout_s: float = 2.0) -> None:
+    """One real round trip (SELECT 1 / PING); LabError naming the URL if it fails."""
+    try:
+        if db.kind == "postgres":
+            import psycopg2
+
+            with contextlib.closing(
+                psycopg2.connect(db.url, connect_timeout=max(1, round(timeout_s)))
+            ) as conn:
+                conn.cursor().execute("SELECT 1")
+        else:
+            import redis
+
+            redis.Redis.from_url(db.url, socket_timeout=timeout_s).ping()
+    except Exception as e:  # the drivers' own error classes: refused, auth, unknown database
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise LabError(f"{db.kind} at {redacted(db.url)} refuses connections: {first}") from None
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and manifests."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def stop(db: Database) -> None:
+    """Stop the database's process group and remove its temporary directory."""
+    if db.proc is not None:
+        db.proc.stop()
+    if db.tmp is not None:
+        shutil.rmtree(db.tmp, ignore_errors=True)
+
+
+def user_database(url: str, allow_remote: bool) -> Database:
+    """The user's own database (--db-url): loopback only unless allowed, and it must answer."""
+    parts = urllib.parse.urlsplit(url)
+    kinds = {"postgresql": "postgres", "postgres": "postgres", "redis": "redis"}
+    if parts.scheme not in kinds or not parts.hostname:
+        raise LabError(
+            f"--db-url {redacted(url)}: expected postgresql://HOST... or redis://HOST..."
+        )
+    safety.check_host(parts.hostname, "--db-url host", allow_remote=allow_remote)
+    db = Database(kinds[parts.scheme], url)
+    ping(db)
+    return db
+
+
+ENV_NAMES = {"postgres": "LAB_DB_URL", "redis": "LAB_REDIS_URL"}
+
+
+@contextlib.contextmanager
+def running(
+    kinds: tuple[str, ...], run_dir: Path, given: tuple[Database, ...] = (), host: str = "127.0.0.1"
+) -> Iterator[dict[str, str]]:
+    """Start each database kind not already `given`; yield the env that points servers at them.
+
+    Everything started is stopped and removed when the block ends, however it ends.
+    """
+    started: list[Database] = []
+    try:
+        have = {db.kind: db for db in given}
+        for kind in kinds:
+            if kind not in have:
+                have[kind] = (start_postgres if kind == "postgres" else start_redis)(run_dir, host)
+                started.append(have[kind])
+        yield {ENV_NAMES[db.kind]: db.url for db in have.values()}
+    finally:
+        for db in reversed(started):
+            stop(db)

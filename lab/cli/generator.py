@@ -1,0 +1,112 @@
+"""`lab generator --connect HOST:PORT`: load-generator workers for a lab run on another machine.
+
+Why: one machine's cores may not be enough to load a fast server without measuring the client.
+The lab run (`lab run --remote-generators M --master HOST:PORT`) starts a locust master for every
+step and waits for M workers; on each machine that lends cores, this command keeps `--processes`
+workers ready, each pinned to its own core. A worker serves one step and exits with it, so this
+command starts a fresh one for the next step, until `--steps` are served, no master appeared for
+locust's connect limit (about 5 minutes), or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from lab.record.errors import LabError
+from lab.run import generators
+from lab.system import procs
+
+
+def serve(master: str, processes: int, steps: int, log_path: Path) -> int:
+    """Run rounds of workers; return how many steps were served."""
+    cores = sorted(os.sched_getaffinity(0))
+    served = 0
+    while steps == 0 or served < steps:
+        workers = [
+            start_worker(master, cores[i % len(cores)], i, log_path) for i in range(processes)
+        ]
+        codes = wait_all(workers)
+        if any(code != 0 for code in codes):
+            click.echo(f"no step from {master} (worker exit codes {codes}); stopping", err=True)
+            break
+        served += 1
+        click.echo(f"served step {served} for {master}", err=True)
+    return served
+
+
+def start_worker(master: str, core: int, index: int, log_path: Path) -> procs.Proc:
+    argv = [sys.executable, "-m", "loadgen.worker_node", master, "--cpu", str(core)]
+    return procs.start(f"generator-{index + 1}", argv, log_path=log_path)
+
+
+def wait_all(workers: list[procs.Proc]) -> list[int]:
+    """Exit codes of every worker; Ctrl-C stops them all."""
+    try:
+        while any(w.alive() for w in workers):
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        for w in workers:
+            w.stop(grace_s=2.0)
+        raise
+    return [int(w.popen.returncode) for w in workers]
+
+
+@click.command("generator")
+@click.option(
+    "--connect",
+    "master",
+    required=True,
+    metavar="HOST:PORT",
+    help="The lab run's generator master (its --master), e.g. 127.0.0.1:5557.",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes on this machine, each pinned to its own core.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Stop after serving this many steps (0: until no master comes, or Ctrl-C).",
+)
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("lab-generator.log"),
+    show_default=True,
+    help="Where the workers' own messages go.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a master that is not on loopback. Only for machines you own.",
+)
+def generator(master: str, processes: int, steps: int, log_path: Path, allow_remote: bool) -> None:
+    """Lend this machine's cores to a lab run: locust workers for its generator master.
+
+    The run must be started with as many --remote-generators as you start here in total, and with
+    --master HOST:PORT reachable from this machine (a non-loopback one needs --allow-remote there).
+    """
+    try:
+        generators.check_master(master, allow_remote)
+    except LabError as e:
+        raise click.BadParameter(
+            str(e).replace("--master", "--connect"), param_hint="--connect"
+        ) from None
+    try:
+        served = serve(master, processes, steps, log_path)
+    except KeyboardInterrupt:
+        click.echo("interrupted: workers stopped", err=True)
+        sys.exit(130)
+    if served == 0:
+        raise LabError(f"no step served: no generator master answered at {master}")

@@ -1,0 +1,63 @@
+"""`lab report DIR` and `lab compare RUN_A RUN_B`, added to the `lab` group by lab/cli/main.py.
+
+Bad input (a missing directory, no steps.jsonl, an unreadable manifest) is a click error with a
+non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from analysis.loading import Run
+
+# pandas and matplotlib take seconds to import, so the analysis modules are imported by the
+# commands that use them, never when `lab` starts.
+
+
+def _load(path: Path) -> Run:
+    from analysis.loading import RunError, load
+
+    try:
+        return load(path)
+    except RunError as exc:  # a damaged or foreign directory is a usage error: exit 2
+        raise click.UsageError(str(exc)) from None
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--level",
+    type=int,
+    default=None,
+    help="Concurrency for the percentile-spectrum plot (default: highest common level).",
+)
+def report(run_dir: Path, level: int | None) -> None:
+    """Print the summary table of RUN_DIR and write its self-contained report.html."""
+    run = _load(run_dir)
+    from analysis.metrics import export_summary
+    from analysis.report import write_report
+    from analysis.summary import print_summary
+
+    table = print_summary(run)
+    try:
+        export_summary(run, table)
+        path = write_report(run, level=level, table=table)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the report into {run_dir}: {exc}") from exc
+    click.echo(f"report: {path}")
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+def compare_runs(run_a: Path, run_b: Path) -> None:
+    """Show per model and level how RUN_B differs from RUN_A, and whether the change is real."""
+    a, b = _load(run_a), _load(run_b)
+    from analysis.compare import compare, print_compare
+
+    frame = compare(a, b)
+    print_compare(frame, f"{run_b.name} vs {run_a.name}")

@@ -1,0 +1,42 @@
+"""`lab reproduce NAME [--quick|--full] [--out DIR]`: rerun a published experiment here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from experiments.common import reproduce as run_reproduction
+from experiments.registry import EXPERIMENTS
+from lab.cli.options import results_dir_option
+
+
+def _help() -> str:
+    lines = [
+        "Reproduce a published concurrency experiment on this machine and print the published "
+        "figures beside the measured ones (also saved as reproduction.json in a run directory).",
+        "",
+        "\b",
+        "Experiments:",
+    ]
+    lines += [f"  {name:<22} {exp.summary}" for name, exp in EXPERIMENTS.items()]
+    return "\n".join(lines)
+
+
+@click.command("reproduce", help=_help())
+@click.argument("name", type=click.Choice(list(EXPERIMENTS)))
+@click.option("--quick", is_flag=True, help="Reduced protocol, about two minutes on two cores.")
+@click.option("--full", is_flag=True, help="Full published size where the default is scaled down.")
+@results_dir_option("Directory that receives the run directory.")
+def reproduce(name: str, quick: bool, full: bool, out: Path) -> None:
+    if quick and full:
+        raise click.UsageError("--quick and --full exclude each other")
+    exp = EXPERIMENTS[name]
+    size = "quick" if quick else "full" if full else "default"
+    if size not in exp.protocols:
+        raise click.UsageError(f"{name} has no --{size} protocol (its default is full size)")
+    run_reproduction(exp, size, out)
+
+
+if __name__ == "__main__":
+    reproduce()

@@ -1,0 +1,95 @@
+"""`lab serve MODEL`: run one model's server in the foreground, as the registry declares it.
+
+Why: in a container the server must be the main process (so signals, `init: true` and healthchecks
+reach it), and its command line must be the one the native sweep uses, not a hand-typed copy that
+drifts. This command renders the registry's argv template and replaces itself with the server.
+With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and RSS on that port, for
+the
+web UI's lab page, which has no Docker socket to ask.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from lab.config.models import Knobs, load_registry, parse_knobs, server_env
+from lab.record.errors import LabError
+from lab.webui.meter import detach
+
+DEFAULT_UPSTREAM_URL = "http://upstream:8080"
+
+
+def serve_argv(
+    model_name: str,
+    host: str,
+    port: int,
+    knob_pairs: tuple[str, ...],
+    max_concurrency: int,
+    models_file: Path | None,
+    upstream_url: str,
+) -> tuple[list[str], dict[str, str], Knobs]:
+    """The exact command and environment `lab run` would start this model with."""
+    registry = load_registry(models_file)
+    (model,) = registry.pick([model_name])
+    knobs = registry.knobs.updated(parse_knobs(knob_pairs), "--knob").resolve(max_concurrency)
+    model.check_installed(knobs)
+    return model.command(knobs, host, port), server_env(model, knobs, upstream_url), knobs
+
+
+@click.command("serve")
+@click.argument("model")
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--knob", "knobs", multiple=True, metavar="NAME=VALUE", help="Override a knob.")
+@click.option(
+    "--max-concurrency",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help='What "auto" knobs resolve to: the highest concurrency you will drive.',
+)
+@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--meter-port",
+    default=0,
+    type=click.IntRange(0, 65535),
+    help="Serve the server's CPU and RSS on this port (lab.webui.meter); 0: no meter.",
+)
+@click.option(
+    "--upstream-url",
+    envvar="LAB_UPSTREAM_URL",
+    default=DEFAULT_UPSTREAM_URL,
+    show_default=True,
+    help="Base URL of the mock upstream (env LAB_UPSTREAM_URL).",
+)
+def serve(
+    model: str,
+    host: str,
+    port: int,
+    knobs: tuple[str, ...],
+    max_concurrency: int,
+    models_file: Path | None,
+    meter_port: int,
+    upstream_url: str,
+) -> None:
+    """Run MODEL's server in the foreground (the container entry point)."""
+    try:
+        argv, env, resolved = serve_argv(
+            model, host, port, knobs, max_concurrency, models_file, upstream_url
+        )
+    except LabError as e:
+        raise click.ClickException(str(e)) from None
+    print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
+    if meter_port:
+        meter = ["--pid", str(os.getpid()), "--port", str(meter_port)]
+        detach([sys.executable, "-m", "lab.webui.meter", *meter])
+    os.execvpe(argv[0], argv, env)
+
+
+if __name__ == "__main__":
+    serve()

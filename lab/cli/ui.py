@@ -1,0 +1,148 @@
+"""`lab ui`: the models, the upstream and the locust web UI with the lab page, natively.
+
+For users without Docker: the same UI as `docker compose up`, every listener on 127.0.0.1. The
+servers start exactly as `lab run` starts them (NativeBackend, the registry's command lines);
+locust loads the users (loadgen/locustfile.py) and the lab page (lab/webui/page.py) and is told
+where
+each model is (LAB_TARGETS) and which process to measure (LAB_SERVER_PIDS). Ctrl-C or SIGTERM
+stops every process it started, in its own process group, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from lab.backends.base import HOST, CpuLayout, NativeBackend
+from lab.config.models import load_registry
+from lab.config.scenario import LIMITS, UpstreamSpec
+from lab.record.errors import LabError
+from lab.system import procs
+from lab.system.procstats import PIDS_ENV
+from lab.system.resources import CODE_ROOT
+
+ROOT = CODE_ROOT
+LOCUSTFILES = "loadgen/locustfile.py,lab/webui/page.py"
+DEFAULT_MODELS = "uwsgi-threads,uwsgi-gevent,gunicorn-gevent,gunicorn-asyncio"
+
+
+def _interrupt(signum: int, _: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def locust_argv(port: int, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILES,
+        "--class-picker",
+        "--users",
+        "20",
+        "--spawn-rate",
+        "20",
+        "--web-host",
+        HOST,
+        "--web-port",
+        str(port),
+        "--lab-out",
+        str(out),
+    ]
+
+
+def start_all(
+    models: list[str], port: int, workers: int, delay_ms: float, out: Path, logs: Path
+) -> tuple[NativeBackend, procs.Proc]:
+    """Upstream, each model, then locust; a failure stops what was started (by the caller)."""
+    registry = load_registry()
+    chosen = registry.pick(models)
+    knobs = registry.knobs.resolve(workers)
+    for model in chosen:
+        model.check_installed(knobs)
+    procs.ensure_port_free(HOST, port, "locust web UI")
+    backend = NativeBackend(logs, CpuLayout.split(pin=True))
+    upstream = backend.start_upstream(UpstreamSpec(delay_ms=delay_ms), procs.free_port())
+    servers = [backend.start_server(m, knobs, upstream.url, procs.free_port()) for m in chosen]
+    env = {
+        **os.environ,
+        "LAB_UPSTREAM_URL": upstream.url,
+        "LAB_TARGETS": ",".join(f"{s.name}={s.url}" for s in servers),
+        PIDS_ENV: ",".join(f"{s.name}={s.proc.pid}" for s in servers),
+    }
+    ui = procs.start(
+        "locust",
+        locust_argv(port, out),
+        log_path=logs / "logs" / "locust.log",
+        env=env,
+        cwd=ROOT,
+        cpus=backend.layout.client,
+    )
+    procs.wait_http(ui, f"http://{HOST}:{port}/", 60)
+    return backend, ui
+
+
+@click.command("ui")
+@click.option(
+    "--port",
+    default=8089,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port of the locust web UI on 127.0.0.1.",
+)
+@click.option(
+    "--models",
+    default=DEFAULT_MODELS,
+    show_default=True,
+    help="Models to start, comma separated (see `lab models`).",
+)
+@click.option(
+    "--workers",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Threads/greenlets per server: the most users a model can hold.",
+)
+@click.option(
+    "--delay-ms",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(0, LIMITS["delay_ms"]),
+    help="The upstream's default delay (the UI's start form sets each request's).",
+)
+@click.option(
+    "--out",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the lab page's Save button writes result directories.",
+)
+def ui(port: int, models: str, workers: int, delay_ms: float, out: Path) -> None:
+    """Start the models, the upstream and the locust web UI with the lab page on 127.0.0.1."""
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        backend, locust = start_all(names, port, workers, delay_ms, out.resolve(), logs)
+        click.echo(
+            f"lab ui: http://{HOST}:{port}  (lab page: /lab/; logs in {logs}); "
+            "Ctrl-C stops everything",
+            err=True,
+        )
+        while locust.alive():
+            time.sleep(0.5)
+        raise LabError(f"locust exited with code {locust.popen.poll()}; see {locust.log_path}")
+    except KeyboardInterrupt:
+        click.echo("lab ui: stopping", err=True)
+    finally:
+        stopped = procs.stop_all()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        click.echo(f"lab ui: stopped {', '.join(stopped) or 'nothing'}", err=True)

@@ -1,0 +1,108 @@
+"""`lab upstream`: the mock upstream alone in the foreground, for benchmarks and other tools.
+
+Why: to measure the upstream itself (wrk, hey), or to give another load tool the same slow API the
+lab's servers call, without writing its command line by hand. It replaces itself with
+`python -m servers.upstream`, so Ctrl-C and signals reach the upstream directly.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+import click
+
+from lab.config.scenario import LIMITS
+from lab.record.errors import LabError
+from lab.system import procs, safety
+from lab.system.resources import CODE_ROOT
+from servers.upstream_model import DISTRIBUTIONS
+
+ENGINES = ("auto", "fast", "aiohttp")
+
+
+@click.command("upstream")
+@click.option("--port", default=18081, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--delay-ms", default=100.0, show_default=True, type=click.FloatRange(0, LIMITS["delay_ms"])
+)
+@click.option(
+    "--distribution", type=click.Choice(DISTRIBUTIONS), default="fixed", show_default=True
+)
+@click.option(
+    "--error-rate", default=0.0, type=click.FloatRange(0, 1), help="Fraction answered 500."
+)
+@click.option("--stall-rate", default=0.0, type=click.FloatRange(0, 1), help="Fraction stalled.")
+@click.option(
+    "--stall-ms",
+    default=0.0,
+    type=click.FloatRange(0, LIMITS["stall_ms"]),
+    help="Extra wait of a stall.",
+)
+@click.option(
+    "--processes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Processes sharing the port (SO_REUSEPORT): add one per core the upstream may use.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="auto",
+    show_default=True,
+    help="fast: asyncio protocol on uvloop + httptools; aiohttp: the fallback; auto: fast if "
+    "installed.",
+)
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host.")
+def upstream(
+    port: int,
+    host: str,
+    delay_ms: float,
+    distribution: str,
+    error_rate: float,
+    stall_rate: float,
+    stall_ms: float,
+    processes: int,
+    engine: str,
+    allow_remote: bool,
+) -> None:
+    """Run the mock upstream in the foreground (GET /delay?ms=N, /stats, POST /stats/reset)."""
+    try:
+        safety.check_host(host, "--host", allow_remote=allow_remote)
+        procs.ensure_port_free(host, port, "upstream")
+    except LabError as e:
+        raise click.BadParameter(str(e)) from None
+    argv = [
+        sys.executable,
+        "-m",
+        "servers.upstream",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--delay-ms",
+        str(delay_ms),
+        "--distribution",
+        distribution,
+        "--error-rate",
+        str(error_rate),
+        "--stall-rate",
+        str(stall_rate),
+        "--stall-ms",
+        str(stall_ms),
+        "--processes",
+        str(processes),
+        "--engine",
+        engine,
+    ]
+    print(
+        f"lab upstream on http://{host}:{port} (Ctrl-C stops)\n  {shlex.join(argv)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    root = str(CODE_ROOT)
+    os.chdir(root)
+    os.execv(argv[0], argv)

@@ -1,0 +1,1 @@
+"""Declarative configuration: the model registry, scenarios, the user's app, TOML reading."""

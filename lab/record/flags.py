@@ -1,0 +1,183 @@
+"""The flag registry: every flag a step or a point can carry, declared once.
+
+Each flag says what it means, which evidence fields explain it, which module raises it and whether
+it excludes the step from the verdict. The step record, the judge, the summary, the report, the
+comparison and the README's table all read this registry; `tests/test_flags.py` fails if a flag is
+raised that is not declared here or declared here and never raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.record.errors import LabError
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag: its meaning in plain words and what it does to the verdict."""
+
+    name: str
+    meaning: str
+    evidence: tuple[str, ...]  # keys of the step's `evidence` that explain it
+    raised_by: str  # the module that raises it
+    excludes: bool  # a step carrying it is never part of the verdict
+
+
+_FLAGS = (
+    Flag(
+        "serialized",
+        "the concurrency probe found that requests did not overlap: not a fair result",
+        ("serialized",),
+        "lab.run.sweep",
+        excludes=True,
+    ),
+    Flag(
+        "client_saturated",
+        "the load generator's CPU was >= 90% of a core: throughput may be the client's limit",
+        ("client_saturated",),
+        "lab.run.steps",
+        excludes=False,
+    ),
+    Flag(
+        "host_busy",
+        "processes outside the run used half a core or more (kernel network work, softirq, is "
+        "counted apart and not blamed on them): the figures are disturbed",
+        ("host_busy",),
+        "lab.run.steps",
+        excludes=False,
+    ),
+    Flag(
+        "errors",
+        "at least one request failed (kinds in `errors`)",
+        ("errors",),
+        "lab.record.step",
+        excludes=False,
+    ),
+    Flag(
+        "no_responses",
+        "not one request succeeded: the server or the load generator did not work",
+        (),
+        "lab.record.step",
+        excludes=True,
+    ),
+    Flag(
+        "server_died",
+        "the server process exited during the step",
+        ("exit_code", "log_tail"),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
+        "server_hung",
+        "the server was alive but did not answer /health after the step",
+        ("server",),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
+        "upstream_down",
+        "the upstream exited or stalled: the step's errors are the upstream's, not the model's",
+        ("upstream",),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
+        "loadgen_failed",
+        "the load generator exited without a result",
+        ("loadgen",),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
+        "start_failed",
+        "the server exited or never answered /health: nothing was measured",
+        ("start_failed",),
+        "lab.run.sweep",
+        excludes=True,
+    ),
+    Flag(
+        "preflight_failed",
+        "the server answered wrongly before any load: nothing was measured",
+        ("preflight_failed",),
+        "lab.run.sweep",
+        excludes=True,
+    ),
+    Flag(
+        "interrupted",
+        "Ctrl-C or SIGTERM cut the step short; `lab run --resume` measures it again",
+        ("interrupted",),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
+        "capped",
+        "requests in flight plateaued below the offered users while latency rose, at the limit "
+        "the model's knobs set (e.g. 10 threads): that pool is the limit, a fair result for these "
+        "knobs (the lab page raises it live when throughput stays under the ideal with CPU to "
+        "spare)",
+        ("capped",),
+        "lab.run.limits",
+        excludes=False,
+    ),
+    Flag(
+        "capped_unexplained",
+        "requests in flight plateaued below the offered users while latency rose, and no knob "
+        "explains the ceiling (a pool fixed elsewhere, a hidden lock): suspicious, not the model "
+        "as configured",
+        ("capped_unexplained",),
+        "lab.run.limits",
+        excludes=True,
+    ),
+    Flag(
+        "apparatus_saturated",
+        "a core the load generator or the upstream ran on was 90% busy or more, or the upstream's "
+        "event loop woke late (on average 5 ms, or 5% of the delay, or more): the lab, not the "
+        "model, may have set the figures (use fewer users, more generators or a bigger machine)",
+        ("apparatus_saturated",),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
+        "server_saturated",
+        "the server's CPU was at 90% of its cores or more: the model is CPU-bound here",
+        ("server_saturated",),
+        "lab.webui.liveflags",
+        excludes=False,
+    ),
+    Flag(
+        "unstable",
+        "trials of this point differ by 10% or more",
+        (),
+        "analysis.metrics",
+        excludes=False,
+    ),
+)
+
+FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
+
+
+def declared(name: str) -> Flag:
+    """The flag called `name`; raising an undeclared flag is a bug, so it fails loudly."""
+    try:
+        return FLAGS[name]
+    except KeyError:
+        raise LabError(f"flag {name!r} is not declared in lab/record/flags.py") from None
+
+
+def explain(name: str) -> str:
+    """The flag's meaning in plain words; an unknown flag (from a newer lab) is shown as is."""
+    flag = FLAGS.get(name)
+    return flag.meaning if flag else name
+
+
+def excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
+    """The flags among `flags` that keep a step out of the verdict."""
+    return [f for f in flags if f in FLAGS and FLAGS[f].excludes]
+
+
+def markdown_table() -> str:
+    """The registry as a Markdown table, for the README."""
+    rows = ["| flag | meaning | excluded from the verdict |", "|---|---|---|"]
+    rows += [f"| `{f.name}` | {f.meaning} | {'yes' if f.excludes else 'no'} |" for f in _FLAGS]
+    return "\n".join(rows)

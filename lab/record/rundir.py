@@ -1,0 +1,214 @@
+"""The run directory: the one owner of what a run writes and reads, so nothing finished is lost.
+
+Layout of `results/<run-id>/`:
+
+- `manifest.json`     environment, scenario, models with exact command lines (atomic writes)
+- `preflight.jsonl`   one object per model and trial: verification and concurrency probe
+- `steps.jsonl`       one step record per line, appended and fsynced as each step ends
+- `measurements.jsonl` a reproduction's own rows (experiments)
+- `histograms/<model>/<mode>-<point>-t<trial>.hlog`  per-second latency histograms (µs)
+- `logs/`, `pids/`    each process's output; pid files for finding leftovers after a kill -9
+
+Sweeps, experiments, `lab report`, `lab compare` and the pandas loader all go through `RunDir`.
+A crash mid-write can leave a truncated last line in a `.jsonl`: reading skips it, and `repair`
+(run before a resume appends) moves it aside so every complete record stays readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lab.record import hist
+from lab.record.errors import LabError
+from lab.record.step import StepKey, StepRecord, from_json
+
+
+class DamagedRun(LabError):
+    """A file of a run directory that cannot be read; the message names it and the problem."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def create(cls, out: Path, name: str) -> RunDir:
+        """A new, empty run directory under `out` named by the time and `name`."""
+        if not str(out).strip():
+            raise LabError("--out is empty: give the directory that receives run directories")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        path, suffix = out / f"{stamp}-{name}", 1
+        while path.exists():
+            suffix += 1
+            path = out / f"{stamp}-{name}-{suffix}"
+        try:
+            path.mkdir(parents=True)
+        except OSError as exc:
+            raise LabError(f"cannot create a run directory in {out}: {exc.strerror}") from None
+        return cls(path)
+
+    @classmethod
+    def existing(cls, path: Path) -> RunDir:
+        """A run directory written before; refuses anything that is not one, saying why."""
+        if not path.is_dir():
+            raise DamagedRun(f"{path}: no such run directory")
+        run = cls(path)
+        run.manifest()  # a run directory starts with a readable manifest
+        return run
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def steps_path(self) -> Path:
+        return self.path / "steps.jsonl"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def pids(self) -> Path:
+        return self.path / "pids"
+
+    # -- manifest ---------------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any]:
+        path = self.path / "manifest.json"
+        if not path.exists():
+            raise DamagedRun(f"{self.path} is not a run directory (it has no manifest.json)")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DamagedRun(f"{path}: unreadable manifest ({exc})") from None
+        if not isinstance(data, dict) or not data:
+            raise DamagedRun(
+                f"{path}: not a run directory's manifest (expected an object with run_id)"
+            )
+        if not isinstance(data.get("run_id"), str):
+            raise DamagedRun(f"{path}: not a run directory's manifest (no run_id)")
+        return data
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json(self.path / "manifest.json", manifest)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def append_step(self, record: StepRecord) -> None:
+        append_jsonl(self.steps_path, record.to_json())
+
+    def steps(self) -> list[StepRecord]:
+        """Every complete step record; a damaged line is refused with its line number."""
+        out = []
+        for number, row in _rows(self.steps_path):
+            try:
+                out.append(from_json(row))
+            except LabError as exc:
+                raise DamagedRun(f"{self.steps_path}: line {number}: {exc}") from None
+        return out
+
+    def completed(self) -> set[StepKey]:
+        """Steps already recorded; an interrupted one is measured again on resume."""
+        return {r.key for r in self.steps() if "interrupted" not in r.flags}
+
+    def repair(self) -> str | None:
+        """Move a truncated last line of each `.jsonl` aside; return a warning if one was."""
+        moved = [p.name for p in self.path.glob("*.jsonl") if _cut_fragment(p)]
+        if not moved:
+            return None
+        return (
+            f"{', '.join(moved)} ended in a truncated line (the lab was killed while writing); "
+            "kept every complete record and moved the fragment to *.fragment"
+        )
+
+    # -- other records ----------------------------------------------------------------------
+
+    def append(self, name: str, obj: dict[str, Any]) -> None:
+        """Append one JSON object to `name` (e.g. preflight.jsonl, measurements.jsonl)."""
+        append_jsonl(self.path / name, json.dumps(obj, sort_keys=True, default=str))
+
+    def rows(self, name: str) -> list[dict[str, Any]]:
+        """The JSON objects of `name`; anything but an object is refused with its line."""
+        out = []
+        for number, row in _rows(self.path / name):
+            if not isinstance(row, dict):
+                raise DamagedRun(f"{self.path / name}: line {number} is not a JSON object")
+            out.append(row)
+        return out
+
+    # -- histograms -------------------------------------------------------------------------
+
+    @staticmethod
+    def hlog_relpath(key: StepKey) -> str:
+        point = f"r{key.rate_rps:g}" if key.rate_rps is not None else f"c{key.users}"
+        return f"histograms/{key.model}/{key.mode}-{point}-t{key.trial}.hlog"
+
+    def hlog_writer(self, key: StepKey) -> hist.HlogWriter:
+        return hist.HlogWriter(self.path / self.hlog_relpath(key))
+
+
+def _rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of each complete line; a truncated last line is skipped."""
+    if not path.exists():
+        return
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DamagedRun(f"{path}: unreadable ({exc})") from None
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                return  # the fragment a crash mid-write leaves: every line before is complete
+            raise DamagedRun(f"{path}: line {number} is not JSON") from None
+
+
+def _cut_fragment(path: Path) -> bool:
+    """If `path` does not end with a newline, move its last partial line to `<path>.fragment`."""
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return False
+    keep, _, fragment = data.rpartition(b"\n")
+    with open(path.with_name(path.name + ".fragment"), "ab") as f:
+        f.write(fragment + b"\n")
+    write_atomic(path, (keep + b"\n").decode(errors="replace") if keep else "")
+    return True
+
+
+def append_jsonl(path: Path, line: str) -> None:
+    """Append one JSON line and fsync, so a crash right after loses nothing already written."""
+    with open(path, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file atomically: temp file in the same directory, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,329 @@
+"""The step record: what one model measured at one point of a sweep, built in one place.
+
+`step_record` is the only constructor of a `StepRecord` from measurements: sweeps, interrupted
+steps, models that could not start, experiments and test fixtures all go through it, so a field
+added here reaches every writer at once. `from_json` reads every schema the lab ever wrote.
+
+Schema 2 names what a step's load was: `users` in closed loop, `rate_rps` and `max_outstanding`
+in open loop. Schema 1 (before 2026-11) had one `concurrency` field meaning users in closed loop
+and the cap on outstanding requests in open loop; it is read into the new names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+from lab.record import flags as flag_registry
+from lab.record.errors import LabError
+
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
+# `dropped` is open loop only: a request due while the cap on outstanding requests was full.
+ERROR_KINDS = (
+    "refused",
+    "reset",
+    "timeout",
+    "http_5xx",
+    "http_4xx",
+    "bad_body",
+    "other",
+    "dropped",
+)
+STATUSES = ("measured", "partial", "skipped")
+
+
+@dataclass(frozen=True)
+class StepKey:
+    """What identifies a step: model, mode, the point's load and the trial."""
+
+    model: str
+    mode: str  # "closed" (users, no think time) or "open" (arrival rate)
+    users: int | None  # closed loop
+    rate_rps: float | None  # open loop
+    trial: int
+
+    @property
+    def label(self) -> str:
+        return f"c={self.users}" if self.rate_rps is None else f"{self.rate_rps:g} req/s"
+
+    @property
+    def level(self) -> float:
+        """The point's position on a sweep's axis: users, or the arrival rate."""
+        return float(self.rate_rps if self.rate_rps is not None else self.users or 0)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A flag raised on a step, with the evidence that explains it."""
+
+    flag: str
+    evidence: Any = None
+
+    def __post_init__(self) -> None:
+        flag_registry.declared(self.flag)  # an undeclared flag is a bug: fail where it is raised
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the load generator measured in the window (zeros when nothing was)."""
+
+    started_at: str
+    duration_s: float = 0.0
+    requests: int = 0
+    ok: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+    client_cpu_pct: float = 0.0
+    timeseries: Mapping[str, list[float]] = field(default_factory=dict)
+    open_loop: Mapping[str, Any] | None = None  # achieved rate, sent, dropped, unfinished, ...
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What the lab sampled around the generator during the window."""
+
+    server_cpu_pct: float = 0.0
+    server_rss_mb: float = 0.0
+    upstream_cpu_pct: float = 0.0
+    host_cpu_pct: float = 0.0
+    upstream_max_inflight: int = 0
+    apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
+    host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
+    apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
+    upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
+    upstream_lag_max_ms: float = -1.0
+    timeseries: Mapping[str, list[float]] = field(default_factory=dict)
+
+
+OPEN_LOOP_COUNTS = ("scheduled", "sent", "completed", "unfinished", "not_sent")
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step, as written to `steps.jsonl` (one JSON object per line)."""
+
+    run_id: str
+    model: str
+    mode: str
+    users: int | None
+    rate_rps: float | None
+    max_outstanding: int | None
+    trial: int
+    status: str  # measured | partial (interrupted) | skipped (nothing measured; flags say why)
+    started_at: str  # ISO 8601 UTC, start of the measured window
+    duration_s: float  # the measured window, warm-up and settle excluded
+    requests: int
+    ok: int
+    errors: dict[str, int]  # kind -> count, kinds from ERROR_KINDS
+    throughput_rps: float  # ok responses per second of the measured window
+    latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean of successful requests
+    server_cpu_pct: float  # mean over the window, whole process tree, 100 = one core
+    server_rss_mb: float  # peak over the window, whole process tree
+    client_cpu_pct: float  # mean over the window, the load generator, 100 = one core
+    upstream_cpu_pct: float
+    host_cpu_pct: float  # whole machine, 100 = one core
+    upstream_max_inflight: int  # highest concurrency the upstream saw (-1: unknown)
+    flags: tuple[str, ...]
+    histogram: str  # the `.hlog`, relative to the run directory ("" when none)
+    timeseries: dict[str, list[float]]
+    evidence: dict[str, Any]
+    schema_version: int = SCHEMA_VERSION
+    # Added within schema 2, with defaults so that older schema-2 lines still load.
+    upstream_lag_ms: float = -1.0  # mean lateness of the upstream's event loop (-1: unknown)
+    upstream_lag_max_ms: float = -1.0
+    limited_by: str = ""  # a key of lab.run.limits.LIMITS ("" when not assessed)
+    limit_reason: str = ""  # the limit in plain words, with its figures
+    server_cpu_ms_per_req: float | None = None
+    apparatus_cpu_ms_per_req: float | None = None  # load generator + upstream
+    server_rss_kb_per_conn: float | None = None  # RSS above the idle server per connection
+    apparatus_core_pct: float = 0.0  # mean busy % of the busiest core the apparatus ran on
+    host_softirq_pct: float = 0.0  # kernel softirq (network) work, % of one core
+    # Open loop: arrivals due in the window, and what became of them.
+    scheduled: int | None = None
+    sent: int | None = None
+    completed: int | None = None
+    unfinished: int | None = None  # still unanswered at the cut-off: latency is a lower bound
+    not_sent: int | None = None  # due while the cap on outstanding requests was full
+    latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
+    generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
+
+    @property
+    def key(self) -> StepKey:
+        return StepKey(self.model, self.mode, self.users, self.rate_rps, self.trial)
+
+    @property
+    def excluded_by(self) -> list[str]:
+        """The flags that keep this step out of the verdict."""
+        return flag_registry.excluding(self.flags)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def step_record(
+    run_id: str,
+    key: StepKey,
+    measured: Measured,
+    sampled: Sampled = Sampled(),
+    raised: tuple[Raised, ...] = (),
+    *,
+    max_outstanding: int | None = None,
+    histogram: str = "",
+    status: str = "measured",
+    context: Mapping[str, Any] | None = None,
+    generators: int = 1,
+) -> StepRecord:
+    """The step record of what was measured: errors and no-response flags follow from the
+    figures; the rest are raised by the caller with their evidence. `context`: facts a reader
+    needs beside the flags' evidence (e.g. an experiment's case). What limited the step and what
+    a request cost are added by `lab.run.limits.assessed`, which knows what the knobs allow."""
+    open_loop = dict(measured.open_loop or {})
+    errors, derived = _from_figures(measured, status)
+    everything = (*raised, *derived)
+    names = tuple(dict.fromkeys(r.flag for r in everything))
+    evidence = _evidence(everything, context, measured.open_loop)
+    duration = measured.duration_s
+    in_window = open_loop.get("ok_in_window", measured.ok)  # open loop: answered in the window
+    record = StepRecord(
+        run_id=run_id,
+        model=key.model,
+        mode=key.mode,
+        users=key.users,
+        rate_rps=key.rate_rps,
+        max_outstanding=max_outstanding,
+        trial=key.trial,
+        status=status,
+        started_at=measured.started_at,
+        duration_s=duration,
+        requests=measured.requests,
+        ok=measured.ok,
+        errors=errors,
+        throughput_rps=round(in_window / duration, 2) if duration > 0 else 0.0,
+        latency_ms=dict(measured.latency_ms),
+        server_cpu_pct=sampled.server_cpu_pct,
+        server_rss_mb=sampled.server_rss_mb,
+        client_cpu_pct=measured.client_cpu_pct,
+        upstream_cpu_pct=sampled.upstream_cpu_pct,
+        host_cpu_pct=sampled.host_cpu_pct,
+        upstream_max_inflight=sampled.upstream_max_inflight,
+        flags=names,
+        histogram=histogram if measured.ok else "",
+        timeseries={**measured.timeseries, **sampled.timeseries},
+        evidence=evidence,
+        apparatus_core_pct=sampled.apparatus_core_pct,
+        host_softirq_pct=sampled.host_softirq_pct,
+        upstream_lag_ms=sampled.upstream_lag_ms,
+        upstream_lag_max_ms=sampled.upstream_lag_max_ms,
+        generators=generators,
+        **_open_loop_fields(open_loop),
+    )
+    return record
+
+
+def _from_figures(measured: Measured, status: str) -> tuple[dict[str, int], list[Raised]]:
+    """Errors by kind (open loop: requests never sent count as `dropped`) and the flags that
+    follow from the figures alone."""
+    dropped = (measured.open_loop or {}).get("dropped")
+    errors = {k: int(v) for k, v in {**measured.errors, "dropped": dropped}.items() if v}
+    derived = [Raised("errors", errors)] if errors else []
+    if not measured.ok and status == "measured":
+        derived.append(Raised("no_responses"))
+    return errors, derived
+
+
+def _evidence(
+    raised: tuple[Raised, ...], context: Mapping[str, Any] | None, open_loop: Any
+) -> dict[str, Any]:
+    """The caller's context, each flag's evidence and the open-loop figures."""
+    evidence = dict(context or {})
+    evidence |= {r.flag: r.evidence for r in raised if r.evidence not in (None, {}, "")}
+    if open_loop is not None:
+        evidence["open_loop"] = dict(open_loop)
+    return evidence
+
+
+def _open_loop_fields(open_loop: dict[str, Any]) -> dict[str, Any]:
+    """The open-loop counts and which percentiles are lower bounds (nothing in closed loop)."""
+    counts = {k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop}
+    return {"latency_lower_bounds": tuple(open_loop.get("lower_bounds", ())), **counts}
+
+
+def from_json(data: Any) -> StepRecord:
+    """A record from one parsed line of `steps.jsonl`, of any schema this lab can read."""
+    if not isinstance(data, dict):
+        raise LabError(f"a step must be a JSON object, got {type(data).__name__}")
+    version = data.get("schema_version", 1)
+    if version not in READABLE_SCHEMAS:
+        raise LabError(
+            f"step schema {version!r} is not one this lab reads ({READABLE_SCHEMAS}); "
+            "a newer lab wrote it"
+        )
+    if version == 1:
+        data = _from_schema_1(data)
+    names = {f.name for f in fields(StepRecord)}
+    required = {
+        f.name for f in fields(StepRecord) if f.default is MISSING and f.default_factory is MISSING
+    }
+    missing = sorted(n for n in required if n not in data)
+    if missing:
+        raise LabError(f"a step lacks {', '.join(missing)}")
+    values = {k: v for k, v in data.items() if k in names}
+    values["flags"] = tuple(values["flags"])
+    values["latency_lower_bounds"] = tuple(values.get("latency_lower_bounds") or ())
+    record = StepRecord(**values)
+    _check_types(record)
+    return record
+
+
+def _from_schema_1(old: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 had `concurrency` (users, or the open-loop cap) and no status."""
+    data = dict(old)
+    concurrency = data.pop("concurrency", None)
+    is_open = data.get("mode") == "open"
+    data.setdefault("users", None if is_open else concurrency)
+    data.setdefault("max_outstanding", concurrency if is_open else None)
+    data.setdefault("rate_rps", None)
+    data.setdefault("upstream_cpu_pct", 0.0)
+    data.setdefault("host_cpu_pct", 0.0)
+    data.setdefault("histogram", "")
+    data.setdefault("timeseries", {})
+    data.setdefault("evidence", {})
+    flags = data.get("flags") or []
+    unmeasured = {"start_failed", "preflight_failed"} & set(flags)
+    data.setdefault(
+        "status", "partial" if "interrupted" in flags else "skipped" if unmeasured else "measured"
+    )
+    data["schema_version"] = 1
+    return data
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "model": str,
+    "mode": str,
+    "trial": int,
+    "status": str,
+    "started_at": str,
+    "duration_s": (int, float),
+    "requests": int,
+    "ok": int,
+    "errors": dict,
+    "throughput_rps": (int, float),
+    "latency_ms": dict,
+    "flags": tuple,
+    "histogram": str,
+    "timeseries": dict,
+    "evidence": dict,
+}
+
+
+def _check_types(record: StepRecord) -> None:
+    for name, kind in _TYPES.items():
+        value = getattr(record, name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise LabError(f"a step's {name} has the wrong type ({type(value).__name__})")
+    if record.mode not in ("closed", "open"):
+        raise LabError(f"a step's mode must be closed or open, got {record.mode!r}")

@@ -1,0 +1,231 @@
+"""Before any load on a user's app: does every model answer alike, and which one serialises?
+
+Each route is requested under every model and the answers compared (status, content type, body
+digest); a difference is reported as a table, never averaged away. Then K requests go at once to
+a user-chosen route that waits (on a database, an API, a sleep): a model that overlaps them takes
+about one request's time, one that serialises them about K times that, and is flagged
+`serialized` with a hint naming the likely cause for its kind of worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import urllib.parse
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.table import Table
+
+from lab.backends.base import CpuLayout, NativeBackend
+from lab.config.models import Knobs, Model
+from lab.config.userapp import Route, UserApp, fit, health_route
+from lab.record.errors import LabError
+from lab.run import preflight
+from lab.run.preflight import Preflight, Probe
+from lab.system import http_client, procs
+
+READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
+MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
+HINTS = {
+    "bridged": "a one-thread bridge (WsgiToAsgi runs a worker's requests one at a time)",
+    "greenlet": "a blocking call gevent cannot patch: a C driver (psycopg2 without psycogreen, "
+    "mysqlclient), a C extension's own socket or sleep, or a module imported before "
+    "monkey-patching",
+    "coroutine": "a blocking call in the event loop (a sync driver, time.sleep, requests) "
+    "inside an async view",
+    "thread": "fewer threads than requests, or a lock held while waiting",
+    "process": "one request per process: add processes",
+}
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    content_type: str
+    digest: str  # sha256 of the body, first 16 hex digits
+    size: int
+    error: str = ""
+
+    def summary(self) -> str:
+        if self.error:
+            return f"error: {self.error}"
+        return f"{self.status} {self.content_type or '-'} {self.size} B sha256:{self.digest}"
+
+
+@dataclass
+class ModelCheck:
+    model: str
+    bridged: bool = False
+    answers: dict[str, Answer] = field(default_factory=dict)
+    probe: Probe | None = None
+    serialized: bool = False
+    hint: str = ""
+    error: str = ""  # the server did not start, or the app failed
+
+    def preflight(self) -> Preflight:
+        """This check as the sweep's preflight record: the app's answers and its probe."""
+        verify = {path: asdict(a) for path, a in self.answers.items()}
+        message = f"serialized: likely {self.hint}" if self.serialized else ""
+        probes = [self.probe] if self.probe else []
+        return Preflight(self.model, not self.error, self.serialized, verify, probes, message)
+
+
+@dataclass(frozen=True)
+class AppCheck:
+    app: str
+    probe_path: str
+    models: tuple[ModelCheck, ...]
+    differences: dict[str, dict[str, str]]  # path -> model -> answer summary
+
+    def problems(self) -> list[str]:
+        """Why the app cannot be compared fairly: start failures, 5xx answers, differences."""
+        found = [f"{m.model}: {m.error}" for m in self.models if m.error]
+        found += [
+            f"{m.model} answered {path} with {a.summary()}"
+            for m in self.models
+            for path, a in m.answers.items()
+            if a.error or a.status >= 500
+        ]
+        found += [f"{path} differs between models" for path in self.differences]
+        return found
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    def solo_ms(self) -> float:
+        """The probe route's time with nothing else running: the fastest model's single request
+        (d in the ideal c / d); 0 when no model could be probed (no ideal then)."""
+        return round(min((m.probe.delay_ms for m in self.models if m.probe), default=0.0), 1)
+
+
+def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> Answer:
+    """One request on a fresh connection, reduced to what must match across models."""
+    url = urllib.parse.urlsplit(base_url)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
+    request = route.request()
+    try:
+        conn.request(route.method, route.path, body=request["data"], headers=request["headers"])
+        reply = conn.getresponse()
+        body = reply.read()
+    except OSError as e:
+        return Answer(0, "", "", 0, error=str(e) or type(e).__name__)
+    finally:
+        conn.close()
+    digest = hashlib.sha256(body).hexdigest()[:16]
+    return Answer(reply.status, reply.getheader("Content-Type", ""), digest, len(body))
+
+
+def probe_route(base_url: str, route: Route, k: int) -> Probe | str:
+    """K simultaneous requests to a route, timed against its own single-request time."""
+    request = route.request()
+    single_s = min(http_client.get(base_url, route.path, **request)[2] for _ in range(2))
+    if single_s * 1000 < MIN_PROBE_MS:
+        return f"{route.label} answers in {single_s * 1000:.0f} ms: choose a route that waits"
+    return preflight.probe(base_url, route.path, k, single_s * 1000, **request)
+
+
+def check_model(
+    backend: NativeBackend,
+    model: Model,
+    bridged: bool,
+    knobs: Knobs,
+    routes: tuple[Route, ...],
+    probe: Route,
+    upstream_url: str,
+) -> ModelCheck:
+    """Start the model, request every route, probe, stop; failures become evidence."""
+    result = ModelCheck(model.name, bridged)
+    try:
+        server = backend.start_server(model, knobs, upstream_url, procs.free_port())
+    except procs.StartFailed as e:
+        tail = e.evidence.get("log_tail")
+        last = " | ".join(tail[-2:]) if isinstance(tail, list) else ""
+        result.error = f"did not start ({e}); {last}"
+        return result
+    try:
+        result.answers = {r.label: fetch(server.url, r) for r in routes}
+        k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
+        probed = probe_route(server.url, probe, k) if k >= 2 else None
+        if isinstance(probed, str):
+            result.error = probed
+        elif probed is not None:
+            result.probe = probed
+            result.serialized = not probed.passed
+            if result.serialized:
+                result.hint = HINTS["bridged" if bridged else model.unit]
+    finally:
+        server.stop()
+    return result
+
+
+def differences(checks: tuple[ModelCheck, ...], paths: list[str]) -> dict[str, dict[str, str]]:
+    """Routes (labels) whose (status, content type, body) is not the same under every model."""
+    found = {}
+    for path in paths:
+        answers = {m.model: m.answers[path] for m in checks if path in m.answers}
+        if len({(a.status, a.content_type, a.digest) for a in answers.values()}) > 1:
+            found[path] = {name: a.summary() for name, a in answers.items()}
+    return found
+
+
+def run(
+    app: UserApp,
+    models: list[Model],
+    knobs: Knobs,
+    routes: tuple[Route, ...],
+    probe: Route,
+    run_dir: Path,
+    upstream_url: str = "http://127.0.0.1:9",
+) -> AppCheck:
+    """Check the app under every model that can serve it; written to run_dir/appcheck.json."""
+    fitted = [(m.name, fit(app, m)) for m in models]
+    unfit = [name for name, f in fitted if f is None]
+    if unfit:
+        raise LabError(
+            f"--app {app.target} is an ASGI app; WSGI servers cannot run it: drop "
+            f"{', '.join(unfit)} from --models"
+        )
+    backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=READY_TIMEOUT_S)
+    backend.ready_path = health_route(routes).path
+    try:
+        checks = tuple(
+            check_model(backend, m, bridged, knobs, routes, probe, upstream_url)
+            for _, f in fitted
+            if f is not None
+            for m, bridged in [f]
+        )
+    finally:
+        backend.close()
+    labels = [r.label for r in routes]
+    result = AppCheck(app.target, probe.label, checks, differences(checks, labels))
+    (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
+    return result
+
+
+def render(result: AppCheck) -> list[Table]:
+    """The verdict per model, and a table per path whose answers differ."""
+    verdict = Table(title=f"{result.app}: every model, probe on {result.probe_path}")
+    for column in ("model", "answers", "probe", "verdict"):
+        verdict.add_column(column)
+    for m in result.models:
+        answers = "ok" if all(a.status < 500 and not a.error for a in m.answers.values()) else "5xx"
+        probe = (
+            f"{m.probe.k} at once in {m.probe.wall_s:.2f} s, overlap {m.probe.overlap}"
+            if m.probe
+            else "-"
+        )
+        verdict_text = m.error or (f"serialized: likely {m.hint}" if m.serialized else "concurrent")
+        if m.bridged:
+            verdict_text = f"bridged (WSGI through WsgiToAsgi); {verdict_text}"
+        verdict.add_row(m.model, answers, probe, verdict_text)
+    tables = [verdict]
+    for path, by_model in result.differences.items():
+        diff = Table(title=f"{path}: answers differ between models")
+        diff.add_column("model")
+        diff.add_column("status, content type, size, body digest")
+        for name, summary in by_model.items():
+            diff.add_row(name, summary)
+        tables.append(diff)
+    return tables

@@ -1,0 +1,179 @@
+"""The lab's side of the load-generator protocol: start a generator process, read its messages.
+
+Sweeps, experiments, benchmarks and tests all drive a generator through this one client; the
+messages themselves are defined in `loadgen.protocol`, which the generator side uses too.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
+
+from lab.record import hist
+from lab.record.step import Measured
+from lab.system import procs
+from loadgen.protocol import (
+    Done,
+    Failed,
+    Histogram,
+    Measuring,
+    Message,
+    ProtocolError,
+    Sample,
+    Start,
+    decode,
+)
+
+HistogramSink = Callable[[float, float, HdrHistogram], None]
+
+
+class Generator:
+    """One generator process running one step; stop() (or the context) always ends it."""
+
+    def __init__(
+        self,
+        start: Start,
+        *,
+        log_path: Path,
+        cpus: tuple[int, ...] = (),
+        pid_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.start = start
+        argv = [sys.executable, "-m", "loadgen", start.to_json()]
+        self.proc = procs.start(
+            "loadgen",
+            argv,
+            log_path=log_path,
+            cpus=cpus,
+            pid_dir=pid_dir,
+            pipe_stdout=True,
+            env=env,
+        )
+
+    def messages(self) -> Iterator[Message]:
+        """Every message the generator sends until it exits; stray lines become `Failed`."""
+        stdout = self.proc.popen.stdout
+        assert stdout is not None
+        for raw in stdout:
+            try:
+                yield decode(raw.decode(errors="replace"))
+            except ProtocolError as exc:
+                yield Failed(str(exc))
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        self.proc.stop(grace_s=grace_s)
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+@dataclass
+class Outcome:
+    """What a step's generator said: the figures (None if it failed) and what came before."""
+
+    done: Done | None = None
+    started_at: str = ""
+    samples: list[Sample] = field(default_factory=list)  # measured seconds only
+    failure: str = ""
+    counted: Counter[str] = field(default_factory=Counter)  # latencies received, per source
+
+
+class IntervalMerger:
+    """Merges the histograms several generator processes sent for the same second, exactly
+    (counts added), and hands each second on once; one generator's pass straight through."""
+
+    def __init__(self, sink: HistogramSink | None, counted: Counter[str]) -> None:
+        self.sink, self.counted = sink, counted
+        self.key: tuple[float, float] | None = None
+        self.parts: list[HdrHistogram] = []
+
+    def add(self, message: Histogram) -> None:
+        if (message.start_s, message.end_s) != self.key:
+            self.flush()
+            self.key = (message.start_s, message.end_s)
+        part = hist.decode(message.encoded)
+        self.counted[message.source] += part.get_total_count()
+        self.parts.append(part)
+
+    def flush(self) -> None:
+        if self.key is not None and self.sink is not None:
+            self.sink(*self.key, hist.merge(self.parts))
+        self.key, self.parts = None, []
+
+
+def follow(
+    gen: Generator,
+    outcome: Outcome | None = None,
+    *,
+    on_measuring: Callable[[Measuring], None] | None = None,
+    on_sample: Callable[[Sample], None] | None = None,
+    on_histogram: HistogramSink | None = None,
+) -> Outcome:
+    """Read a generator to its end, handing each message to the caller's hooks.
+
+    Pass your own `outcome` to keep what was read when a KeyboardInterrupt cuts the step short.
+    """
+    outcome = Outcome() if outcome is None else outcome
+    merger = IntervalMerger(on_histogram, outcome.counted)
+    for message in gen.messages():
+        if isinstance(message, Histogram):
+            merger.add(message)
+            continue
+        merger.flush()
+        if isinstance(message, Measuring):
+            outcome.started_at = message.started_at
+            if on_measuring:
+                on_measuring(message)
+        elif isinstance(message, Sample):
+            if message.phase == "measure":
+                outcome.samples.append(message)
+            if on_sample:
+                on_sample(message)
+        elif isinstance(message, Done):
+            outcome.done = message
+        else:
+            outcome.failure = message.message
+    merger.flush()
+    return outcome
+
+
+def run_step(
+    start: Start, log_path: Path, *, cpus: tuple[int, ...] = (), **hooks: Callable[..., None]
+) -> Done:
+    """Run one step to its end and return its figures (experiments, benchmarks, tests)."""
+    with Generator(start, log_path=log_path, cpus=cpus) as gen:
+        outcome = follow(gen, None, **hooks)
+    if outcome.done is None:
+        exit_code = gen.proc.popen.poll()
+        raise RuntimeError(
+            f"load generator ended without a result (exit {exit_code}): "
+            f"{outcome.failure or gen.proc.log_tail(5)}"
+        )
+    return outcome.done
+
+
+def measured_from(done: Done | None) -> Measured:
+    """What the step record takes from a generator's figures (zeros if it sent none)."""
+    if done is None:
+        return Measured(started_at=datetime.now(UTC).isoformat())
+    return Measured(
+        started_at=done.started_at,
+        duration_s=done.duration_s,
+        requests=done.requests,
+        ok=done.ok,
+        errors=done.errors,
+        latency_ms=done.latency_ms,
+        client_cpu_pct=done.client_cpu_pct,
+        timeseries=done.timeseries,
+        open_loop=vars(done.open_loop) if done.open_loop else None,
+    )

@@ -1,0 +1,106 @@
+"""How many load-generator processes a run uses, where they run, and what a saturated one needs.
+
+Why several: one generator process (gevent on one core) tops out near one core's worth of
+requests; past that the lab measures itself, not the server. `--generators N` runs N locust
+workers under one locust master (`loadgen.master`), each pinned to its own core of the client
+half of the machine; `--remote-generators M` waits for M more started on other machines with
+`lab generator --connect HOST:PORT`. The default is automatic: the client half's cores minus the
+one the upstream and the master share (1 on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lab.record.errors import LabError
+from lab.system import safety
+from loadgen.protocol import Done
+
+SATURATED_PCT = 90.0  # of one core, per generator process (the flag client_saturated)
+DEFAULT_MASTER = "127.0.0.1:0"  # a free loopback port; remote workers need a fixed one
+
+
+@dataclass(frozen=True)
+class Generators:
+    """A run's generator processes: `local` ones the master starts, `remote` ones it waits for."""
+
+    local: int = 1
+    remote: int = 0
+    master: str = DEFAULT_MASTER  # HOST:PORT the master binds for its workers
+
+    @property
+    def total(self) -> int:
+        return self.local + self.remote
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self), "auto_from_cores": auto_count(client_cores())}
+
+
+def client_cores() -> tuple[int, ...]:
+    """The client half of this machine's usable cores (as the native backend pins them)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return tuple(cpus[: len(cpus) // 2]) if len(cpus) >= 2 else tuple(cpus)
+
+
+def auto_count(client: tuple[int, ...]) -> int:
+    """One generator per client core, leaving one core to the upstream and the master."""
+    return max(1, len(client) - 1)
+
+
+def worker_cores(client: tuple[int, ...]) -> tuple[int, ...]:
+    """Cores for the local workers (one each, round robin): the client cores but the first,
+    which the upstream and the master keep, when there are two or more."""
+    return client[1:] if len(client) >= 2 else client
+
+
+def choose(
+    requested: int | None, remote: int, master: str | None, mode: str, allow_remote: bool
+) -> Generators:
+    """The run's generators from `--generators`, `--remote-generators` and `--master`."""
+    if remote < 0 or (requested is not None and requested < 0):
+        raise LabError("--generators and --remote-generators must be >= 0")
+    local = auto_count(client_cores()) if requested is None else requested
+    if mode == "open":
+        if (requested or 1) > 1 or remote:
+            raise LabError(
+                "--generators/--remote-generators: open loop runs on one generator process "
+                "(its arrival schedule is one clock); use --generators 1 or --mode closed"
+            )
+        local = 1
+    if local + remote < 1:
+        raise LabError("--generators 0 needs --remote-generators 1 or more")
+    address = master or (DEFAULT_MASTER if not remote else "127.0.0.1:5557")
+    check_master(address, allow_remote)
+    return Generators(local, remote, address)
+
+
+def check_master(address: str, allow_remote: bool) -> None:
+    """HOST:PORT with a port number; a non-loopback host only with --allow-remote."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise LabError(f"--master {address!r}: expected HOST:PORT, e.g. 127.0.0.1:5557")
+    safety.check_host(host.strip("[]"), "--master", allow_remote=allow_remote)
+
+
+def needed(client_cpu_pct: float) -> int:
+    """Generator processes a step would have needed to stay under the saturation line."""
+    return max(1, math.ceil(client_cpu_pct / SATURATED_PCT))
+
+
+def saturation(done: Done, cores: tuple[int, ...]) -> dict[str, Any] | None:
+    """Evidence that the generators were the limit, or None: one process at >= 90% of its core,
+    or all of them together at >= 90% of every core they shared."""
+    per = [p.cpu_pct for p in done.parts] or [done.client_cpu_pct]
+    shared = len(set(cores)) or len(per)
+    busiest = max(per)
+    if busiest < SATURATED_PCT and done.client_cpu_pct < SATURATED_PCT * shared:
+        return None
+    return {
+        "client_cpu_pct": done.client_cpu_pct,
+        "per_generator_cpu_pct": per,
+        "generators": len(per),
+        "generators_needed": needed(done.client_cpu_pct),
+    }

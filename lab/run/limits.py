@@ -1,0 +1,268 @@
+"""What limits a step: the one resource that ran out, in plain words, and what a request cost.
+
+A pure function of a step record and what the model's knobs allow (`Capacity`), so the verdict
+can say *why* a model stops scaling, not only who won. The order of the checks is the order of
+trust: a step whose apparatus or errors decided the figures says so before anything about the
+server; a concurrency plateau is checked against the knobs, and a plateau the knobs do not
+explain is raised as `capped_unexplained` (excluded from the verdict: something hidden limits the
+model, so its figures are not the model's); one the knobs explain is raised as `capped` and is
+simply the limit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psutil
+
+from lab.config.models import Knobs, Model
+from lab.record.step import Raised, StepRecord
+
+MB = 1024 * 1024
+SATURATED = 0.90  # the server's CPU at this share of its usable cores: CPU-bound
+TRACKS_IDEAL = 0.80  # throughput at this share of the ideal or more: nothing limits it
+PLATEAU = 0.80  # in-flight at most this share of the offered concurrency: a plateau
+QUEUEING = 1.2  # p50 at least this many upstream delays: requests wait somewhere
+UPSTREAM_SLOW = 1.5  # p50 this many delays with every request at the upstream: it is slow
+ERRORS_LIMIT = 0.01  # this share of failed requests or more: errors decide the figures
+MEMORY_LIMIT = 0.80  # the server's RSS at this share of the machine's memory
+
+LIMITS: dict[str, str] = {
+    "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
+    "less CPU per request can",
+    "concurrency_cap": "requests in flight plateaued below the offered load: a pool (threads, "
+    "greenlets, connections) is full and the rest queue; the reason names the knob, or says "
+    "that none explains it",
+    "upstream": "the upstream answered slower than its configured delay, or went down: the "
+    "model waits on it, not on itself",
+    "apparatus": "the load generator or the upstream (the lab's own apparatus) ran out of CPU: "
+    "the figures are the lab's limit, not the model's",
+    "errors": "failed requests (refused, reset, timeouts, 5xx) decided the figures",
+    "memory": "the server's memory approached the machine's",
+    "none": "throughput tracks the ideal (users / delay, or the arrival rate): nothing ran out",
+}
+TITLES = {
+    "server_cpu": "server CPU",
+    "concurrency_cap": "a concurrency cap",
+    "upstream": "the upstream",
+    "apparatus": "the lab's apparatus",
+    "errors": "errors",
+    "memory": "memory",
+    "none": "nothing",
+}
+
+
+def markdown_table() -> str:
+    """The limits as a Markdown table, for the README and the report."""
+    rows = ["| limited_by | meaning |", "|---|---|"]
+    return "\n".join(rows + [f"| `{name}` | {meaning} |" for name, meaning in LIMITS.items()])
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the model's knobs allow, to judge a step against."""
+
+    requests: int  # simultaneous requests the knobs allow (processes x workers)
+    knob: str  # the same in words, e.g. "50 threads x 1 process"
+    cores: float  # cores the server can use: cores given to it, at most one per process
+    delay_ms: float  # the upstream's mean delay: the closed-loop ideal is users / delay
+    memory_mb: float  # the machine's memory
+    idle_rss_mb: float = 0.0  # the server's RSS before any load (0: unknown)
+
+    @classmethod
+    def of(
+        cls, model: Model, knobs: Knobs, cores_given: int, delay_ms: float, idle_rss_mb: float
+    ) -> Capacity:
+        processes = int(knobs.processes)
+        per = "" if model.unit == "process" else f"{knobs.workers} {model.unit}s x "
+        given = cores_given or len(os.sched_getaffinity(0))
+        return cls(
+            requests=model.capacity(knobs),
+            knob=f"{per}{processes} process{'es' if processes > 1 else ''}",
+            cores=float(min(given, processes)),
+            delay_ms=delay_ms,
+            memory_mb=psutil.virtual_memory().total / MB,
+            idle_rss_mb=idle_rss_mb,
+        )
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str  # a key of LIMITS
+    reason: str  # plain words with the figures
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one request cost, from the step's means (None where it cannot be known)."""
+
+    server_cpu_ms_per_req: float | None
+    apparatus_cpu_ms_per_req: float | None  # load generator + upstream
+    server_rss_kb_per_conn: float | None  # RSS above the idle server, per open connection
+
+
+@dataclass(frozen=True)
+class Assessment:
+    limit: Limit
+    raised: tuple[tuple[str, Any], ...]  # (flag, evidence): `capped` or `capped_unexplained`
+    cost: Cost
+
+
+def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
+    """The record with its limit, its cost per request and the cap flags the limit implies."""
+    found = assess(record, capacity)
+    raised = [Raised(name, evidence) for name, evidence in found.raised]
+    return replace(
+        record,
+        flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
+        evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
+        limited_by=found.limit.name,
+        limit_reason=found.limit.reason,
+        server_cpu_ms_per_req=found.cost.server_cpu_ms_per_req,
+        apparatus_cpu_ms_per_req=found.cost.apparatus_cpu_ms_per_req,
+        server_rss_kb_per_conn=found.cost.server_rss_kb_per_conn,
+    )
+
+
+def assess(record: StepRecord, cap: Capacity) -> Assessment:
+    """The step's limiting resource, the cap flags it implies and the cost per request."""
+    capped = _cap(record, cap) if record.ok else None  # a fact, whatever else limits the step
+    raised = capped[1] if capped else []
+    limit = _fault(record) or _resource(record, cap) or (capped[0] if capped else None)
+    limit = limit or _serialized(record, cap) or _rest(record, cap)
+    return Assessment(limit, tuple(raised), cost(record, cap))
+
+
+def _serialized(r: StepRecord, cap: Capacity) -> Limit | None:
+    """A model the probe caught running requests one at a time, below the ideal: its cap is 1
+    request per process, whatever its knobs say (the in-flight count may be unknown)."""
+    ideal = ideal_rps(r, cap.delay_ms)
+    if "serialized" not in r.flags or math.isnan(ideal) or r.throughput_rps >= TRACKS_IDEAL * ideal:
+        return None
+    return Limit(
+        "concurrency_cap",
+        f"serialized: requests run one at a time (see the flag's evidence), "
+        f"{r.throughput_rps / ideal:.0%} of the ideal {ideal:g} req/s",
+    )
+
+
+def cost(r: StepRecord, cap: Capacity) -> Cost:
+    if r.requests <= 0 or r.duration_s <= 0:
+        return Cost(None, None, None)
+    per_req = r.duration_s * 10 / r.requests  # % of a core -> ms per request
+    conns = offered_concurrency(r) if r.mode == "closed" else max(r.upstream_max_inflight, 0)
+    kb = None
+    if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and conns:
+        kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / conns, 1)
+    apparatus = (r.client_cpu_pct + r.upstream_cpu_pct) * per_req
+    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb)
+
+
+def ideal_rps(r: StepRecord, delay_ms: float) -> float:
+    """Users / delay in closed loop, the arrival rate in open loop (nan: no ideal)."""
+    if r.rate_rps is not None:
+        return float(r.rate_rps)
+    return (r.users or 0) / (delay_ms / 1000) if delay_ms > 0 else math.nan
+
+
+def offered_concurrency(r: StepRecord, delay_ms: float = 0.0) -> float:
+    """Requests that would be in flight if nothing queued: users, or rate x delay (Little)."""
+    if r.rate_rps is None:
+        return float(r.users or 0)
+    wanted = r.rate_rps * delay_ms / 1000
+    return min(wanted, float(r.max_outstanding or wanted))
+
+
+def _fault(r: StepRecord) -> Limit | None:
+    if r.status == "skipped" or not r.ok:
+        why = ", ".join(r.flags) or "no successful response"
+        return Limit("errors", f"nothing measured: {why}")
+    if "apparatus_saturated" in r.flags:
+        ev = r.evidence.get("apparatus_saturated") or {}
+        lag, lag_limit = ev.get("upstream_loop_lag_ms", -1), ev.get("upstream_loop_lag_limit_ms")
+        late = (
+            f"; the upstream's event loop woke {lag} ms late on average"
+            if lag_limit and (lag >= lag_limit)
+            else ""
+        )
+        return Limit(
+            "apparatus",
+            f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
+            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
+            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU){late}: "
+            f"{ev.get('advice', '')}",
+        )
+    if "client_saturated" in r.flags:
+        return Limit("apparatus", f"{r.evidence.get('client_saturated')}: use more generators")
+    if "upstream_down" in r.flags:
+        return Limit("upstream", f"the upstream went down: {r.evidence.get('upstream_down')}")
+    failed = sum(r.errors.values())
+    if r.requests and failed / r.requests >= ERRORS_LIMIT:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items(), key=lambda kv: -kv[1]))
+        return Limit("errors", f"{failed / r.requests:.0%} of requests failed ({kinds})")
+    return None
+
+
+def _resource(r: StepRecord, cap: Capacity) -> Limit | None:
+    if cap.memory_mb and r.server_rss_mb >= MEMORY_LIMIT * cap.memory_mb:
+        return Limit("memory", f"server RSS {r.server_rss_mb:.0f} MB of {cap.memory_mb:.0f} MB")
+    if r.server_cpu_pct >= SATURATED * 100 * cap.cores:
+        return Limit("server_cpu", f"server CPU ({_cores(cap.cores)} at {r.server_cpu_pct:.0f}%)")
+    return None
+
+
+def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | None:
+    """In-flight plateaued below the offered concurrency while requests queued."""
+    offered = offered_concurrency(r, cap.delay_ms)
+    inflight = r.upstream_max_inflight
+    p50 = r.latency_ms.get("p50", 0.0)
+    if inflight < 0 or offered < 2 or inflight > PLATEAU * offered:
+        return None
+    if cap.delay_ms <= 0 or p50 < QUEUEING * cap.delay_ms:
+        return None
+    explained = cap.requests <= inflight * 1.1 + 1
+    evidence = {
+        "ceiling": inflight,
+        "offered": round(offered, 1),
+        "queueing": f"~{1 - inflight / offered:.0%} of requests wait; p50 {p50:.0f} ms "
+        f"against d = {cap.delay_ms:g} ms",
+        "knobs": cap.knob,
+    }
+    where = f"{inflight} requests in flight of {offered:g} offered"
+    if explained:
+        return Limit("concurrency_cap", f"{where}: the knobs' {cap.knob} explain it"), [
+            ("capped", evidence)
+        ]
+    reason = f"{where}: no knob explains it (the knobs allow {cap.requests}: {cap.knob})"
+    return Limit("concurrency_cap", reason), [("capped_unexplained", evidence)]
+
+
+def _rest(r: StepRecord, cap: Capacity) -> Limit:
+    ideal = ideal_rps(r, cap.delay_ms)
+    if math.isnan(ideal) or ideal <= 0:
+        return Limit("none", "no resource ran out (no ideal to compare with)")
+    share = r.throughput_rps / ideal
+    if share >= TRACKS_IDEAL:
+        return Limit("none", f"throughput {share:.0%} of the ideal {ideal:g} req/s")
+    p50 = r.latency_ms.get("p50", 0.0)
+    reached = r.upstream_max_inflight >= PLATEAU * offered_concurrency(r, cap.delay_ms)
+    idle = r.server_cpu_pct < 50 * cap.cores
+    if reached and idle and p50 >= UPSTREAM_SLOW * cap.delay_ms:
+        return Limit(
+            "upstream",
+            f"every request reached the upstream, which answered in p50 {p50:.0f} ms against "
+            f"its {cap.delay_ms:g} ms delay, while the server's CPU idled",
+        )
+    return Limit(
+        "none",
+        f"throughput {share:.0%} of the ideal with no resource saturated (server CPU "
+        f"{r.server_cpu_pct:.0f}% of {_cores(cap.cores)}): p50 {p50:.0f} ms against "
+        f"d = {cap.delay_ms:g} ms is overhead per request, not a limit",
+    )
+
+
+def _cores(n: float) -> str:
+    return f"{n:g} core" + ("s" if n != 1 else "")

@@ -1,0 +1,141 @@
+"""Before any load: is the server right, and does it really serve requests concurrently?
+
+Verification checks every route's status and exact body, and that `/io` really reached the
+upstream. The concurrency probe sends K slow requests at once: a model that overlaps them finishes
+in about one delay, one that serialises them (late monkey-patching, a blocking call in an event
+loop, a one-thread bridge) takes about K delays. Such a model is flagged `serialized` with the
+measured times, and its numbers are never presented as a fair result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lab.system.http_client import get
+from servers.common import DEFAULT_CPU_N, expected_body
+
+# A probe passes if its wall time stays within this fraction of the extra time full
+# serialisation would add: d + (K - 1) * d * SLACK. Halfway would also accept half-serialised.
+SLACK = 0.25
+
+
+@dataclass
+class Probe:
+    route: str
+    k: int
+    delay_ms: float
+    wall_s: float
+    latencies_s: list[float]
+    overlap: float  # K * d / wall: K when fully concurrent, 1 when serialised
+    limit_s: float
+    passed: bool
+
+
+@dataclass
+class Preflight:
+    model: str
+    ok: bool = True  # every route answered right
+    serialized: bool = False
+    verify: dict[str, Any] = field(default_factory=dict)
+    probes: list[Probe] = field(default_factory=list)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify(base_url: str, upstream_url: str, paths: list[str]) -> tuple[bool, dict[str, Any]]:
+    """Each path's status and body, and the upstream's request count moving for `/io`."""
+    results: dict[str, Any] = {}
+    ok = True
+    for path in paths:
+        before = upstream_served(upstream_url)
+        try:
+            status, got, seconds = get(base_url, path)
+        except OSError as e:
+            results[path] = {"ok": False, "error": str(e)}
+            ok = False
+            continue
+        want = expected_body(path)
+        check: dict[str, Any] = {
+            "status": status,
+            "ok": status == 200 and got == want,
+            "seconds": round(seconds, 4),
+        }
+        if got != want:
+            check.update(expected=want.decode(), got=got[:300].decode(errors="replace"))
+        if path.startswith("/io"):
+            called = upstream_served(upstream_url) - before
+            check["upstream_calls"] = called
+            check["ok"] = check["ok"] and called >= 1
+        results[path] = check
+        ok = ok and check["ok"]
+    return ok, results
+
+
+def upstream_served(upstream_url: str) -> int:
+    _, raw, _ = get(upstream_url, "/stats", timeout_s=5)
+    return int(json.loads(raw)["served"])
+
+
+def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> Probe:
+    """Send k requests at once, each taking delay_ms on the server, and time them (`request`:
+    get()'s method, data and headers)."""
+    d = delay_ms / 1000
+
+    def one(_: int) -> tuple[int, bytes, float]:
+        return get(base_url, path, timeout_s=10 + k * d, **request)
+
+    with ThreadPoolExecutor(max_workers=k) as pool:
+        start = time.monotonic()
+        results = list(pool.map(one, range(k)))
+        wall = time.monotonic() - start
+    limit = d + (k - 1) * d * SLACK
+    ok = all(status == 200 for status, _, _ in results)
+    return Probe(
+        route=path,
+        k=k,
+        delay_ms=delay_ms,
+        wall_s=round(wall, 3),
+        latencies_s=[round(s, 3) for _, _, s in results],
+        overlap=round(k * d / wall, 2),
+        limit_s=round(limit, 3),
+        passed=ok and wall <= limit,
+    )
+
+
+def run(
+    model: str, base_url: str, upstream_url: str, load_path: str, k: int, delay_ms: float
+) -> Preflight:
+    """Verify every route, then probe concurrency on the in-process sleep, on upstream I/O, and
+    on the database the load path waits in (a driver gevent cannot see serialises there)."""
+    paths = ["/health", "/io", f"/sleep?ms={int(delay_ms) // 10}", f"/cpu?n={DEFAULT_CPU_N}"]
+    if load_path not in paths:
+        paths.append(load_path)
+    result = Preflight(model)
+    result.ok, result.verify = verify(base_url, upstream_url, paths)
+    if not result.ok:
+        bad = [p for p, c in result.verify.items() if not c["ok"]]
+        result.message = f"wrong answer from {', '.join(bad)}"
+        return result
+    if k < 2:
+        result.message = "capacity 1: nothing to overlap, probe skipped"
+        return result
+    waits = ["/sleep?ms", "/io?delay_ms"] + [
+        f"/{r}?delay_ms" for r in ("db", "cache") if load_path.startswith(f"/{r}")
+    ]
+    for path in waits:
+        result.probes.append(probe(base_url, f"{path}={int(delay_ms)}", k, delay_ms))
+    failed = [p for p in result.probes if not p.passed]
+    result.serialized = bool(failed)
+    if failed:
+        result.message = "; ".join(
+            f"{p.k} x {p.route} took {p.wall_s:.2f} s (limit {p.limit_s:.2f} s, "
+            f"{p.delay_ms / 1000:.2f} s if concurrent): overlap {p.overlap} of {p.k}"
+            for p in failed
+        )
+    return result

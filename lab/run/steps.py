@@ -1,0 +1,492 @@
+"""Measuring one step: the load generator, the samplers around it, the checks after it.
+
+A step runs one generator process for one point (users or a rate), samples the server, the
+upstream and the whole host once a second during the measured window, writes the per-second
+histograms, and afterwards checks for faults (the server died or hung, the upstream went down,
+the generator or the host was saturated). What it raises becomes the step's flags, with evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from lab.backends.base import Backend, Server
+from lab.config.models import Model
+from lab.config.scenario import Point, Scenario
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.run import generators
+from lab.run.generator import Generator, Outcome, follow, measured_from
+from lab.run.limits import Capacity, assessed
+from lab.run.plan import Plan
+from lab.run.preflight import Preflight
+from lab.system import http_client, procs, safety
+from lab.system.sampling import HostMeter, Sampler
+from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
+from servers.common import expected_body
+
+APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)
+# ... and the apparatus using this much of it, or waiting this long for a CPU (run-queue wait, %
+# of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
+APPARATUS_SHARE_PCT = 25.0
+APPARATUS_WAIT_PCT = 10.0
+# The upstream's event loop waking this late on average (ms, or this share of the delay) adds that
+# much to every request's wait: the upstream, not the model, set part of the latency.
+UPSTREAM_LAG_MS = 5.0
+UPSTREAM_LAG_SHARE = 0.05
+HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
+WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
+HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
+
+
+class Listener(Protocol):
+    """What a sweep reports as it goes (the terminal progress display implements it)."""
+
+    def model_started(self, model: str, trial: int) -> None: ...
+    def preflight_done(self, result: Preflight) -> None: ...
+    def phase(self, model: str, point: str, phase: str, sample: Sample | None) -> None: ...
+    def step_done(self, step: StepRecord) -> None: ...
+    def problem(self, model: str, message: str) -> None: ...
+
+
+class Upstream:
+    """The mock upstream of a run: started once, checked and restarted between steps."""
+
+    def __init__(self, plan: Plan, backend: Backend, listener: Listener, port: int) -> None:
+        self.plan, self.backend, self.listener, self.port = plan, backend, listener, port
+        self.server: Server = backend.start_upstream(plan.scenario.upstream, port)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def ensure(self) -> None:
+        """Restart an upstream that died or stalled, on the same port the server calls."""
+        if self.problem() is None:
+            return
+        self.server.stop()
+        self.listener.problem("upstream", "upstream down or stalled; restarting it")
+        self.server = self.backend.start_upstream(self.plan.scenario.upstream, self.port)
+
+    def problem(self) -> dict[str, Any] | None:
+        """Evidence that the upstream exited or stopped answering /stats, or None if it is fine."""
+        if not self.server.alive():
+            return {"problem": "exited", **self.server.evidence()}
+        try:
+            http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
+        except OSError as e:
+            problem = f"no answer to /stats within {HEALTH_TIMEOUT_S:.0f} s ({e})"
+            return {"problem": problem, **self.server.evidence()}
+        return None
+
+    def reset(self) -> None:
+        """Start the in-flight high-water mark at the measured window."""
+        with contextlib.suppress(OSError):  # a dead upstream is recorded after the step
+            http_client.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
+
+    def window(self) -> UpstreamWindow:
+        """What the upstream saw since `reset`: its in-flight high-water mark and how late its
+        event loop woke (unknown: -1)."""
+        try:
+            _, raw, _ = http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
+            stats = json.loads(raw)
+            mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
+            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top))
+        except (OSError, ValueError, KeyError, TypeError):
+            return UpstreamWindow()
+
+
+@dataclass(frozen=True)
+class UpstreamWindow:
+    max_inflight: int = -1
+    lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
+    lag_max_ms: float = -1.0
+
+
+@dataclass
+class Samplers:
+    """The server's, the upstream's and the host's CPU and memory, once a second; the host's
+    per core, so a saturated core of the apparatus and kernel network work are seen."""
+
+    server: Sampler
+    upstream: Sampler
+    host: Sampler
+    cores: HostMeter
+
+    @classmethod
+    def of(
+        cls, server: Server, upstream: Server, apparatus_cores: tuple[int, ...], gen_pid: int
+    ) -> Samplers:
+        upstream_proc = getattr(upstream, "proc", None)
+        pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
+        cores = HostMeter(apparatus_cores, pids)
+        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores)
+
+    def each(self) -> tuple[Sampler, ...]:
+        return self.server, self.upstream, self.host
+
+    def start(self) -> None:
+        for each in self.each():
+            each.start()
+        self.cores.clear()
+
+    def sampled(self, upstream: UpstreamWindow) -> Sampled:
+        return Sampled(
+            server_cpu_pct=self.server.mean_cpu(),
+            server_rss_mb=self.server.peak_rss(),
+            upstream_cpu_pct=self.upstream.mean_cpu(),
+            host_cpu_pct=self.host.mean_cpu(),
+            upstream_max_inflight=upstream.max_inflight,
+            upstream_lag_ms=upstream.lag_ms,
+            upstream_lag_max_ms=upstream.lag_max_ms,
+            apparatus_core_pct=_mean(self.cores.apparatus),
+            host_softirq_pct=_mean(self.cores.softirq),
+            apparatus_wait_pct=_mean(self.cores.waited),
+            timeseries={
+                "server_cpu_pct": self.server.cpu,
+                "server_rss_mb": self.server.rss,
+                "upstream_cpu_pct": self.upstream.cpu,
+                "host_cpu_pct": self.host.cpu,
+                "apparatus_core_pct": list(self.cores.apparatus),
+                "host_softirq_pct": list(self.cores.softirq),
+                "apparatus_wait_pct": list(self.cores.waited),
+            },
+        )
+
+
+def _mean(xs: list[float]) -> float:
+    return round(sum(xs) / len(xs), 1) if xs else 0.0
+
+
+class StepRunner:
+    """Runs steps of one model's server; every step ends on time (a watchdog sees to it)."""
+
+    def __init__(
+        self, plan: Plan, backend: Backend, upstream: Upstream, listener: Listener
+    ) -> None:
+        self.plan, self.backend, self.upstream, self.listener = plan, backend, upstream, listener
+        self.s = plan.scenario
+        self.idle: tuple[Server, float] | None = None  # a server and its RSS before any load
+
+    def capacity(self, server: Server, model: Model) -> Capacity:
+        """What the model's knobs allow, and the server's RSS before this runner loaded it."""
+        if self.idle is None or self.idle[0] is not server:
+            meter = server.meter()
+            self.idle = (server, meter.sample()[1] if meter is not None else 0.0)
+        layout = self.backend.describe().get("cpu_layout") or {}
+        given = len(layout.get("server") or ())
+        return Capacity.of(model, self.plan.knobs, given, self.s.delay_ms, self.idle[1])
+
+    def start_message(self, server: Server, point: Point, warmup: bool) -> Start:
+        """What the generator is asked to do: users in closed loop, a rate in open loop."""
+        s = self.s
+        return Start(
+            base_url=server.url,
+            path=s.path(),
+            settle_s=s.settle_s,
+            duration_s=s.warmup_s if warmup else s.duration_s,
+            timeout_s=s.request_timeout_s,
+            expected_body=None if s.app else expected_body(s.path()).decode(),
+            users=point.users if point.rate_rps is None else 0,
+            rate_rps=point.rate_rps,
+            max_outstanding=point.users if point.rate_rps is not None else 0,
+            arrival=s.arrival,
+            generators=self.plan.generators.local,
+            remote_generators=self.plan.generators.remote,
+            master=self.plan.generators.master,
+            generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
+            **_app_request(s),
+        )
+
+    def warm_up(self, server: Server, model: Model, point: Point) -> None:
+        """Load the server as a step would, keeping nothing."""
+        self.run(server, model, point, trial=0, warmup=True)
+
+    def measure(
+        self,
+        server: Server,
+        model: Model,
+        point: Point,
+        trial: int,
+        known: tuple[Raised, ...],
+        context: dict[str, Any] | None = None,
+    ) -> StepRecord:
+        """One measured step; `known`: flags already raised on the model (e.g. `serialized`);
+        `context`: facts for the record's evidence (e.g. a database pool smaller than the users)."""
+        record = self.run(server, model, point, trial, warmup=False, known=known, context=context)
+        assert record is not None
+        return record
+
+    def run(
+        self,
+        server: Server,
+        model: Model,
+        point: Point,
+        trial: int,
+        warmup: bool,
+        known: tuple[Raised, ...] = (),
+        context: dict[str, Any] | None = None,
+    ) -> StepRecord | None:
+        self.upstream.ensure()
+        self.check_targets(server)
+        key = StepKey(model.name, self.s.mode, _users(point), point.rate_rps, trial)
+        start = self.start_message(server, point, warmup)
+        capacity = self.capacity(server, model)
+        outcome = Outcome()
+        with self._generator(start) as (gen, watchdog), self._hlog(key, warmup) as hlog:
+            cpus = self.backend.loadgen_cpus()
+            samplers = Samplers.of(server, self.upstream.server, cpus, gen.proc.pid)
+            try:
+                follow(
+                    gen,
+                    outcome,
+                    on_measuring=lambda _: self._measuring(samplers),
+                    on_sample=lambda m: self._progress(model, point, warmup, m),
+                    on_histogram=hlog,
+                )
+            except KeyboardInterrupt as e:
+                if not warmup:  # keep what was measured; --resume measures this step again
+                    self._record_partial(key, point, outcome, samplers, str(e) or "SIGINT")
+                raise
+            finally:
+                for each in samplers.each():
+                    each.stop()
+        if warmup:
+            return None
+        raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
+        return self._record(key, point, outcome, samplers, raised, context, capacity)
+
+    @contextlib.contextmanager
+    def _generator(self, start: Start) -> Iterator[tuple[Generator, Watchdog]]:
+        gen = Generator(
+            start,
+            log_path=self.plan.run.logs / "loadgen.log",
+            cpus=self.backend.loadgen_cpus(),
+            pid_dir=self.plan.run.pids,
+        )
+        step_s = start.settle_s + start.duration_s + start.timeout_s
+        step_s += CONNECT_WAIT_S if start.distributed else 0.0
+        watchdog = Watchdog(gen.proc, step_s + WATCHDOG_GRACE_S)
+        try:
+            yield gen, watchdog
+        finally:
+            watchdog.cancel()
+            gen.stop()
+
+    @contextlib.contextmanager
+    def _hlog(self, key: StepKey, warmup: bool) -> Iterator[Any]:
+        if warmup:
+            yield None
+            return
+        with self.plan.run.hlog_writer(key) as writer:
+            yield writer.write
+
+    def _measuring(self, samplers: Samplers) -> None:
+        self.upstream.reset()
+        samplers.start()
+
+    def _progress(self, model: Model, point: Point, warmup: bool, sample: Sample) -> None:
+        phase = "warmup" if warmup else sample.phase
+        self.listener.phase(model.name, point.label, phase, sample)
+
+    def check_targets(self, server: Server) -> None:
+        """Refuse to load anything but loopback or the backend's own containers (unless allowed)."""
+        trusted = getattr(self.backend, "trusted_hosts", ())
+        for what, url in (("server", server.url), ("upstream", self.upstream.url)):
+            safety.check_url(url, what, allow_remote=self.plan.allow_remote, trusted=trusted)
+
+    def _after(
+        self,
+        server: Server,
+        model: Model,
+        point: Point,
+        outcome: Outcome,
+        gen: Generator,
+        watchdog: Watchdog,
+    ) -> list[Raised]:
+        """The checks after a step: faults of the server, upstream and generator."""
+        raised = list(self.faults(server, model, point, self.upstream.problem()))
+        if outcome.done is None:
+            evidence = {**gen.proc.evidence(), "message": outcome.failure}
+            if watchdog.fired:
+                evidence["watchdog"] = f"load generator killed after {watchdog.limit_s:.0f} s"
+            raised.append(Raised("loadgen_failed", evidence))
+        elif saturated := generators.saturation(outcome.done, gen.start.generator_cpus):
+            raised.append(Raised("client_saturated", saturated))
+        return raised
+
+    def _record(
+        self,
+        key: StepKey,
+        point: Point,
+        outcome: Outcome,
+        samplers: Samplers,
+        raised: list[Raised],
+        context: dict[str, Any] | None,
+        capacity: Capacity,
+    ) -> StepRecord:
+        measured = measured_from(outcome.done)
+        upstream_down = any(r.flag == "upstream_down" for r in raised)
+        window = UpstreamWindow() if upstream_down else self.upstream.window()
+        if self.s.app is not None:  # a user's app waits on its own, not on the upstream
+            window = replace(window, max_inflight=-1)
+        sampled = samplers.sampled(window)
+        raised += _host_busy(measured, sampled) + _apparatus(measured, sampled, self.s.delay_ms)
+        record = step_record(
+            self.plan.run_id,
+            key,
+            measured,
+            sampled,
+            tuple(raised),
+            max_outstanding=point.users if point.rate_rps is not None else None,
+            histogram=self.plan.run.hlog_relpath(key),
+            context={**(context or {}), **_fleet(outcome)},
+            generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
+        )
+        return assessed(record, capacity)
+
+    def faults(
+        self, server: Server, model: Model, point: Point, upstream_down: dict[str, Any] | None
+    ) -> Iterator[Raised]:
+        """The server died or hung, or the upstream went down (then busy workers are its fault)."""
+        if not server.alive():
+            yield Raised("server_died", server.evidence())
+        elif upstream_down is None and (hung := self.server_hung(server, model, point)):
+            yield Raised("server_hung", hung)
+        if upstream_down is not None:
+            yield Raised("upstream_down", upstream_down)
+
+    def server_hung(self, server: Server, model: Model, point: Point) -> dict[str, Any] | None:
+        """Evidence that the server stopped answering, allowing it time to drain its own queue:
+        a model holding fewer requests than the step's users still has the rest queued."""
+        capacity = model.capacity(self.plan.knobs)
+        backlog = max(0, point.users - capacity)
+        timeout_s = HEALTH_TIMEOUT_S + backlog / capacity * self.s.delay_ms / 1000
+        path = self.s.health_path
+        try:
+            status, _, _ = http_client.get(server.url, path, timeout_s=timeout_s)
+        except OSError as e:
+            problem = f"no answer to {path} within {timeout_s:.0f} s ({e})"
+            return {"problem": problem, **server.evidence()}
+        return None if status == 200 else {"problem": f"{path} answered {status}"}
+
+    def _record_partial(
+        self, key: StepKey, point: Point, outcome: Outcome, samplers: Samplers, why: str
+    ) -> None:
+        measured = partial(outcome)
+        reason = (
+            f"stopped by {why} after {measured.duration_s} of {self.s.duration_s} s; figures "
+            "from the per-second samples (no histogram, errors unclassified)"
+        )
+        record = step_record(
+            self.plan.run_id,
+            key,
+            measured,
+            samplers.sampled(UpstreamWindow()),
+            (Raised("interrupted", reason),),
+            max_outstanding=point.users if point.rate_rps is not None else None,
+            status="partial",
+        )
+        self.plan.run.append_step(record)
+        self.listener.step_done(record)
+
+
+def _users(point: Point) -> int | None:
+    return point.users if point.rate_rps is None else None
+
+
+def _fleet(outcome: Outcome) -> dict[str, Any]:
+    """Each generator process's share, and the latencies the lab merged from all of them."""
+    if outcome.done is None or not outcome.done.parts:
+        return {}
+    parts = [vars(p) for p in outcome.done.parts]
+    return {"generators": {"parts": parts, "merged_latencies": sum(outcome.counted.values())}}
+
+
+def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
+    """Processes outside the run; kernel softirq (network) work is charged to no process, so
+    it is counted apart instead of blamed on them."""
+    apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
+    others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
+    if others < HOST_BUSY_PCT:
+        return []
+    kernel = f" (besides {sampled.host_softirq_pct:.0f}% kernel softirq, network work)"
+    return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
+
+
+def _app_request(s: Scenario) -> dict[str, Any]:
+    """A user's app: the load route's method, body and headers for the generator."""
+    if s.app is None:
+        return {}
+    return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers)}
+
+
+def _apparatus(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Raised]:
+    """A core the generator or the upstream ran on was saturated, or the upstream's event loop
+    woke late on average (every request's wait grew by that): the lab set the figures."""
+    busy = sampled.apparatus_core_pct
+    own = measured.client_cpu_pct + sampled.upstream_cpu_pct
+    waited = sampled.apparatus_wait_pct
+    shared = own >= APPARATUS_SHARE_PCT or waited >= APPARATUS_WAIT_PCT
+    core = busy >= APPARATUS_CORE_PCT and shared
+    lag_limit = max(UPSTREAM_LAG_MS, UPSTREAM_LAG_SHARE * delay_ms)
+    late = sampled.upstream_lag_ms >= lag_limit
+    if not (core or late):
+        return []
+    evidence = {
+        "core_busy_pct": busy,
+        "waited_for_cpu_pct": waited,
+        "client_cpu_pct": measured.client_cpu_pct,
+        "upstream_cpu_pct": sampled.upstream_cpu_pct,
+        "upstream_loop_lag_ms": sampled.upstream_lag_ms,
+        "upstream_loop_lag_max_ms": sampled.upstream_lag_max_ms,
+        "upstream_loop_lag_limit_ms": lag_limit,
+        "advice": "fewer users, more generators, or a machine with more cores"
+        + ("; the upstream's loop was late: give it more processes or a core" if late else ""),
+    }
+    return [Raised("apparatus_saturated", evidence)]
+
+
+def partial(outcome: Outcome) -> Measured:
+    """An interrupted step's figures, from the per-second samples the generator sent."""
+    samples = outcome.samples
+    ok, errors, last = 0.0, 0, 0.0
+    for s in samples:
+        ok += s.rps * (s.t - last)
+        errors += s.errors
+        last = s.t
+    cpu = [s.client_cpu_pct for s in samples]
+    keys = ("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct")
+    return Measured(
+        started_at=outcome.started_at or datetime.now(UTC).isoformat(),
+        duration_s=round(last, 3),
+        requests=round(ok) + errors,
+        ok=round(ok),
+        errors={"other": errors} if errors else {},
+        client_cpu_pct=round(sum(cpu) / len(cpu), 1) if cpu else 0.0,
+        timeseries={k: [getattr(s, k) for s in samples] for k in keys},
+    )
+
+
+class Watchdog:
+    """Kills a load generator that outlives its step's time limit, so every step ends on time."""
+
+    def __init__(self, proc: procs.Proc, limit_s: float) -> None:
+        self.proc = proc
+        self.limit_s = limit_s
+        self.fired = False
+        self.timer = threading.Timer(self.limit_s, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        procs.stop_group(self.proc.pid, grace_s=0)
+
+    def cancel(self) -> None:
+        self.timer.cancel()

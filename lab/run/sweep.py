@@ -1,0 +1,183 @@
+"""The run sequence per model: start, verify and probe, warm up, measure each level, stop.
+
+Models are interleaved across trials (trial 2 starts with the second model, and so on) so slow
+drift on the machine does not favour one model. Each finished step is appended to `steps.jsonl`
+and fsynced before the next begins: an interrupted run keeps everything it finished. Every point
+of every model gets a record, also when the model could not start or died (status `skipped`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from lab.backends import dbrun
+from lab.backends.base import Backend, Server
+from lab.config.models import Model
+from lab.config.scenario import Point
+from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
+from lab.run import preflight
+from lab.run.manifest import manifest, resumed_manifest
+from lab.run.plan import Plan
+from lab.run.preflight import Preflight
+from lab.run.steps import Listener, StepRunner, Upstream
+from lab.system import procs
+
+FATAL = ("server_died", "server_hung")  # the model's remaining levels are skipped after these
+
+
+class Sweep:
+    def __init__(
+        self,
+        plan: Plan,
+        backend: Backend,
+        listener: Listener,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
+        """`resume`: the recorded manifest of the run directory being continued."""
+        self.plan, self.backend, self.listener = plan, backend, listener
+        self.s = plan.scenario
+        self.run_dir = plan.run
+        fresh = manifest(plan, backend, "running")
+        self.manifest = resumed_manifest(resume, fresh) if resume else fresh
+        self.done = self.run_dir.completed() if resume else set()
+        self.runner: StepRunner | None = None
+
+    def write_manifest(self, **changes: Any) -> None:
+        self.manifest.update(changes)
+        self.run_dir.write_manifest(self.manifest)
+
+    def run(self) -> None:
+        self.write_manifest()
+        owner = self.run_dir.pids / procs.OWNER_PID_FILE
+        procs.PidRecord.of("lab", os.getpid(), sys.argv).write(owner)
+        try:
+            port = self.s.upstream_port or procs.free_port(self.s.host)
+            upstream = Upstream(self.plan, self.backend, self.listener, port)
+            self.manifest["upstream_argv"] = getattr(upstream.server, "argv", [])
+            self.runner = StepRunner(self.plan, self.backend, upstream, self.listener)
+            for trial in range(1, self.s.trials + 1):
+                shift = (trial - 1) % len(self.plan.models)
+                for model in self.plan.models[shift:] + self.plan.models[:shift]:
+                    self.run_model(model, trial)
+        except KeyboardInterrupt as e:
+            self.finish("interrupted", interrupted_by=str(e) or "SIGINT")
+            raise
+        except BaseException as e:
+            self.finish("failed", error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            owner.unlink(missing_ok=True)
+        self.finish("complete")
+
+    def finish(self, status: str, **extra: Any) -> None:
+        """Stop everything this run started (no second Ctrl-C may cut this short), then record."""
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+        try:
+            self.backend.close()
+            procs.stop_all()
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            self.write_manifest(status=status, finished_at=now, **extra)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def run_model(self, model: Model, trial: int) -> None:
+        """Start the model's server, measure its remaining points, stop it."""
+        points = [p for p in self.s.points() if self.key(model, p, trial) not in self.done]
+        if not points:
+            return
+        self.listener.model_started(model.name, trial)
+        port = self.s.server_port or procs.free_port(self.s.host)
+        assert self.runner is not None
+        try:
+            server = self.backend.start_server(
+                model, self.plan.knobs, self.runner.upstream.url, port
+            )
+        except procs.StartFailed as e:
+            check = Preflight(
+                model.name,
+                ok=False,
+                message=f"start_failed: {e}",
+                verify={"start_failed": e.evidence},
+            )
+            self.record_preflight(check, trial)
+            why = Raised("start_failed", {"message": str(e), **e.evidence})
+            self.record_skipped(model, trial, points, why)
+            return
+        try:
+            self.measure_model(server, model, trial, points)
+        finally:
+            server.stop()
+
+    def measure_model(self, server: Server, model: Model, trial: int, points: list[Point]) -> None:
+        """Verify and probe, warm up, then measure each point until one is fatal."""
+        assert self.runner is not None
+        k = min(self.s.probe_k, model.capacity(self.plan.knobs))
+        check = self.plan.preflights.get(model.name) or preflight.run(
+            model.name,
+            server.url,
+            self.runner.upstream.url,
+            self.s.path(),
+            k,
+            self.s.probe_delay_ms,
+        )
+        self.record_preflight(check, trial)
+        if not check.ok:
+            evidence = {"message": check.message, "verify": check.verify, **server.evidence()}
+            self.record_skipped(model, trial, points, Raised("preflight_failed", evidence))
+            return
+        if self.s.warmup_s > 0:
+            self.runner.warm_up(server, model, self.warmup_point(model, points))
+        known = (Raised("serialized", check.message),) if check.serialized else ()
+        for i, point in enumerate(points):
+            pool = dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users)
+            step = self.runner.measure(server, model, point, trial, known, pool)
+            self.record(step)
+            fatal = [f for f in FATAL if f in step.flags]
+            if fatal:
+                why = f"{', '.join(fatal)} at {point.label}; not measured"
+                self.listener.problem(model.name, f"{', '.join(fatal)}; moving on")
+                self.record_skipped(model, trial, points[i + 1 :], Raised(fatal[0], why))
+                return
+
+    def warmup_point(self, model: Model, points: list[Point]) -> Point:
+        """The heaviest point, but never more users than the model can hold: a warm-up beyond
+        capacity only fills the listen queue with requests the first level would then wait
+        behind (gunicorn-sync, one request at a time, took 20 s to drain 200 of them)."""
+        heaviest = max(points, key=lambda p: p.load)
+        if heaviest.rate_rps is not None:
+            return heaviest
+        return Point(min(heaviest.users, model.capacity(self.plan.knobs)))
+
+    def key(self, model: Model, point: Point, trial: int) -> StepKey:
+        users = point.users if point.rate_rps is None else None
+        return StepKey(model.name, self.s.mode, users, point.rate_rps, trial)
+
+    def record(self, step: StepRecord) -> None:
+        self.run_dir.append_step(step)
+        self.listener.step_done(step)
+
+    def record_skipped(self, model: Model, trial: int, points: list[Point], why: Raised) -> None:
+        """One record per point the model could not be measured at, so every report shows why."""
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        for point in points:
+            cap = point.users if point.rate_rps is not None else None
+            self.record(
+                step_record(
+                    self.plan.run_id,
+                    self.key(model, point, trial),
+                    Measured(started_at=now),
+                    raised=(why,),
+                    max_outstanding=cap,
+                    status="skipped",
+                )
+            )
+
+    def record_preflight(self, check: Preflight, trial: int) -> None:
+        self.run_dir.append("preflight.jsonl", {**check.to_dict(), "trial": trial})
+        self.listener.preflight_done(check)

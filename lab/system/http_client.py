@@ -1,0 +1,29 @@
+"""The lab's one small HTTP client for its own requests (checks, probes, readiness, control)."""
+
+from __future__ import annotations
+
+import http.client
+import time
+import urllib.parse
+from collections.abc import Mapping
+
+
+def get(
+    base_url: str,
+    path: str,
+    timeout_s: float = 30.0,
+    method: str = "GET",
+    data: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[int, bytes, float]:
+    """(status, body, seconds) of one request on a fresh connection: the lab's one HTTP client
+    for its own requests (checks, probes, readiness, control), not for measured load."""
+    url = urllib.parse.urlsplit(base_url)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
+    start = time.monotonic()
+    try:
+        conn.request(method, path, body=data, headers=dict(headers or {}))
+        reply = conn.getresponse()
+        return reply.status, reply.read(), time.monotonic() - start
+    finally:
+        conn.close()

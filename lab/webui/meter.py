@@ -1,0 +1,97 @@
+"""`python -m lab.webui.meter --pid PID --port PORT`: a server's CPU and RSS, from its container.
+
+Why: the lab page under Compose shows each model's server CPU and RSS, but the locust container
+has no Docker socket, and must not get one (the socket is root on the host). So each model
+container runs this meter beside its server (`lab serve --meter-port`). It sits outside the
+server's process tree and measures that tree with the same `TreeMeter` that `lab ui` uses for
+native servers, so the meter's own CPU and memory are never counted.
+
+GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now}. A reader takes the
+CPU rate from two answers (`lab.system.procstats.RemoteMeter`), so several readers never disturb
+each
+other. The meter exits when the server is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psutil
+
+from lab.system.sampling import TreeMeter
+
+POLL_S = 1.0
+
+
+def detach(argv: list[str]) -> None:
+    """Start argv as an orphan (double fork): it is not a child of this process or of what this
+    process execs next, so a server's master never sees it among its workers."""
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        if os.fork() == 0:
+            try:
+                os.execvp(argv[0], argv)
+            finally:
+                os._exit(127)
+        os._exit(0)
+    os.waitpid(child, 0)
+
+
+def handler(meter: TreeMeter, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            with lock:
+                _, rss_mb = meter.sample()
+                body = json.dumps({"cpu_s": round(meter.cpu_s, 4), "rss_mb": rss_mb}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            """Quiet: one line per second per reader would bury the server's own log."""
+
+    return Handler
+
+
+def serve(pid: int, host: str, port: int) -> None:
+    """Answer until process `pid` is gone."""
+    meter = TreeMeter(pid)
+    server = ThreadingHTTPServer((host, port), handler(meter, threading.Lock()))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    while _alive(pid):
+        time.sleep(POLL_S)
+    server.shutdown()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.webui.meter", description=__doc__)
+    parser.add_argument("--pid", type=int, required=True, help="the server's main process")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    try:
+        serve(args.pid, args.host, args.port)
+    except (OSError, psutil.Error) as e:
+        print(f"lab meter: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,282 @@
+"""The lab page of the locust web UI, and saving a run: load it as a second locustfile.
+
+    locust -f loadgen/locustfile.py,lab/webui/page.py --class-picker  # the UI (lab ui does this)
+    locust -f loadgen/locustfile.py,lab/webui/page.py --headless -u 20 -t 30s --lab-out results
+
+Why a second locustfile: the users (loadgen/) must not import the lab, while this page needs the
+lab's process meters and result format. It adds a "Lab" tab to locust's UI and a page at /lab:
+per-model throughput against the ideal (users / delay), p50/p99 from HdrHistograms, server CPU and
+RSS, the upstream's in-flight count, live flags, and a button that saves the run as a result
+directory. Headless runs with --lab-out save the same directory when locust quits.
+
+As a master (Compose), the page rolls its workers once a second: each answers with its requests
+per model (`loadgen.fanout.ModelsReport`), which go into the same recorder, and with its CPU, so
+`client_saturated` watches the busiest generator process, not the idle master.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import gevent
+import psutil
+from flask import Blueprint, Response, jsonify, render_template, request
+from locust import events
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from lab.record.errors import LabError
+from lab.system import http_client, procstats
+from lab.webui.liveflags import Live, flags
+from lab.webui.save import UiRun, save_run
+from loadgen import fanout
+from loadgen.live import LiveRecorder
+from loadgen.runparams import RunParams, request_for
+
+UPSTREAM_ENV = "LAB_UPSTREAM_URL"
+HISTORY_S = 120  # seconds of throughput the page's chart shows
+HOST_RESULTS_ENV = "LAB_HOST_RESULTS"  # Compose: where --lab-out is mounted from, on the host
+SAVE_HINT = (
+    "The results directory must be writable by locust (under Compose: export LAB_UID=$(id -u) "
+    "LAB_GID=$(id -g) before docker compose up, or make ./results writable for uid 10001)"
+)
+log = logging.getLogger("concurrency-lab")
+
+
+class LabPage:
+    """The live state behind the page: recorder, meters, latest samples."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.env = environment
+        self.recorder = LiveRecorder(Path(tempfile.mkdtemp(prefix="lab-ui-")), time.monotonic)
+        targets = {c.__name__: c.host or "" for c in environment.user_classes}
+        self.meters = procstats.meters(targets)
+        self.samples: dict[str, tuple[float, float]] = {}
+        self.client = psutil.Process()
+        self.client.cpu_percent()
+        self.client_cpu = 0.0  # the busiest locust process: this one or a worker
+        self.worker_cpu: dict[str, float] = {}  # worker -> CPU% in its latest report
+        self.rolls = 0
+        self.t0 = time.monotonic()
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_S)  # the page's chart
+        self.upstream_url = os.environ.get(UPSTREAM_ENV, "http://upstream:8080")
+        self.upstream: dict[str, float] = {}
+        self.saved: list[str] = []
+
+    @property
+    def params(self) -> RunParams:
+        return RunParams.of(self.env.parsed_options)
+
+    def tick(self) -> None:
+        """Once a second: sample the servers, locust and the upstream; close the interval."""
+        for model, meter in self.meters.items():
+            try:
+                self.samples[model] = meter.sample()
+            except Exception:  # the server is gone: show nothing rather than stop the page
+                self.samples.pop(model, None)
+        self.client_cpu = max([self.client.cpu_percent(), *self.worker_cpu.values()])
+        self.worker_cpu = {}
+        try:
+            _, raw, _ = http_client.get(self.upstream_url, "/stats", timeout_s=1.0)
+            self.upstream = json.loads(raw)
+        except (OSError, ValueError):
+            self.upstream = {}
+        self.recorder.roll(self._extra)
+        self.history.append(self._moment())
+        if isinstance(self.env.runner, MasterRunner):  # their answers go into the next roll
+            self.rolls += 1
+            self.env.runner.send_message(fanout.ROLL, {"seq": self.rolls})
+
+    def _moment(self) -> dict[str, Any]:
+        """This second for the chart: each model's live rps and its ideal (None: no ideal)."""
+        rows = self.rows()
+        models = {r["model"]: {"rps": r["rps"], "ideal": r["ideal_rps"] or None} for r in rows}
+        return {"t": round(time.monotonic() - self.t0, 1), "models": models}
+
+    def on_worker_report(self, msg: Any, **_: Any) -> None:
+        report = fanout.ModelsReport.from_data(msg.data)
+        for model, interval in report.intervals().items():
+            self.recorder.intervals.add(model, interval)
+        self.worker_cpu[str(msg.node_id)] = report.cpu_pct
+
+    def _extra(self, model: str) -> dict[str, float]:
+        cpu, rss = self.samples.get(model, (-1.0, 0.0))
+        return {
+            "server_cpu_pct": cpu,
+            "server_rss_mb": rss,
+            "client_cpu_pct": self.client_cpu,
+            "upstream_inflight": float(self.upstream.get("inflight", -1)),
+        }
+
+    def users(self) -> dict[str, int]:
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):  # the workers run the users
+            return dict(runner.reported_user_classes_count)
+        return dict(runner.user_classes_count) if runner is not None else {}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per model offered (before a start) or chosen (after one) in the picker."""
+        delay_s = self.params.mean_delay_s
+        counts = self.users()
+        out = []
+        for model in sorted(c.__name__ for c in self.env.user_classes):
+            users = counts.get(model, 0)
+            live = self.recorder.live(model)
+            ideal = round(users / delay_s, 1) if delay_s else 0.0
+            cpu, rss = self.samples.get(model, (None, None))
+            raised = flags(Live(users, live["rps"], ideal, cpu, self.client_cpu))
+            out.append(
+                {
+                    "model": model,
+                    "users": users,
+                    **live,
+                    "ideal_rps": ideal,
+                    "efficiency": round(live["rps"] / ideal, 2) if ideal else None,
+                    "server_cpu_pct": cpu,
+                    "server_rss_mb": rss,
+                    "flags": ", ".join(f"{k} ({v})" for k, v in raised.items()),
+                }
+            )
+        return out
+
+    def data(self) -> dict[str, Any]:
+        p = self.params
+        return {
+            "models": self.rows(),
+            "upstream": self.upstream,
+            "client_cpu_pct": self.client_cpu,
+            "delay_ms": p.delay_ms,
+            "distribution": p.distribution,
+            "route": p.route,
+            "saved": self.saved,
+            "history": list(self.history),
+        }
+
+    def save(self, out: Path) -> Path:
+        segments = [*self.recorder.done, *self.recorder.snapshot()]
+        backend = "native" if os.environ.get(procstats.PIDS_ENV) else "compose"
+        path = request_for(self.params, random.Random(0)).path
+        run_dir = save_run(out, segments, UiRun(self.params, path, backend, sys.argv))
+        self.saved.append(str(run_dir))
+        return run_dir
+
+
+def blueprint(page: LabPage, out: Path) -> Blueprint:
+    bp = Blueprint("lab", __name__, template_folder="templates", url_prefix="/lab")
+
+    @bp.get("/")
+    def index() -> str:
+        return render_template("lab.html")
+
+    @bp.get("/data")
+    def data() -> Response:
+        return jsonify(page.data())
+
+    @bp.post("/save")
+    def save() -> Response:
+        if not any(page.recorder.done) and not page.recorder.snapshot():
+            return jsonify({"ok": False, "message": "nothing measured yet: start a swarm first"})
+        try:
+            saved = page.save(out)
+        except (LabError, OSError) as e:
+            return jsonify({"ok": False, "message": f"not saved: {e}. {SAVE_HINT}"})
+        host_dir = os.environ.get(HOST_RESULTS_ENV, "")
+        host_path = str(Path(host_dir) / saved.name) if host_dir else ""
+        return jsonify({"ok": True, "path": str(saved), "host_path": host_path})
+
+    return bp
+
+
+def _extend_locust_ui(page: LabPage, web_ui: Any) -> None:
+    """A "Lab" tab in locust's own UI, fed with the stats it polls anyway."""
+    columns = [
+        "model",
+        "users",
+        "rps",
+        "ideal_rps",
+        "efficiency",
+        "p50_ms",
+        "p99_ms",
+        "errors_per_s",
+        "server_cpu_pct",
+        "server_rss_mb",
+        "flags",
+    ]
+    web_ui.template_args["extendedTabs"] = [{"title": "Lab", "key": "lab"}]
+    web_ui.template_args["extendedTables"] = [
+        {"key": "lab", "structure": [{"key": c, "title": c} for c in columns]}
+    ]
+    web_ui.template_args["extendedCsvFiles"] = [{"href": "/lab/", "title": "Lab page (save run)"}]
+
+    @web_ui.app.after_request
+    def _with_lab_rows(response: Response) -> Response:
+        if request.path == "/stats/requests" and response.is_json:
+            body = {**response.get_json(), "extended_stats": [{"key": "lab", "data": page.rows()}]}
+            response.set_data(json.dumps(body))
+        return response
+
+
+@events.init_command_line_parser.add_listener
+def _arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--lab-out",
+        default="",
+        include_in_web_ui=False,
+        help="Save the run here as a result directory when locust quits "
+        "(and the UI's Save button's default place: results/)",
+    )
+
+
+_page: LabPage | None = None
+
+
+@events.init.add_listener
+def _init(environment: Environment, **_: Any) -> None:
+    global _page
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    page = _page = LabPage(environment)
+    environment.events.request.add_listener(page.recorder.on_request)
+    if isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(fanout.MODELS_INTERVAL, page.on_worker_report)
+    gevent.spawn(_ticker, page)
+    web_ui, options = environment.web_ui, environment.parsed_options
+    if web_ui is not None and web_ui.app is not None and options is not None:
+        out = Path(options.lab_out or "results")
+        web_ui.app.register_blueprint(blueprint(page, out))
+        _extend_locust_ui(page, web_ui)
+
+
+def _ticker(page: LabPage) -> None:
+    while True:
+        gevent.sleep(1.0)
+        page.tick()
+
+
+@events.spawning_complete.add_listener
+def _settled(user_count: int, **_: Any) -> None:
+    if _page is not None:
+        _page.recorder.begin(_page.users())
+
+
+@events.test_stop.add_listener
+def _stopped(**_: Any) -> None:
+    if _page is not None:
+        _page.recorder.finish()
+
+
+@events.quitting.add_listener
+def _quitting(environment: Environment, **_: Any) -> None:
+    out = getattr(environment.parsed_options, "lab_out", "")
+    measured = _page is not None and (_page.recorder.done or _page.recorder.snapshot())
+    if _page is not None and measured and out and environment.web_ui is None:
+        log.warning("lab: saved %s", _page.save(Path(out)))
