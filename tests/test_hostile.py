@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lab.cli import main as cli
+from lab.cli import run as run_command
 from lab.config.models import load_registry
 from lab.config.scenario import SCENARIO_TYPES, UPSTREAM_TYPES, load_scenario
 from lab.record.errors import EXIT_REFUSED, EXIT_USAGE, LabError
@@ -79,7 +80,7 @@ def lab(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Outcome]:
         def __init__(self, plan: Any, *_: object, **__: object) -> None:
             raise Accepted
 
-    monkeypatch.setattr(cli, "Sweep", StubSweep)
+    monkeypatch.setattr(run_command, "Sweep", StubSweep)
 
     def invoke(*args: str) -> Outcome:
         runner = CliRunner()

@@ -98,10 +98,10 @@ def test_loop_lag_shows_when_the_upstreams_event_loop_was_held_up(backend):
 )
 def test_a_late_upstream_loop_flags_the_apparatus(lag_ms, delay_ms, flagged):
     from lab.record.step import Measured, Sampled
-    from lab.run.steps import _apparatus
+    from lab.run.apparatus import saturated
 
     sampled = Sampled(upstream_lag_ms=lag_ms, upstream_lag_max_ms=3 * lag_ms)
-    raised = _apparatus(Measured(started_at="", client_cpu_pct=10.0), sampled, delay_ms)
+    raised = saturated(Measured(started_at="", client_cpu_pct=10.0), sampled, delay_ms)
     assert bool(raised) == flagged
     if flagged:
         assert raised[0].evidence["upstream_loop_lag_ms"] == lag_ms

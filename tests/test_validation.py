@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from lab.cli import main as cli
+from lab.cli import run as run_command
 from lab.record.errors import LabError
 from lab.system import safety
 from tests.conftest import lab_cli
@@ -137,7 +138,7 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureF
         def __init__(self, *_: object, **__: object) -> None:
             raise Accepted
 
-    monkeypatch.setattr(cli, "Sweep", StubSweep)
+    monkeypatch.setattr(run_command, "Sweep", StubSweep)
     out = tmp_path / "out"
 
     def invoke(*args: str) -> tuple[int | str, str]:

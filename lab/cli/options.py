@@ -1,4 +1,4 @@
-"""Command-line options that several `lab` commands share, declared once."""
+"""Command-line options that several `lab` commands share, declared once, and their console."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
-from lab.record.errors import Refused
+from lab.config.models import parse_knobs
+from lab.record.errors import LabError, Refused
 
 RESULTS_DIR = Path("results")
+
+console = Console(stderr=True, soft_wrap=True)  # what the commands say; results go to stdout
 
 
 def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:
@@ -44,3 +48,46 @@ def ensure_writable(path: Path, what: str) -> None:
             pass
     except OSError as e:
         raise Refused(f"{what} {path}: cannot write there: {e.strerror or e}") from None
+
+
+def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        levels = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"expected whole numbers separated by commas, got {value!r}"
+        ) from None
+    if not levels or any(v <= 0 for v in levels):
+        raise click.BadParameter(f"every value must be a positive whole number, got {value!r}")
+    return levels
+
+
+def rate_list(_: object, __: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        rates = tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {value!r}") from None
+    if not rates or any(not 0 < v < float("inf") for v in rates):
+        raise click.BadParameter(f"every rate must be a positive number, got {value!r}")
+    return rates
+
+
+def name_list(_: object, __: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def knob_pairs(_: object, __: click.Parameter, value: tuple[str, ...]) -> dict[str, int | str]:
+    try:
+        return parse_knobs(value)
+    except LabError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def positive(_: object, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise click.BadParameter(f"must be positive, got {value}")
+    return value

@@ -9,158 +9,27 @@ the generator or the host was saturated). What it raises becomes the step's flag
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from lab.backends.base import Backend, Server
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import generators
+from lab.run.apparatus import host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
 from lab.run.limits import Capacity, assessed
+from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
 from lab.run.plan import Plan
-from lab.run.preflight import Preflight
 from lab.system import http_client, procs, safety
-from lab.system.sampling import HostMeter, Sampler
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
-APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)
-# ... and the apparatus using this much of it, or waiting this long for a CPU (run-queue wait, %
-# of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
-APPARATUS_SHARE_PCT = 25.0
-APPARATUS_WAIT_PCT = 10.0
-# The upstream's event loop waking this late on average (ms, or this share of the delay) adds that
-# much to every request's wait: the upstream, not the model, set part of the latency.
-UPSTREAM_LAG_MS = 5.0
-UPSTREAM_LAG_SHARE = 0.05
-HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
-HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
-
-
-class Listener(Protocol):
-    """What a sweep reports as it goes (the terminal progress display implements it)."""
-
-    def model_started(self, model: str, trial: int) -> None: ...
-    def preflight_done(self, result: Preflight) -> None: ...
-    def phase(self, model: str, point: str, phase: str, sample: Sample | None) -> None: ...
-    def step_done(self, step: StepRecord) -> None: ...
-    def problem(self, model: str, message: str) -> None: ...
-
-
-class Upstream:
-    """The mock upstream of a run: started once, checked and restarted between steps."""
-
-    def __init__(self, plan: Plan, backend: Backend, listener: Listener, port: int) -> None:
-        self.plan, self.backend, self.listener, self.port = plan, backend, listener, port
-        self.server: Server = backend.start_upstream(plan.scenario.upstream, port)
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def ensure(self) -> None:
-        """Restart an upstream that died or stalled, on the same port the server calls."""
-        if self.problem() is None:
-            return
-        self.server.stop()
-        self.listener.problem("upstream", "upstream down or stalled; restarting it")
-        self.server = self.backend.start_upstream(self.plan.scenario.upstream, self.port)
-
-    def problem(self) -> dict[str, Any] | None:
-        """Evidence that the upstream exited or stopped answering /stats, or None if it is fine."""
-        if not self.server.alive():
-            return {"problem": "exited", **self.server.evidence()}
-        try:
-            http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
-        except OSError as e:
-            problem = f"no answer to /stats within {HEALTH_TIMEOUT_S:.0f} s ({e})"
-            return {"problem": problem, **self.server.evidence()}
-        return None
-
-    def reset(self) -> None:
-        """Start the in-flight high-water mark at the measured window."""
-        with contextlib.suppress(OSError):  # a dead upstream is recorded after the step
-            http_client.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
-
-    def window(self) -> UpstreamWindow:
-        """What the upstream saw since `reset`: its in-flight high-water mark and how late its
-        event loop woke (unknown: -1)."""
-        try:
-            _, raw, _ = http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
-            stats = json.loads(raw)
-            mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
-            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top))
-        except (OSError, ValueError, KeyError, TypeError):
-            return UpstreamWindow()
-
-
-@dataclass(frozen=True)
-class UpstreamWindow:
-    max_inflight: int = -1
-    lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
-    lag_max_ms: float = -1.0
-
-
-@dataclass
-class Samplers:
-    """The server's, the upstream's and the host's CPU and memory, once a second; the host's
-    per core, so a saturated core of the apparatus and kernel network work are seen."""
-
-    server: Sampler
-    upstream: Sampler
-    host: Sampler
-    cores: HostMeter
-
-    @classmethod
-    def of(
-        cls, server: Server, upstream: Server, apparatus_cores: tuple[int, ...], gen_pid: int
-    ) -> Samplers:
-        upstream_proc = getattr(upstream, "proc", None)
-        pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
-        cores = HostMeter(apparatus_cores, pids)
-        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores)
-
-    def each(self) -> tuple[Sampler, ...]:
-        return self.server, self.upstream, self.host
-
-    def start(self) -> None:
-        for each in self.each():
-            each.start()
-        self.cores.clear()
-
-    def sampled(self, upstream: UpstreamWindow) -> Sampled:
-        return Sampled(
-            server_cpu_pct=self.server.mean_cpu(),
-            server_rss_mb=self.server.peak_rss(),
-            upstream_cpu_pct=self.upstream.mean_cpu(),
-            host_cpu_pct=self.host.mean_cpu(),
-            upstream_max_inflight=upstream.max_inflight,
-            upstream_lag_ms=upstream.lag_ms,
-            upstream_lag_max_ms=upstream.lag_max_ms,
-            apparatus_core_pct=_mean(self.cores.apparatus),
-            host_softirq_pct=_mean(self.cores.softirq),
-            apparatus_wait_pct=_mean(self.cores.waited),
-            timeseries={
-                "server_cpu_pct": self.server.cpu,
-                "server_rss_mb": self.server.rss,
-                "upstream_cpu_pct": self.upstream.cpu,
-                "host_cpu_pct": self.host.cpu,
-                "apparatus_core_pct": list(self.cores.apparatus),
-                "host_softirq_pct": list(self.cores.softirq),
-                "apparatus_wait_pct": list(self.cores.waited),
-            },
-        )
-
-
-def _mean(xs: list[float]) -> float:
-    return round(sum(xs) / len(xs), 1) if xs else 0.0
 
 
 class StepRunner:
@@ -336,7 +205,7 @@ class StepRunner:
         if self.s.app is not None:  # a user's app waits on its own, not on the upstream
             window = replace(window, max_inflight=-1)
         sampled = samplers.sampled(window)
-        raised += _host_busy(measured, sampled) + _apparatus(measured, sampled, self.s.delay_ms)
+        raised += host_busy(measured, sampled) + saturated(measured, sampled, self.s.delay_ms)
         record = step_record(
             self.plan.run_id,
             key,
@@ -408,48 +277,11 @@ def _fleet(outcome: Outcome) -> dict[str, Any]:
     return {"generators": {"parts": parts, "merged_latencies": sum(outcome.counted.values())}}
 
 
-def _host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
-    """Processes outside the run; kernel softirq (network) work is charged to no process, so
-    it is counted apart instead of blamed on them."""
-    apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
-    others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
-    if others < HOST_BUSY_PCT:
-        return []
-    kernel = f" (besides {sampled.host_softirq_pct:.0f}% kernel softirq, network work)"
-    return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
-
-
 def _app_request(s: Scenario) -> dict[str, Any]:
     """A user's app: the load route's method, body and headers for the generator."""
     if s.app is None:
         return {}
     return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers)}
-
-
-def _apparatus(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Raised]:
-    """A core the generator or the upstream ran on was saturated, or the upstream's event loop
-    woke late on average (every request's wait grew by that): the lab set the figures."""
-    busy = sampled.apparatus_core_pct
-    own = measured.client_cpu_pct + sampled.upstream_cpu_pct
-    waited = sampled.apparatus_wait_pct
-    shared = own >= APPARATUS_SHARE_PCT or waited >= APPARATUS_WAIT_PCT
-    core = busy >= APPARATUS_CORE_PCT and shared
-    lag_limit = max(UPSTREAM_LAG_MS, UPSTREAM_LAG_SHARE * delay_ms)
-    late = sampled.upstream_lag_ms >= lag_limit
-    if not (core or late):
-        return []
-    evidence = {
-        "core_busy_pct": busy,
-        "waited_for_cpu_pct": waited,
-        "client_cpu_pct": measured.client_cpu_pct,
-        "upstream_cpu_pct": sampled.upstream_cpu_pct,
-        "upstream_loop_lag_ms": sampled.upstream_lag_ms,
-        "upstream_loop_lag_max_ms": sampled.upstream_lag_max_ms,
-        "upstream_loop_lag_limit_ms": lag_limit,
-        "advice": "fewer users, more generators, or a machine with more cores"
-        + ("; the upstream's loop was late: give it more processes or a core" if late else ""),
-    }
-    return [Raised("apparatus_saturated", evidence)]
 
 
 def partial(outcome: Outcome) -> Measured:

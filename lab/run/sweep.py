@@ -21,9 +21,10 @@ from lab.config.scenario import Point
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import preflight
 from lab.run.manifest import manifest, resumed_manifest
+from lab.run.observe import Listener, Upstream
 from lab.run.plan import Plan
 from lab.run.preflight import Preflight
-from lab.run.steps import Listener, StepRunner, Upstream
+from lab.run.steps import StepRunner
 from lab.system import procs
 
 FATAL = ("server_died", "server_hung")  # the model's remaining levels are skipped after these

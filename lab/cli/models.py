@@ -1,0 +1,41 @@
+"""`lab models`: the server models, their knobs and their exact command lines."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from lab.config.models import load_registry
+
+
+@click.command("models")
+@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--commands",
+    "top_level",
+    type=int,
+    default=None,
+    metavar="LEVEL",
+    help='Also print each command line, with "auto" knobs resolved for this top level.',
+)
+def list_models(models_file: Path | None, top_level: int | None) -> None:
+    """List the server models, their knobs and (with --commands) exact command lines."""
+    registry = load_registry(models_file)
+    out = Console()
+    table = Table(title="models (baselines dimmed)")
+    for column in ("model", "unit", "app", "description"):
+        table.add_column(column)
+    for m in registry.models.values():
+        table.add_row(m.name, m.unit, m.app, m.description, style="dim" if m.baseline else None)
+    out.print(table)
+    out.print("knob defaults: " + ", ".join(f"{k}={v}" for k, v in vars(registry.knobs).items()))
+    out.print("override per run with --knob NAME=VALUE, per scenario in its \\[knobs] table")
+    if top_level is not None:
+        knobs = registry.knobs.resolve(top_level)
+        for m in registry.models.values():
+            out.print(f"\n[bold]{m.name}[/] (capacity {m.capacity(knobs)}):", highlight=False)
+            out.print(shlex.join(m.command(knobs, "127.0.0.1", 8000)), markup=False)

@@ -1,0 +1,74 @@
+"""`lab run --resume DIR`: continue a recorded run with the options it was started with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from lab.cli.options import console
+from lab.cli.run_options import RESUMABLE
+from lab.record.errors import LabError, Refused
+from lab.record.rundir import RunDir
+from lab.system import procs
+
+
+def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
+    encoded: dict[str, Any] = json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+    return encoded
+
+
+def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
+    opts = {k: v for k, v in recorded.items() if k in RESUMABLE}
+    for key in ("models", "levels", "rates"):
+        if opts.get(key) is not None:
+            opts[key] = tuple(opts[key])
+    if opts.get("models_file") is not None:
+        opts["models_file"] = Path(opts["models_file"])
+    return opts
+
+
+def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
+    """The manifest of the run to resume; exits 0 (after saying so) if it is already complete.
+
+    Options given again on the command line must match the recorded ones; the rest are taken
+    from the manifest, so `lab run --resume DIR` alone continues the run as it was started.
+    """
+    run_dir: Path = ctx.params["resume"]
+    try:
+        run = RunDir.existing(run_dir)
+        manifest = run.manifest()
+        run.steps()  # refuse damaged files before anything is appended to them
+        run.rows("preflight.jsonl")
+    except LabError as e:
+        raise LabError(f"--resume: {e}") from None
+    if "app" in manifest.get("scenario", {}):
+        raise LabError(f"--resume {run_dir}: a run of --app cannot be resumed; run it again")
+    owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
+    if owner is not None and owner.is_running():
+        raise Refused(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
+    if manifest.get("status") == "complete":
+        console.print(f"{run_dir} is already complete; nothing to resume", markup=False)
+        ctx.exit(0)
+    if not isinstance(manifest.get("invocation"), dict):
+        raise LabError(f"--resume {run_dir}: its manifest records no invocation to continue")
+    warning = run.repair()
+    if warning:
+        console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+    recorded = manifest["invocation"]
+    given = encode_invocation(ctx.params)
+    conflicts = [
+        f"--{key.replace('_', '-')}: recorded {recorded.get(key)!r}, given {given[key]!r}"
+        for key in RESUMABLE
+        if ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE
+        and given[key] != recorded.get(key)
+    ]
+    if conflicts:
+        raise LabError(
+            f"--resume {run_dir}: options differ from the recorded run: {'; '.join(conflicts)}. "
+            f"Leave them out to reuse the recorded ones."
+        )
+    return manifest

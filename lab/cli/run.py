@@ -1,0 +1,178 @@
+"""`lab run`: plan a sweep from the scenario and the options, run it with progress, summarise it."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from lab.backends import dbrun
+from lab.backends.base import Backend, CpuLayout, NativeBackend
+from lab.cli.app import check_user_app
+from lab.cli.options import (
+    console,
+    ensure_writable,
+)
+from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
+from lab.cli.run_options import APP_ONLY, SCENARIO_OPTIONS, run_options
+from lab.cli.stopping import STOP_SIGNALS, clean_leftovers, stop_signals
+from lab.config import availability
+from lab.config.models import Knobs, Model, Registry, knob_notes, load_registry
+from lab.config.scenario import Scenario, load_scenario, override
+from lab.record.errors import LabError
+from lab.run import generators
+from lab.run.plan import Plan, plan_run, resolve_knobs
+from lab.run.progress import ConsoleProgress
+from lab.run.sweep import Sweep
+from lab.system import procs, safety
+
+
+@click.command("run")
+@run_options
+@click.pass_context
+def run(ctx: click.Context, /, **_: Any) -> None:
+    """Sweep concurrency levels for each model and write results/<run-id>/."""
+    opts = dict(ctx.params)
+    recorded = resumed_run(ctx) if opts["resume"] else None
+    if recorded is not None:
+        opts.update(decode_invocation(recorded.get("invocation", {})))
+    if opts["allow_remote"]:
+        console.print(f"[bold white on red] WARNING [/] {safety.REMOTE_WARNING}")
+    clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
+    registry = load_registry(opts["models_file"])
+    scenario = scenario_from(opts)
+    if not opts["app_target"] and (given := [f"--{o}" for o, k in APP_ONLY.items() if opts[k]]):
+        raise LabError(f"{', '.join(given)}: only with --app MODULE:ATTR (your own app)")
+    checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
+    if checked is None and opts["app_target"]:
+        return  # --check-only
+    if checked is not None:
+        scenario, chosen = checked.scenario, list(checked.models)
+    else:
+        chosen = models_to_run(opts, registry, scenario)
+    check_before_start(opts, scenario, chosen, registry.knobs)
+    plan = plan_run(
+        scenario,
+        chosen,
+        registry.knobs,
+        opts["out"],
+        command_line_knobs=opts["knobs"],
+        run_dir=opts["resume"],
+        new_run=checked.run if checked else None,
+        preflights=checked.preflights if checked else {},
+        allow_remote=opts["allow_remote"],
+        limits=scenario.check_open_files(),
+        invocation=encode_invocation(opts),
+        generators=generators.choose(
+            opts["generators"],
+            opts["remote_generators"],
+            opts["master"],
+            scenario.mode,
+            opts["allow_remote"],
+        ),
+    )
+    if dbrun.needed(scenario.route) and opts["backend"] != "native":
+        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
+    backend = make_backend(opts["backend"], plan, scenario)
+    verb = "resuming" if recorded else "run"
+    console.print(
+        f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
+        f"{plan.expected_seconds() / 60:.0f} min)"
+    )
+    databases = dbrun.serving(
+        scenario.route,
+        plan.run_dir,
+        opts["db_urls"],
+        opts["db_driver"],
+        opts["allow_remote"],
+        scenario.host,
+    )
+    sweep_and_summarise(plan, backend, recorded, databases)
+
+
+def sweep_and_summarise(
+    plan: Plan,
+    backend: Backend,
+    recorded: dict[str, Any] | None,
+    databases: contextlib.AbstractContextManager[object],
+) -> None:
+    """Run the sweep with progress; on Ctrl-C or SIGTERM say what was kept and exit non-zero."""
+    try:
+        with (
+            stop_signals(),
+            databases,
+            ConsoleProgress(console, plan.expected_seconds()) as progress,
+        ):
+            Sweep(plan, backend, progress, resume=recorded).run()
+    except KeyboardInterrupt as e:
+        late = procs.stop_all()  # normally none: the sweep stopped everything already
+        console.print(
+            f"[red]interrupted ({escape(str(e)) or 'SIGINT'})[/]: stopped every process it started"
+            f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
+            f"{escape(str(plan.run_dir))}; continue with: lab run --resume "
+            f"{escape(str(plan.run_dir))}"
+        )
+        sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
+    from analysis.loading import RunError, load  # pandas: imported only when there is a run to show
+    from analysis.summary import print_summary
+
+    try:
+        print_summary(load(plan.run_dir))
+    except RunError as e:  # e.g. the upstream never started: nothing was measured
+        console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
+    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
+
+
+def check_before_start(
+    opts: dict[str, Any], scenario: Scenario, chosen: list[Model], defaults: Knobs
+) -> None:
+    """What can be refused before a directory is made or a process started: each model's knob
+    limits (raised minimums are reported) and a writable --out."""
+    knobs = resolve_knobs(defaults, scenario, opts["knobs"])
+    for note in knob_notes(chosen, knobs):
+        console.print(f"[yellow]knob adjusted:[/] {escape(note)}")
+    if not opts["resume"]:
+        ensure_writable(opts["out"], "--out")
+
+
+def scenario_from(opts: dict[str, Any]) -> Scenario:
+    """The scenario file with the command line's overrides, its host checked."""
+    scenario = override(
+        load_scenario(opts["scenario_name"]),
+        **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
+        pin_cpus=False if opts["no_pin"] else None,
+    )
+    safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
+    return scenario
+
+
+def models_to_run(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> list[Model]:
+    """The scenario's models, each under its interpreter; on the native backend, the installed
+    ones (the others are skipped with the reason)."""
+    chosen = availability.with_python(registry.pick(list(scenario.models)), opts["python"])
+    if opts["backend"] == "native":  # the docker backend runs the image's own servers
+        return availability.usable(chosen, lambda line: console.print(f"[yellow]{line}[/]"))
+    if any(m.python for m in chosen):
+        raise LabError("--python and a model's python field work with --backend native only")
+    return chosen
+
+
+def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
+    layout = CpuLayout.split(scenario.pin_cpus)
+    if name == "docker":
+        from lab.backends.containers import DockerBackend  # needs the Docker SDK and an engine
+
+        return DockerBackend(plan.run_id, layout, ready_timeout_s=scenario.start_timeout_s)
+    backend = NativeBackend(
+        plan.run_dir,
+        layout,
+        host=scenario.host,
+        ready_timeout_s=scenario.start_timeout_s,
+        interpreters=availability.describe(list(plan.models)),
+    )
+    backend.ready_path = scenario.health_path
+    return backend

@@ -1,0 +1,257 @@
+"""The options of `lab run`: what each overrides in the scenario, which need --app, which
+a resumed run reuses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab.cli.options import (
+    int_list,
+    knob_pairs,
+    name_list,
+    positive,
+    rate_list,
+    results_dir_option,
+)
+from lab.config.scenario import ROUTES, builtin_names
+from servers.common import DB_DRIVERS
+
+# `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
+SCENARIO_OPTIONS = {
+    **{name: name for name in ("models", "levels", "trials", "delay_ms", "route", "host")},
+    **{name: name for name in ("mode", "rates", "max_outstanding", "arrival", "upstream_port")},
+    "duration": "duration_s",
+    "warmup": "warmup_s",
+    "port": "server_port",
+    "request_timeout": "request_timeout_s",
+    "start_timeout": "start_timeout_s",
+}
+
+
+APP_ONLY = {  # option -> its parameter: meaningful with --app only
+    "app-dir": "app_dir",
+    "path": "app_paths",
+    "probe-path": "probe_path",
+    "body": "app_body",
+    "header": "app_headers",
+    "check-only": "check_only",
+}
+
+
+# The options that define what a run measures: recorded in the manifest, reused by --resume.
+RESUMABLE = (
+    "scenario_name",
+    "models",
+    "levels",
+    "duration",
+    "warmup",
+    "trials",
+    "delay_ms",
+    "route",
+    "knobs",
+    "port",
+    "upstream_port",
+    "no_pin",
+    "models_file",
+    "host",
+    "request_timeout",
+    "start_timeout",
+    "mode",
+    "rates",
+    "max_outstanding",
+    "arrival",
+    "backend",
+    "db_driver",
+    "python",
+    "generators",
+    "remote_generators",
+    "master",
+)
+
+
+# Every option of `lab run`, in the order `--help` lists them.
+RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+    click.option(
+        "--scenario",
+        "scenario_name",
+        default="quick",
+        show_default=True,
+        help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
+    ),
+    click.option("--models", callback=name_list, help="Comma-separated models (see `lab models`)."),
+    click.option(
+        "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+    ),
+    click.option(
+        "--mode",
+        type=click.Choice(["closed", "open"]),
+        help="closed: N users, no think time (default); open: requests arrive at fixed --rates.",
+    ),
+    click.option(
+        "--rates", callback=rate_list, help="Open loop: comma-separated arrival rates (req/s)."
+    ),
+    click.option(
+        "--max-outstanding",
+        type=int,
+        callback=positive,
+        help="Open loop: cap on requests in flight; the rest count as dropped [default: 500].",
+    ),
+    click.option(
+        "--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals."
+    ),
+    click.option("--duration", type=float, callback=positive, help="Seconds measured per level."),
+    click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."),
+    click.option("--trials", type=int, callback=positive, help="Repeats of every level."),
+    click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds."),
+    click.option(
+        "--route",
+        type=click.Choice(list(ROUTES)),
+        help="What each request does; db and cache wait in PostgreSQL and Redis "
+        "(started for the run).",
+    ),
+    click.option(
+        "--db-url",
+        "db_urls",
+        multiple=True,
+        metavar="URL",
+        help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
+        "loopback only unless --allow-remote.",
+    ),
+    click.option(
+        "--db-driver",
+        type=click.Choice(list(DB_DRIVERS)),
+        help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
+    ),
+    click.option(
+        "--knob",
+        "knobs",
+        multiple=True,
+        callback=knob_pairs,
+        metavar="NAME=VALUE",
+        help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
+    ),
+    click.option("--port", type=int, help="Server port (default: any free port)."),
+    click.option("--upstream-port", type=int, help="Upstream port (default: any free port)."),
+    click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores."),
+    click.option(
+        "--python",
+        type=click.Path(dir_okay=False, exists=True),
+        help="Run every model under this interpreter, in a venv the lab makes and caches "
+        "(e.g. a free-threaded python3.14t).",
+    ),
+    results_dir_option("Directory that receives the run directory."),
+    click.option(
+        "--models-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="A TOML file of extra models (same shape as servers/models.toml).",
+    ),
+    click.option(
+        "--host",
+        help="Address every listener binds and the load targets "
+        "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
+    ),
+    click.option(
+        "--request-timeout",
+        type=float,
+        callback=positive,
+        help="Seconds before a request counts as a timeout [default: 30].",
+    ),
+    click.option(
+        "--start-timeout",
+        type=float,
+        callback=positive,
+        help="Seconds a server gets to answer /health, else start_failed [default: 30].",
+    ),
+    click.option(
+        "--resume",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        help="Continue the run in this directory, skipping its completed steps.",
+    ),
+    click.option(
+        "--allow-remote",
+        is_flag=True,
+        help="Allow non-loopback listeners and targets. Only for hosts you own.",
+    ),
+    click.option(
+        "--backend",
+        type=click.Choice(["native", "docker"]),
+        default="native",
+        show_default=True,
+        help="native: servers as local processes; docker: each in its own container "
+        "(image from docker/build-image.sh, limits from tuning/).",
+    ),
+    click.option(
+        "--app",
+        "app_target",
+        metavar="MODULE:ATTR",
+        help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
+        "serve it (answers compared, concurrency probed), then swept on --probe-path.",
+    ),
+    click.option(
+        "--app-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Directory to import --app from.",
+    ),
+    click.option(
+        "--path",
+        "app_paths",
+        multiple=True,
+        metavar="/ROUTE",
+        help="A route of --app to request, /ROUTE or METHOD /ROUTE (repeatable; the first GET "
+        "route also proves a server is up).",
+    ),
+    click.option(
+        "--probe-path",
+        metavar="/ROUTE",
+        help="--app route to probe, then load in the sweep [default: last --path].",
+    ),
+    click.option(
+        "--body",
+        "app_body",
+        metavar="TEXT",
+        help="With --app: the body sent with every route whose method is not GET, "
+        "e.g. '{\"n\": 1}'.",
+    ),
+    click.option(
+        "--header",
+        "app_headers",
+        multiple=True,
+        metavar="'NAME: VALUE'",
+        help="With --app: a header sent with every request (repeatable), "
+        "e.g. 'Authorization: ...'.",
+    ),
+    click.option(
+        "--check-only",
+        is_flag=True,
+        help="With --app: check and probe the app under every model, then stop (no sweep).",
+    ),
+    click.option(
+        "--generators",
+        type=click.IntRange(min=0),
+        help="Load-generator processes per step (locust workers under one master), each pinned to "
+        "its own core [default: automatic, the client half's cores minus one; 1 on 2 cores].",
+    ),
+    click.option(
+        "--remote-generators",
+        type=click.IntRange(min=0),
+        default=0,
+        help="Also wait for this many workers started elsewhere with `lab generator --connect`.",
+    ),
+    click.option(
+        "--master",
+        metavar="HOST:PORT",
+        help="Where the generator master listens for its workers [default: 127.0.0.1, any port; "
+        "127.0.0.1:5557 with --remote-generators]; non-loopback needs --allow-remote.",
+    ),
+)
+
+
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare every `lab run` option on `command` (click applies decorators bottom-up)."""
+    for option in reversed(RUN_OPTIONS):
+        command = option(command)
+    return command

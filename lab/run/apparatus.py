@@ -1,0 +1,58 @@
+"""Was the apparatus (the generator, the upstream, the host) what set a step's figures?
+
+A step is flagged `apparatus_saturated` when a core the generator or the upstream runs on was
+saturated by them, or the upstream's event loop woke late; `host_busy` when processes outside the
+run took a core's share. Either means the lab, not the model, limited what was measured.
+"""
+
+from __future__ import annotations
+
+from lab.record.step import Measured, Raised, Sampled
+
+APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (mean of the window)
+# ... and the apparatus using this much of it, or waiting this long for a CPU (run-queue wait, %
+# of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
+APPARATUS_SHARE_PCT = 25.0
+APPARATUS_WAIT_PCT = 10.0
+# The upstream's event loop waking this late on average (ms, or this share of the delay) adds that
+# much to every request's wait: the upstream, not the model, set part of the latency.
+UPSTREAM_LAG_MS = 5.0
+UPSTREAM_LAG_SHARE = 0.05
+HOST_BUSY_PCT = 50.0  # CPU used by processes outside the run, in % of one core
+
+
+def host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
+    """Processes outside the run; kernel softirq (network) work is charged to no process, so
+    it is counted apart instead of blamed on them."""
+    apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
+    others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
+    if others < HOST_BUSY_PCT:
+        return []
+    kernel = f" (besides {sampled.host_softirq_pct:.0f}% kernel softirq, network work)"
+    return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
+
+
+def saturated(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Raised]:
+    """A core the generator or the upstream ran on was saturated, or the upstream's event loop
+    woke late on average (every request's wait grew by that): the lab set the figures."""
+    busy = sampled.apparatus_core_pct
+    own = measured.client_cpu_pct + sampled.upstream_cpu_pct
+    waited = sampled.apparatus_wait_pct
+    shared = own >= APPARATUS_SHARE_PCT or waited >= APPARATUS_WAIT_PCT
+    core = busy >= APPARATUS_CORE_PCT and shared
+    lag_limit = max(UPSTREAM_LAG_MS, UPSTREAM_LAG_SHARE * delay_ms)
+    late = sampled.upstream_lag_ms >= lag_limit
+    if not (core or late):
+        return []
+    evidence = {
+        "core_busy_pct": busy,
+        "waited_for_cpu_pct": waited,
+        "client_cpu_pct": measured.client_cpu_pct,
+        "upstream_cpu_pct": sampled.upstream_cpu_pct,
+        "upstream_loop_lag_ms": sampled.upstream_lag_ms,
+        "upstream_loop_lag_max_ms": sampled.upstream_lag_max_ms,
+        "upstream_loop_lag_limit_ms": lag_limit,
+        "advice": "fewer users, more generators, or a machine with more cores"
+        + ("; the upstream's loop was late: give it more processes or a core" if late else ""),
+    }
+    return [Raised("apparatus_saturated", evidence)]

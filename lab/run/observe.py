@@ -1,0 +1,138 @@
+"""What is observed beside the load during a step: the upstream's counters and event-loop lag,
+and the CPU samplers of the server, the upstream, the generator and the host."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lab.backends.base import Backend, Server
+from lab.record.step import Sampled, StepRecord
+from lab.run.plan import Plan
+from lab.run.preflight import Preflight
+from lab.system import http_client
+from lab.system.sampling import HostMeter, Sampler
+from loadgen.protocol import Sample
+
+HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
+
+
+class Listener(Protocol):
+    """What a sweep reports as it goes (the terminal progress display implements it)."""
+
+    def model_started(self, model: str, trial: int) -> None: ...
+    def preflight_done(self, result: Preflight) -> None: ...
+    def phase(self, model: str, point: str, phase: str, sample: Sample | None) -> None: ...
+    def step_done(self, step: StepRecord) -> None: ...
+    def problem(self, model: str, message: str) -> None: ...
+
+
+class Upstream:
+    """The mock upstream of a run: started once, checked and restarted between steps."""
+
+    def __init__(self, plan: Plan, backend: Backend, listener: Listener, port: int) -> None:
+        self.plan, self.backend, self.listener, self.port = plan, backend, listener, port
+        self.server: Server = backend.start_upstream(plan.scenario.upstream, port)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def ensure(self) -> None:
+        """Restart an upstream that died or stalled, on the same port the server calls."""
+        if self.problem() is None:
+            return
+        self.server.stop()
+        self.listener.problem("upstream", "upstream down or stalled; restarting it")
+        self.server = self.backend.start_upstream(self.plan.scenario.upstream, self.port)
+
+    def problem(self) -> dict[str, Any] | None:
+        """Evidence that the upstream exited or stopped answering /stats, or None if it is fine."""
+        if not self.server.alive():
+            return {"problem": "exited", **self.server.evidence()}
+        try:
+            http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
+        except OSError as e:
+            problem = f"no answer to /stats within {HEALTH_TIMEOUT_S:.0f} s ({e})"
+            return {"problem": problem, **self.server.evidence()}
+        return None
+
+    def reset(self) -> None:
+        """Start the in-flight high-water mark at the measured window."""
+        with contextlib.suppress(OSError):  # a dead upstream is recorded after the step
+            http_client.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
+
+    def window(self) -> UpstreamWindow:
+        """What the upstream saw since `reset`: its in-flight high-water mark and how late its
+        event loop woke (unknown: -1)."""
+        try:
+            _, raw, _ = http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
+            stats = json.loads(raw)
+            mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
+            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top))
+        except (OSError, ValueError, KeyError, TypeError):
+            return UpstreamWindow()
+
+
+@dataclass(frozen=True)
+class UpstreamWindow:
+    max_inflight: int = -1
+    lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
+    lag_max_ms: float = -1.0
+
+
+@dataclass
+class Samplers:
+    """The server's, the upstream's and the host's CPU and memory, once a second; the host's
+    per core, so a saturated core of the apparatus and kernel network work are seen."""
+
+    server: Sampler
+    upstream: Sampler
+    host: Sampler
+    cores: HostMeter
+
+    @classmethod
+    def of(
+        cls, server: Server, upstream: Server, apparatus_cores: tuple[int, ...], gen_pid: int
+    ) -> Samplers:
+        upstream_proc = getattr(upstream, "proc", None)
+        pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
+        cores = HostMeter(apparatus_cores, pids)
+        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores)
+
+    def each(self) -> tuple[Sampler, ...]:
+        return self.server, self.upstream, self.host
+
+    def start(self) -> None:
+        for each in self.each():
+            each.start()
+        self.cores.clear()
+
+    def sampled(self, upstream: UpstreamWindow) -> Sampled:
+        return Sampled(
+            server_cpu_pct=self.server.mean_cpu(),
+            server_rss_mb=self.server.peak_rss(),
+            upstream_cpu_pct=self.upstream.mean_cpu(),
+            host_cpu_pct=self.host.mean_cpu(),
+            upstream_max_inflight=upstream.max_inflight,
+            upstream_lag_ms=upstream.lag_ms,
+            upstream_lag_max_ms=upstream.lag_max_ms,
+            apparatus_core_pct=_mean(self.cores.apparatus),
+            host_softirq_pct=_mean(self.cores.softirq),
+            apparatus_wait_pct=_mean(self.cores.waited),
+            timeseries={
+                "server_cpu_pct": self.server.cpu,
+                "server_rss_mb": self.server.rss,
+                "upstream_cpu_pct": self.upstream.cpu,
+                "host_cpu_pct": self.host.cpu,
+                "apparatus_core_pct": list(self.cores.apparatus),
+                "host_softirq_pct": list(self.cores.softirq),
+                "apparatus_wait_pct": list(self.cores.waited),
+            },
+        )
+
+
+def _mean(xs: list[float]) -> float:
+    return round(sum(xs) / len(xs), 1) if xs else 0.0
