@@ -50,30 +50,25 @@ def ensure_writable(path: Path, what: str) -> None:
         raise Refused(f"{what} {path}: cannot write there: {e.strerror or e}") from None
 
 
-def int_list(_: object, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+def _numbers(value: str | None, parse: type[float], kind: str, each: str) -> tuple[Any, ...] | None:
+    """A comma-separated list of positive finite numbers, or a usage error naming what is wrong."""
     if value is None:
         return None
     try:
-        levels = tuple(int(v) for v in value.split(",") if v.strip())
+        numbers = tuple(parse(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise click.BadParameter(
-            f"expected whole numbers separated by commas, got {value!r}"
-        ) from None
-    if not levels or any(v <= 0 for v in levels):
-        raise click.BadParameter(f"every value must be a positive whole number, got {value!r}")
-    return levels
+        raise click.BadParameter(f"expected {kind} separated by commas, got {value!r}") from None
+    if not numbers or any(not 0 < v < float("inf") for v in numbers):
+        raise click.BadParameter(f"every {each}, got {value!r}")
+    return numbers
+
+
+def int_list(_: object, __: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    return _numbers(value, int, "whole numbers", "value must be a positive whole number")
 
 
 def rate_list(_: object, __: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-    if value is None:
-        return None
-    try:
-        rates = tuple(float(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected numbers separated by commas, got {value!r}") from None
-    if not rates or any(not 0 < v < float("inf") for v in rates):
-        raise click.BadParameter(f"every rate must be a positive number, got {value!r}")
-    return rates
+    return _numbers(value, float, "numbers", "rate must be a positive number")
 
 
 def name_list(_: object, __: click.Parameter, value: str | None) -> tuple[str, ...] | None:
