@@ -57,7 +57,8 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 # The dev venv imports the checkout's packages directly (tests, benchmarks, `locust -f
-# loadgen/locustfile.py`); an installed wheel keeps them in concurrency_lab/lib/ instead (README).
+# loadgen/locustfile.py`); an installed wheel keeps them in concurrency_lab/lib/ instead
+# (docs/architecture.md).
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [[ -f $site/concurrency_lab_checkout.pth && $(cat "$site/concurrency_lab_checkout.pth") == "$PWD" ]] \
   || echo "$PWD" > "$site/concurrency_lab_checkout.pth"
