@@ -1,4 +1,4 @@
-"""Render run directories' `reproduction.json` as Markdown, for the README's measured tables.
+"""Render run directories' `reproduction.json` as Markdown, for docs/reproductions.md.
 
 Usage: python -m experiments.markdown results/<run-id> [results/<run-id> ...]
 """

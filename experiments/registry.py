@@ -1,4 +1,5 @@
-"""Every reproducible experiment by its command-line name, in the order the README presents them."""
+"""Every reproducible experiment by its command-line name, in the order docs/reproductions.md
+shows them."""
 
 from experiments import (
     brownout,

@@ -6,7 +6,7 @@ free of the orchestrator and the record can be read by anything. Small folders, 
 functions keep each piece readable in one sitting. These are cheap to break by accident and
 expensive to untangle later, so a test reads every import (with `ast`, nothing is executed).
 
-To place a new folder, put it in `FOLDERS` above everything it imports (docs/architecture.md).
+A new folder starts as a row of the layout table in docs/architecture.md, which this test reads.
 """
 
 from __future__ import annotations
@@ -22,24 +22,25 @@ PACKAGES = ("servers", "loadgen", "lab", "analysis", "experiments", "benchmarks"
 MAX_FUNCTION_LINES = 60
 MAX_FOLDER_MODULES = 20
 
-# Every folder of modules, bottom first: a module may import its own folder and folders listed
-# before its own, never one listed after it. `lab` is lab/__init__.py alone (the version).
-FOLDERS = (
-    "lab",
-    "servers",  # the system under test: the apps, the mock upstream, the model registry file
-    "lab/record",  # step records, flags, run directories, errors, histogram files
-    "lab/system",  # processes, pinning, sampling, addresses, environment, the lab's HTTP client
-    "loadgen",  # the load generator children: locust users, closed and open loop, recorders
-    "lab/config",  # the model registry, scenarios, the user's app, TOML reading
-    "lab/backends",  # native and Docker backends, databases
-    "lab/run",  # the run sequence: plan, preflight, steps, sweep, limits, manifest, generators
-    "lab/webui",  # the locust web UI's lab page, live flags, saving, the container meter
-    "analysis",  # run directories -> tables, the judge, plots, report, comparisons
-    "experiments",  # the published experiments, reproduced
-    "lab/cli",  # the command line: one module per command
-    "concurrency_lab",  # the installed `lab` command's launcher
-    "benchmarks",  # measurements of the lab itself
-)
+LAYOUT_PAGE = ROOT / "docs" / "architecture.md"
+ANYTHING = "anything"  # benchmarks/ and tests/: they may import every folder
+
+
+def allowed_imports() -> dict[str, set[str] | str]:
+    """The layout table of docs/architecture.md: folder -> the folders it may import (the
+    backticked names in its last column), or ANYTHING. The page and the test cannot drift."""
+    allowed: dict[str, set[str] | str] = {}
+    for line in LAYOUT_PAGE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`") or not cells[0].endswith("/`"):
+            continue
+        folder, may = cells[0].strip("`").rstrip("/"), cells[2]
+        names = {n.rstrip("/") for n in may.split("`")[1::2]}
+        allowed[folder] = ANYTHING if may.startswith(ANYTHING) else names
+    return allowed
+
+
+ALLOWED = allowed_imports()
 
 
 def module_files() -> dict[str, Path]:
@@ -143,19 +144,24 @@ def long_functions(path: Path) -> Iterator[tuple[str, int]]:
     yield from walk(ast.parse(path.read_text(), str(path)), "")
 
 
-def test_every_folder_has_a_place() -> None:
-    unplaced = sorted(set(folder_graph()) - set(FOLDERS))
-    assert not unplaced, f"add these folders to FOLDERS: {unplaced}"
+def test_the_layout_table_is_read() -> None:
+    assert {"lab/record", "lab/run", "lab/cli", "servers", "loadgen"} <= set(ALLOWED)
 
 
-def test_every_import_points_down() -> None:
-    upward = [
-        f"{source} imports {target}"
-        for source, targets in sorted(folder_graph().items())
-        for target in sorted(targets)
-        if FOLDERS.index(target) > FOLDERS.index(source)
+def test_every_folder_has_a_row_in_the_layout_table() -> None:
+    missing = sorted(set(folder_graph()) - set(ALLOWED))
+    assert not missing, f"add a row for these folders to {LAYOUT_PAGE.name}: {missing}"
+
+
+def test_every_import_is_allowed_by_the_layout_table() -> None:
+    graph = folder_graph()
+    refused = [
+        f"{source}/ imports {target}/"
+        for source, targets in sorted(graph.items())
+        if (allowed := ALLOWED.get(source, set())) != ANYTHING
+        for target in sorted(targets - set(allowed))
     ]
-    assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+    assert not refused, f"not allowed by {LAYOUT_PAGE.name}:\n" + "\n".join(refused)
 
 
 @pytest.mark.parametrize("level", ["modules", "folders"])

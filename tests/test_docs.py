@@ -32,9 +32,6 @@ README_MAX_LINES = 150  # the front door, not the manual: the rest lives in docs
 LAUNCH = "from concurrency_lab.launch import entry; entry()"
 SHELL_BLOCKS = {"sh", "bash", "shell", "console"}
 SEPARATORS = {"&&", "||", ";", "|"}
-# Modules the docs name by their place after the restructure of lab/ (issue 19) while this tree
-# still has them under the old name: new -> old. Empty once the restructure has landed.
-NOT_YET_MOVED = {"lab.cli.dbserve": "lab.dbserve"}
 
 FENCE = re.compile(r"^\s*(```|~~~)\s*([\w-]*)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -255,9 +252,7 @@ def module_exists(name: str) -> bool:
 @pytest.mark.parametrize(("shown", "words"), MODULE_CASES, ids=ids(MODULE_CASES))
 def test_module_shown_exists(shown: Shown, words: list[str]) -> None:
     name = words[0]
-    assert module_exists(name) or module_exists(NOT_YET_MOVED.get(name, name)), (
-        f"{shown.where}: python -m {name}: no such module"
-    )
+    assert module_exists(name), f"{shown.where}: python -m {name}: no such module"
 
 
 def test_the_checks_found_what_the_docs_show() -> None:
@@ -278,13 +273,7 @@ def test_readme_links_every_docs_page_and_stays_short() -> None:
 
 
 def test_limits_table_is_the_registry() -> None:
-    """The limits table in the results page is `markdown_table()` of the limits registry (in
-    `lab.run.limits` after the restructure of lab/, `lab.limits` before it)."""
-    for name in ("lab.run.limits", "lab.limits"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-        assert module.markdown_table() in RESULTS_PAGE.read_text()
-        return
-    pytest.fail("no limits registry: neither lab.run.limits nor lab.limits imports")
+    """The limits table in the results page is `markdown_table()` of the limits registry."""
+    from lab.run.limits import markdown_table
+
+    assert markdown_table() in RESULTS_PAGE.read_text()

@@ -1,5 +1,5 @@
 """The flag registry is the one list of flags: nothing raised that is not declared, nothing
-declared that nothing raises, and the README's table is the registry's."""
+declared that nothing raises, and the docs' table is the registry's."""
 
 from __future__ import annotations
 
@@ -68,5 +68,5 @@ def test_raising_an_undeclared_flag_fails_at_once() -> None:
         Raised("no_such_flag")
 
 
-def test_readme_flag_table_is_the_registry() -> None:
+def test_docs_flag_table_is_the_registry() -> None:
     assert markdown_table() in (ROOT / "docs" / "results-and-limits.md").read_text()

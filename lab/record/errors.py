@@ -1,6 +1,6 @@
 """Exceptions for every problem the user can fix: the CLI prints them, never a traceback.
 
-Exit codes (the README's table): 2 for bad input (click's convention for usage errors, and
+Exit codes (the table in docs/running.md): 2 for bad input (click's convention for usage errors, and
 LabError), 3 for a refusal caused by the machine's state rather than the arguments (`Refused`).
 """
 

@@ -2,7 +2,7 @@
 
 Each flag says what it means, which evidence fields explain it, which module raises it and whether
 it excludes the step from the verdict. The step record, the judge, the summary, the report, the
-comparison and the README's table all read this registry; `tests/test_flags.py` fails if a flag is
+comparison and the docs' table all read this registry; `tests/test_flags.py` fails if a flag is
 raised that is not declared here or declared here and never raised.
 """
 
@@ -44,7 +44,7 @@ _FLAGS = (
         "processes outside the run used half a core or more (kernel network work, softirq, is "
         "counted apart and not blamed on them): the figures are disturbed",
         ("host_busy",),
-        "lab.run.steps",
+        "lab.run.apparatus",
         excludes=False,
     ),
     Flag(
@@ -135,7 +135,7 @@ _FLAGS = (
         "event loop woke late (on average 5 ms, or 5% of the delay, or more): the lab, not the "
         "model, may have set the figures (use fewer users, more generators or a bigger machine)",
         ("apparatus_saturated",),
-        "lab.run.steps",
+        "lab.run.apparatus",
         excludes=True,
     ),
     Flag(
@@ -177,7 +177,7 @@ def excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def markdown_table() -> str:
-    """The registry as a Markdown table, for the README."""
+    """The registry as a Markdown table, for docs/results-and-limits.md."""
     rows = ["| flag | meaning | excluded from the verdict |", "|---|---|---|"]
     rows += [f"| `{f.name}` | {f.meaning} | {'yes' if f.excludes else 'no'} |" for f in _FLAGS]
     return "\n".join(rows)

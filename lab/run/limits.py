@@ -56,7 +56,7 @@ TITLES = {
 
 
 def markdown_table() -> str:
-    """The limits as a Markdown table, for the README and the report."""
+    """The limits as a Markdown table, for docs/results-and-limits.md and the report."""
     rows = ["| limited_by | meaning |", "|---|---|"]
     return "\n".join(rows + [f"| `{name}` | {meaning} |" for name, meaning in LIMITS.items()])
 

@@ -2,9 +2,9 @@
 
 Why one place: the lab's packages (`lab`, `servers`, `loadgen`, `analysis`, `experiments`) live
 side by side in one code root, which is the checkout itself, or the private directory
-`concurrency_lab/lib/` of an installed wheel (see README, "Installing"). Data files are read as
-package resources, and every child process (servers, the upstream, the load generator,
-experiment children) is given the code root on its PYTHONPATH by `child_env`.
+`concurrency_lab/lib/` of an installed wheel (docs/architecture.md, "Installing"). Data files
+are read as package resources, and every child process (servers, the upstream, the load
+generator, experiment children) is given the code root on its PYTHONPATH by `child_env`.
 """
 
 from __future__ import annotations
