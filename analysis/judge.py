@@ -10,6 +10,8 @@ records. Rules:
 - A rival ties the best when their intervals overlap (without intervals: within 2%); on p99,
   when it is within 10% (p99 has no interval here).
 - Flags that do not exclude but qualify (client saturated, host busy) become notes.
+- A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
+  that said beside it: its throughput is not shown to be the model's own.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Contender:
     p99_ms: float
     flags: tuple[str, ...]
     excluded_by: tuple[str, ...]
+    unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ def contender(model: str, records: Sequence[StepRecord]) -> Contender:
         p99_ms=statistics.median(p99) if p99 else math.nan,
         flags=flags,
         excluded_by=tuple(excluding(flags)),
+        unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
     )
 
 
@@ -94,10 +98,16 @@ def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdi
         for f in dict.fromkeys(f for c in fair for f in c.flags)
         if f in FLAGS and f != "errors"
     )
+    best_rps = _winners(fair, higher=True)
+    notes += tuple(
+        f"{c.model} is best only as measured: {c.unexplained}"
+        for c in fair
+        if c.model in best_rps and c.unexplained
+    )
     return LevelVerdict(
         mode=mode,
         level=level,
-        best_rps=_winners(fair, higher=True),
+        best_rps=best_rps,
         best_p99=_winners(fair, higher=False),
         excluded={c.model: c.excluded_by for c in contenders if c.excluded_by},
         notes=notes,

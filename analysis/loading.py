@@ -54,6 +54,7 @@ class Run:
     records: list[StepRecord] = field(default_factory=list)  # what the judge reads
     histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
     seconds: dict[tuple[str, str, int], list[Second]] = field(default_factory=dict)  # all trials
+    problems: list[str] = field(default_factory=list)  # lines not read, planned steps not found
 
     @property
     def spectra(self) -> pd.DataFrame:
@@ -97,7 +98,22 @@ def load(run_dir: Path | str) -> Run:
     timeseries, histograms, seconds = _histograms_and_series(run.path, rows)
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
-    return Run(run.path, manifest, preflight, steps, timeseries, records, histograms, seconds)
+    problems = run.unreadable() + _not_found(run, manifest.get("status"))
+    return Run(
+        run.path, manifest, preflight, steps, timeseries, records, histograms, seconds, problems
+    )
+
+
+def _not_found(run: RunDir, status: Any) -> list[str]:
+    """Planned steps with no record: each by name in a complete run; a count in one that is
+    still running or was stopped (their absence is expected there)."""
+    recorded = {r.key for r in run.steps()}
+    missing = [k for k in run.planned() if k not in recorded]
+    if not missing:
+        return []
+    if status != "complete":
+        return [f"{len(missing)} planned step(s) not measured: the run is {status}"]
+    return [f"planned but not recorded: {k.model} {k.label} trial {k.trial}" for k in missing]
 
 
 def _without_superseded(records: list[StepRecord]) -> list[StepRecord]:

@@ -73,6 +73,9 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
         parts.append(
             f"<p class=bad>Run status: {_e(status)} (the report shows what was measured).</p>"
         )
+    if run.problems:
+        items = "".join(f"<li>{_e(p)}</li>" for p in run.problems)
+        parts.append(f"<p class=bad>Records not read or not found:</p><ul>{items}</ul>")
     parts.append(_meta(m))
     parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
     parts.append("<h2>Verdict</h2>" + _verdict(run, table))

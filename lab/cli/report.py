@@ -22,9 +22,12 @@ def _load(path: Path) -> Run:
     from analysis.loading import RunError, load
 
     try:
-        return load(path)
+        run = load(path)
     except RunError as exc:  # a damaged or foreign directory is a usage error: exit 2
         raise click.UsageError(str(exc)) from None
+    for problem in run.problems:  # what could not be read is named, never skipped in silence
+        click.secho(f"warning: {path}: {problem}", fg="yellow", err=True)
+    return run
 
 
 @click.command("report")

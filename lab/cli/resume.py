@@ -31,6 +31,25 @@ def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def say_what_is_missing(run: RunDir, complete: bool) -> bool:
+    """Compare the recorded steps with the plan, not with a completion marker: say which planned
+    steps are missing or unreadable (they are measured again); False when none is."""
+    missing = run.missing()
+    if complete and not missing:
+        console.print(f"{run.path} is already complete; nothing to resume", markup=False)
+        return False
+    if missing:
+        shown = ", ".join(f"{k.model} {k.label} trial {k.trial}" for k in missing[:6])
+        more = f" and {len(missing) - 6} more" if len(missing) > 6 else ""
+        marked = " (the run was marked complete)" if complete else ""
+        console.print(
+            f"[yellow]{len(missing)} planned step(s) missing or unreadable{marked}:[/] "
+            f"{shown}{more}; measuring them again",
+            highlight=False,
+        )
+    return True
+
+
 def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
     """The manifest of the run to resume; exits 0 (after saying so) if it is already complete.
 
@@ -50,14 +69,13 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
     if owner is not None and owner.is_running():
         raise Refused(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")
-    if manifest.get("status") == "complete":
-        console.print(f"{run_dir} is already complete; nothing to resume", markup=False)
-        ctx.exit(0)
     if not isinstance(manifest.get("invocation"), dict):
         raise LabError(f"--resume {run_dir}: its manifest records no invocation to continue")
     warning = run.repair()
     if warning:
         console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+    if not say_what_is_missing(run, manifest.get("status") == "complete"):
+        ctx.exit(0)
     recorded = manifest["invocation"]
     given = encode_invocation(ctx.params)
     conflicts = [

@@ -112,7 +112,8 @@ _FLAGS = (
     ),
     Flag(
         "capped",
-        "requests in flight plateaued below the offered users while latency rose, at the limit "
+        "requests in flight (seen by the upstream, or inferred from outside: throughput x the "
+        "unloaded service time) plateaued below the offered load while latency rose, at the limit "
         "the model's knobs set (e.g. 10 threads): that pool is the limit, a fair result for these "
         "knobs (the lab page raises it live when throughput stays under the ideal with CPU to "
         "spare)",
@@ -122,18 +123,19 @@ _FLAGS = (
     ),
     Flag(
         "capped_unexplained",
-        "requests in flight plateaued below the offered users while latency rose, and no knob "
-        "explains the ceiling (a pool fixed elsewhere, a hidden lock): suspicious, not the model "
-        "as configured",
+        "requests in flight (seen by the upstream, or inferred from outside) plateaued below the "
+        "offered load while latency rose, and no knob explains the ceiling (a pool in the app or "
+        "in something it calls, a lock, a semaphore): not the model as configured",
         ("capped_unexplained",),
         "lab.run.limits",
         excludes=True,
     ),
     Flag(
         "apparatus_saturated",
-        "a core the load generator or the upstream ran on was 90% busy or more, or the upstream's "
-        "event loop woke late (on average 5 ms, or 5% of the delay, or more): the lab, not the "
-        "model, may have set the figures (use fewer users, more generators or a bigger machine)",
+        "a core the load generator or the upstream ran on was 90% busy or more, or they waited "
+        "for a CPU 20% of the window or more, or the upstream's event loop woke late (on average "
+        "5 ms, or 5% of the delay, or more): the lab, not the model, may have set the figures "
+        "(use fewer users, more generators or a bigger machine)",
         ("apparatus_saturated",),
         "lab.run.apparatus",
         excludes=True,

@@ -29,6 +29,8 @@ from lab.record import hist
 from lab.record.errors import LabError
 from lab.record.step import StepKey, StepRecord, from_json
 
+MAX_TRIALS = 1000  # a manifest planning more is not one the lab wrote: no plan is read from it
+
 
 class DamagedRun(LabError):
     """A file of a run directory that cannot be read; the message names it and the problem."""
@@ -118,6 +120,46 @@ class RunDir:
     def completed(self) -> set[StepKey]:
         """Steps already recorded; an interrupted one is measured again on resume."""
         return {r.key for r in self.steps() if "interrupted" not in r.flags}
+
+    def planned(self) -> list[StepKey]:
+        """The steps the manifest plans: each model x point x trial ([] when it says nothing
+        usable, e.g. a reproduction's manifest)."""
+        manifest = self.manifest()
+        scenario, models = manifest.get("scenario"), manifest.get("models")
+        if not isinstance(scenario, dict) or not isinstance(models, dict):
+            return []
+        mode, trials = scenario.get("mode"), scenario.get("trials")
+        axis = scenario.get("rates" if mode == "open" else "levels")
+        if mode not in ("closed", "open") or not isinstance(trials, int) or trials > MAX_TRIALS:
+            return []
+        if not isinstance(axis, list) or not all(isinstance(x, int | float) for x in axis):
+            return []
+        points = [(None, float(x)) if mode == "open" else (int(x), None) for x in axis]
+        return [
+            StepKey(model, mode, users, rate, trial)
+            for trial in range(1, trials + 1)
+            for model in models
+            for users, rate in points
+        ]
+
+    def missing(self) -> list[StepKey]:
+        """Planned steps without a complete record (an interrupted one counts as missing)."""
+        done = self.completed()
+        return [key for key in self.planned() if key not in done]
+
+    def unreadable(self) -> list[str]:
+        """Every record line that could not be read, in words: a truncated last line (the lab
+        was killed while writing it) and the fragments a resume moved aside."""
+        found = []
+        for path in sorted(self.path.glob("*.jsonl")):
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                line = data.count(b"\n") + 1
+                found.append(f"{path.name}: line {line} is truncated and was not read")
+        for path in sorted(self.path.glob("*.jsonl.fragment")):
+            lines = len(path.read_bytes().splitlines())
+            found.append(f"{path.name}: {lines} truncated line(s) a resume moved aside")
+        return found
 
     def repair(self) -> str | None:
         """Move a truncated last line of each `.jsonl` aside; return a warning if one was."""

@@ -141,6 +141,10 @@ class StepRecord:
     server_rss_kb_per_conn: float | None = None  # RSS above the idle server per connection
     apparatus_core_pct: float = 0.0  # mean busy % of the busiest core the apparatus ran on
     host_softirq_pct: float = 0.0  # kernel softirq (network) work, % of one core
+    apparatus_wait_pct: float = 0.0  # generator + upstream: runnable but waiting for a CPU, %
+    # Requests inside the server by Little's law: throughput x the unloaded service time (-1:
+    # unknown). Seen from outside, so it holds for any app, not only one that calls the upstream.
+    inferred_inflight: float = -1.0
     # Open loop: arrivals due in the window, and what became of them.
     scheduled: int | None = None
     sent: int | None = None
@@ -215,6 +219,7 @@ def step_record(
         evidence=evidence,
         apparatus_core_pct=sampled.apparatus_core_pct,
         host_softirq_pct=sampled.host_softirq_pct,
+        apparatus_wait_pct=sampled.apparatus_wait_pct,
         upstream_lag_ms=sampled.upstream_lag_ms,
         upstream_lag_max_ms=sampled.upstream_lag_max_ms,
         generators=generators,

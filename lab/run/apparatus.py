@@ -14,6 +14,10 @@ APPARATUS_CORE_PCT = 90.0  # a core the generator or upstream runs on, busy % (m
 # of the time): a busy core the apparatus neither fills nor waits on is only `host_busy`
 APPARATUS_SHARE_PCT = 25.0
 APPARATUS_WAIT_PCT = 10.0
+# Waiting for a CPU this share of the window is saturation whatever the mean busy says: a core
+# 87% busy on average can still keep the generator off the CPU 42% of the time, and every request
+# it times then includes that wait. (An idle machine measures 0-2%; see docs/results-and-limits.md.)
+APPARATUS_QUEUED_PCT = 20.0
 # The upstream's event loop waking this late on average (ms, or this share of the delay) adds that
 # much to every request's wait: the upstream, not the model, set part of the latency.
 UPSTREAM_LAG_MS = 5.0
@@ -40,13 +44,15 @@ def saturated(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Rai
     waited = sampled.apparatus_wait_pct
     shared = own >= APPARATUS_SHARE_PCT or waited >= APPARATUS_WAIT_PCT
     core = busy >= APPARATUS_CORE_PCT and shared
+    queued = waited >= APPARATUS_QUEUED_PCT
     lag_limit = max(UPSTREAM_LAG_MS, UPSTREAM_LAG_SHARE * delay_ms)
     late = sampled.upstream_lag_ms >= lag_limit
-    if not (core or late):
+    if not (core or queued or late):
         return []
     evidence = {
         "core_busy_pct": busy,
         "waited_for_cpu_pct": waited,
+        "waited_limit_pct": APPARATUS_QUEUED_PCT,
         "client_cpu_pct": measured.client_cpu_pct,
         "upstream_cpu_pct": sampled.upstream_cpu_pct,
         "upstream_loop_lag_ms": sampled.upstream_lag_ms,

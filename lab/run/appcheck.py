@@ -217,6 +217,8 @@ def render(result: AppCheck) -> list[Table]:
             else "-"
         )
         verdict_text = m.error or (f"serialized: likely {m.hint}" if m.serialized else "concurrent")
+        if m.probe and m.probe.cap is not None and not m.serialized:
+            verdict_text = f"concurrent up to a cap of about {m.probe.cap:g} at once"
         if m.bridged:
             verdict_text = f"bridged (WSGI through WsgiToAsgi); {verdict_text}"
         verdict.add_row(m.model, answers, probe, verdict_text)

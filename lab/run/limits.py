@@ -7,6 +7,11 @@ server; a concurrency plateau is checked against the knobs, and a plateau the kn
 explain is raised as `capped_unexplained` (excluded from the verdict: something hidden limits the
 model, so its figures are not the model's); one the knobs explain is raised as `capped` and is
 simply the limit.
+
+The requests in flight come from the lab's upstream where the load goes through it, and otherwise
+from outside the server by Little's law (throughput x the unloaded service time), so a pool inside
+a user's own app is seen too. A step below the ideal that nothing explains says so: it is never
+"no limit reached".
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ SATURATED = 0.90  # the server's CPU at this share of its usable cores: CPU-boun
 TRACKS_IDEAL = 0.80  # throughput at this share of the ideal or more: nothing limits it
 PLATEAU = 0.80  # in-flight at most this share of the offered concurrency: a plateau
 QUEUEING = 1.2  # p50 at least this many upstream delays: requests wait somewhere
+# ... with the in-flight count inferred from outside, a wider margin: overhead per request also
+# lowers throughput x delay a little, while a full pool makes requests wait whole service times.
+QUEUEING_INFERRED = 1.5
+IDLE = 0.50  # the server's CPU under this share of its cores: it waits, it does not compute
 UPSTREAM_SLOW = 1.5  # p50 this many delays with every request at the upstream: it is slow
 ERRORS_LIMIT = 0.01  # this share of failed requests or more: errors decide the figures
 MEMORY_LIMIT = 0.80  # the server's RSS at this share of the machine's memory
@@ -42,6 +51,8 @@ LIMITS: dict[str, str] = {
     "the figures are the lab's limit, not the model's",
     "errors": "failed requests (refused, reset, timeouts, 5xx) decided the figures",
     "memory": "the server's memory approached the machine's",
+    "unknown": "throughput stayed under 80% of the ideal with no resource saturated and no cap "
+    "found: the cause was not found (the reason gives the figures)",
     "none": "throughput tracks the ideal (users / delay, or the arrival rate): nothing ran out",
 }
 TITLES = {
@@ -51,6 +62,7 @@ TITLES = {
     "apparatus": "the lab's apparatus",
     "errors": "errors",
     "memory": "memory",
+    "unknown": "a cause not found",
     "none": "nothing",
 }
 
@@ -71,10 +83,18 @@ class Capacity:
     delay_ms: float  # the upstream's mean delay: the closed-loop ideal is users / delay
     memory_mb: float  # the machine's memory
     idle_rss_mb: float = 0.0  # the server's RSS before any load (0: unknown)
+    processes: int = 1
+    probe_cap: float | None = None  # the probe's overlap where it found a cap below its K
 
     @classmethod
     def of(
-        cls, model: Model, knobs: Knobs, cores_given: int, delay_ms: float, idle_rss_mb: float
+        cls,
+        model: Model,
+        knobs: Knobs,
+        cores_given: int,
+        delay_ms: float,
+        idle_rss_mb: float,
+        probe_cap: float | None = None,
     ) -> Capacity:
         processes = int(knobs.processes)
         per = "" if model.unit == "process" else f"{knobs.workers} {model.unit}s x "
@@ -86,6 +106,8 @@ class Capacity:
             delay_ms=delay_ms,
             memory_mb=psutil.virtual_memory().total / MB,
             idle_rss_mb=idle_rss_mb,
+            processes=processes,
+            probe_cap=probe_cap,
         )
 
 
@@ -119,6 +141,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
         record,
         flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
         evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
+        inferred_inflight=round(inferred_inflight(record, capacity.delay_ms), 1),
         limited_by=found.limit.name,
         limit_reason=found.limit.reason,
         server_cpu_ms_per_req=found.cost.server_cpu_ms_per_req,
@@ -168,6 +191,12 @@ def ideal_rps(r: StepRecord, delay_ms: float) -> float:
     return (r.users or 0) / (delay_ms / 1000) if delay_ms > 0 else math.nan
 
 
+def inferred_inflight(r: StepRecord, delay_ms: float) -> float:
+    """Requests inside the server by Little's law: throughput x the unloaded service time (the
+    delay; for a user's app, its route's time alone). -1 when there is no service time."""
+    return r.throughput_rps * delay_ms / 1000 if delay_ms > 0 and r.ok else -1.0
+
+
 def offered_concurrency(r: StepRecord, delay_ms: float = 0.0) -> float:
     """Requests that would be in flight if nothing queued: users, or rate x delay (Little)."""
     if r.rate_rps is None:
@@ -209,35 +238,71 @@ def _fault(r: StepRecord) -> Limit | None:
 def _resource(r: StepRecord, cap: Capacity) -> Limit | None:
     if cap.memory_mb and r.server_rss_mb >= MEMORY_LIMIT * cap.memory_mb:
         return Limit("memory", f"server RSS {r.server_rss_mb:.0f} MB of {cap.memory_mb:.0f} MB")
-    if r.server_cpu_pct >= SATURATED * 100 * cap.cores:
+    if _cpu_bound(r, cap):
         return Limit("server_cpu", f"server CPU ({_cores(cap.cores)} at {r.server_cpu_pct:.0f}%)")
     return None
 
 
 def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | None:
-    """In-flight plateaued below the offered concurrency while requests queued."""
+    """In-flight plateaued below the offered concurrency while requests queued: seen by the
+    upstream where the load goes through it, else inferred from outside (Little's law)."""
     offered = offered_concurrency(r, cap.delay_ms)
-    inflight = r.upstream_max_inflight
+    seen = r.upstream_max_inflight >= 0
+    ceiling = r.upstream_max_inflight if seen else inferred_inflight(r, cap.delay_ms)
     p50 = r.latency_ms.get("p50", 0.0)
-    if inflight < 0 or offered < 2 or inflight > PLATEAU * offered:
+    queueing = QUEUEING if seen else QUEUEING_INFERRED
+    if ceiling < 0 or offered < 2 or ceiling > PLATEAU * offered:
         return None
-    if cap.delay_ms <= 0 or p50 < QUEUEING * cap.delay_ms:
+    if cap.delay_ms <= 0 or p50 < queueing * cap.delay_ms:
         return None
-    explained = cap.requests <= inflight * 1.1 + 1
+    if not seen and (not _idle(r, cap) or {"apparatus_saturated", "serialized"} & set(r.flags)):
+        return None  # a busy server or apparatus also lowers throughput x delay; a serialized
+        # model's cap of one is named by its own flag
     evidence = {
-        "ceiling": inflight,
+        "ceiling": round(ceiling, 1),
         "offered": round(offered, 1),
-        "queueing": f"~{1 - inflight / offered:.0%} of requests wait; p50 {p50:.0f} ms "
+        "seen_by": "the upstream's in-flight counter"
+        if seen
+        else f"Little's law: {r.throughput_rps:g} req/s x {cap.delay_ms:g} ms",
+        "queueing": f"~{1 - ceiling / offered:.0%} of requests wait; p50 {p50:.0f} ms "
         f"against d = {cap.delay_ms:g} ms",
         "knobs": cap.knob,
     }
-    where = f"{inflight} requests in flight of {offered:g} offered"
-    if explained:
+    if cap.probe_cap is not None:
+        evidence["probe"] = f"the probe overlapped about {cap.probe_cap:g} requests at once"
+    if cap.requests <= ceiling * 1.1 + 1:
+        where = f"{ceiling:.0f} requests in flight of {offered:g} offered"
         return Limit("concurrency_cap", f"{where}: the knobs' {cap.knob} explain it"), [
             ("capped", evidence)
         ]
-    reason = f"{where}: no knob explains it (the knobs allow {cap.requests}: {cap.knob})"
-    return Limit("concurrency_cap", reason), [("capped_unexplained", evidence)]
+    return Limit("concurrency_cap", _unexplained(ceiling, offered, seen, cap)), [
+        ("capped_unexplained", evidence)
+    ]
+
+
+def _unexplained(ceiling: float, offered: float, seen: bool, cap: Capacity) -> str:
+    """A plateau no knob explains, in words that point at where to look."""
+    allows = f"the knobs allow {cap.requests}: {cap.knob}"
+    probe = f"; the probe found the same, about {cap.probe_cap:g} at once" if cap.probe_cap else ""
+    if seen:
+        return (
+            f"{ceiling:.0f} requests in flight of {offered:g} offered: no knob explains it "
+            f"({allows}){probe}"
+        )
+    per = ceiling / max(cap.processes, 1)
+    return (
+        f"your app, or something it calls, lets about {per:.0f} requests run at once per process "
+        f"({ceiling:.1f} in flight by Little's law, of {offered:g} offered; {allows}){probe}: "
+        "a connection pool, a lock or a semaphore?"
+    )
+
+
+def _cpu_bound(r: StepRecord, cap: Capacity) -> bool:
+    return r.server_cpu_pct >= SATURATED * 100 * cap.cores
+
+
+def _idle(r: StepRecord, cap: Capacity) -> bool:
+    return r.server_cpu_pct < IDLE * 100 * cap.cores
 
 
 def _rest(r: StepRecord, cap: Capacity) -> Limit:
@@ -249,18 +314,17 @@ def _rest(r: StepRecord, cap: Capacity) -> Limit:
         return Limit("none", f"throughput {share:.0%} of the ideal {ideal:g} req/s")
     p50 = r.latency_ms.get("p50", 0.0)
     reached = r.upstream_max_inflight >= PLATEAU * offered_concurrency(r, cap.delay_ms)
-    idle = r.server_cpu_pct < 50 * cap.cores
-    if reached and idle and p50 >= UPSTREAM_SLOW * cap.delay_ms:
+    if reached and _idle(r, cap) and p50 >= UPSTREAM_SLOW * cap.delay_ms:
         return Limit(
             "upstream",
             f"every request reached the upstream, which answered in p50 {p50:.0f} ms against "
             f"its {cap.delay_ms:g} ms delay, while the server's CPU idled",
         )
     return Limit(
-        "none",
-        f"throughput {share:.0%} of the ideal with no resource saturated (server CPU "
-        f"{r.server_cpu_pct:.0f}% of {_cores(cap.cores)}): p50 {p50:.0f} ms against "
-        f"d = {cap.delay_ms:g} ms is overhead per request, not a limit",
+        "unknown",
+        f"below the ideal with no resource saturated: cause not found (throughput {share:.0%} "
+        f"of the ideal {ideal:g} req/s, server CPU {r.server_cpu_pct:.0f}% of "
+        f"{_cores(cap.cores)}, p50 {p50:.0f} ms against d = {cap.delay_ms:g} ms)",
     )
 
 

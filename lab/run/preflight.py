@@ -21,6 +21,9 @@ from servers.common import DEFAULT_CPU_N, expected_body
 # A probe passes if its wall time stays within this fraction of the extra time full
 # serialisation would add: d + (K - 1) * d * SLACK. Halfway would also accept half-serialised.
 SLACK = 0.25
+# An overlap under this share of K (and well above 1) is a measured cap: e.g. 3.97 of 8 means
+# about 4 requests run at once, a pool or a lock short of what the knobs allow.
+PARTIAL = 0.75
 
 
 @dataclass
@@ -33,6 +36,12 @@ class Probe:
     overlap: float  # K * d / wall: K when fully concurrent, 1 when serialised
     limit_s: float
     passed: bool
+    cap: float | None = None  # about this many at once, where the overlap fell short of K
+
+    @property
+    def words(self) -> str:
+        capped = f" (a cap of about {self.cap:g} at once)" if self.cap is not None else ""
+        return f"{self.route} overlap {self.overlap}/{self.k}{capped}"
 
 
 @dataclass
@@ -43,6 +52,11 @@ class Preflight:
     verify: dict[str, Any] = field(default_factory=dict)
     probes: list[Probe] = field(default_factory=list)
     message: str = ""
+
+    @property
+    def capped_at(self) -> float | None:
+        """The smallest cap a probe measured (None: every probe overlapped fully)."""
+        return min((p.cap for p in self.probes if p.cap is not None), default=None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,16 +110,23 @@ def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> 
         wall = time.monotonic() - start
     limit = d + (k - 1) * d * SLACK
     ok = all(status == 200 for status, _, _ in results)
+    overlap = round(k * d / wall, 2)
     return Probe(
         route=path,
         k=k,
         delay_ms=delay_ms,
         wall_s=round(wall, 3),
         latencies_s=[round(s, 3) for _, _, s in results],
-        overlap=round(k * d / wall, 2),
+        overlap=overlap,
         limit_s=round(limit, 3),
         passed=ok and wall <= limit,
+        cap=measured_cap(overlap, k) if ok else None,
     )
+
+
+def measured_cap(overlap: float, k: int) -> float | None:
+    """About how many requests ran at once, where clearly more than one and fewer than K did."""
+    return round(overlap) if 1.5 <= overlap < PARTIAL * k else None
 
 
 def run(

@@ -55,7 +55,7 @@ class ConsoleProgress:
                 "Its numbers are not a fair result."
             )
         else:
-            overlaps = ", ".join(f"{p.route} overlap {p.overlap}/{p.k}" for p in result.probes)
+            overlaps = ", ".join(p.words for p in result.probes)
             self.console.print(
                 f"[green]✓ {result.model} verified[/] ({escape(overlaps or result.message)})"
             )

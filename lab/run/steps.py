@@ -41,6 +41,7 @@ class StepRunner:
         self.plan, self.backend, self.upstream, self.listener = plan, backend, upstream, listener
         self.s = plan.scenario
         self.idle: tuple[Server, float] | None = None  # a server and its RSS before any load
+        self.probe_caps: dict[str, float | None] = {}  # model -> the cap its probe measured
 
     def capacity(self, server: Server, model: Model) -> Capacity:
         """What the model's knobs allow, and the server's RSS before this runner loaded it."""
@@ -49,7 +50,8 @@ class StepRunner:
             self.idle = (server, meter.sample()[1] if meter is not None else 0.0)
         layout = self.backend.describe().get("cpu_layout") or {}
         given = len(layout.get("server") or ())
-        return Capacity.of(model, self.plan.knobs, given, self.s.delay_ms, self.idle[1])
+        probe_cap = self.probe_caps.get(model.name)
+        return Capacity.of(model, self.plan.knobs, given, self.s.delay_ms, self.idle[1], probe_cap)
 
     def start_message(self, server: Server, point: Point, warmup: bool) -> Start:
         """What the generator is asked to do: users in closed loop, a rate in open loop."""

@@ -134,6 +134,7 @@ class Sweep:
             return
         if self.s.warmup_s > 0:
             self.runner.warm_up(server, model, self.warmup_point(model, points))
+        self.runner.probe_caps[model.name] = check.capped_at
         known = (Raised("serialized", check.message),) if check.serialized else ()
         for i, point in enumerate(points):
             pool = dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users)

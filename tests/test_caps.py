@@ -1,0 +1,218 @@
+"""Why a model stops scaling, for any app: a cap seen from outside the server (Little's law and
+the probe), a contended apparatus core, and damage in a finished run, never passed in silence.
+
+Pure rules on hand-built records first, then real servers loading a user's own app whose code
+holds a small pool around its slow call (the classic: a database pool of a few connections).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.record.step import Measured, Sampled, StepKey, StepRecord, step_record
+from lab.run.apparatus import APPARATUS_QUEUED_PCT, saturated
+from lab.run.limits import Capacity, assessed
+from lab.run.preflight import measured_cap
+from lab.system.sampling import HostMeter
+from tests.conftest import lab_cli, lab_run
+
+D_MS = 100.0
+POOL = 4
+USER_APP = """
+import threading
+import time
+
+from flask import Flask
+
+app = Flask(__name__)
+pool = threading.BoundedSemaphore({pool}) if {pool} else None
+
+
+@app.get("/health")
+def health() -> str:
+    return "ok"
+
+
+@app.get("/work")
+def work() -> str:
+    if pool is None:
+        time.sleep(0.1)
+    else:
+        with pool:  # a stand-in for a pool of a few database connections
+            time.sleep(0.1)
+    return "done"
+"""
+
+
+def capacity(requests: int = 50, processes: int = 1, probe: float | None = None) -> Capacity:
+    knob = f"{requests // processes} threads x {processes} process"
+    return Capacity(requests, knob, 1.0, D_MS, 24_000, 40, processes, probe)
+
+
+def user_step(users: int, rps: float, p50: float, cpu: float = 2.0, **cap: int) -> StepRecord:
+    """A closed-loop step of a user's app: the upstream's in-flight count is unknown (-1)."""
+    measured = Measured(
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=10.0,
+        requests=round(rps * 10),
+        ok=round(rps * 10),
+        latency_ms={"p50": p50, "p99": 2 * p50},
+        client_cpu_pct=5.0,
+    )
+    sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=60, upstream_max_inflight=-1)
+    key = StepKey("m", "closed", users, None, 1)
+    return assessed(step_record("run", key, measured, sampled), capacity(**cap))
+
+
+@pytest.mark.parametrize(
+    ("record", "flag", "words"),
+    [
+        (user_step(50, 40, 1220), "capped_unexplained", "about 4 requests run at once per process"),
+        (user_step(50, 80, 1220, requests=8, processes=2), "capped", "explain it"),
+        (user_step(20, 190, 104), None, "throughput 95% of the ideal"),
+        (user_step(50, 300, 160, cpu=80), None, "cause not found"),
+        (user_step(50, 300, 120), None, "cause not found"),
+    ],
+    ids=["pool-of-4", "knobs-8-of-2-processes", "no-cap", "busy-server", "below-ideal-short-wait"],
+)
+def test_a_cap_is_inferred_from_outside(record: StepRecord, flag: str | None, words: str) -> None:
+    caps = {"capped", "capped_unexplained"} & set(record.flags)
+    assert caps == ({flag} if flag else set())
+    assert words in record.limit_reason
+    assert record.limited_by == ("concurrency_cap" if flag else record.limited_by)
+    assert record.inferred_inflight == pytest.approx(record.throughput_rps * D_MS / 1000, 0.01)
+    assert "no limit reached" not in record.limit_reason
+
+
+def test_the_probes_cap_joins_the_evidence_and_the_words() -> None:
+    measured = Measured("2026-01-01T00:00:00+00:00", 10.0, 400, 400, latency_ms={"p50": 1200})
+    key = StepKey("m", "closed", 50, None, 1)
+    record = assessed(step_record("run", key, measured), capacity(probe=4))
+    assert "the probe found the same, about 4 at once" in record.limit_reason
+    assert "about 4" in record.evidence["capped_unexplained"]["probe"]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "k", "cap"),
+    [(3.97, 8, 4), (7.7, 8, None), (1.0, 8, None), (5.8, 8, 6), (3.9, 4, None)],
+    ids=["half", "full", "serialized", "three-quarters-minus", "small-k-full"],
+)
+def test_a_partial_overlap_is_a_measured_cap(overlap: float, k: int, cap: int | None) -> None:
+    assert measured_cap(overlap, k) == cap
+
+
+@pytest.mark.parametrize(
+    ("busy", "waited", "flagged"),
+    [(87.0, 42.0, True), (60.0, APPARATUS_QUEUED_PCT, True), (45.0, 2.0, False), (87.0, 8, False)],
+    ids=["contended-87-42", "at-the-threshold", "idle", "busy-not-waiting"],
+)
+def test_waiting_for_a_cpu_saturates_the_apparatus_whatever_the_mean_busy(
+    busy: float, waited: float, flagged: bool
+) -> None:
+    sampled = Sampled(apparatus_core_pct=busy, apparatus_wait_pct=waited, upstream_lag_ms=0.2)
+    raised = saturated(Measured("", client_cpu_pct=20.0), sampled, D_MS)
+    assert bool(raised) == flagged
+    if flagged:
+        assert raised[0].evidence["waited_for_cpu_pct"] == waited
+
+
+def test_a_contended_core_is_measured_as_waiting(tmp_path: Path) -> None:
+    """Two busy loops pinned to one core: the one measured waits for the CPU about half the
+    time, far past the threshold; alone on its core it would wait close to nothing."""
+    core = sorted(os.sched_getaffinity(0))[-1]
+    spin = f"import os, time; os.sched_setaffinity(0, {{{core}}}); t = time.time() + 6\n"
+    spin += "while time.time() < t: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        meter = HostMeter((core,), (spinners[0].pid,))
+        meter.clear()
+        for _ in range(3):
+            time.sleep(0.5)
+            meter.sample()
+        waited = sum(meter.waited) / len(meter.waited)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert waited >= APPARATUS_QUEUED_PCT, meter.waited
+    sampled = Sampled(apparatus_core_pct=100.0, apparatus_wait_pct=waited)
+    assert saturated(Measured("", client_cpu_pct=50.0), sampled, D_MS)
+
+
+@pytest.fixture()
+def user_app(tmp_path: Path) -> Path:
+    """The app with a pool of POOL around its slow call (`pooled_app`) and without (`free_app`)."""
+    (tmp_path / "pooled_app.py").write_text(USER_APP.format(pool=POOL))
+    (tmp_path / "free_app.py").write_text(USER_APP.format(pool=0))
+    return tmp_path
+
+
+def sweep_app(app_dir: Path, out: Path, target: str, *args: str) -> tuple[list[dict], Path, str]:
+    run, done = lab_run(
+        out,
+        *("--app", f"{target}:app", "--app-dir", str(app_dir), "--path", "/health"),
+        *("--path", "/work", "--levels", "1,20", "--duration", "2", "--warmup", "0", *args),
+        timeout_s=300,
+    )
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    return sorted(steps, key=lambda s: (s["model"], s["users"])), run, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("model", ["uwsgi-threads", "gunicorn-gevent"])
+def test_a_pool_in_the_users_app_is_capped_unexplained_where_it_queues(
+    user_app: Path, tmp_path: Path, model: str
+) -> None:
+    steps, run, said = sweep_app(user_app, tmp_path / "out", "pooled_app", "--models", model)
+    one, twenty = steps
+    assert not {"capped", "capped_unexplained"} & set(one["flags"])
+    assert "capped_unexplained" in twenty["flags"] and twenty["limited_by"] == "concurrency_cap"
+    assert 3 <= twenty["inferred_inflight"] <= 5, twenty["inferred_inflight"]
+    assert "about 4 requests run at once per process" in twenty["limit_reason"]
+    assert "about 4" in twenty["evidence"]["capped_unexplained"]["probe"]
+    assert "a cap of about 4 at once" in said and "no limit reached" not in said
+    (check,) = [json.loads(line) for line in (run / "preflight.jsonl").read_text().splitlines()]
+    assert [p["cap"] for p in check["probes"]] == [4]
+
+
+def test_a_knob_cap_in_the_users_app_is_capped(user_app: Path, tmp_path: Path) -> None:
+    args = ("--models", "uwsgi-threads", "--knob", "workers=4")
+    _, twenty = sweep_app(user_app, tmp_path / "out", "free_app", *args)[0]
+    assert "capped" in twenty["flags"] and "capped_unexplained" not in twenty["flags"]
+    assert "the knobs' 4 threads x 1 process explain it" in twenty["limit_reason"]
+
+
+def test_an_app_without_a_cap_is_not_flagged(user_app: Path, tmp_path: Path) -> None:
+    steps, _, said = sweep_app(user_app, tmp_path / "out", "free_app", "--models", "uwsgi-threads")
+    for step in steps:
+        assert not {"capped", "capped_unexplained"} & set(step["flags"]), step["limit_reason"]
+    assert steps[1]["inferred_inflight"] >= 14, steps[1]
+    assert "a cap of about" not in said
+
+
+def test_a_damaged_complete_run_is_named_and_repaired_by_resume(tmp_path: Path) -> None:
+    args = ("--models", "gunicorn-gevent", "--levels", "1,2", "--duration", "1", "--warmup", "0")
+    run, _ = lab_run(tmp_path / "out", *args)
+    steps = run / "steps.jsonl"
+    steps.write_text(steps.read_text().rstrip("\n")[:-25])  # the last line, truncated
+    report = subprocess.run(lab_cli("report", str(run)), capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert "steps.jsonl: line 2 is truncated and was not read" in report.stderr
+    assert "planned but not recorded: gunicorn-gevent c=2 trial 1" in report.stderr
+    assert "planned but not recorded" in (run / "report.html").read_text()
+    resumed = subprocess.run(
+        lab_cli("run", "--resume", str(run)), capture_output=True, text=True, timeout=240
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 planned step(s) missing or unreadable" in resumed.stderr
+    users = sorted(json.loads(line)["users"] for line in steps.read_text().splitlines())
+    assert users == [1, 2]
+    again = subprocess.run(lab_cli("run", "--resume", str(run)), capture_output=True, text=True)
+    assert again.returncode == 0 and "already complete" in again.stderr
