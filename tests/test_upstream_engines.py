@@ -70,7 +70,8 @@ def test_config_reaches_every_process(upstream_url):
     conn.close()
     with ThreadPoolExecutor(6) as pool:  # fresh connections land on every process
         answers = list(pool.map(lambda _: http_client.get(upstream_url, "/delay"), range(6)))
-    assert all(status == 500 and seconds >= 0.6 for status, _, seconds in answers), answers
+    # asyncio may fire a timer up to its clock resolution early: 0.5999 s was seen
+    assert all(status == 500 and seconds >= 0.59 for status, _, seconds in answers), answers
 
 
 def test_keep_alive_connection_serves_requests_in_order(upstream_url):
