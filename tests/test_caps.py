@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,15 +198,31 @@ def test_an_app_without_a_cap_is_not_flagged(user_app: Path, tmp_path: Path) -> 
     assert "a cap of about" not in said
 
 
-def test_a_damaged_complete_run_is_named_and_repaired_by_resume(tmp_path: Path) -> None:
+def truncate_last(lines: list[str]) -> list[str]:
+    return [*lines[:-1], lines[-1][:-25]]
+
+
+def garble_first(lines: list[str]) -> list[str]:
+    return ["{not json", *lines[1:]]
+
+
+@pytest.mark.parametrize(
+    ("damage", "line", "lost"),
+    [(truncate_last, "line 2: truncated", 2), (garble_first, "line 1: not JSON", 1)],
+    ids=["truncated-last-line", "garbage-first-line"],
+)
+def test_a_damaged_complete_run_is_named_and_repaired_by_resume(
+    tmp_path: Path, damage: Any, line: str, lost: int
+) -> None:
     args = ("--models", "gunicorn-gevent", "--levels", "1,2", "--duration", "1", "--warmup", "0")
     run, _ = lab_run(tmp_path / "out", *args)
     steps = run / "steps.jsonl"
-    steps.write_text(steps.read_text().rstrip("\n")[:-25])  # the last line, truncated
+    lines = damage(steps.read_text().splitlines())
+    steps.write_text("\n".join(lines) + ("\n" if lost != 2 else ""))
     report = subprocess.run(lab_cli("report", str(run)), capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
-    assert "steps.jsonl: line 2 is truncated and was not read" in report.stderr
-    assert "planned but not recorded: gunicorn-gevent c=2 trial 1" in report.stderr
+    assert f"steps.jsonl: {line}" in report.stderr
+    assert f"planned but not recorded: gunicorn-gevent c={lost} trial 1" in report.stderr
     assert "planned but not recorded" in (run / "report.html").read_text()
     resumed = subprocess.run(
         lab_cli("run", "--resume", str(run)), capture_output=True, text=True, timeout=240

@@ -10,8 +10,10 @@ Layout of `results/<run-id>/`:
 - `logs/`, `pids/`    each process's output; pid files for finding leftovers after a kill -9
 
 Sweeps, experiments, `lab report`, `lab compare` and the pandas loader all go through `RunDir`.
-A crash mid-write can leave a truncated last line in a `.jsonl`: reading skips it, and `repair`
-(run before a resume appends) moves it aside so every complete record stays readable.
+A crash mid-write can leave a truncated last line in a `.jsonl`, and a disk or a hand can damage
+any line of `steps.jsonl`: reading skips such lines but names them (`unreadable`), and `repair`
+(run before a resume appends) moves them aside, so every readable record stays and the steps they
+held are measured again. A steps file with no readable line at all is refused: it is not ours.
 """
 
 from __future__ import annotations
@@ -108,14 +110,24 @@ class RunDir:
         append_jsonl(self.steps_path, record.to_json())
 
     def steps(self) -> list[StepRecord]:
-        """Every complete step record; a damaged line is refused with its line number."""
-        out = []
-        for number, row in _rows(self.steps_path):
+        """Every readable step record (the unreadable lines: `unreadable`); a file with lines
+        but no readable step is refused, naming its first damaged lines."""
+        records, bad = self._read_steps()
+        if bad and not records:
+            named = "; ".join(f"line {n}: {why}" for n, why in bad[:3])
+            raise DamagedRun(f"{self.steps_path}: no readable step ({named})")
+        return records
+
+    def _read_steps(self) -> tuple[list[StepRecord], list[tuple[int, str]]]:
+        """(readable records, [(line number, why)] of every line that is not one)."""
+        records: list[StepRecord] = []
+        bad: list[tuple[int, str]] = []
+        for number, row in _rows(self.steps_path, bad):
             try:
-                out.append(from_json(row))
+                records.append(from_json(row))
             except LabError as exc:
-                raise DamagedRun(f"{self.steps_path}: line {number}: {exc}") from None
-        return out
+                bad.append((number, str(exc)))
+        return records, sorted(bad)
 
     def completed(self) -> set[StepKey]:
         """Steps already recorded; an interrupted one is measured again on resume."""
@@ -148,27 +160,32 @@ class RunDir:
         return [key for key in self.planned() if key not in done]
 
     def unreadable(self) -> list[str]:
-        """Every record line that could not be read, in words: a truncated last line (the lab
-        was killed while writing it) and the fragments a resume moved aside."""
-        found = []
+        """Every record line that could not be read, in words, and the lines a resume moved
+        aside (their steps were measured again)."""
+        found = [f"steps.jsonl: line {n}: {why}; not read" for n, why in self._read_steps()[1]]
         for path in sorted(self.path.glob("*.jsonl")):
-            data = path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                line = data.count(b"\n") + 1
-                found.append(f"{path.name}: line {line} is truncated and was not read")
+            if path != self.steps_path and _truncated(path):
+                found.append(f"{path.name}: line {max(_truncated(path))} is truncated; not read")
         for path in sorted(self.path.glob("*.jsonl.fragment")):
             lines = len(path.read_bytes().splitlines())
-            found.append(f"{path.name}: {lines} truncated line(s) a resume moved aside")
+            found.append(f"{path.name}: {lines} unreadable line(s) a resume moved aside")
         return found
 
     def repair(self) -> str | None:
-        """Move a truncated last line of each `.jsonl` aside; return a warning if one was."""
-        moved = [p.name for p in self.path.glob("*.jsonl") if _cut_fragment(p)]
+        """Move every unreadable line of `steps.jsonl`, and a truncated last line of the other
+        `.jsonl` files, aside to `*.fragment`; return a warning if any was."""
+        bad = {n for n, _ in self._read_steps()[1]}
+        moved = [
+            p.name
+            for p in sorted(self.path.glob("*.jsonl"))
+            if _move_aside(p, bad if p == self.steps_path else _truncated(p))
+        ]
         if not moved:
             return None
         return (
-            f"{', '.join(moved)} ended in a truncated line (the lab was killed while writing); "
-            "kept every complete record and moved the fragment to *.fragment"
+            f"{', '.join(moved)}: truncated or unreadable line(s) (the lab was killed while "
+            "writing, or the file was damaged); kept every readable record and moved the rest "
+            "to *.fragment"
         )
 
     # -- other records ----------------------------------------------------------------------
@@ -197,8 +214,9 @@ class RunDir:
         return hist.HlogWriter(self.path / self.hlog_relpath(key))
 
 
-def _rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON) of each complete line; a truncated last line is skipped."""
+def _rows(path: Path, bad: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of each complete line. A truncated last line is skipped; any
+    other line that is not JSON is refused, or, given `bad`, listed there and skipped."""
     if not path.exists():
         return
     try:
@@ -212,20 +230,29 @@ def _rows(path: Path) -> Iterator[tuple[int, Any]]:
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines) and not text.endswith("\n"):
-                return  # the fragment a crash mid-write leaves: every line before is complete
-            raise DamagedRun(f"{path}: line {number} is not JSON") from None
+            last = number == len(lines) and not text.endswith("\n")
+            if bad is not None:
+                bad.append((number, "truncated" if last else "not JSON"))
+            elif not last:  # a crash mid-write leaves a fragment: every line before is complete
+                raise DamagedRun(f"{path}: line {number} is not JSON") from None
 
 
-def _cut_fragment(path: Path) -> bool:
-    """If `path` does not end with a newline, move its last partial line to `<path>.fragment`."""
+def _truncated(path: Path) -> set[int]:
+    """The number of the last line when the file does not end with a newline."""
     data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
+    return {data.count(b"\n") + 1} if data and not data.endswith(b"\n") else set()
+
+
+def _move_aside(path: Path, numbers: set[int]) -> bool:
+    """Move the lines `numbers` of `path` to `<path>.fragment`, keeping the rest in order."""
+    if not numbers:
         return False
-    keep, _, fragment = data.rpartition(b"\n")
-    with open(path.with_name(path.name + ".fragment"), "ab") as f:
-        f.write(fragment + b"\n")
-    write_atomic(path, (keep + b"\n").decode(errors="replace") if keep else "")
+    lines = path.read_bytes().decode(errors="replace").split("\n")
+    keep = [line for n, line in enumerate(lines, 1) if n not in numbers and line.strip()]
+    aside = [lines[n - 1] for n in sorted(numbers) if n <= len(lines)]
+    with open(path.with_name(path.name + ".fragment"), "a") as f:
+        f.write("".join(line + "\n" for line in aside))
+    write_atomic(path, "".join(line + "\n" for line in keep))
     return True
 
 
