@@ -14,16 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    mean,
-    run_child,
-    stdev,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, mean, run_child, stdev
 from experiments.serve import free_port, serving
 
 MODELS = {
@@ -267,10 +258,4 @@ def conclude(p: Protocol, pub: dict[str, Any], ov: dict[str, dict[int, list[floa
     )
 
 
-EXPERIMENT = Experiment(
-    name="pool-overhead",
-    summary="gevent pool vs thread pool in-process: overhead vs pool size, CPU, memory, real I/O",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "gevent pool vs thread pool in-process: overhead vs pool size, CPU, memory, real I/O"

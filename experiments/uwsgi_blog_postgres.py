@@ -19,14 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    run_child,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
 from lab.backends import databases
 from lab.system.resources import CODE_ROOT
@@ -229,10 +222,4 @@ def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, float]) 
     return text
 
 
-EXPERIMENT = Experiment(
-    name="uwsgi-blog-postgres",
-    summary="uWSGI --gevent with psycopg2 with and without psycogreen, psycopg 3, threads",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "uWSGI --gevent with psycopg2 with and without psycogreen, psycopg 3, threads"
