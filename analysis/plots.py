@@ -217,28 +217,19 @@ def _errors(table: pd.DataFrame) -> Figure:
     return fig
 
 
+# Each model's CPU lines: whose CPU, line style, alpha (the server's drawn solid, in front).
+CPU_LINES = (("server", "-o", None), ("client", "--", 0.7), ("upstream", ":", 0.7))
+
+
 def _resources(table: pd.DataFrame, colours: dict[str, str]) -> Figure:
     fig, (cpu, rss) = plt.subplots(1, 2, figsize=(12, 4.8))
     for model, _mode, sub in _by_model(table):
         c = colours[model]
-        cpu.plot(sub["concurrency"], sub["server_cpu_pct"], "-o", color=c, label=f"{model} server")
-        cpu.plot(
-            sub["concurrency"],
-            sub["client_cpu_pct"],
-            "--",
-            color=c,
-            alpha=0.7,
-            label=f"{model} client",
-        )
-        if sub["upstream_cpu_pct"].notna().any():
-            cpu.plot(
-                sub["concurrency"],
-                sub["upstream_cpu_pct"],
-                ":",
-                color=c,
-                alpha=0.7,
-                label=f"{model} upstream",
-            )
+        for who, style, alpha in CPU_LINES:
+            y = sub[f"{who}_cpu_pct"]
+            if who == "upstream" and not y.notna().any():
+                continue  # the upstream was not measured in this run
+            cpu.plot(sub["concurrency"], y, style, color=c, alpha=alpha, label=f"{model} {who}")
         rss.plot(sub["concurrency"], sub["server_rss_mb"], "-o", color=c, label=model)
     cpu.axhline(90, color="grey", linestyle=":", linewidth=1)
     _axes(cpu, "concurrency (users)", "CPU % (100 = one core)", _levels(table))

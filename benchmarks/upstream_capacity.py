@@ -32,7 +32,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from lab.backends.base import CpuLayout
+from lab.backends.base import CpuLayout, upstream_argv
 from lab.system import procs
 
 ENGINES = ("aiohttp", "fast")
@@ -89,19 +89,8 @@ def measure(
     engine: str, delay_ms: int, args: argparse.Namespace, layout: CpuLayout, logs: Path
 ) -> Result:
     port = procs.free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "servers.upstream",
-        "--port",
-        str(port),
-        "--engine",
-        engine,
-        "--processes",
-        str(args.processes),
-        "--backlog",
-        "4096",
-    ]
+    flags = ["--engine", engine, "--processes", str(args.processes), "--backlog", "4096"]
+    argv = upstream_argv(port, *flags)
     upstream = procs.start(
         "upstream",
         argv,

@@ -20,14 +20,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    mean,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, mean
 from experiments.serve import free_port
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, load_registry
@@ -338,10 +331,4 @@ def conclude(p: Protocol, results: list[dict[str, Any]]) -> str:
     return "; ".join(said) + "." + tail
 
 
-EXPERIMENT = Experiment(
-    name="brownout",
-    summary="upstream slowdown under a constant arrival rate (open loop): threads vs gevent",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "upstream slowdown under a constant arrival rate (open loop): threads vs gevent"

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rich.console import Console
@@ -128,6 +129,16 @@ class Experiment:
     protocols: Mapping[str, Any]
     run: Callable[[Any, RunDir], Reproduction]
     models: Mapping[str, str] = field(default_factory=dict)  # name -> description
+
+    @classmethod
+    def of_module(cls, module: ModuleType) -> Experiment:
+        """The experiment a module defines by its SUMMARY, PROTOCOLS, `run` and MODELS.
+
+        Every reproduction module has these same parts, and its name is its file's stem with
+        dashes: `reproduce` maps the name back to that stem to find the published `<stem>.toml`.
+        """
+        name = module.__name__.rpartition(".")[2].replace("_", "-")
+        return cls(name, module.SUMMARY, module.PROTOCOLS, module.run, module.MODELS)
 
 
 def load_published(stem: str) -> dict[str, Any]:

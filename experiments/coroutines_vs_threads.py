@@ -18,16 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    mean,
-    run_child,
-    stdev,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, mean, run_child, stdev
 
 MODELS = {
     "coroutines": "asyncio tasks created and gathered (blocking bodies block the loop)",
@@ -237,10 +228,4 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     return Reproduction(rows, conclusion, [], {"raw seconds per task and model": details})
 
 
-EXPERIMENT = Experiment(
-    name="coroutines-vs-threads",
-    summary="asyncio coroutines vs threads vs processes on five task types, 100 tasks each",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "asyncio coroutines vs threads vs processes on five task types, 100 tasks each"

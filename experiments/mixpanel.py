@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from experiments.common import Experiment, Reproduction, Row, RunDir, load_published, run_child
+from experiments.common import Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import Sampled, StepKey
@@ -306,10 +306,4 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     return Reproduction(rows, conclusion, [], {"per level and server": details})
 
 
-EXPERIMENT = Experiment(
-    name="mixpanel",
-    summary="gevent pywsgi vs Paste threaded httpserver, ab-style -n/-c, errors by kind",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "gevent pywsgi vs Paste threaded httpserver, ab-style -n/-c, errors by kind"

@@ -9,22 +9,13 @@ all three and repeats the sweep with each task a keep-alive HTTP request to the 
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    mean,
-    run_child,
-    stdev,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, mean, run_child, stdev
 from experiments.serve import free_port, serving
+from lab.backends.base import upstream_argv
 
 MODELS = {
     "gevent": "gevent.pool.Pool(N), one greenlet spawned per task, monkey-patched process",
@@ -163,10 +154,7 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
     io: list[dict[str, Any]] = []
     if p.io_sizes:
         port = free_port()
-        argv = [
-            *[sys.executable, "-m", "servers.upstream", "--host", "127.0.0.1"],
-            *["--port", str(port), "--delay-ms", str(p.sleep_ms)],
-        ]
+        argv = upstream_argv(port, "--delay-ms", str(p.sleep_ms))
         with serving(argv, f"http://127.0.0.1:{port}/health", run.path / "logs/upstream.log"):
             io = sweep(p, run, "io", f"http://127.0.0.1:{port}/delay?ms={p.sleep_ms:g}")
     plot(sleep, io, str(run.path / "overhead.png"))
@@ -267,10 +255,4 @@ def conclude(p: Protocol, pub: dict[str, Any], ov: dict[str, dict[int, list[floa
     )
 
 
-EXPERIMENT = Experiment(
-    name="pool-overhead",
-    summary="gevent pool vs thread pool in-process: overhead vs pool size, CPU, memory, real I/O",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "gevent pool vs thread pool in-process: overhead vs pool size, CPU, memory, real I/O"

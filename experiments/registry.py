@@ -12,4 +12,4 @@ from experiments import (
 from experiments.common import Experiment
 
 ORDER = (pool_overhead, coroutines_vs_threads, mixpanel, uwsgi_blog, uwsgi_blog_postgres, brownout)
-EXPERIMENTS: dict[str, Experiment] = {m.EXPERIMENT.name: m.EXPERIMENT for m in ORDER}
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in map(Experiment.of_module, ORDER)}

@@ -28,14 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    run_child,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import Sampled, StepKey
@@ -275,13 +268,7 @@ def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, Any]) ->
     return head + " " + "; ".join(said) + "." + scale
 
 
-EXPERIMENT = Experiment(
-    name="uwsgi-blog",
-    summary="uWSGI --threads vs --gevent for a 1 s Flask view, and the variants that decide it",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "uWSGI --threads vs --gevent for a 1 s Flask view, and the variants that decide it"
 
 
 def scaled_cases(divisor: int) -> tuple[Case, ...]:

@@ -19,16 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import (
-    Experiment,
-    Reproduction,
-    Row,
-    RunDir,
-    load_published,
-    run_child,
-)
+from experiments.common import Reproduction, Row, RunDir, load_published, run_child
 from experiments.serve import free_port, serving
 from lab.backends import databases
+from lab.backends.base import upstream_argv
 from lab.system.resources import CODE_ROOT
 from servers.common import expected_body
 
@@ -160,7 +154,7 @@ def run(p: Protocol, run: RunDir) -> Reproduction:
 def upstream(run: RunDir) -> Any:
     """The lab's mock upstream on a free port (each request says its own delay)."""
     port = free_port()
-    argv = [sys.executable, "-m", "servers.upstream", "--host", "127.0.0.1", "--port", str(port)]
+    argv = upstream_argv(port)
     url = f"http://127.0.0.1:{port}"
     return _yield_url(serving(argv, f"{url}/health", run.path / "logs/upstream.log"), url)
 
@@ -229,10 +223,4 @@ def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, float]) 
     return text
 
 
-EXPERIMENT = Experiment(
-    name="uwsgi-blog-postgres",
-    summary="uWSGI --gevent with psycopg2 with and without psycogreen, psycopg 3, threads",
-    protocols=PROTOCOLS,
-    run=run,
-    models=MODELS,
-)
+SUMMARY = "uWSGI --gevent with psycopg2 with and without psycogreen, psycopg 3, threads"

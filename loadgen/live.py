@@ -24,6 +24,7 @@ from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
 from loadgen.errors import classify
+from loadgen.protocol import Window
 from loadgen.recording import Interval
 from loadgen.request import model_of
 
@@ -44,17 +45,11 @@ class Track:
 
 
 @dataclass(frozen=True)
-class Segment:
+class Segment(Window):
     """One model's finished (or snapshotted) segment: the makings of one step."""
 
     model: str
     users: int
-    started_at: str
-    duration_s: float
-    requests: int
-    ok: int
-    errors: dict[str, int]
-    latency_ms: dict[str, float]
     hlog_path: Path
     timeseries: dict[str, list[float]]
 
@@ -197,14 +192,14 @@ def _segment(model: str, track: Track, started_at: str, duration: float) -> Segm
     ok = track.whole.get_total_count()
     series = {key: [t.get(key, 0.0) for t in track.ticks] for key in track.ticks[0]}
     return Segment(
-        model,
-        track.users,
         started_at,
         round(duration, 3),
         track.requests,
         ok,
         dict(track.errors),
         hist.summary_ms(track.whole),
+        model,
+        track.users,
         track.hlog_path,
         series,
     )

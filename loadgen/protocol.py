@@ -132,9 +132,10 @@ class Part:
 
 
 @dataclass(frozen=True)
-class Done:
-    """The step's figures; latency of successful requests only, from each request's start
-    (open loop: from its intended start)."""
+class Window:
+    """What was measured in a window, the makings of a step record: a step's `Done`, or a UI
+    segment (`loadgen.live.Segment`). Latency of successful requests only, from each request's
+    start (open loop: from its intended start)."""
 
     started_at: str
     duration_s: float
@@ -142,6 +143,12 @@ class Done:
     ok: int
     errors: dict[str, int]
     latency_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Done(Window):
+    """The step's figures."""
+
     client_cpu_pct: float  # every generator process together (master included), 100 = one core
     timeseries: dict[str, list[float]] = field(default_factory=dict)
     open_loop: OpenLoopFigures | None = None

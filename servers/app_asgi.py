@@ -73,17 +73,15 @@ async def db() -> Response:
     """pg_sleep(delay_ms) through asyncpg; with upstream_ms, first that long on the upstream."""
     if not settings.db_url:
         return respond(*common.unconfigured("db", "LAB_DB_URL"))
-    ms = common.wait_ms(request.args.get("delay_ms"))
-    upstream_ms = request.args.get("upstream_ms")
+    query = common.DbQuery.of(request.args)
     status = None
-    if upstream_ms is not None:
+    if query.upstream_ms is not None:
         assert _session is not None, "the client session opens before serving"
-        async with _session.get(common.upstream_path(upstream_ms)) as reply:
+        async with _session.get(query.upstream_path) as reply:
             await reply.read()
             status = reply.status
-    await databases.pg_sleep(ms / 1000)
-    up = None if upstream_ms is None else common.wait_ms(upstream_ms)
-    return respond(common.db_body(ms, up, status))
+    await databases.pg_sleep(query.ms / 1000)
+    return respond(query.body(status))
 
 
 @app.get("/cache")

@@ -75,14 +75,12 @@ def db() -> Response:
     """pg_sleep(delay_ms) in PostgreSQL; with upstream_ms, first that long on the upstream."""
     if not settings.db_url:
         return respond(*common.unconfigured("db", "LAB_DB_URL"))
-    ms = common.wait_ms(request.args.get("delay_ms"))
-    upstream_ms = request.args.get("upstream_ms")
+    query = common.DbQuery.of(request.args)
     status = None
-    if upstream_ms is not None:
-        status = upstream().request("GET", common.upstream_path(upstream_ms)).status
-    databases.pg_sleep(ms / 1000)
-    up = None if upstream_ms is None else common.wait_ms(upstream_ms)
-    return respond(common.db_body(ms, up, status))
+    if query.upstream_ms is not None:
+        status = upstream().request("GET", query.upstream_path).status
+    databases.pg_sleep(query.ms / 1000)
+    return respond(query.body(status))
 
 
 @app.get("/cache")

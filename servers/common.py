@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 DEFAULT_CPU_N = 10_000
@@ -76,17 +77,35 @@ def wait_ms(arg: str | None) -> int:
     return int(float(arg)) if arg is not None else 100
 
 
-def db_body(ms: int, upstream_ms: int | None, upstream_status: int | None = None) -> bytes:
-    """The /db answer: how long it slept in PostgreSQL and, if asked, on the upstream first."""
-    if upstream_ms is None:
-        return body("db", ms=ms, postgres="ok")
-    return body(
-        "db",
-        ms=ms,
-        postgres="ok",
-        upstream="ok" if upstream_status == 200 else "error",
-        upstream_ms=upstream_ms,
-    )
+@dataclass(frozen=True)
+class DbQuery:
+    """A /db request: `ms` in PostgreSQL's pg_sleep, after `upstream_ms` on the upstream if asked.
+    Read and answered here, so both apps and `expected_body` take the query and give the body
+    alike."""
+
+    ms: int
+    upstream_ms: int | None
+
+    @classmethod
+    def of(cls, args: Mapping[str, str]) -> DbQuery:
+        up = args.get("upstream_ms")
+        return cls(wait_ms(args.get("delay_ms")), None if up is None else wait_ms(up))
+
+    @property
+    def upstream_path(self) -> str:
+        return upstream_path(str(self.upstream_ms))
+
+    def body(self, upstream_status: int | None = None) -> bytes:
+        """The answer: how long it slept in PostgreSQL and, if asked, on the upstream first."""
+        if self.upstream_ms is None:
+            return body("db", ms=self.ms, postgres="ok")
+        return body(
+            "db",
+            ms=self.ms,
+            postgres="ok",
+            upstream="ok" if upstream_status == 200 else "error",
+            upstream_ms=self.upstream_ms,
+        )
 
 
 def unconfigured(route: str, variable: str) -> tuple[bytes, int]:
@@ -114,8 +133,7 @@ def expected_body(path: str) -> bytes:
             n = int(query.get("n", DEFAULT_CPU_N))
             return body("cpu", n=n, result=cpu_work(n))
         case "/db":
-            up = query.get("upstream_ms")
-            return db_body(wait_ms(query.get("delay_ms")), None if up is None else wait_ms(up), 200)
+            return DbQuery.of(query).body(200)
         case "/cache":
             return body("cache", ms=wait_ms(query.get("delay_ms")), redis="ok")
     return HEALTH_BODY

@@ -8,6 +8,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +80,18 @@ def lab_run(
     assert done.returncode == 0, done.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     return run, done
+
+
+def module_run(*args: str) -> Any:
+    """A module-scoped `run_dir` fixture: one `lab run ARGS` whose run directory every test of the
+    module reads (a sweep costs seconds; reading it costs nothing)."""
+
+    @pytest.fixture(scope="module")
+    def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        run, _ = lab_run(tmp_path_factory.mktemp("results"), *args)
+        return run
+
+    return run_dir
 
 
 def wait_answer(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:

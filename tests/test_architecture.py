@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("servers", "loadgen", "lab", "analysis", "experiments", "benchmarks", "concurrency_lab")
 MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
 MAX_FOLDER_MODULES = 20
 
 LAYOUT_PAGE = ROOT / "docs" / "architecture.md"
@@ -206,6 +207,12 @@ def test_no_function_is_longer_than_the_limit(path: Path) -> None:
     relative = path.relative_to(ROOT)
     too_long = [f"{relative}:{name} has {lines} lines" for name, lines in long_functions(path)]
     assert not too_long, f"longer than {MAX_FUNCTION_LINES} lines: " + "; ".join(too_long)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_is_longer_than_the_limit(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)} has {lines} lines"
 
 
 def test_the_lab_process_never_imports_gevent_or_locust() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from experiments.common import child_env
+from lab.backends.base import upstream_argv
 from lab.run.generator import run_step
 from lab.system.procs import Proc, free_port, start, wait_http
 from loadgen.protocol import Done, Start
@@ -24,20 +24,8 @@ DELAY_MS = 10
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[tuple[Proc, str]]:
     port = free_port()
-    proc = start(
-        "upstream",
-        [
-            sys.executable,
-            "-m",
-            "servers.upstream",
-            "--port",
-            str(port),
-            "--delay-ms",
-            str(DELAY_MS),
-        ],
-        log_path=tmp_path / "upstream.log",
-        env=child_env(),
-    )
+    argv = upstream_argv(port, "--delay-ms", str(DELAY_MS))
+    proc = start("upstream", argv, log_path=tmp_path / "upstream.log", env=child_env())
     try:
         wait_http(proc, f"http://127.0.0.1:{port}/health", 20)
         yield proc, f"http://127.0.0.1:{port}"

@@ -1,10 +1,11 @@
 """The hostile-input corpus: every case ends in a clean one-line message and a documented exit code.
 
 Each case runs the real `lab` CLI in-process through click's CliRunner (no process starts: the
-sweep is replaced by a stub that records the plan it was given, so an accepted input costs
-nothing), except the few that need a real process (an executable the kernel refuses, a tiny sweep
-on ::1, pid files naming a live unrelated process). Every case also checks that an existing result
-directory handed to the command is left byte for byte as it was.
+sweep is replaced by a stub, so an accepted input costs nothing; tests/hostile_input.py), except
+pid files naming a live unrelated process. Every case also checks that an existing result
+directory handed to the command is left byte for byte as it was. The cases that need a real
+process are in tests/test_hostile_processes.py, random TOML documents in
+tests/test_hostile_toml.py.
 
 Data files under tests/hostile/ carry their expectation on their first line:
 `# expect: CODE NEEDLE` or `# expect: accepted`. Cases that need the run-directory owner
@@ -14,43 +15,16 @@ Data files under tests/hostile/ carry their expectation on their first line:
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from lab.cli import main as cli
-from lab.cli import run as run_command
-from lab.config.models import load_registry
-from lab.config.scenario import SCENARIO_TYPES, UPSTREAM_TYPES, load_scenario
-from lab.record.errors import EXIT_REFUSED, EXIT_USAGE, LabError
-from lab.system import procs
-from tests.conftest import lab_cli
+from lab.record.errors import EXIT_REFUSED, EXIT_USAGE
 from tests.fixture_run import FixtureStep, build_run
-from tests.test_validation import models_doc, toml_doc
-
-HOSTILE = Path(__file__).resolve().parent / "hostile"
-TINY = str(HOSTILE / "tiny.toml")  # a two-level, one-second real sweep
-ACCEPTED = "accepted"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    code: int | str  # an exit code, or "accepted" when the (stubbed) sweep was reached
-    err: str
-
-
-class Accepted(Exception):
-    """The input was valid: the stubbed sweep was reached (nothing starts)."""
+from tests.hostile_input import ACCEPTED, HOSTILE, Outcome, models_doc, stubbed_lab
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, float]]:
@@ -75,27 +49,7 @@ def out(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture()
 def lab(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Outcome]:
     """Run `lab ARGS` in-process under CliRunner; the sweep is a stub that raises Accepted."""
-
-    class StubSweep:
-        def __init__(self, plan: Any, *_: object, **__: object) -> None:
-            raise Accepted
-
-    monkeypatch.setattr(run_command, "Sweep", StubSweep)
-
-    def invoke(*args: str) -> Outcome:
-        runner = CliRunner()
-        with runner.isolation() as streams:
-            try:
-                cli.entry(list(args))
-                code: int | str = 0
-            except Accepted:
-                code = ACCEPTED
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else 1
-            err = streams[1].getvalue().decode(errors="replace")
-        return Outcome(code, err)
-
-    return invoke
+    return stubbed_lab(monkeypatch)
 
 
 def assert_clean(outcome: Outcome, code: int | str, needle: str = "") -> None:
@@ -231,16 +185,6 @@ def test_argument_list_too_long(lab, out, tmp_path, argv, env):
     assert_clean(lab("run", "--out", str(out), "--models-file", str(path)), EXIT_USAGE, "E2BIG")
 
 
-def test_start_that_the_kernel_refuses_is_start_failed_with_the_reason(tmp_path):
-    """Past every check (the file changed after it): a StartFailed a sweep records, not a crash."""
-    program = tmp_path / "server"
-    program.write_bytes(b"no shebang\n")
-    program.chmod(0o755)
-    with pytest.raises(procs.StartFailed, match="Exec format error") as caught:
-        procs.start("mine", [str(program)], log_path=tmp_path / "log")
-    assert caught.value.evidence["error"]
-
-
 # --- pid files -----------------------------------------------------------------------------------
 
 
@@ -293,114 +237,6 @@ def test_pid_file_naming_an_unrelated_live_process(lab, out, bystander, record):
             EXIT_USAGE if command == ["run"] else 0,
         )
     assert bystander.poll() is None, "an unrelated process was signalled"
-
-
-# --- property-based: random TOML documents for the two schemas ----------------------------------
-
-SCALARS = st.one_of(
-    st.integers(),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.booleans(),
-    st.text(max_size=20),
-    st.just("[/x]"),
-    st.just("{port[0]}"),
-    st.just("::1"),
-)
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-SCENARIO_KEYS = st.sampled_from([*SCENARIO_TYPES, "zzz"])
-MODEL_KEYS = st.sampled_from(["description", "app", "unit", "argv", "env", "baseline", "knobs"])
-PROPERTY = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-
-
-def loads_cleanly(load: Callable[[Path], Any], path: Path, text: str) -> None:
-    """Accepted, or a LabError naming the file: any other exception fails the property."""
-    path.write_text(text)
-    try:
-        load(path)
-    except LabError as e:
-        assert str(e).strip() and "\n" not in str(e).strip()
-
-
-@PROPERTY
-@given(
-    doc=st.dictionaries(SCENARIO_KEYS, VALUES, max_size=6),
-    upstream=st.dictionaries(st.sampled_from([*UPSTREAM_TYPES, "x"]), VALUES, max_size=3),
-)
-def test_random_scenario_documents(tmp_path, doc, upstream):
-    if upstream:
-        doc["upstream"] = upstream
-    loads_cleanly(lambda p: load_scenario(str(p)), tmp_path / "s.toml", toml_doc(doc))
-
-
-@PROPERTY
-@given(
-    table=st.dictionaries(MODEL_KEYS, VALUES, max_size=7),
-    name=st.sampled_from(["mine", "a b", "../x", "x" * 70, "ok"]),
-)
-def test_random_models_documents(tmp_path, table, name):
-    loads_cleanly(load_registry, tmp_path / "m.toml", models_doc({name: table}))
-
-
-@PROPERTY
-@given(text=st.text(max_size=300))
-def test_random_text_as_toml(tmp_path, text):
-    loads_cleanly(lambda p: load_scenario(str(p)), tmp_path / "t.toml", text)
-    loads_cleanly(load_registry, tmp_path / "m.toml", text)
-
-
-# --- IPv6 loopback, end to end ------------------------------------------------------------------
-
-
-def test_tiny_real_sweep_on_ipv6_loopback(tmp_path):
-    done = subprocess.run(
-        lab_cli("run", "--scenario", TINY, "--host", "::1", "--out", str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    (run,) = tmp_path.iterdir()
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-    assert [s["users"] for s in steps] == [1, 2]
-    assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
-    manifest = json.loads((run / "manifest.json").read_text())
-    assert (
-        "[HOST]:0" not in json.dumps(manifest)
-        and "--bind" in manifest["models"]["gunicorn-gevent"]["argv"]
-    )
-    assert "[::1]:" in json.dumps(manifest["upstream_argv"]) or "::1" in manifest["upstream_argv"]
-
-
-def test_background_lab_still_stops_on_sigint(tmp_path):
-    """`lab run &` from a script starts with SIGINT ignored; `kill -INT` must still stop it."""
-    script = f"{' '.join(map(repr, lab_cli('run', '--models', 'gunicorn-gevent', '--levels', '1', '--duration', '30', '--warmup', '0', '--out', str(tmp_path))))} & wait"  # noqa: E501
-    shell = subprocess.Popen(
-        ["sh", "-c", script], stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    lab_pid = wait_for_owner(tmp_path)
-    os.kill(lab_pid, signal.SIGINT)
-    _, err = shell.communicate(timeout=60)
-    assert "interrupted" in err and "Traceback" not in err, err
-
-
-def wait_for_owner(out: Path, timeout_s: float = 60) -> int:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for owner in out.glob(f"*/pids/{procs.OWNER_PID_FILE}"):
-            record = procs.PidRecord.read(owner)
-            if record is not None:
-                time.sleep(1)  # the sweep is under way: its signal handlers are installed
-                return record.pid
-        time.sleep(0.1)
-    raise AssertionError("the lab never started")
 
 
 # --- damaged result directories: the run-directory owner's cases (issue 10) --------------------
@@ -471,54 +307,3 @@ def test_report_of_a_run_with_no_successful_step(lab, tmp_path):
     outcome = lab("report", str(run))
     assert_clean(outcome, 0)
     assert (run / "report.html").exists()
-
-
-def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path):
-    table = {
-        "description": "never ready",
-        "app": "wsgi",
-        "unit": "thread",
-        "argv": ["{bindir}/python", "-c", "import time; time.sleep(60)"],
-    }
-    models = tmp_path / "models.toml"
-    models.write_text(models_doc({"silent": table}))
-    done = subprocess.run(
-        lab_cli(
-            "run",
-            "--scenario",
-            TINY,
-            "--models-file",
-            str(models),
-            "--models",
-            "silent,gunicorn-gevent",
-            "--start-timeout",
-            "2",
-            "--out",
-            str(tmp_path / "out"),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    (run,) = (tmp_path / "out").iterdir()
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-    silent = [s for s in steps if s["model"] == "silent"]
-    assert sorted(s["users"] for s in silent) == [1, 2]
-    assert all("start_failed" in s["flags"] for s in silent)
-    assert sum(s["model"] == "gunicorn-gevent" and s["ok"] > 0 for s in steps) == 2
-
-
-def test_interrupted_reason_is_never_empty_and_cleared_by_a_resume(tmp_path):
-    argv = lab_cli("run", "--scenario", TINY, "--duration", "3", "--out", str(tmp_path))
-    lab_run = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-    os.kill(wait_for_owner(tmp_path), signal.SIGINT)
-    _, err = lab_run.communicate(timeout=60)
-    assert "interrupted ()" not in err, err
-    (run,) = tmp_path.iterdir()
-    assert json.loads((run / "manifest.json").read_text())["interrupted_by"]
-    resumed = subprocess.run(
-        lab_cli("run", "--resume", str(run)), capture_output=True, text=True, timeout=120
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    assert "interrupted_by" not in json.loads((run / "manifest.json").read_text())

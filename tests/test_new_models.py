@@ -7,20 +7,15 @@ import json
 import pytest
 
 from lab.record.rundir import RunDir
-from tests.conftest import lab_run
+from tests.conftest import lab_run, module_run
 
 NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("results")
-    run, _ = lab_run(
-        out,
-        *["--models", ",".join(NEW_MODELS), "--levels", "1,4", "--duration", "2"],
-        *["--warmup", "0", "--delay-ms", "50"],
-    )
-    return run
+run_dir = module_run(
+    *["--models", ",".join(NEW_MODELS), "--levels", "1,4", "--duration", "2"],
+    *["--warmup", "0", "--delay-ms", "50"],
+)
 
 
 @pytest.mark.parametrize("model", NEW_MODELS, ids=NEW_MODELS)

@@ -10,7 +10,7 @@ import pytest
 from lab.record import hist
 from lab.record.rundir import RunDir
 from lab.record.step import StepRecord
-from tests.conftest import lab_run, undisturbed
+from tests.conftest import lab_run, module_run, undisturbed
 
 
 def read_jsonl(path):
@@ -18,15 +18,10 @@ def read_jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("results")
-    run, _ = lab_run(
-        out,
-        *["--models", "gunicorn-asyncio,uwsgi-threads", "--levels", "1,8", "--duration", "2"],
-        *["--warmup", "1", "--delay-ms", "50", "--trials", "2"],
-    )
-    return run
+run_dir = module_run(
+    *["--models", "gunicorn-asyncio,uwsgi-threads", "--levels", "1,8", "--duration", "2"],
+    *["--warmup", "1", "--delay-ms", "50", "--trials", "2"],
+)
 
 
 def test_steps_have_the_schema(run_dir):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from lab.backends.base import upstream_argv
 from lab.system import http_client, procs
 
 CASES = [("fast", 1), ("fast", 2), ("aiohttp", 1), ("aiohttp", 2)]
@@ -18,19 +18,9 @@ CASES = [("fast", 1), ("fast", 2), ("aiohttp", 1), ("aiohttp", 2)]
 def upstream_url(request, tmp_path):
     engine, processes = request.param
     port = procs.free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "servers.upstream",
-        "--port",
-        str(port),
-        "--delay-ms",
-        "50",
-        "--engine",
-        engine,
-        "--processes",
-        str(processes),
-    ]
+    argv = upstream_argv(
+        port, "--delay-ms", "50", "--engine", engine, "--processes", str(processes)
+    )
     proc = procs.start("upstream", argv, log_path=tmp_path / "upstream.log")
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,8 +1,9 @@
 """Hostile input: every class of bad scenario, model file and CLI argument gets a clean error.
 
-The CLI runs in-process (`entry(argv)`) with the sweep replaced by a stub, so hundreds of inputs
-take seconds and no input, however it parses, ever starts load. A clean error is exit code 2, a
-message on stderr, and no exception escaping (which is what a traceback would be).
+The CLI runs in-process with the sweep replaced by a stub (tests/hostile_input.py), so hundreds of
+inputs take seconds and no input, however it parses, ever starts load. A clean error is exit code
+2, a message on stderr, and no exception escaping (which is what a traceback would be). The
+loopback rule itself is tested in tests/test_safety.py.
 """
 
 from __future__ import annotations
@@ -17,11 +18,8 @@ from typing import Any
 
 import pytest
 
-from lab.cli import main as cli
-from lab.cli import run as run_command
-from lab.record.errors import LabError
-from lab.system import safety
 from tests.conftest import lab_cli
+from tests.hostile_input import Outcome, models_doc, stubbed_lab, toml_doc
 
 VALID_SCENARIO = {
     "description": "fuzz base",
@@ -126,56 +124,17 @@ CLI_VALUES = [
 ]
 
 
-class Accepted(Exception):
-    """The input was valid: the stubbed sweep was reached."""
-
-
 @pytest.fixture()
-def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    """Run the CLI in-process; return (exit code or "accepted", stderr)."""
-
-    class StubSweep:
-        def __init__(self, *_: object, **__: object) -> None:
-            raise Accepted
-
-    monkeypatch.setattr(run_command, "Sweep", StubSweep)
+def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., Outcome]:
+    """`lab run --out DIR ARGS` in-process (`lab doctor ...` as given): (exit code or
+    "accepted", stderr)."""
+    invoke = stubbed_lab(monkeypatch)
     out = tmp_path / "out"
 
-    def invoke(*args: str) -> tuple[int | str, str]:
-        argv = ["run", "--out", str(out), *args] if args[:1] != ("doctor",) else list(args)
-        try:
-            cli.entry(argv)
-            code: int | str = 0
-        except Accepted:
-            code = "accepted"
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        return code, capsys.readouterr().err
+    def run(*args: str) -> Outcome:
+        return invoke(*(["run", "--out", str(out), *args] if args[:1] != ("doctor",) else args))
 
-    return invoke
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-
-
-def toml_doc(tables: dict[str, Any]) -> str:
-    """A TOML document; a top-level dict value becomes an inline table."""
-    return "\n".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in tables.items()) + "\n"
-
-
-def models_doc(models: dict[str, dict[str, Any]]) -> str:
-    return "\n".join(f"[models.{json.dumps(n)}]\n{toml_doc(t)}" for n, t in models.items())
+    return run
 
 
 def assert_clean_error(result: tuple[int | str, str], *needles: str) -> None:
@@ -327,34 +286,6 @@ def test_resume_of_a_directory_that_is_not_a_run(lab, tmp_path):
 def test_remote_host_is_allowed_only_with_the_flag_and_then_loudly(lab):
     code, err = lab("--host", "10.1.2.3", "--allow-remote", "--models", "gunicorn-gevent")
     assert code == "accepted" and "WARNING" in err and "--allow-remote" in err
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.5.6.7", True),
-        ("localhost", True),
-        ("::1", True),
-        ("[::1]", True),
-        ("0.0.0.0", False),
-        ("10.0.0.1", False),
-        ("192.168.1.1", False),
-        ("::", False),
-        ("8.8.8.8", False),
-    ],
-    ids=lambda v: str(v),
-)
-def test_loopback_detection(host, loopback):
-    assert safety.is_loopback(host) is loopback
-
-
-def test_urls_are_checked_before_any_load():
-    safety.check_url("http://127.0.0.1:8000", "server", allow_remote=False)
-    safety.check_url("http://lab-server:8000", "server", allow_remote=False, trusted=["lab-server"])
-    for bad in ("http://10.0.0.1:80", "ftp://127.0.0.1", "http://:80"):
-        with pytest.raises(LabError):
-            safety.check_url(bad, "server", allow_remote=False)
 
 
 def fuzz_scenario(rng: random.Random) -> str:

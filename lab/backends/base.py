@@ -22,6 +22,14 @@ HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 
 
+def upstream_argv(
+    port: int, *flags: str, host: str = HOST, python: str = sys.executable
+) -> list[str]:
+    """The mock upstream's command line: the backends, experiments, benchmarks and tests all
+    start `servers.upstream` this one way (a container with its own `python`)."""
+    return [python, "-m", "servers.upstream", "--host", host, "--port", str(port), *flags]
+
+
 class Server(Protocol):
     name: str
     url: str
@@ -134,16 +142,7 @@ class NativeBackend:
         return LocalServer(name, url, proc, proc.argv)
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> LocalServer:
-        argv = [
-            sys.executable,
-            "-m",
-            "servers.upstream",
-            "--host",
-            self.host,
-            "--port",
-            str(port),
-            *spec.argv_flags(),
-        ]
+        argv = upstream_argv(port, *spec.argv_flags(), host=self.host)
         return self._start("upstream", argv, child_env(), port, self.layout.client, "/health")
 
     def start_server(self, model: Model, knobs: Knobs, upstream_url: str, port: int) -> LocalServer:

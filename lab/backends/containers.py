@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from lab.backends.base import CpuLayout
+from lab.backends.base import CpuLayout, upstream_argv
 from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
 from lab.record.errors import LabError
@@ -202,16 +202,8 @@ class DockerBackend:
         return server
 
     def start_upstream(self, spec: UpstreamSpec, port: int) -> ContainerServer:
-        command = [
-            "python",
-            "-m",
-            "servers.upstream",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(CONTAINER_PORT),
-            *spec.argv_flags(),
-        ]
+        flags = spec.argv_flags()
+        command = upstream_argv(CONTAINER_PORT, *flags, host="0.0.0.0", python="python")
         self.upstream = self._run("upstream", command, port, self.layout.client, {})
         return self.upstream
 

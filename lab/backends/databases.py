@@ -117,7 +117,7 @@ def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Dat
     bindir = postgres_bindir()
     tmp = _private_dir("lab-pg-", "postgres")
     log = run_dir / "logs" / "postgres.log"
-    try:
+    with _removed_on_failure(tmp):
         _initdb(bindir, tmp / "data", log)
         if host not in LOOPBACK:
             with open(tmp / "data" / "pg_hba.conf", "a") as hba:
@@ -139,12 +139,7 @@ def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Dat
             ]
         )
         proc = procs.start("postgres", argv, log_path=log, pid_dir=run_dir / "pids")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    db = Database("postgres", f"postgresql://{PG_USER}@{host}:{port}/postgres", proc, tmp)
-    _wait_ready(db)
-    return db
+    return _ready(Database("postgres", f"postgresql://{PG_USER}@{host}:{port}/postgres", proc, tmp))
 
 
 def start_redis(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
@@ -170,19 +165,24 @@ def start_redis(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Databa
         "10000",
         *(() if host in LOOPBACK else ("--protected-mode", "no")),  # a Compose network's peers
     ]
-    try:
+    with _removed_on_failure(tmp):
         proc = procs.start(
             "redis", argv, log_path=run_dir / "logs" / "redis.log", pid_dir=run_dir / "pids"
         )
+    return _ready(Database("redis", f"redis://{host}:{port}/0", proc, tmp))
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: Path) -> Iterator[None]:
+    """A database's private directory, removed if it cannot be set up or its process started."""
+    try:
+        yield
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    db = Database("redis", f"redis://{host}:{port}/0", proc, tmp)
-    _wait_ready(db)
-    return db
 
 
-def _wait_ready(db: Database) -> None:
+def _ready(db: Database) -> Database:
     """Poll until the database answers a query; on failure stop it and remove its directory."""
     assert db.proc is not None
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -193,7 +193,7 @@ def _wait_ready(db: Database) -> None:
             break
         try:
             ping(db)
-            return
+            return db
         except LabError as e:
             last = str(e)
         time.sleep(0.1)

@@ -193,12 +193,8 @@ def step_record(
     in_window = open_loop.get("ok_in_window", measured.ok)  # open loop: answered in the window
     record = StepRecord(
         run_id=run_id,
-        model=key.model,
-        mode=key.mode,
-        users=key.users,
-        rate_rps=key.rate_rps,
+        **asdict(key),
         max_outstanding=max_outstanding,
-        trial=key.trial,
         status=status,
         started_at=measured.started_at,
         duration_s=duration,
@@ -207,25 +203,23 @@ def step_record(
         errors=errors,
         throughput_rps=round(in_window / duration, 2) if duration > 0 else 0.0,
         latency_ms=dict(measured.latency_ms),
-        server_cpu_pct=sampled.server_cpu_pct,
-        server_rss_mb=sampled.server_rss_mb,
         client_cpu_pct=measured.client_cpu_pct,
-        upstream_cpu_pct=sampled.upstream_cpu_pct,
-        host_cpu_pct=sampled.host_cpu_pct,
-        upstream_max_inflight=sampled.upstream_max_inflight,
         flags=names,
         histogram=histogram if measured.ok else "",
         timeseries={**measured.timeseries, **sampled.timeseries},
         evidence=evidence,
-        apparatus_core_pct=sampled.apparatus_core_pct,
-        host_softirq_pct=sampled.host_softirq_pct,
-        apparatus_wait_pct=sampled.apparatus_wait_pct,
-        upstream_lag_ms=sampled.upstream_lag_ms,
-        upstream_lag_max_ms=sampled.upstream_lag_max_ms,
         generators=generators,
+        **_sampled_figures(sampled),
         **_open_loop_fields(open_loop),
     )
     return record
+
+
+def _sampled_figures(sampled: Sampled) -> dict[str, Any]:
+    """Every figure of `Sampled` that the record keeps under the same name, so that a figure
+    added to both reaches every step; its series join the generator's in `timeseries`."""
+    kept = {f.name for f in fields(StepRecord)} - {"timeseries"}
+    return {f.name: getattr(sampled, f.name) for f in fields(Sampled) if f.name in kept}
 
 
 def _from_figures(measured: Measured, status: str) -> tuple[dict[str, int], list[Raised]]:

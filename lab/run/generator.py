@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -27,6 +28,7 @@ from loadgen.protocol import (
     ProtocolError,
     Sample,
     Start,
+    Window,
     decode,
 )
 
@@ -166,14 +168,26 @@ def measured_from(done: Done | None) -> Measured:
     """What the step record takes from a generator's figures (zeros if it sent none)."""
     if done is None:
         return Measured(started_at=datetime.now(UTC).isoformat())
+    open_loop = vars(done.open_loop) if done.open_loop else None
+    return measured_of(done, done.client_cpu_pct, done.timeseries, open_loop)
+
+
+def measured_of(
+    window: Window,
+    client_cpu_pct: float,
+    timeseries: Mapping[str, list[float]],
+    open_loop: Mapping[str, Any] | None = None,
+) -> Measured:
+    """A measured window's figures as a step record takes them: a generator's `Done`, or a UI
+    segment whose client CPU and series the UI sampled itself."""
     return Measured(
-        started_at=done.started_at,
-        duration_s=done.duration_s,
-        requests=done.requests,
-        ok=done.ok,
-        errors=done.errors,
-        latency_ms=done.latency_ms,
-        client_cpu_pct=done.client_cpu_pct,
-        timeseries=done.timeseries,
-        open_loop=vars(done.open_loop) if done.open_loop else None,
+        started_at=window.started_at,
+        duration_s=window.duration_s,
+        requests=window.requests,
+        ok=window.ok,
+        errors=window.errors,
+        latency_ms=window.latency_ms,
+        client_cpu_pct=client_cpu_pct,
+        timeseries=timeseries,
+        open_loop=open_loop,
     )

@@ -15,7 +15,8 @@ from typing import Any
 
 import lab
 from lab.record.rundir import RunDir
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
+from lab.run.generator import measured_of
 from lab.system.environment import capture
 from lab.webui.liveflags import Live, flags
 from loadgen.live import Segment
@@ -55,16 +56,7 @@ def _step(run_id: str, seg: Segment, key: StepKey, rel: str, params: RunParams) 
     series = seg.timeseries
     cpu = [v for v in series.get("server_cpu_pct", []) if v >= 0]
     client = _mean(series.get("client_cpu_pct", []))
-    measured = Measured(
-        started_at=seg.started_at,
-        duration_s=seg.duration_s,
-        requests=seg.requests,
-        ok=seg.ok,
-        errors=seg.errors,
-        latency_ms=seg.latency_ms,
-        client_cpu_pct=client,
-        timeseries=series,
-    )
+    measured = measured_of(seg, client, series)
     sampled = Sampled(
         server_cpu_pct=_mean(cpu),
         server_rss_mb=max(series.get("server_rss_mb", []), default=0.0),
