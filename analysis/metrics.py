@@ -15,6 +15,8 @@ Definitions (all per point = model x mode x concurrency, trials combined):
 - latency percentiles come from the per-point histogram, merged across trials by adding counts.
 - cpu_ms_per_req = server CPU time over the window / requests; rss_per_conn_kb = the RSS added per
   extra concurrent connection relative to the model's lowest level (the memory cost of concurrency).
+- inferred_inflight: requests inside the server by Little's law, throughput x the unloaded
+  service time (median of the trials); seen from outside, so it holds for any app.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ def _point_row(
     row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
     row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
     row["upstream_max_inflight"] = int(group["upstream_max_inflight"].max())
+    row["inferred_inflight"] = float(group["inferred_inflight"].median())  # Little's law
     flags = list(pre_flags)
     for step_flags in group["flags"]:
         flags += [f for f in step_flags if f not in flags]

@@ -227,6 +227,7 @@ POINT_COLUMNS = [
     ("apparatus_cpu_ms_per_req", "lab CPU ms/req", "{:.2f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
     ("server_rss_kb_per_conn", "KB/conn", "{:.1f}"),
+    ("inferred_inflight", "in flight", "{:.1f}"),
     ("limited_by", "limited by", "{}"),
     ("client_cpu_pct", "cli CPU%", "{:.0f}"),
     ("upstream_cpu_pct", "up CPU%", "{:.0f}"),

@@ -12,11 +12,13 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from analysis.judge import judge, sentence
 from lab.record.step import Measured, Sampled, StepKey, StepRecord, step_record
 from lab.run.apparatus import APPARATUS_QUEUED_PCT, saturated
 from lab.run.limits import Capacity, assessed
@@ -233,3 +235,13 @@ def test_a_damaged_complete_run_is_named_and_repaired_by_resume(
     assert users == [1, 2]
     again = subprocess.run(lab_cli("run", "--resume", str(run)), capture_output=True, text=True)
     assert again.returncode == 0 and "already complete" in again.stderr
+
+
+def test_a_best_model_below_the_ideal_with_no_cause_is_crowned_only_with_that_said() -> None:
+    slow = replace(user_step(50, 300, 120), model="slow")  # 60% of the ideal, nothing found
+    slower = replace(user_step(50, 250, 120), model="slower")
+    (verdict,) = judge([slow, slower])
+    assert verdict.best_rps[0] == "slow"
+    assert "slow is best only as measured: below the ideal with no resource saturated" in (
+        sentence(verdict)
+    )
