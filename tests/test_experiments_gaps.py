@@ -1,5 +1,5 @@
 """The pieces that explain a reproduction's gap: the kernel's SYN schedule, namespace counters,
-ApacheBench's report, the namespace child's one-line refusal, and the
+ApacheBench's report, the namespace child's one-line refusal, Mixpanel's backlog reason, and the
 size of uwsgi-blog's --quick protocol. No load is run here (test_experiments.py runs it)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from experiments import apachebench, netns, netns_case, uwsgi_blog
+from experiments import apachebench, mixpanel, netns, netns_case, uwsgi_blog
+from experiments.common import Row
 from experiments.uwsgi_blog_gaps import retransmissions, syn_schedule
 
 AB_REPORT = """\
@@ -118,6 +119,33 @@ def test_no_namespace_runs_an_as_is_case_in_the_hosts(monkeypatch: pytest.Monkey
 def test_unknown_namespace_setting_is_refused_before_unsharing() -> None:
     with pytest.raises(ValueError, match="net.ipv4.tcp_fin_timeout"):
         netns.enter({"net.ipv4.tcp_fin_timeout": "1"})
+
+
+def level(rps: float, errors: int = 0) -> dict[str, object]:
+    return {
+        "throughput_rps": rps,
+        "errors": {"timeout": errors},
+        "error_details": {},
+        "unfinished": 0,
+    }
+
+
+def test_mixpanel_gap_reasons_come_from_the_backlog_row() -> None:
+    results = {
+        ("gevent", 2000): level(2000.0),
+        ("paste", 2000): level(100.0, errors=900),
+        ("paste-backlog", 2000): level(1800.0),
+        ("gevent", 10): level(1200.0),
+        ("paste", 10): level(1000.0),
+        ("paste-backlog", 10): level(900.0),
+    }
+    wide = Row("c=2000", "throughput ratio gevent/threaded", "x", 4.0, 20.0)
+    said = mixpanel.gap_reason(results, 2000, wide)
+    assert "backlog is 5" in said and "20.00x to 1.11x" in said and "900 failed" in said
+    narrow = Row("c=10", "throughput ratio gevent/threaded", "x", 4.0, 1.2)
+    assert "dropped nothing" in mixpanel.gap_reason(results, 10, narrow)
+    results["paste", 10] = level(1000.0, errors=5)
+    assert mixpanel.gap_reason(results, 10, narrow) == ""
 
 
 def test_uwsgi_blog_quick_stays_about_two_minutes() -> None:
