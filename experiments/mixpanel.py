@@ -216,12 +216,13 @@ def ratio_rows(p: Protocol, pub: dict[str, Any], results: Results) -> list[Row]:
 
 
 def failures(results: Results, model: str, c: int) -> dict[str, Any]:
-    """A model's failed requests at level c, by kind, and those never finished."""
+    """A model's failed requests at level c, by kind, those never finished, its connect times."""
     r = results[model, c]
     return {
         "errors": r["errors"],
         "error_details": r["error_details"],
         "unfinished": r["unfinished"],
+        "connect_ms": r["connect_ms"],
     }
 
 
@@ -233,15 +234,16 @@ def gap_reason(results: Results, c: int, row: Row) -> str:
         return ""
     failed = errs(results, "paste", c)
     if (row.ratio() or 0) > 1 and rb < r / 2:
+        waited = results["paste", c]["connect_ms"]["max"] / 1000
         lost = (
-            f" Its {failed} failed or unfinished requests here are connects that queue kept "
-            "dropping until the client gave up (kinds in this row's evidence)."
+            f" {failed} of its requests failed or were unfinished at the deadline."
             if failed
             else ""
         )
         return (
             f"Paste's listen backlog is 5: with 4096 the ratio at c={c} falls from {r:.2f}x "
-            f"to {rb:.2f}x (next row), so the threaded server lost its time in the queue." + lost
+            f"to {rb:.2f}x (next row), so the threaded server lost its time in the queue: its "
+            f"longest connect took {waited:.1f} s (SYNs dropped and resent).{lost}"
         )
     if (row.ratio() or 0) < 1 and failed == 0:
         return (

@@ -121,19 +121,20 @@ def test_unknown_namespace_setting_is_refused_before_unsharing() -> None:
         netns.enter({"net.ipv4.tcp_fin_timeout": "1"})
 
 
-def level(rps: float, errors: int = 0) -> dict[str, object]:
+def level(rps: float, errors: int = 0, connect_ms: float = 1.0) -> dict[str, object]:
     return {
         "throughput_rps": rps,
         "errors": {"timeout": errors},
         "error_details": {},
         "unfinished": 0,
+        "connect_ms": {"max": connect_ms},
     }
 
 
 def test_mixpanel_gap_reasons_come_from_the_backlog_row() -> None:
     results = {
         ("gevent", 2000): level(2000.0),
-        ("paste", 2000): level(100.0, errors=900),
+        ("paste", 2000): level(100.0, errors=900, connect_ms=7000.0),
         ("paste-backlog", 2000): level(1800.0),
         ("gevent", 10): level(1200.0),
         ("paste", 10): level(1000.0),
@@ -141,7 +142,8 @@ def test_mixpanel_gap_reasons_come_from_the_backlog_row() -> None:
     }
     wide = Row("c=2000", "throughput ratio gevent/threaded", "x", 4.0, 20.0)
     said = mixpanel.gap_reason(results, 2000, wide)
-    assert "backlog is 5" in said and "20.00x to 1.11x" in said and "900 failed" in said
+    assert "backlog is 5" in said and "20.00x to 1.11x" in said and "7.0 s" in said
+    assert "900 of its requests failed" in said
     narrow = Row("c=10", "throughput ratio gevent/threaded", "x", 4.0, 1.2)
     assert "dropped nothing" in mixpanel.gap_reason(results, 10, narrow)
     results["paste", 10] = level(1000.0, errors=5)
