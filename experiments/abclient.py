@@ -8,8 +8,15 @@ is the wall time for exactly N requests, each on a new TCP connection (HTTP/1.0,
 errors counted and skipped as with `-r`. Locust runs for a duration with keep-alive sessions, so
 it cannot give "time taken for tests" and never opens the thousands of short connections that
 made the originals need port-range and open-file tuning. This client is gevent-based (one
-greenlet per concurrent request) and bounded twice: per request (`--timeout`, like ab's `-s`) and
-overall (`--deadline`); requests not finished by the deadline are reported as `unfinished`.
+greenlet per concurrent request) and bounded twice: per request (`--timeout`) and overall
+(`--deadline`); requests not finished by the deadline are reported as `unfinished`.
+
+ab's own `-s` is not a per-request bound: ab gives up only when no socket has had any event for that
+long, so a connect whose SYNs the server dropped waits out the kernel's retransmissions (1, 3, 7,
+15, 31 s with exponential backoff) and still counts. `--connect-timeout` gives the connect its own
+bound, so that a caller can leave connects to the kernel as ab does; without it one `--timeout`
+covers connect and exchange. Connect times are reported apart (`connect_ms`), because a dropped
+SYN shows there and nowhere else.
 """
 
 from gevent import monkey
@@ -54,7 +61,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("url")
     ap.add_argument("-n", type=int, required=True, help="requests in total")
     ap.add_argument("-c", type=int, required=True, help="requests in flight at once")
-    ap.add_argument("--timeout", type=float, default=30.0, help="per request, seconds (ab -s)")
+    ap.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
+    ap.add_argument("--connect-timeout", type=float, help="per connect, seconds (then --timeout)")
     ap.add_argument("--deadline", type=float, default=300.0, help="whole run, seconds")
     ap.add_argument("--expect", default="", help="body the server must answer with")
     ap.add_argument("--hlog", type=Path)
@@ -64,26 +72,48 @@ def parse_args() -> argparse.Namespace:
 class Client:
     """`n` one-shot HTTP/1.0 GETs of one URL; counts outcomes and records ok latencies."""
 
-    def __init__(self, url: str, n: int, timeout: float, expect: str) -> None:
+    def __init__(
+        self, url: str, n: int, timeout: float, expect: str, connect_timeout: float | None = None
+    ) -> None:
         parts = urlsplit(url)
         self.addr = (parts.hostname or "127.0.0.1", parts.port or 80)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         self.request = f"GET {target} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode()
         self.n, self.timeout, self.expect = n, timeout, expect.encode()
+        self.connect_timeout = connect_timeout
         self.hist = new_histogram()
+        self.connect_hist = new_histogram()
         self.errors: Counter[str] = Counter()
         self.details: Counter[str] = Counter()
         self.started = self.ok = 0
 
+    def connect(self) -> socket.socket:
+        """A new connection; its connect time recorded (a dropped SYN costs whole seconds)."""
+        t0 = time.perf_counter()
+        s = socket.create_connection(self.addr)
+        record_ms(self.connect_hist, (time.perf_counter() - t0) * 1000)
+        return s
+
     def fetch(self) -> tuple[int, bytes]:
         """(status, body) of one request on a new connection."""
-        with gevent.Timeout(self.timeout), socket.create_connection(self.addr) as s:
-            s.sendall(self.request)
-            chunks = []
-            while chunk := s.recv(65536):
-                chunks.append(chunk)
-        head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+        if self.connect_timeout is None:
+            with gevent.Timeout(self.timeout), self.connect() as s:
+                raw = self.exchange(s)
+        else:
+            with gevent.Timeout(self.connect_timeout):
+                s = self.connect()
+            with s, gevent.Timeout(self.timeout):
+                raw = self.exchange(s)
+        head, _, body = raw.partition(b"\r\n\r\n")
         return (int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0), body
+
+    def exchange(self, s: socket.socket) -> bytes:
+        """Send the request, read until the server closes (HTTP/1.0)."""
+        s.sendall(self.request)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def one(self) -> None:
         t0 = time.perf_counter()
@@ -113,7 +143,7 @@ class Client:
 def main() -> None:
     a = parse_args()
     nofile = raise_nofile()
-    client = Client(a.url, a.n, a.timeout, a.expect)
+    client = Client(a.url, a.n, a.timeout, a.expect, a.connect_timeout)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     wall0 = time.time()
     t0 = time.perf_counter()
@@ -138,6 +168,7 @@ def main() -> None:
         "unfinished": unfinished,
         "throughput_rps": client.ok / elapsed if elapsed else 0.0,
         "latency_ms": summary_ms(client.hist),
+        "connect_ms": summary_ms(client.connect_hist),
         "client_cpu_pct": 100 * cpu / elapsed if elapsed else 0.0,
         "nofile": list(nofile),
     }

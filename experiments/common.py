@@ -41,9 +41,17 @@ KILL_GRACE_S = 3.0  # a child that outlived its timeout gets this long after TER
 Number = float | int
 
 
+GAP_BAND = (0.5, 2.0)  # measured/published outside this needs an explanation
+
+
 @dataclass(frozen=True)
 class Row:
-    """One line of the published-vs-measured table; `published` is None for a measured-only fact."""
+    """One line of the published-vs-measured table; `published` is None for a measured-only fact.
+
+    A figure far from the published one is only useful with its reason, so a row whose ratio is
+    outside GAP_BAND carries an `explanation` drawn from another measured row or from counters,
+    and `evidence`: what the measurement ran under and what the kernel counted meanwhile.
+    """
 
     section: str
     metric: str
@@ -51,6 +59,8 @@ class Row:
     published: Number | str | None
     measured: Number | str | None
     note: str = ""
+    explanation: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
 
     def ratio(self) -> float | None:
         """measured / published where both are numbers: 1.0 means the figure reproduced."""
@@ -59,8 +69,18 @@ class Row:
             return round(m / p, 3)
         return None
 
+    def gap(self) -> bool:
+        """The ratio is outside GAP_BAND: the figure did not reproduce within 2x."""
+        r = self.ratio()
+        return r is not None and not GAP_BAND[0] <= r <= GAP_BAND[1]
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio()}
+        return {**asdict(self), "ratio": self.ratio(), "gap": self.gap()}
+
+
+def unexplained(rows: Sequence[Row]) -> list[str]:
+    """Sections of the rows with a gap and no explanation: what a reproduction still owes."""
+    return [f"{r.section}: {r.metric}" for r in rows if r.gap() and not r.explanation]
 
 
 @dataclass(frozen=True)
@@ -93,9 +113,15 @@ class RunDir:
         self.run.write_manifest(self.manifest)
 
     def ab_step(
-        self, key: StepKey, r: dict[str, Any], sampled: Sampled, evidence: dict[str, Any]
+        self,
+        key: StepKey,
+        r: dict[str, Any],
+        sampled: Sampled,
+        evidence: dict[str, Any],
+        histogram: bool = True,
     ) -> None:
-        """Record an `experiments.abclient` result as a step: unanswered requests are timeouts."""
+        """Record an `experiments.abclient` result as a step: unanswered requests are timeouts.
+        `histogram` False: the client wrote no `.hlog` (ApacheBench reports percentiles only)."""
         errors = dict(r["errors"])
         if r["unfinished"]:
             errors["timeout"] = errors.get("timeout", 0) + r["unfinished"]
@@ -112,7 +138,7 @@ class RunDir:
         cpu = r["client_cpu_pct"]
         raised = (Raised("client_saturated", f"client CPU {cpu:.0f}%"),) if cpu >= 90 else ()
         context = {"deadline_hit": r["deadline_hit"], "ab_style": True, **evidence}
-        hlog = LabRunDir.hlog_relpath(key)
+        hlog = LabRunDir.hlog_relpath(key) if histogram else ""
         self.run.append_step(
             step_record(
                 self.path.name, key, measured, sampled, raised, histogram=hlog, context=context
@@ -218,6 +244,7 @@ def reproduce(
         "machine": "this machine: " + describe_machine(run.manifest["environment"]),
         "published_source": load_published(exp.name.replace("-", "_")).get("source", ""),
         "rows": [r.to_dict() for r in result.rows],
+        "unexplained_gaps": unexplained(result.rows),
         "conclusion": result.conclusion,
         "artifacts": result.artifacts,
         "details": result.details,
@@ -241,21 +268,23 @@ def fmt(value: Number | str | None) -> str:
     return str(value)
 
 
+COLUMNS = ("section", "metric", "unit", "published", "measured", "ratio", "note", "explanation")
+
+
 def print_table(table: dict[str, Any], console: Console) -> None:
     t = Table(title=f"{table['experiment']}: published vs measured ({table['machine']})")
-    for col in ("section", "metric", "unit", "published", "measured", "ratio", "note"):
+    for col in COLUMNS:
         t.add_column(col, justify="right" if col in ("published", "measured", "ratio") else "left")
     for r in table["rows"]:
         t.add_row(
-            r["section"],
-            r["metric"],
-            r["unit"],
-            fmt(r["published"]),
-            fmt(r["measured"]),
-            fmt(r["ratio"]),
-            r["note"],
+            *(
+                fmt(r[col]) if col in ("published", "measured", "ratio") else r[col]
+                for col in COLUMNS
+            )
         )
     console.print(t)
+    for gap in table.get("unexplained_gaps", []):
+        console.print(f"[bold red]Unexplained gap:[/] {gap} (ratio outside {GAP_BAND})")
     for title, rows in table.get("details", {}).items():
         d = Table(title=title)
         for col in rows[0] if rows else ():

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.common import fmt
+from experiments.common import COLUMNS, fmt
 
 
 def cell(value: Any) -> str:
@@ -28,18 +28,13 @@ def render(run_dir: Path) -> str:
         f"(load average at start: {manifest['environment'].get('loadavg', '?')}). "
         f"Published: {table['published_source']}.",
         "",
-        "| section | metric | unit | published | measured | measured/published | note |",
-        "|---|---|---|---:|---:|---:|---|",
+        "| section | metric | unit | published | measured | measured/published | note "
+        "| explanation |",
+        "|---|---|---|---:|---:|---:|---|---|",
     ]
     for r in table["rows"]:
-        lines.append(
-            "| "
-            + " | ".join(
-                cell(r[k])
-                for k in ("section", "metric", "unit", "published", "measured", "ratio", "note")
-            )
-            + " |"
-        )
+        lines.append("| " + " | ".join(cell(r.get(k, "")) for k in COLUMNS) + " |")
+    lines += [f"**Unexplained gap:** {gap}" for gap in table.get("unexplained_gaps", [])]
     lines += ["", f"**Conclusion (this machine):** {table['conclusion']}", ""]
     return "\n".join(lines)
 

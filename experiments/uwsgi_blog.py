@@ -11,12 +11,22 @@ runs the variants that decide the outcome, each measured:
 - late vs early monkey-patching, with `from time import sleep` at module level (a late patch
   leaves that name bound to the blocking sleep, so the gevent worker serialises);
 - listen backlog 100 (uWSGI's default) vs 4096;
-- the server on one core (sched_setaffinity; client on the other) vs both cores shared.
+- the server on one core (sched_setaffinity; client on the other) vs both cores shared;
+- the blog's kernel and machine ("original conditions", `ORIGINAL`), then each of them alone
+  against this machine's: a listen-queue cap of 128, SYN retries that back off exponentially,
+  server and client on one CPU; and the real ApacheBench as the client where it is installed.
 
-The client is the lab's ab-style client (experiments/abclient.py), bounded per request and per
-case; a case that hits its deadline is reported as "more than" with the requests it finished.
-`--quick` shortens the sleep; each time is then also compared as a multiple of the ideal
-(ceil(n / c) x sleep), which is how the published figures are set beside it.
+Every case runs in its own network namespace (experiments/netns_case.py) where the kernel allows
+one, so a case can take another machine's TCP settings without changing this host, and the TCP
+counters it keeps (what `nstat` shows: ListenOverflows, SYN retransmissions, ...) are its own.
+
+The client is the lab's ab-style client (experiments/abclient.py), bounded per case; like ab, it
+leaves connects to the kernel (a dropped SYN is retried after 1, 3, 7, 15, 31 s with exponential
+backoff), and bounds each request's exchange by ab's 30 s. A case that hits its deadline is
+reported as "more than" with the requests it finished. `--quick` shortens the sleep of the
+variants, whose times are then compared as multiples of the ideal (ceil(n / c) x sleep); the
+1000/1000 cases the published figures belong to always sleep 1 s and are compared in seconds,
+because the kernel's SYN timers, which decide them, do not scale with the sleep.
 """
 
 from __future__ import annotations
@@ -29,7 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import Reproduction, Row, RunDir, load_published, run_child
-from experiments.serve import free_port, serving
+from experiments.netns_case import PORT, CaseSpec
+from experiments.uwsgi_blog_gaps import (
+    EXPONENTIAL,
+    ORIGINAL,
+    QUEUES_128,
+    Settings,
+    conclude,
+    details,
+    explain,
+)
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import Sampled, StepKey
 from lab.system.resources import CODE_ROOT
@@ -54,6 +73,28 @@ class Case:
     one_core: bool = False  # server pinned to one CPU, client to another
     lookup: str = "module"  # where the view finds sleep: "module" (import at top) or "view"
     published: str = ""  # key in uwsgi_blog.toml [figures]
+    settings: Settings = ()  # the case's network namespace's sysctls (netns.SETTINGS)
+    shared_cpu: bool = False  # server and client both on one CPU, as on a one-CPU VM
+    client: str = "lab"  # "lab" (experiments.abclient) or "ab" (ApacheBench)
+    seconds: bool = False  # always at the published 1 s sleep, compared in seconds
+
+
+def original(name: str, model: str, client: str = "lab", published: str = "") -> Case:
+    """A 1000/1000 case under ORIGINAL conditions; gevent as in the published case."""
+    gevent = model == "gevent"
+    return Case(
+        name,
+        model,
+        1000,
+        2000,
+        "late" if gevent else "",
+        lookup="view" if gevent else "module",
+        published=published,
+        settings=ORIGINAL,
+        shared_cpu=True,
+        client=client,
+        seconds=True,
+    )
 
 
 CASES = (
@@ -67,7 +108,7 @@ CASES = (
         lookup="view",
         published="gevent_10",
     ),
-    Case("threads 1000", "threads", 1000, 2000, published="threads_1000"),
+    Case("threads 1000", "threads", 1000, 2000, published="threads_1000", seconds=True),
     Case(
         "gevent 1000, late patch, sleep looked up in view",
         "gevent",
@@ -76,6 +117,7 @@ CASES = (
         "late",
         lookup="view",
         published="gevent_1000",
+        seconds=True,
     ),
     Case("gevent 1000, late patch, module-level import", "gevent", 1000, 2000, "late"),
     Case("gevent 1000, early patch", "gevent", 1000, 2000, "early"),
@@ -85,6 +127,20 @@ CASES = (
     Case(
         "gevent 1000, early patch, server on one core", "gevent", 1000, 2000, "early", one_core=True
     ),
+    original("threads 1000, original conditions", "threads", published="threads_1000"),
+    original("gevent 1000, original conditions", "gevent", published="gevent_1000"),
+    original("threads 1000, original conditions, ab", "threads", "ab", published="threads_1000"),
+    original("gevent 1000, original conditions, ab", "gevent", "ab", published="gevent_1000"),
+    Case("threads 1000, somaxconn 128", "threads", 1000, 2000, settings=QUEUES_128, seconds=True),
+    Case(
+        "threads 1000, exponential SYN backoff",
+        "threads",
+        1000,
+        2000,
+        settings=EXPONENTIAL,
+        seconds=True,
+    ),
+    Case("threads 1000, one CPU for both", "threads", 1000, 2000, shared_cpu=True, seconds=True),
 )
 
 
@@ -92,16 +148,22 @@ CASES = (
 class Protocol:
     sleep_s: float = 1.0
     cases: tuple[Case, ...] = CASES
-    timeout_s: float = 30.0  # per request (ab's default)
+    timeout_s: float = 30.0  # per request once connected (ab's -s)
+    connect_timeout_s: float = 130.0  # above the kernel's own (tcp_syn_retries 6: 127 s)
     deadline_s: float = 120.0  # per case
+    seconds_sleep_s: float = 1.0  # the sleep of `seconds` cases (the published one)
+    seconds_deadline_s: float = 120.0  # per `seconds` case: room for 2x the published 35.7 s
     server_cpus: tuple[int, ...] = (0,)
     client_cpus: tuple[int, ...] = (1,)
 
 
-PROTOCOLS = {"default": Protocol(), "quick": Protocol(sleep_s=0.25, deadline_s=15.0)}
+PROTOCOLS = {
+    "default": Protocol(),
+    "quick": Protocol(sleep_s=0.25, deadline_s=15.0, seconds_deadline_s=45.0),
+}
 
 
-def uwsgi_argv(case: Case, port: int) -> list[str]:
+def uwsgi_argv(case: Case, port: str) -> list[str]:
     exe = shutil.which("uwsgi") or str(Path(sys.executable).with_name("uwsgi"))
     argv = [
         *[exe, "--http", f"127.0.0.1:{port}", "--master", "--virtualenv", sys.prefix],
@@ -115,46 +177,82 @@ def uwsgi_argv(case: Case, port: int) -> list[str]:
     return [*argv, "--gevent", str(case.c), patch]
 
 
+def cpus(p: Protocol, case: Case) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(server's, client's) CPUs: one shared, one each, or unpinned."""
+    if case.shared_cpu:
+        return p.server_cpus, p.server_cpus
+    return (p.server_cpus, p.client_cpus) if case.one_core else ((), ())
+
+
+def sleep_of(p: Protocol, case: Case) -> float:
+    return p.seconds_sleep_s if case.seconds else p.sleep_s
+
+
+def spec(p: Protocol, run: RunDir, index: int, case: Case, key: StepKey) -> CaseSpec:
+    server_cpus, client_cpus = cpus(p, case)
+    return CaseSpec(
+        server=tuple(uwsgi_argv(case, PORT)),
+        ready_path="/health",
+        path="/",
+        n=case.n,
+        c=case.c,
+        timeout_s=p.timeout_s,
+        connect_timeout_s=p.connect_timeout_s,
+        deadline_s=p.seconds_deadline_s if case.seconds else p.deadline_s,
+        log=str(run.path / f"logs/case{index:02d}.log"),
+        hlog=str(run.path / LabRunDir.hlog_relpath(key)) if case.client == "lab" else "",
+        expect=BODY,
+        env={"BLOG_SLEEP_S": str(sleep_of(p, case)), "BLOG_IMPORT": case.lookup},
+        settings=dict(case.settings),
+        server_cpus=server_cpus,
+        client_cpus=client_cpus,
+        client=case.client,
+    )
+
+
 def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
-    port = free_port()
-    log = run.path / f"logs/case{index:02d}.log"
-    env = {"BLOG_SLEEP_S": str(p.sleep_s), "BLOG_IMPORT": case.lookup}
-    model = f"uwsgi-{case.model}"
-    key = StepKey(model, "closed", case.c, None, index)
-    rel = LabRunDir.hlog_relpath(key)
-    server_cpus = p.server_cpus if case.one_core else None
-    client_cpus = p.client_cpus if case.one_core else None
-    with serving(
-        uwsgi_argv(case, port),
-        f"http://127.0.0.1:{port}/health",
-        log,
-        cpus=server_cpus,
-        env=env,
-        timeout_s=60,
-    ):
-        args = [
-            *[f"http://127.0.0.1:{port}/", "-n", str(case.n), "-c", str(case.c)],
-            *["--timeout", str(p.timeout_s), "--deadline", str(p.deadline_s), "--expect", BODY],
-            *["--hlog", str(run.path / rel)],
-        ]
-        (r,) = run_child("experiments.abclient", args, p.deadline_s + 60, client_cpus)
-    lines = log.read_text(errors="replace").splitlines()
+    """One case in its own namespace; {"case", "skipped": why} where it cannot be run here."""
+    key = StepKey(f"uwsgi-{case.model}", "closed", case.c, None, index)
+    s = spec(p, run, index, case, key)
+    (r,) = run_child("experiments.netns_case", [s.to_json()], s.deadline_s + 120)
+    if "unavailable" in r:
+        print(f"uwsgi-blog: skipped {case.name!r}: {r['unavailable']}", file=sys.stderr)
+        out = {"case": case.name, "index": index, "skipped": r["unavailable"]}
+        run.record(out)
+        return out
+    lines = Path(s.log).read_text(errors="replace").splitlines()
     queue_full = sum("listen queue" in line for line in lines)
-    ideal = math.ceil(case.n / case.c) * p.sleep_s
+    ideal = math.ceil(case.n / case.c) * sleep_of(p, case)
     out = {
         "case": case.name,
         "index": index,
         **case.__dict__,
-        "sleep_s": p.sleep_s,
+        "sleep_s": sleep_of(p, case),
+        "server_cpus": list(s.server_cpus),
+        "client_cpus": list(s.client_cpus),
         **r,
         "ideal_s": ideal,
         "x_ideal": r["time_taken_s"] / ideal,
         "listen_queue_full_lines": queue_full,
     }
     run.record(out)
-    evidence = {"case": case.name, "listen_queue_full_lines": queue_full}
-    run.ab_step(key, r, Sampled(), evidence)
+    run.ab_step(key, r, Sampled(), evidence(out), histogram=case.client == "lab")
     return out
+
+
+def evidence(m: dict[str, Any]) -> dict[str, Any]:
+    """What a row keeps to back its figure: where and how it ran, the kernel's counters."""
+    return {
+        "case": m["case"],
+        "namespace": m["namespace"],
+        "settings": m["settings"],
+        "cpus": {"server": list(m["server_cpus"]), "client": list(m["client_cpus"])},
+        "client": m["client"],
+        "counters": m["counters"],
+        "connect_ms": {k: v for k, v in m["connect_ms"].items() if k in ("p50", "p99", "max")},
+        "listen_queue_full_lines": m["listen_queue_full_lines"],
+        "server_ready_s": m["server_ready_s"],
+    }
 
 
 def shown(m: dict[str, Any]) -> float | str:
@@ -164,113 +262,66 @@ def shown(m: dict[str, Any]) -> float | str:
     return round(m["time_taken_s"], 3)
 
 
+def note(m: dict[str, Any]) -> str:
+    """The row's note: against the ideal, errors, tail, and what the kernel did to the connects."""
+    said = (
+        f"{m['x_ideal']:.2f}x ideal ({m['ideal_s']:g} s), {sum(m['errors'].values())} errors, "
+        f"p99 {m['latency_ms']['p99']:.0f} ms, longest connect {m['connect_ms']['max']:.0f} ms, "
+        f"ListenOverflows {m['counters']['ListenOverflows']}, "
+        f"SYN retransmits {m['counters']['TCPSynRetrans']}"
+    )
+    if m.get("ab_aborted"):
+        said += f", ab aborted: {m['ab_aborted']}"
+    if m["listen_queue_full_lines"]:
+        said += f", uWSGI 'listen queue full' x{m['listen_queue_full_lines']}"
+    return said
+
+
+def row(p: Protocol, case: Case, m: dict[str, Any], published: float | None) -> Row:
+    """Seconds beside seconds, or (a variant at a shortened sleep) multiples of the ideal."""
+    if "skipped" in m:
+        unit = "s" if case.seconds or p.sleep_s == 1.0 else "x ideal"
+        return Row(case.name, "time taken for tests", unit, published, f"skipped: {m['skipped']}")
+    if case.seconds or p.sleep_s == 1.0:
+        return Row(
+            case.name,
+            "time taken for tests",
+            "s",
+            published,
+            shown(m),
+            note(m),
+            evidence=evidence(m),
+        )
+    ideal_pub = math.ceil(case.n / case.c) * 1.0  # published ideal: ceil(n/c) x 1 s
+    metric = f"time / ideal (sleep {p.sleep_s:g} s" + (
+        f"; published {published} s)" if published else ")"
+    )
+    return Row(
+        case.name,
+        metric,
+        "x ideal",
+        round(published / ideal_pub, 3) if published else None,
+        round(m["x_ideal"], 3) if not m["deadline_hit"] else shown(m),
+        note(m),
+        evidence=evidence(m),
+    )
+
+
 def run(p: Protocol, run: RunDir) -> Reproduction:
     pub = load_published("uwsgi_blog")["figures"]
     results = [measure(p, run, i, case) for i, case in enumerate(p.cases, 1)]
-    scaled = p.sleep_s != 1.0
-    rows = []
-    for m in results:
-        case = next(c for c in p.cases if c.name == m["case"])
-        published = pub.get(case.published) if case.published else None
-        note = (
-            f"{m['x_ideal']:.2f}x ideal ({m['ideal_s']:g} s), {sum(m['errors'].values())} "
-            f"errors, p99 {m['latency_ms']['p99']:.0f} ms"
-        )
-        if m["listen_queue_full_lines"]:
-            note += f", uWSGI 'listen queue full' x{m['listen_queue_full_lines']}"
-        if scaled:  # compare as multiples of the ideal (published ideal: ceil(n/c) x 1 s)
-            orig = next(c for c in CASES if c.name == case.name)
-            ideal_pub = math.ceil(orig.n / orig.c) * 1.0
-            metric = f"time / ideal (sleep {p.sleep_s:g} s" + (
-                f"; published {published} s)" if published else ")"
-            )
-            rows.append(
-                Row(
-                    m["case"],
-                    metric,
-                    "x ideal",
-                    round(published / ideal_pub, 3) if published else None,
-                    round(m["x_ideal"], 3) if not m["deadline_hit"] else shown(m),
-                    note,
-                )
-            )
-        else:
-            rows.append(Row(m["case"], "time taken for tests", "s", published, shown(m), note))
-    return Reproduction(rows, conclude(p, results, pub), [], {"cases": details(results)})
-
-
-def details(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "case": m["case"],
-            "c": m["c"],
-            "n": m["n"],
-            "time_s": round(m["time_taken_s"], 2),
-            "x_ideal": round(m["x_ideal"], 2),
-            "ok": m["ok"],
-            "errors": sum(m["errors"].values()),
-            "unfinished": m["unfinished"],
-            "p50_ms": m["latency_ms"]["p50"],
-            "p99_ms": m["latency_ms"]["p99"],
-            "queue_full_logs": m["listen_queue_full_lines"],
-        }
-        for m in results
+    rows = [
+        row(p, case, m, pub.get(case.published) if case.published else None)
+        for case, m in zip(p.cases, results, strict=True)
     ]
-
-
-def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, Any]) -> str:
-    """Which threads/gevent pair at 1000 shows the published gap (threads >= 3x slower)?"""
-    by = {m["case"]: m for m in results}
-    published_gap = pub["threads_1000"] / pub["gevent_1000"]
-    pairs = [
-        ("threads 1000", "gevent 1000, late patch, sleep looked up in view"),
-        ("threads 1000", "gevent 1000, late patch, module-level import"),
-        ("threads 1000", "gevent 1000, early patch"),
-        ("threads 1000, listen 4096", "gevent 1000, early patch, listen 4096"),
-        ("threads 1000, server on one core", "gevent 1000, early patch, server on one core"),
-    ]
-    said, reproduced, partly = [], [], []
-    for t, g in pairs:
-        if t not in by or g not in by:
-            continue
-        gap = by[t]["x_ideal"] / by[g]["x_ideal"]
-        more = " (gevent hit the deadline)" if by[g]["deadline_hit"] else ""
-        said.append(f"{t} vs {g}: threads/gevent time {gap:.2f}{more}")
-        if gap >= published_gap / 1.5:
-            reproduced.append(f"{t} vs {g}")
-        elif gap >= 2:
-            partly.append(f"{t} vs {g} ({gap:.1f}x)")
-    head = (
-        f"The published gap (threads {published_gap:.1f}x slower than gevent at 1000/1000) "
-        + (
-            f"reproduces (within 1.5x) for: {'; '.join(reproduced)}."
-            if reproduced
-            else "does not reproduce (within 1.5x) in any measured variant."
-        )
-        + (
-            f" Threads are at least 2x slower, short of the published gap, for: "
-            f"{'; '.join(partly)}."
-            if partly
-            else ""
-        )
-    )
-    late = by.get("gevent 1000, late patch, module-level import")
-    if late and late["x_ideal"] > 3:
-        head += (
-            " A late monkey-patch with a module-level `from time import sleep` serialises "
-            "the gevent worker (each request blocks it for the whole sleep)."
-        )
-    scale = (
-        f" Sleep {p.sleep_s:g} s (published 1 s); compared as multiples of the ideal."
-        if (p.sleep_s != 1.0)
-        else ""
-    )
-    return head + " " + "; ".join(said) + "." + scale
+    measured = {m["case"]: m for m in results if "skipped" not in m}
+    rows = [replace(r, explanation=explain(r, measured, pub)) if r.gap() else r for r in rows]
+    return Reproduction(rows, conclude(p.sleep_s, measured, pub), [], {"cases": details(results)})
 
 
 SUMMARY = "uWSGI --threads vs --gevent for a 1 s Flask view, and the variants that decide it"
 
 
-def scaled_cases(divisor: int) -> tuple[Case, ...]:
-    """The same cases with c and n divided by `divisor` (test sizes); uWSGI needs --gevent >= 2."""
-    return tuple(replace(c, c=max(c.c // divisor, 2), n=max(c.n // divisor, 4)) for c in CASES)
+def scaled_cases(divisor: int, cases: tuple[Case, ...] = CASES) -> tuple[Case, ...]:
+    """The cases with c and n divided by `divisor` (test sizes); uWSGI needs --gevent >= 2."""
+    return tuple(replace(c, c=max(c.c // divisor, 2), n=max(c.n // divisor, 4)) for c in cases)

@@ -45,7 +45,11 @@ TINY: dict[str, Any] = {
     ),
     "mixpanel": mixpanel.Protocol(requests=60, levels=(5, 20), deadline_s=20),
     "uwsgi-blog": uwsgi_blog.Protocol(
-        sleep_s=0.05, cases=uwsgi_blog.scaled_cases(50), deadline_s=10
+        sleep_s=0.05,
+        cases=uwsgi_blog.scaled_cases(50),
+        deadline_s=10,
+        seconds_sleep_s=0.05,
+        seconds_deadline_s=10,
     ),
     "uwsgi-blog-postgres": uwsgi_blog_postgres.Protocol(delay_s=0.2, workers=10, deadline_s=15),
     "brownout": brownout.Protocol(
@@ -97,6 +101,45 @@ def test_every_published_figure_sits_beside_a_measured_one(ran: tuple) -> None:
     shown = " ".join(f"{r['published']} {r['metric']}" for r in rows)
     for figure in published_numbers(load_published(exp.name.replace("-", "_"))["figures"]):
         assert str(figure) in shown, f"published {figure} has no row"
+
+
+def test_every_gap_is_explained_or_flagged(ran: tuple) -> None:
+    """A ratio outside 0.5-2 carries its reason, or the table says it owes one."""
+    _, path = ran
+    table = json.loads((path / "reproduction.json").read_text())
+    flagged = set(table["unexplained_gaps"])
+    for r in table["rows"]:
+        assert r["gap"] == (r["ratio"] is not None and not 0.5 <= r["ratio"] <= 2)
+        if r["gap"] and not r["explanation"]:
+            assert f"{r['section']}: {r['metric']}" in flagged
+        if r["explanation"]:
+            assert r["evidence"], f"{r['section']}: an explanation without its evidence"
+
+
+@pytest.mark.parametrize("ran", ["uwsgi-blog"], indirect=True)
+def test_uwsgi_blog_conditions_rows_carry_their_evidence(ran: tuple) -> None:
+    """The original-conditions and candidate rows exist, each with where it ran and what the
+    kernel counted; the threads-1000 gap is explained from them (or they say why they were
+    not run)."""
+    _, path = ran
+    table = json.loads((path / "reproduction.json").read_text())
+    rows = {r["section"]: r for r in table["rows"]}
+    wanted = [c.name for c in uwsgi_blog.CASES if c.settings or c.shared_cpu]
+    assert len(wanted) >= 6 and set(wanted) <= set(rows)
+    for name in wanted:
+        r = rows[name]
+        if str(r["measured"]).startswith("skipped: "):
+            assert "\n" not in r["measured"]
+            continue
+        ev = r["evidence"]
+        assert ev["namespace"] == "private"
+        assert set(ev["counters"]) >= {"ListenOverflows", "ListenDrops", "TCPSynRetrans"}
+        case = next(c for c in uwsgi_blog.CASES if c.name == name)
+        assert all(ev["settings"][k] == v for k, v in case.settings)
+        assert "max" in ev["connect_ms"]
+    threads = rows["threads 1000"]
+    assert threads["gap"] and "ListenOverflows" in threads["explanation"]
+    assert "threads 1000: time taken for tests" not in table["unexplained_gaps"]
 
 
 def test_artifacts_exist(ran: tuple) -> None:
