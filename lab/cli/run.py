@@ -13,10 +13,7 @@ from rich.markup import escape
 from lab.backends import dbrun
 from lab.backends.base import Backend, CpuLayout, NativeBackend
 from lab.cli.app import check_user_app
-from lab.cli.options import (
-    console,
-    ensure_writable,
-)
+from lab.cli.options import console, ensure_writable
 from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
 from lab.cli.run_options import APP_ONLY, SCENARIO_OPTIONS, run_options
 from lab.cli.stopping import STOP_SIGNALS, clean_leftovers, stop_signals
