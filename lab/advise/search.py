@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lab.advise.target import Slo, confirmed
+from lab.advise.target import Slo, confirmed, unfair
 from lab.config.models import KNOB_MAX, Knobs, Model
 from lab.config.scenario import LIMITS
 from lab.record.step import StepRecord
@@ -219,6 +219,13 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
     missed = st.slo.misses(step)
     if not missed:
         return Conclusion(True, confirmed(step))
+    if missed == [unfair(step)] and set(step.excluded_by) == {"apparatus_saturated"}:
+        return Conclusion(
+            False,
+            f"not confirmed on this machine: the figures meet it ({confirmed(step)}) but the "
+            f"lab's own apparatus was saturated ({step.limit_reason})",
+            "apparatus",
+        )
     words = "; ".join(missed)
     if not step.ok or step.excluded_by or step.limited_by == "apparatus":
         return Conclusion(False, f"{words}: {step.limit_reason or 'nothing measured'}")

@@ -121,7 +121,8 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         "allow_remote": False,
     }
     app_opts = {**opts, **fixed, "db_urls": (), "db_driver": None, "check_only": False}
-    checked = check_user_app(app_opts, registry, scenario) if opts["app_target"] else None
+    tables = console if opts["as_json"] else None  # stdout holds the advice's JSON alone
+    checked = check_user_app(app_opts, registry, scenario, tables) if opts["app_target"] else None
     if checked is not None:
         scenario, chosen = checked.scenario, list(checked.models)
     else:
