@@ -71,6 +71,8 @@ def test_knob_limits_that_cannot_hold_the_target_conclude_without_a_step() -> No
     assert isinstance(end, Conclusion) and not end.meets and end.limited_by == "concurrency_cap"
     assert "at most 4 requests at once" in end.reason and "a pool of 4" in end.reason
     assert Bounds.of(REGISTRY.models["uwsgi-gevent"], 1).workers[0] == 2  # its minimum holds
+    floor = next_move(THREADS, setting(300, p99_ms=D_MS), [])
+    assert isinstance(floor, Conclusion) and "waits at least the service time" in floor.reason
 
 
 def test_a_miss_is_answered_by_the_resource_that_ran_out() -> None:

@@ -16,7 +16,8 @@ Little's law allows. Each model's knob limits bound both.
 `next_move` is a pure function of the steps measured so far, so a resumed search replays the
 recorded steps and goes on where it stopped. Per model:
 
-1. Knob limits that hold fewer requests than R x d cannot meet the target: said without a step.
+1. A p99 limit at or below d, or knob limits that hold fewer requests than R x d, cannot meet
+   the target: said without a step.
 2. The first step: one process and the pool for R. It is at R itself (the step confirms) up to
    CALIBRATION_RPS; above that it is at CALIBRATION_RPS, to measure the cost per request first:
    a step at a rate far beyond the machine would measure the lab's own apparatus, not the model.
@@ -158,6 +159,13 @@ def next_move(model: Model, st: Setting, tried: Sequence[tuple[Attempt, StepReco
 
 
 def _first(model: Model, st: Setting) -> Move:
+    if st.slo.p99_ms <= st.service_ms:
+        return Conclusion(
+            False,
+            f"every request waits at least the service time, {st.service_ms:g} ms, so no "
+            f"configuration gives a p99 under {st.slo.p99_ms:g} ms",
+            "upstream",
+        )
     need = st.slo.rps * st.service_ms / 1000
     if st.bounds.most < need:
         return Conclusion(
