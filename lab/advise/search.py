@@ -81,7 +81,7 @@ class Bounds:
             return f"at most {self.processes[1]} processes (knob limit)"
         why = "the cores this server may use" if self.processes[1] <= self.cores else "knob limit"
         pool = next((lim for lim in model.limits if lim.knob == "workers" and lim.max), None)
-        cap = f"{pool.why or 'knob limit'}" if pool else "KNOB_MAX"
+        cap = (pool.why or "knob limit") if pool else "the lab's largest"
         pools = _n(self.workers[1], model.unit)
         return f"{_n(self.processes[1], 'process')} ({why}) x {pools} ({cap})"
 
@@ -134,6 +134,8 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Conclusion:
+    """How a model's search ended: it meets the target or not, and why, with the figures."""
+
     meets: bool
     reason: str
     limited_by: str = ""  # when no step says it (knob limits before any step)
@@ -147,7 +149,10 @@ def next_move(model: Model, st: Setting, tried: Sequence[tuple[Attempt, StepReco
     if not tried:
         return _first(model, st)
     attempt, step = tried[-1]
-    if attempt.role == "calibrate" and _costed(step):
+    if attempt.role == "calibrate" and not _costed(step):
+        why = unfair(step) or step.limit_reason
+        return Conclusion(False, f"no cost per request measured at {attempt.rate:,g} req/s: {why}")
+    if attempt.role == "calibrate":
         move = _after_calibration(model, st, step)
     else:
         move = _after_confirm(model, st, attempt, step)
