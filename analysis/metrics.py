@@ -22,13 +22,14 @@ Definitions (all per point = model x mode x concurrency, trials combined):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
-from analysis.stats import estimate, percentiles_of, seconds_of, t975
+from analysis.stats import Second, bootstrap_percentile, estimate, percentiles_of, seconds_of, t975
 from lab.record import hist
 from lab.record.flags import excluding, explain
 from lab.record.step import ERROR_KINDS
@@ -36,6 +37,7 @@ from lab.record.step import ERROR_KINDS
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
 P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
+Point = tuple[str, str, int]  # (model, mode, concurrency), as Run.seconds keys its points
 
 
 def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
@@ -279,13 +281,18 @@ def _rss_per_conn(table: pd.DataFrame) -> pd.Series:
     return out
 
 
-def crossovers(table: pd.DataFrame) -> pd.DataFrame:
+def crossovers(
+    table: pd.DataFrame, seconds: Mapping[Point, list[Second]] | None = None
+) -> pd.DataFrame:
     """Where one model overtakes another: higher throughput, or lower p99, from a level on.
 
     Only fair points count. A crossover is reported at the first level where the order of a pair
     flips relative to the level before (both models measured at both levels). `clear` says the
     two are apart at that level beyond noise: non-overlapping 95% intervals for throughput (2%
-    without intervals), 10% for p99, which has no interval here.
+    without intervals); for p99, 10% apart and, given the points' per-second histograms
+    (`Run.seconds`), a block bootstrap of their seconds whose 95% interval of the difference
+    excludes zero. p99 has no interval of its own: one 5-second window per model gives p99s 10%
+    apart by chance, so without the seconds' spread showing it a p99 crossover is not clear.
     """
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "clear"]
     if table.empty:
@@ -310,6 +317,9 @@ def crossovers(table: pd.DataFrame) -> pd.DataFrame:
                         ):
                             win, lose = (a, b) if d > 0 else (b, a)
                             clear = _apart(rows.loc[(c, win)], rows.loc[(c, lose)], metric)
+                            if clear and metric == "p99_ms" and seconds is not None:
+                                points = ((m, str(mode), int(c)) for m in (win, lose))
+                                clear = _p99_apart(*(seconds.get(p, []) for p in points))
                             found.append([metric, mode, int(c), int(prev_c or 0), win, lose, clear])
                         if d != 0:
                             prev_c, prev_d = c, d
@@ -322,6 +332,11 @@ def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
     if not any(math.isnan(v) for v in (win["rps_lo"], lose["rps_hi"])):
         return bool(win["rps_lo"] > lose["rps_hi"])
     return bool(abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"]))
+
+
+def _p99_apart(win: list[Second], lose: list[Second]) -> bool:
+    """The block bootstrap of the two points' seconds puts the p99 difference away from zero."""
+    return bootstrap_percentile(lose, win, 99.0).significant
 
 
 def flagged(table: pd.DataFrame) -> pd.DataFrame:

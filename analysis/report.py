@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.differences import lead, tied
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run, load
@@ -132,9 +133,12 @@ def _meta(m: dict[str, Any]) -> str:
 def _verdict(run: Run, table: pd.DataFrame) -> str:
     if table.empty:
         return "<p>No step has been measured yet.</p>"
-    cross = crossovers(table)
+    cross = crossovers(table, run.seconds)
     flags = flagged(table)
-    verdicts = [f"<li>{_e(sentence(v))}</li>" for v in judge(run.records)]
+    judged = judge(run.records)
+    ties = tied(table, judged)
+    verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.seconds)]
+    verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
     limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
     out = [
         f"<ul>{''.join(verdicts)}</ul>",

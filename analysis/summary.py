@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from analysis.differences import lead, tied
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
@@ -80,11 +81,15 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     scen = run.manifest.get("scenario", {})
     title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
     console.print(summary_table(table, title))
-    for verdict in judge(run.records):
+    verdicts = judge(run.records)
+    ties = tied(table, verdicts)
+    for line in lead(table, verdicts, run.seconds):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for verdict in (v for v in verdicts if v not in ties):
         console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
     for line in model_sentences(run.records):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    cross = crossovers(table)
+    cross = crossovers(table, run.seconds)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"
         console.print(

@@ -30,10 +30,11 @@ class CheckedApp:
 
 
 def check_user_app(
-    opts: dict[str, Any], registry: Registry, scenario: Scenario
+    opts: dict[str, Any], registry: Registry, scenario: Scenario, tables: Console | None = None
 ) -> CheckedApp | None:
     """`lab run --app`: verify and probe the user's app under every model that can serve it;
-    refuse it if they differ or fail. None with --check-only, else what to sweep."""
+    refuse it if they differ or fail. None with --check-only, else what to sweep. The check's
+    tables go to `tables` (default: stdout)."""
     if not opts["app_paths"]:
         raise LabError("--app needs at least one --path /ROUTE")
     if opts["backend"] != "native" or opts["resume"]:
@@ -56,7 +57,7 @@ def check_user_app(
     ):
         result = appcheck.run(app, models, knobs, routes, load, run.path)
     for table in appcheck.render(result):
-        Console().print(table)
+        (tables or Console()).print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
     if problems := result.problems():
         raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")

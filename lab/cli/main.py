@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from lab.cli import generator as remote_generators
+from lab.cli.advise import advise
 from lab.cli.doctor import doctor
 from lab.cli.models import list_models
 from lab.cli.options import console
@@ -30,6 +31,7 @@ def main() -> None:
 
 
 main.add_command(run)
+main.add_command(advise)
 main.add_command(list_models)
 main.add_command(doctor)
 main.add_command(report)

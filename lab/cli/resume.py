@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,13 @@ from lab.record.rundir import RunDir
 from lab.system import procs
 
 
-def encode_invocation(opts: dict[str, Any]) -> dict[str, Any]:
-    encoded: dict[str, Any] = json.loads(json.dumps({k: opts[k] for k in RESUMABLE}, default=str))
+def encode_invocation(opts: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> dict[str, Any]:
+    encoded: dict[str, Any] = json.loads(json.dumps({k: opts[k] for k in keys}, default=str))
     return encoded
 
 
-def decode_invocation(recorded: dict[str, Any]) -> dict[str, Any]:
-    opts = {k: v for k, v in recorded.items() if k in RESUMABLE}
+def decode_invocation(recorded: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> dict[str, Any]:
+    opts = {k: v for k, v in recorded.items() if k in keys}
     for key in ("models", "levels", "rates"):
         if opts.get(key) is not None:
             opts[key] = tuple(opts[key])
@@ -50,13 +51,23 @@ def say_what_is_missing(run: RunDir, complete: bool) -> bool:
     return True
 
 
-def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
+def resumed_run(ctx: click.Context) -> dict[str, Any]:
     """The manifest of the run to resume; exits 0 (after saying so) if it is already complete.
 
     Options given again on the command line must match the recorded ones; the rest are taken
     from the manifest, so `lab run --resume DIR` alone continues the run as it was started.
     """
-    run_dir: Path = ctx.params["resume"]
+    run, manifest = reopened(ctx.params["resume"])
+    if not say_what_is_missing(run, manifest.get("status") == "complete"):
+        ctx.exit(0)
+    same_options(ctx, manifest["invocation"], RESUMABLE)
+    return manifest
+
+
+def reopened(run_dir: Path) -> tuple[RunDir, dict[str, Any]]:
+    """A recorded run that can be continued, and its manifest: readable, not an --app run (its
+    checks are not recorded), not running, with the invocation that started it; a truncated last
+    line of a record is moved aside first."""
     try:
         run = RunDir.existing(run_dir)
         manifest = run.manifest()
@@ -74,19 +85,20 @@ def resumed_run(ctx: click.Context) -> dict[str, Any] | None:
     warning = run.repair()
     if warning:
         console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
-    if not say_what_is_missing(run, manifest.get("status") == "complete"):
-        ctx.exit(0)
-    recorded = manifest["invocation"]
-    given = encode_invocation(ctx.params)
+    return run, manifest
+
+
+def same_options(ctx: click.Context, recorded: dict[str, Any], keys: Sequence[str]) -> None:
+    """Options given again with --resume must be the recorded ones."""
+    given = encode_invocation(ctx.params, keys)
     conflicts = [
         f"--{key.replace('_', '-')}: recorded {recorded.get(key)!r}, given {given[key]!r}"
-        for key in RESUMABLE
+        for key in keys
         if ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE
         and given[key] != recorded.get(key)
     ]
     if conflicts:
         raise LabError(
-            f"--resume {run_dir}: options differ from the recorded run: {'; '.join(conflicts)}. "
-            f"Leave them out to reuse the recorded ones."
+            f"--resume {ctx.params['resume']}: options differ from the recorded run: "
+            f"{'; '.join(conflicts)}. Leave them out to reuse the recorded ones."
         )
-    return manifest

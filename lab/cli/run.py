@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
-import sys
 from typing import Any
 
 import click
@@ -16,7 +14,7 @@ from lab.cli.app import check_user_app
 from lab.cli.options import console, ensure_writable
 from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
 from lab.cli.run_options import APP_ONLY, SCENARIO_OPTIONS, run_options
-from lab.cli.stopping import STOP_SIGNALS, clean_leftovers, stop_signals
+from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config import availability
 from lab.config.models import Knobs, Model, Registry, knob_notes, load_registry
 from lab.config.scenario import Scenario, load_scenario, override
@@ -25,7 +23,7 @@ from lab.run import generators
 from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
 from lab.run.sweep import Sweep
-from lab.system import procs, safety
+from lab.system import safety
 
 
 @click.command("run")
@@ -98,22 +96,13 @@ def sweep_and_summarise(
     databases: contextlib.AbstractContextManager[object],
 ) -> None:
     """Run the sweep with progress; on Ctrl-C or SIGTERM say what was kept and exit non-zero."""
-    try:
-        with (
-            stop_signals(),
-            databases,
-            ConsoleProgress(console, plan.expected_seconds()) as progress,
-        ):
-            Sweep(plan, backend, progress, resume=recorded).run()
-    except KeyboardInterrupt as e:
-        late = procs.stop_all()  # normally none: the sweep stopped everything already
-        console.print(
-            f"[red]interrupted ({escape(str(e)) or 'SIGINT'})[/]: stopped every process it started"
-            f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
-            f"{escape(str(plan.run_dir))}; continue with: lab run --resume "
-            f"{escape(str(plan.run_dir))}"
-        )
-        sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
+    with (
+        exit_when_stopped(plan.run_dir, "lab run"),
+        stop_signals(),
+        databases,
+        ConsoleProgress(console, plan.expected_seconds()) as progress,
+    ):
+        Sweep(plan, backend, progress, resume=recorded).run()
     from analysis.loading import RunError, load  # pandas: imported only when there is a run to show
     from analysis.summary import print_summary
 

@@ -73,117 +73,23 @@ RESUMABLE = (
 )
 
 
-# Every option of `lab run`, in the order `--help` lists them.
-RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
-    click.option(
-        "--scenario",
-        "scenario_name",
-        default="quick",
-        show_default=True,
-        help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
-    ),
-    click.option("--models", callback=name_list, help="Comma-separated models (see `lab models`)."),
-    click.option(
-        "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
-    ),
-    click.option(
-        "--mode",
-        type=click.Choice(["closed", "open"]),
-        help="closed: N users, no think time (default); open: requests arrive at fixed --rates.",
-    ),
-    click.option(
-        "--rates", callback=rate_list, help="Open loop: comma-separated arrival rates (req/s)."
-    ),
-    click.option(
-        "--max-outstanding",
-        type=int,
-        callback=positive,
-        help="Open loop: cap on requests in flight; the rest count as dropped [default: 500].",
-    ),
-    click.option(
-        "--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals."
-    ),
-    click.option("--duration", type=float, callback=positive, help="Seconds measured per level."),
-    click.option("--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."),
-    click.option("--trials", type=int, callback=positive, help="Repeats of every level."),
-    click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds."),
-    click.option(
-        "--route",
-        type=click.Choice(list(ROUTES)),
-        help="What each request does; db and cache wait in PostgreSQL and Redis "
-        "(started for the run).",
-    ),
-    click.option(
-        "--db-url",
-        "db_urls",
-        multiple=True,
-        metavar="URL",
-        help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
-        "loopback only unless --allow-remote.",
-    ),
-    click.option(
-        "--db-driver",
-        type=click.Choice(list(DB_DRIVERS)),
-        help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
-    ),
-    click.option(
-        "--knob",
-        "knobs",
-        multiple=True,
-        callback=knob_pairs,
-        metavar="NAME=VALUE",
-        help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
-    ),
-    click.option("--port", type=int, help="Server port (default: any free port)."),
-    click.option("--upstream-port", type=int, help="Upstream port (default: any free port)."),
-    click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores."),
-    click.option(
-        "--python",
-        type=click.Path(dir_okay=False, exists=True),
-        help="Run every model under this interpreter, in a venv the lab makes and caches "
-        "(e.g. a free-threaded python3.14t).",
-    ),
-    results_dir_option("Directory that receives the run directory."),
-    click.option(
-        "--models-file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="A TOML file of extra models (same shape as servers/models.toml).",
-    ),
-    click.option(
-        "--host",
-        help="Address every listener binds and the load targets "
-        "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
-    ),
-    click.option(
-        "--request-timeout",
-        type=float,
-        callback=positive,
-        help="Seconds before a request counts as a timeout [default: 30].",
-    ),
-    click.option(
-        "--start-timeout",
-        type=float,
-        callback=positive,
-        help="Seconds a server gets to answer /health, else start_failed [default: 30].",
-    ),
-    click.option(
-        "--resume",
-        type=click.Path(file_okay=False, exists=True, path_type=Path),
-        help="Continue the run in this directory, skipping its completed steps.",
-    ),
-    click.option(
-        "--allow-remote",
-        is_flag=True,
-        help="Allow non-loopback listeners and targets. Only for hosts you own.",
-    ),
-    click.option(
-        "--backend",
-        type=click.Choice(["native", "docker"]),
-        default="native",
-        show_default=True,
-        help="native: servers as local processes; docker: each in its own container "
-        "(image from docker/build-image.sh, limits from tuning/).",
-    ),
+# Options `lab advise` shares with `lab run` (declared once; click makes a fresh option per use).
+MODELS = click.option(
+    "--models", callback=name_list, help="Comma-separated models (see `lab models`)."
+)
+DURATION = click.option(
+    "--duration", type=float, callback=positive, help="Seconds measured per level."
+)
+WARMUP = click.option(
+    "--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."
+)
+DELAY_MS = click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
+MODELS_FILE = click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
+APP_OPTIONS = (  # --app and what goes with it
     click.option(
         "--app",
         "app_target",
@@ -224,6 +130,117 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="With --app: a header sent with every request (repeatable), "
         "e.g. 'Authorization: ...'.",
     ),
+)
+
+
+# Every option of `lab run`, in the order `--help` lists them.
+RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+    click.option(
+        "--scenario",
+        "scenario_name",
+        default="quick",
+        show_default=True,
+        help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
+    ),
+    MODELS,
+    click.option(
+        "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+    ),
+    click.option(
+        "--mode",
+        type=click.Choice(["closed", "open"]),
+        help="closed: N users, no think time (default); open: requests arrive at fixed --rates.",
+    ),
+    click.option(
+        "--rates", callback=rate_list, help="Open loop: comma-separated arrival rates (req/s)."
+    ),
+    click.option(
+        "--max-outstanding",
+        type=int,
+        callback=positive,
+        help="Open loop: cap on requests in flight; the rest count as dropped [default: 500].",
+    ),
+    click.option(
+        "--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals."
+    ),
+    DURATION,
+    WARMUP,
+    click.option("--trials", type=int, callback=positive, help="Repeats of every level."),
+    DELAY_MS,
+    click.option(
+        "--route",
+        type=click.Choice(list(ROUTES)),
+        help="What each request does; db and cache wait in PostgreSQL and Redis "
+        "(started for the run).",
+    ),
+    click.option(
+        "--db-url",
+        "db_urls",
+        multiple=True,
+        metavar="URL",
+        help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
+        "loopback only unless --allow-remote.",
+    ),
+    click.option(
+        "--db-driver",
+        type=click.Choice(list(DB_DRIVERS)),
+        help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
+    ),
+    click.option(
+        "--knob",
+        "knobs",
+        multiple=True,
+        callback=knob_pairs,
+        metavar="NAME=VALUE",
+        help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
+    ),
+    click.option("--port", type=int, help="Server port (default: any free port)."),
+    click.option("--upstream-port", type=int, help="Upstream port (default: any free port)."),
+    click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores."),
+    click.option(
+        "--python",
+        type=click.Path(dir_okay=False, exists=True),
+        help="Run every model under this interpreter, in a venv the lab makes and caches "
+        "(e.g. a free-threaded python3.14t).",
+    ),
+    results_dir_option("Directory that receives the run directory."),
+    MODELS_FILE,
+    click.option(
+        "--host",
+        help="Address every listener binds and the load targets "
+        "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
+    ),
+    click.option(
+        "--request-timeout",
+        type=float,
+        callback=positive,
+        help="Seconds before a request counts as a timeout [default: 30].",
+    ),
+    click.option(
+        "--start-timeout",
+        type=float,
+        callback=positive,
+        help="Seconds a server gets to answer /health, else start_failed [default: 30].",
+    ),
+    click.option(
+        "--resume",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        help="Continue the run in this directory, skipping its completed steps.",
+    ),
+    click.option(
+        "--allow-remote",
+        is_flag=True,
+        help="Allow non-loopback listeners and targets. Only for hosts you own.",
+    ),
+    click.option(
+        "--backend",
+        type=click.Choice(["native", "docker"]),
+        default="native",
+        show_default=True,
+        help="native: servers as local processes; docker: each in its own container "
+        "(image from docker/build-image.sh, limits from tuning/).",
+    ),
+    *APP_OPTIONS,
     click.option(
         "--check-only",
         is_flag=True,

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.markup import escape
 
 from lab.cli.options import console
 from lab.run import leftovers
+from lab.system import procs
 
 
 def clean_leftovers(out: Path) -> None:
@@ -49,3 +53,19 @@ class stop_signals:  # noqa: N801 - used like a function: `with stop_signals():`
     @staticmethod
     def _raise(signum: int, _: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def exit_when_stopped(run_dir: Path, command: str) -> Iterator[None]:
+    """A run stopped by Ctrl-C or a stop signal: say what was kept and how `command --resume`
+    continues it, and exit with 128 + the signal's number."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        late = procs.stop_all()  # normally none: the sweep stopped everything already
+        console.print(
+            f"[red]interrupted ({escape(str(e)) or 'SIGINT'})[/]: stopped every process it started"
+            f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
+            f"{escape(str(run_dir))}; continue with: {command} --resume {escape(str(run_dir))}"
+        )
+        sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))

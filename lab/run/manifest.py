@@ -14,6 +14,7 @@ from typing import Any
 
 import lab
 from lab.backends.base import Backend
+from lab.config.models import Knobs, Model
 from lab.record.errors import LabError
 from lab.record.step import SCHEMA_VERSION
 from lab.run.plan import Plan
@@ -55,24 +56,26 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
             **({"app": vars(s.app)} if s.app else {}),
         },
         "knobs": vars(plan.knobs),
-        "models": {
-            m.name: {
-                "description": m.description,
-                "app": m.app,
-                "unit": m.unit,
-                "baseline": m.baseline,
-                "capacity": m.capacity(plan.knobs),
-                "argv": m.command(plan.knobs, "HOST", 0),
-                "env": dict(m.env),
-            }
-            for m in plan.models
-        },
+        "models": {m.name: model_entry(m, plan.knobs) for m in plan.models},
         "environment": {**environment, "nofile_applied": plan.limits},
         "lab_version": lab.__version__,
         "git_sha": environment["git_sha"],
         "allow_remote": plan.allow_remote,
         "generators": plan.generators.describe(),
         "invocation": plan.invocation,
+    }
+
+
+def model_entry(model: Model, knobs: Knobs) -> dict[str, Any]:
+    """One model's entry in the manifest: what it is and the exact command line it ran with."""
+    return {
+        "description": model.description,
+        "app": model.app,
+        "unit": model.unit,
+        "baseline": model.baseline,
+        "capacity": model.capacity(knobs),
+        "argv": model.command(knobs, "HOST", 0),
+        "env": dict(model.env),
     }
 
 
@@ -85,6 +88,11 @@ def resumed_manifest(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[st
             f"cannot resume {recorded.get('run_id')}: {', '.join(changed)} differ from the "
             f"recorded run ({details}). Resume with the same options and files, or start a new run."
         )
+    return continued(recorded, fresh)
+
+
+def continued(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """The recorded manifest running again, with this resume noted."""
     resumes = [
         *recorded.get("resumes", []),
         {"at": fresh["created_at"], "git_sha": fresh["environment"]["git_sha"]},

@@ -60,10 +60,7 @@ class Sweep:
             upstream = Upstream(self.plan, self.backend, self.listener, port)
             self.manifest["upstream_argv"] = getattr(upstream.server, "argv", [])
             self.runner = StepRunner(self.plan, self.backend, upstream, self.listener)
-            for trial in range(1, self.s.trials + 1):
-                shift = (trial - 1) % len(self.plan.models)
-                for model in self.plan.models[shift:] + self.plan.models[:shift]:
-                    self.run_model(model, trial)
+            self.measure_all()
         except KeyboardInterrupt as e:
             self.finish("interrupted", interrupted_by=str(e) or "SIGINT")
             raise
@@ -73,6 +70,13 @@ class Sweep:
         finally:
             owner.unlink(missing_ok=True)
         self.finish("complete")
+
+    def measure_all(self) -> None:
+        """Every point of every model, trial after trial (`lab advise` plans its own steps)."""
+        for trial in range(1, self.s.trials + 1):
+            shift = (trial - 1) % len(self.plan.models)
+            for model in self.plan.models[shift:] + self.plan.models[:shift]:
+                self.run_model(model, trial)
 
     def finish(self, status: str, **extra: Any) -> None:
         """Stop everything this run started (no second Ctrl-C may cut this short), then record."""

@@ -1,0 +1,67 @@
+"""Advise benchmark (not a test): how long does `lab advise` take to answer a target?
+
+Runs the real `lab advise` (two models by default, a target they can meet, the default step
+durations of the `quick` scenario) a few times and reports the wall time of each run, the steps
+it measured per model and what it advised, so the figure in docs/benchmarks.md can be checked.
+The aim on a 2-core machine is under 6 minutes for a feasible target.
+
+Usage: .venv/bin/python benchmarks/advise.py [--models uwsgi-threads,gunicorn-asyncio]
+       [--rps 300] [--p99-ms 250] [--rounds 1] [--out results/bench-advise] [-- LAB ADVISE ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+AIM_S = 6 * 60
+
+
+def advise_once(args: argparse.Namespace, extra: list[str]) -> tuple[float, int, dict[str, Any]]:
+    """One `lab advise --json` run: its wall time, exit code and advice."""
+    argv = [sys.executable, "-c", "from lab.cli.main import entry; entry()", "advise"]
+    argv += ["--rps", str(args.rps), "--p99-ms", str(args.p99_ms), "--models", args.models]
+    argv += ["--out", str(args.out), "--json", *extra]
+    start = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=AIM_S * 3)
+    took = time.monotonic() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"lab advise failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return took, done.returncode, json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="uwsgi-threads,gunicorn-asyncio")
+    parser.add_argument("--rps", type=float, default=300.0)
+    parser.add_argument("--p99-ms", type=float, default=250.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("results/bench-advise"))
+    args, extra = parser.parse_known_args()
+    extra = [a for a in extra if a != "--"]
+    table = Table(title=f"lab advise --rps {args.rps:g} --p99-ms {args.p99_ms:g} ({args.models})")
+    for column in ("round", "wall s", "exit", "steps per model", "recommended"):
+        table.add_column(column)
+    walls = []
+    for i in range(1, args.rounds + 1):
+        took, code, advice = advise_once(args, extra)
+        walls.append(took)
+        steps = ", ".join(f"{m['model']} {m['steps']}" for m in advice["models"])
+        table.add_row(str(i), f"{took:.0f}", str(code), steps, str(advice["recommended"]))
+    out = Console()
+    out.print(table)
+    worst = max(walls)
+    verdict = "within" if worst <= AIM_S else "beyond"
+    out.print(f"slowest round {worst:.0f} s: {verdict} the aim of {AIM_S / 60:.0f} minutes")
+
+
+if __name__ == "__main__":
+    main()

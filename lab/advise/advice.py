@@ -1,0 +1,218 @@
+"""The advice: per model, whether it meets the target, configured how, at what cost, what limits it
+next; then the recommendation, the cheapest model that meets it (ties called ties).
+
+A pure function of the search's conclusion and the steps it measured. Figures that were not
+measured are projections from the measured cost per request and always say so: a projection
+assumes the cost per request stays flat as the load grows, so it is an estimate, never a result.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lab.advise.search import Attempt, Conclusion, Setting
+from lab.advise.target import Slo, failures
+from lab.config.models import Knobs, Model
+from lab.record.step import StepRecord
+from lab.run.limits import TITLES
+
+TIE_RSS = 0.10  # models on as many cores whose RSS is within this share of the cheapest: a tie
+COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """The deciding step: at the target rate when the search got there."""
+
+    rate_rps: float  # offered (open loop)
+    throughput_rps: float
+    p99_ms: float | None  # None: nothing answered
+    errors: int  # dropped and unanswered included
+    error_rate: float
+    config: str  # the step's `model` in steps.jsonl
+
+
+@dataclass(frozen=True)
+class ModelAdvice:
+    model: str
+    meets: bool
+    knobs: dict[str, int]  # the deciding step's configuration ({} when nothing was measured)
+    configuration: str  # the same in words, e.g. "1 process x 45 threads"
+    command: str
+    cores: int  # cores the configuration takes: its processes, at most the server's cores
+    cpu_pct: float  # server CPU measured, % of one core
+    rss_mb: float  # peak RSS of the server's process tree
+    confirm: Confirm | None
+    limited_by: str
+    limit: str  # what limits it, with figures
+    reason: str
+    projection: str  # labelled as one; "" when there is nothing to project from
+    steps: int  # steps the search measured for this model
+
+
+def model_advice(
+    model: Model,
+    st: Setting,
+    end: Conclusion,
+    tried: Sequence[tuple[Attempt, StepRecord]],
+    base: Knobs,
+) -> ModelAdvice:
+    """One model's line of the advice, from how its search ended and the steps it measured."""
+    if not tried:
+        return ModelAdvice(
+            model=model.name,
+            meets=False,
+            knobs={},
+            configuration="",
+            command="",
+            cores=0,
+            cpu_pct=0.0,
+            rss_mb=0.0,
+            confirm=None,
+            limited_by=end.limited_by,
+            limit=end.reason if end.limited_by else "",
+            reason=end.reason,
+            projection=_pool_projection(model, st),
+            steps=0,
+        )
+    attempt, step = tried[-1]
+    knobs = model.knobs_for(attempt.candidate.knobs(base))
+    failed, rate = failures(step)
+    p99 = step.latency_ms.get("p99")
+    confirm = Confirm(
+        step.rate_rps or 0.0,
+        step.throughput_rps,
+        p99 if p99 is not None and math.isfinite(p99) else None,
+        failed,
+        round(rate, 5),
+        step.model,
+    )
+    limited_by = end.limited_by or step.limited_by  # the search's conclusion names the cause
+    title = TITLES.get(limited_by, limited_by)
+    limit = end.reason if end.limited_by else f"{title}: {step.limit_reason}"
+    return ModelAdvice(
+        model=model.name,
+        meets=end.meets,
+        knobs={k: int(v) for k, v in vars(knobs).items()},
+        configuration=attempt.candidate.words(model),
+        command=shlex.join(model.command(knobs, COMMAND_HOST, COMMAND_PORT)),
+        cores=min(attempt.candidate.processes, st.bounds.cores),
+        cpu_pct=step.server_cpu_pct,
+        rss_mb=step.server_rss_mb,
+        confirm=confirm,
+        limited_by=limited_by,
+        limit=limit,
+        reason=end.reason,
+        projection=projection(model, st, attempt, step, end.meets),
+        steps=len(tried),
+    )
+
+
+def projection(model: Model, st: Setting, attempt: Attempt, step: StepRecord, meets: bool) -> str:
+    """What the measured cost per request projects: what runs out next where the target is met,
+    what the target would need where it is not."""
+    cost = step.server_cpu_ms_per_req
+    if not cost or step.ok <= 0:
+        return ""
+    latency = max(st.service_ms, step.latency_ms.get("mean", 0.0))
+    c = attempt.candidate
+    if meets:
+        cores = min(c.processes, st.bounds.cores)
+        cpu_top = cores * 1000 / cost
+        pool_top = c.holds() * 1000 / latency
+        return (
+            f"projection: {_cores(cores)} full at about {cpu_top:,.0f} req/s ({cost:.2f} ms "
+            f"CPU per request); the pool of {c.holds()} holds about {pool_top:,.0f} req/s at "
+            f"{latency:,.0f} ms each"
+        )
+    rps = st.slo.rps
+    cores_needed = rps * cost / 1000
+    needs = f"projection: {rps:,g} req/s needs about {cores_needed:,.3g} cores at {cost:.2f} ms "
+    if cores_needed <= st.bounds.cores:
+        return f"{needs}per request, within the {_cores(st.bounds.cores)} this server may use"
+    inflight = rps * latency / 1000
+    processes = math.ceil(inflight) if st.bounds.one_per_process else math.ceil(cores_needed)
+    memory = _memory_mb(step, c.processes, processes, inflight)
+    return (
+        f"{needs}per request and {_size(memory)} ({inflight:,.0f} requests in flight at "
+        f"{latency:,.0f} ms)"
+    )
+
+
+def _pool_projection(model: Model, st: Setting) -> str:
+    """Where the knob limits stopped the search before any step: what Little's law asks."""
+    need = st.slo.rps * st.service_ms / 1000
+    if st.bounds.one_per_process or need <= 0:
+        return ""
+    per = st.bounds.workers[1]
+    processes = math.ceil(need / per)
+    return (
+        f"projection: {need:,.0f} requests in flight need {processes} processes of {per} "
+        f"{model.unit}s, {_cores(processes)}; this server may use {_cores(st.bounds.cores)}"
+    )
+
+
+def _memory_mb(step: StepRecord, processes_now: int, processes: int, inflight: float) -> float:
+    """The step's RSS split into each process at rest and each request in flight, scaled."""
+    kb = step.server_rss_kb_per_conn or 0.0
+    idle = max(step.server_rss_mb - kb * max(step.upstream_max_inflight, 0) / 1024, 0.0)
+    return idle / max(processes_now, 1) * processes + kb * inflight / 1024
+
+
+@dataclass(frozen=True)
+class Advice:
+    slo: Slo
+    models: tuple[ModelAdvice, ...]
+    run_dir: str
+    complete: bool  # False while the search runs, or when it was stopped
+
+    def recommended(self) -> tuple[str, ...]:
+        """The cheapest model that meets the target (fewest cores, then least memory), then
+        those tied with it; () when none does."""
+        meeting = sorted((m for m in self.models if m.meets), key=lambda m: (m.cores, m.rss_mb))
+        if not meeting:
+            return ()
+        best = meeting[0]
+        tied = [
+            m.model
+            for m in meeting[1:]
+            if m.cores == best.cores and m.rss_mb <= best.rss_mb * (1 + TIE_RSS)
+        ]
+        return (best.model, *tied)
+
+    def sentence(self) -> str:
+        picked = self.recommended()
+        if not picked:
+            return f"no model meets {self.slo.words} on this machine"
+        best = next(m for m in self.models if m.model == picked[0])
+        cost = f"{_cores(best.cores)}, {best.rss_mb:,.0f} MB"
+        tied = (
+            f"; tied with {', '.join(picked[1:])} (as many cores, RSS within {TIE_RSS:.0%})"
+            if picked[1:]
+            else ""
+        )
+        return f"recommended: {best.model} ({cost}){tied}"
+
+    def to_json(self) -> dict[str, Any]:
+        picked = self.recommended()
+        return {
+            "slo": self.slo.to_json(),
+            "models": [asdict(m) for m in self.models],
+            "recommended": picked[0] if picked else None,
+            "tied": list(picked[1:]),
+            "recommendation": self.sentence(),
+            "run_dir": self.run_dir,
+            "complete": self.complete,
+        }
+
+
+def _cores(n: float) -> str:
+    return f"{n:g} core" + ("" if n == 1 else "s")
+
+
+def _size(mb: float) -> str:
+    return f"{mb / 1024:,.1f} GB" if mb >= 1024 else f"{mb:,.0f} MB"

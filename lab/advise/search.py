@@ -1,0 +1,322 @@
+"""Where to look for a model's cheapest configuration: candidates from what is already known.
+
+Two laws size a candidate, so the search confirms instead of sweeping:
+
+- Little's law: R req/s that each take W ms keep R x W / 1000 requests in flight, so a pool
+  (threads, greenlets, connections) of that size plus HEADROOM for bursts holds the load; a
+  smaller one queues. W is the service time d before any step, then the latency measured.
+- CPU: R req/s at c ms of server CPU each keep R x c / 1000 cores busy; a candidate plans for
+  PLAN_UTIL of each core, so that queueing for the CPU does not eat the p99.
+
+Fewest cores first: one process unless the measured CPU says more, never more processes than the
+cores the server may use (one CPython process computes on one core), except for a model that
+serves one request per process, whose processes are its pool. Then least memory: the smallest pool
+Little's law allows. Each model's knob limits bound both.
+
+`next_move` is a pure function of the steps measured so far, so a resumed search replays the
+recorded steps and goes on where it stopped. Per model:
+
+1. A p99 limit at or below d, or knob limits that hold fewer requests than R x d, cannot meet
+   the target: said without a step.
+2. The first step: one process and the pool for R. It is at R itself (the step confirms) up to
+   CALIBRATION_RPS; above that it is at CALIBRATION_RPS, to measure the cost per request first:
+   a step at a rate far beyond the machine would measure the lab's own apparatus, not the model.
+3. After that calibration: when R x c is more than the cores the server may use, the model does
+   not meet the target, by projection from the measured cost (said as one); otherwise processes
+   from R x c and the pool from R x the measured latency, and the step at R.
+4. After a step at R that misses: a full pool doubles; a busy CPU gets one more process (within
+   the cores); anything else no knob changes, and the model does not meet the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lab.advise.target import Slo, confirmed, unfair
+from lab.config.models import KNOB_MAX, Knobs, Model
+from lab.config.scenario import LIMITS
+from lab.record.step import StepRecord
+
+HEADROOM = 1.5  # the pool over Little's law's in-flight count: bursts, and latency above d
+PLAN_UTIL = 0.80  # the share of each core a candidate plans to keep busy
+CALIBRATION_RPS = 500.0  # above this target, measure the cost per request here first
+BUSY = 0.70  # server CPU at this share of its cores: the CPU, not the pool, makes requests wait
+FULL = 0.90  # requests in flight at this share of the pool: the pool is full
+QUEUED = 3.0  # p99 this many service times: requests waited somewhere
+OUTSTANDING = 2.0  # the generator's cap on requests in flight: rate x this many p99 limits
+MIN_OUTSTANDING = 16
+MAX_STEPS = 5  # per model; a search that has not met the target by then stops
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one model may be given: its knob limits within KNOB_MAX, and the server's cores."""
+
+    cores: int  # cores the server may use
+    processes: tuple[int, int]  # (least, most)
+    workers: tuple[int, int]
+    one_per_process: bool  # the model serves one request per process (gunicorn-sync)
+
+    @classmethod
+    def of(cls, model: Model, cores: int) -> Bounds:
+        ranges = {knob: (1, KNOB_MAX[knob]) for knob in ("processes", "workers")}
+        for limit in model.limits:
+            if limit.knob in ranges:
+                low, high = ranges[limit.knob]
+                ranges[limit.knob] = (max(low, limit.min or low), min(high, limit.max or high))
+        one = model.unit == "process"
+        low, high = ranges["processes"]
+        processes = (low, high if one else max(low, min(high, cores)))
+        return cls(cores, processes, ranges["workers"], one)
+
+    @property
+    def most(self) -> int:
+        """Requests the largest configuration allowed holds at once."""
+        return self.processes[1] * (1 if self.one_per_process else self.workers[1])
+
+    def words(self, model: Model) -> str:
+        if self.one_per_process:
+            return f"at most {self.processes[1]} processes (knob limit)"
+        why = "the cores this server may use" if self.processes[1] <= self.cores else "knob limit"
+        pool = next((lim for lim in model.limits if lim.knob == "workers" and lim.max), None)
+        cap = (pool.why or "knob limit") if pool else "the lab's largest"
+        pools = _n(self.workers[1], model.unit)
+        return f"{_n(self.processes[1], 'process')} ({why}) x {pools} ({cap})"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration to try: processes, and the pool of each (1 for one-per-process)."""
+
+    processes: int
+    workers: int
+
+    def holds(self) -> int:
+        return self.processes * self.workers
+
+    def knobs(self, base: Knobs) -> Knobs:
+        """`base` with this candidate's processes and pool; the outbound pools follow the pool
+        (their "auto")."""
+        w = self.workers
+        return replace(base, processes=self.processes, workers=w, pool=w, db_pool=w)
+
+    def name(self, model: Model) -> str:
+        """The configuration's name in the run directory: its steps' `model`."""
+        pool = "" if model.unit == "process" else f".w{self.workers}"
+        return f"{model.name}.p{self.processes}{pool}"
+
+    def words(self, model: Model) -> str:
+        if model.unit == "process":
+            return _n(self.processes, "process")
+        return f"{_n(self.processes, 'process')} x {_n(self.workers, model.unit)}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the search of one model knows before any step."""
+
+    slo: Slo
+    service_ms: float  # d: the load route's time with nothing else running
+    bounds: Bounds
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A step to measure: a candidate at an arrival rate, and why it was chosen."""
+
+    candidate: Candidate
+    rate: float
+    role: str  # calibrate (the cost per request) or confirm (at the target)
+    why: str
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """How a model's search ended: it meets the target or not, and why, with the figures."""
+
+    meets: bool
+    reason: str
+    limited_by: str = ""  # when no step says it (knob limits before any step)
+
+
+Move = Attempt | Conclusion
+
+
+def next_move(model: Model, st: Setting, tried: Sequence[tuple[Attempt, StepRecord]]) -> Move:
+    """The next step to measure for `model`, or what the steps measured so far conclude."""
+    if not tried:
+        return _first(model, st)
+    attempt, step = tried[-1]
+    if attempt.role == "calibrate" and not _costed(step):
+        why = unfair(step) or step.limit_reason
+        return Conclusion(False, f"no cost per request measured at {attempt.rate:,g} req/s: {why}")
+    if attempt.role == "calibrate":
+        move = _after_calibration(model, st, step)
+    else:
+        move = _after_confirm(model, st, attempt, step)
+    if isinstance(move, Attempt) and len(tried) >= MAX_STEPS:
+        return Conclusion(False, f"not met within {MAX_STEPS} steps ({move.why})")
+    if isinstance(move, Attempt) and any(_same(move, a) for a, _ in tried):
+        return Conclusion(False, f"no other configuration to try ({move.why})")
+    return move
+
+
+def _first(model: Model, st: Setting) -> Move:
+    if st.slo.p99_ms <= st.service_ms:
+        return Conclusion(
+            False,
+            f"every request waits at least the service time, {st.service_ms:g} ms, so no "
+            f"configuration gives a p99 under {st.slo.p99_ms:g} ms",
+            "upstream",
+        )
+    need = st.slo.rps * st.service_ms / 1000
+    if st.bounds.most < need:
+        return Conclusion(
+            False,
+            f"its knob limits hold at most {st.bounds.most} requests at once: "
+            f"{st.bounds.words(model)}; {st.slo.rps:,g} req/s x {st.service_ms:g} ms keeps "
+            f"{need:,.0f} in flight (Little's law)",
+            "concurrency_cap",
+        )
+    rate = min(st.slo.rps, CALIBRATION_RPS)
+    candidate = sized(model, st.bounds, rate, st.service_ms, 1)
+    why = _little(rate, st.service_ms, candidate, model)
+    if rate < st.slo.rps:
+        return Attempt(candidate, rate, "calibrate", f"{why}; the cost per request first")
+    return Attempt(candidate, rate, "confirm", why)
+
+
+def sized(model: Model, b: Bounds, rate: float, latency_ms: float, processes: int) -> Candidate:
+    """The smallest pool Little's law allows at `rate` (plus HEADROOM), on at least
+    `processes` processes, within the model's bounds."""
+    hold = max(1, math.ceil(rate * latency_ms / 1000 * HEADROOM))
+    if b.one_per_process:
+        return Candidate(_clamp(max(processes, hold), b.processes), 1)
+    p = _clamp(max(processes, math.ceil(hold / b.workers[1])), b.processes)
+    return Candidate(p, _clamp(math.ceil(hold / p), b.workers))
+
+
+def _costed(step: StepRecord) -> bool:
+    """A calibration that measured the server's cost per request: answers, and nothing excludes
+    it but the apparatus (the server's own CPU per request stays the server's)."""
+    faults = set(step.excluded_by) - {"apparatus_saturated"}
+    return step.ok > 0 and not faults and bool(step.server_cpu_ms_per_req)
+
+
+def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
+    cost = step.server_cpu_ms_per_req or 0.0
+    latency = max(st.service_ms, step.latency_ms.get("mean", 0.0))
+    cores = st.slo.rps * cost / 1000
+    if cores > st.bounds.cores:
+        top = st.bounds.cores * 1000 / cost
+        return Conclusion(
+            False,
+            f"server CPU: {st.slo.rps:,g} req/s x {cost:.2f} ms = {cores:,.1f} cores, more than "
+            f"the {_n(st.bounds.cores, 'core')} this server may use, full at about {top:,.0f} "
+            f"req/s (measured: {step.server_cpu_pct:.0f}% of a core at "
+            f"{step.throughput_rps:,.0f} req/s)",
+            "server_cpu",
+        )
+    processes = 1 if st.bounds.one_per_process else max(1, math.ceil(cores / PLAN_UTIL))
+    candidate = sized(model, st.bounds, st.slo.rps, latency, processes)
+    why = (
+        f"{cost:.2f} ms CPU per request x {st.slo.rps:,g} req/s = {cores:.2f} cores; "
+        f"{_little(st.slo.rps, latency, candidate, model)}"
+    )
+    return Attempt(candidate, st.slo.rps, "confirm", why)
+
+
+def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord) -> Move:
+    missed = st.slo.misses(step)
+    if not missed:
+        return Conclusion(True, confirmed(step))
+    if missed == [unfair(step)] and set(step.excluded_by) == {"apparatus_saturated"}:
+        return Conclusion(
+            False,
+            f"not confirmed on this machine: the figures meet it ({confirmed(step)}) but the "
+            f"lab's own apparatus was saturated ({step.limit_reason})",
+            "apparatus",
+        )
+    words = "; ".join(missed)
+    if not step.ok or step.excluded_by or step.limited_by == "apparatus":
+        return Conclusion(False, f"{words}: {step.limit_reason or 'nothing measured'}")
+    c = attempt.candidate
+    cores = min(c.processes, st.bounds.cores)
+    if step.server_cpu_pct >= BUSY * 100 * cores:
+        if st.bounds.one_per_process or c.processes >= st.bounds.processes[1]:
+            cpu = f"server CPU {step.server_cpu_pct:.0f}% of {_n(cores, 'core')}"
+            return Conclusion(False, f"{words}: {cpu}, and no more cores for this server")
+        p = c.processes + 1
+        more = Candidate(p, _clamp(math.ceil(c.holds() / p), st.bounds.workers))
+        return Attempt(more, attempt.rate, "confirm", f"{words} with the CPU busy: {p} processes")
+    if _pool_full(step, c):
+        why = f"{words} with the pool of {c.holds()} full: twice the pool"
+        return Attempt(_doubled(c, st.bounds), attempt.rate, "confirm", why)
+    if c.holds() < outstanding(st.slo, attempt.rate) and _waited(step, st):
+        why = (
+            f"{words} with the CPU idle and {_inflight(step):.0f} of {c.holds()} requests in "
+            f"flight: they wait before the pool (keep-alive connections can hold a pool "
+            f"that counts connections): twice the pool"
+        )
+        return Attempt(_doubled(c, st.bounds), attempt.rate, "confirm", why)
+    return Conclusion(
+        False,
+        f"{words}, with CPU and pool to spare ({step.server_cpu_pct:.0f}% CPU, "
+        f"{_inflight(step):.0f} of {c.holds()} in flight): no knob changes that "
+        f"({step.limit_reason})",
+    )
+
+
+def outstanding(slo: Slo, rate: float) -> int:
+    """The generator's cap on requests in flight (each on a connection of its own) at `rate`:
+    OUTSTANDING p99 limits' worth. A request out longer than that has missed the target anyway,
+    and a pool as large as this holds every connection the generator opens."""
+    cap = math.ceil(rate * slo.p99_ms / 1000 * OUTSTANDING)
+    return max(MIN_OUTSTANDING, min(cap, LIMITS["level"]))
+
+
+def _waited(step: StepRecord, st: Setting) -> bool:
+    """Requests waited somewhere: p99 over the target and over QUEUED service times."""
+    p99 = step.latency_ms.get("p99", math.inf)
+    return p99 > st.slo.p99_ms and p99 > QUEUED * st.service_ms
+
+
+def _pool_full(step: StepRecord, c: Candidate) -> bool:
+    capped = {"capped", "capped_unexplained"} & set(step.flags)
+    full = _inflight(step) >= FULL * c.holds()
+    return bool(capped) or step.limited_by == "concurrency_cap" or full
+
+
+def _inflight(step: StepRecord) -> float:
+    """Requests in the server at once: seen by the upstream, else by Little's law."""
+    seen = step.upstream_max_inflight
+    return float(seen if seen >= 0 else step.inferred_inflight)
+
+
+def _doubled(c: Candidate, b: Bounds) -> Candidate:
+    if b.one_per_process:
+        return Candidate(_clamp(c.processes * 2, b.processes), 1)
+    return Candidate(c.processes, _clamp(c.workers * 2, b.workers))
+
+
+def _little(rate: float, latency_ms: float, c: Candidate, model: Model) -> str:
+    hold = rate * latency_ms / 1000
+    return (
+        f"{rate:,g} req/s x {latency_ms:,.0f} ms = {hold:,.1f} in flight (Little's law), "
+        f"+{HEADROOM - 1:.0%}: {c.words(model)}"
+    )
+
+
+def _same(a: Attempt, b: Attempt) -> bool:
+    return a.candidate == b.candidate and a.rate == b.rate
+
+
+def _clamp(value: int, bounds: tuple[int, int]) -> int:
+    return max(bounds[0], min(bounds[1], value))
+
+
+def _n(count: int, unit: str) -> str:
+    plural = "es" if unit.endswith("s") else "s"
+    return f"{count} {unit}{'' if count == 1 else plural}"
