@@ -76,7 +76,9 @@ class HostMeter:
         self.procs = [p for p in map(_process, apparatus_pids) if p is not None]
         self.softirq: list[float] = []  # % of one core, per sample
         self.apparatus: list[float] = []  # busy % of the busiest apparatus core, per sample
-        self.waited: list[float] = []  # % of the time the apparatus waited for a CPU, per sample
+        # % of the time the apparatus process that waited most (the generator, or the
+        # upstream) was runnable but not running, per sample
+        self.waited: list[float] = []
         self.last = self._read()
         self.last_wait = self._wait()
 
@@ -89,14 +91,17 @@ class HostMeter:
         ]
         return time.monotonic(), busy
 
-    def _wait(self) -> float:
-        """Seconds the apparatus's threads spent runnable but waiting for a CPU (schedstat)."""
-        total = 0.0
+    def _wait(self) -> dict[int, float]:
+        """Seconds each apparatus process spent runnable but waiting for a CPU (schedstat; its
+        threads' waits added: a thread that waits holds up what the process measures)."""
+        waits = {}
         for proc in self.procs:
+            total = 0.0
             for task in Path(f"/proc/{proc.pid}/task").glob("*/schedstat"):
                 with contextlib.suppress(OSError, ValueError, IndexError):
                     total += int(task.read_text().split()[1]) / 1e9
-        return total
+            waits[proc.pid] = total
+        return waits
 
     def _apparatus_cores(self) -> set[int]:
         if self.cores:
@@ -126,7 +131,8 @@ class HostMeter:
         self.softirq.append(round(softirq, 1))
         self.apparatus.append(round(min(max(mine, default=0.0), 100.0), 1))
         wait = self._wait()
-        self.waited.append(round(100 * max(wait - self.last_wait, 0.0) / wall, 1))
+        most = max((s - self.last_wait.get(pid, s) for pid, s in wait.items()), default=0.0)
+        self.waited.append(round(100 * max(most, 0.0) / wall, 1))
         self.last_wait = wait
         return round(sum(busy), 1), 0.0
 
