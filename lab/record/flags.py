@@ -133,7 +133,7 @@ _FLAGS = (
     Flag(
         "apparatus_saturated",
         "a core the load generator or the upstream ran on was 90% busy or more, or either waited "
-        "for a CPU 20% of the window or more, or the upstream's event loop woke late (on average "
+        "for a CPU 30% of the window or more, or the upstream's event loop woke late (on average "
         "5 ms, or 5% of the delay, or more): the lab, not the model, may have set the figures "
         "(use fewer users, more generators or a bigger machine)",
         ("apparatus_saturated",),
