@@ -20,8 +20,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.common import Reproduction, Row, RunDir, load_published, mean
-from experiments.serve import free_port
+from experiments.common import Reproduction, Row, RunDir, free_port, load_published, mean
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, load_registry
 from lab.config.scenario import UpstreamSpec

@@ -13,8 +13,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.common import Reproduction, Row, RunDir, load_published, mean, run_child, stdev
-from experiments.serve import free_port, serving
+from experiments.common import (
+    Reproduction,
+    Row,
+    RunDir,
+    free_port,
+    load_published,
+    mean,
+    run_child,
+    serving,
+    stdev,
+)
 from lab.backends.base import upstream_argv
 
 MODELS = {
