@@ -67,8 +67,8 @@ class Measured:
         return self.pub["zero_sleeps"][model] / (self.full.tasks * self.full.zero_sleeps) * 1e6
 
 
-def startup(m: Measured) -> Explained:
-    """What starting the processes costs here: wall, the children's CPU, and with fork."""
+def startup(m: Measured, fork: bool = True) -> Explained:
+    """What starting the processes costs here: wall, the children's CPU, and (`fork`) with fork."""
     e, n = m.results["empty", "processes"], m.p.tasks
     spawn = m.p.start_method == "spawn"
     how = "a new interpreter importing the task's module" if spawn else "a copy of the parent"
@@ -86,7 +86,7 @@ def startup(m: Measured) -> Explained:
         f"(row 'empty processes'): each is {how}, {e['cpu_s'] / n * 1000:.0f} ms of CPU, "
         f"{e['cpu_s']:.3g} CPU s on {facts['cpus']} CPUs; the original ({m.original}) "
         f"started them in {m.pub['empty']['processes']} s"
-        + (f"; with 'fork' {m.fork['mean_s']:.3g} s (row {FORK!r})" if m.fork else ""),
+        + (f"; with 'fork' {m.fork['mean_s']:.3g} s (row {FORK!r})" if m.fork and fork else ""),
         facts,
     )
 
@@ -124,7 +124,7 @@ def scaled(m: Measured, task: str) -> Explained | None:
 
 def processes_gap(m: Measured, section: str) -> Explained:
     """Processes spend their time starting: spawn here, fork as the variant."""
-    words, facts = startup(m)
+    words, facts = startup(m, fork=section != FORK)
     task = section.partition(",")[0]
     if section == FORK:
         return (
@@ -136,8 +136,13 @@ def processes_gap(m: Measured, section: str) -> Explained:
     if task in ("zero_sleeps", "squares") and (said := scaled(m, task)):
         return said[0] + f" Besides, {words}.", facts | said[1]
     r = m.results[task, "processes"]
-    took = f"{r['excess_s']:.3g} s beyond its sleep" if "sleep" in task else f"{r['mean_s']:.3g} s"
-    return f"Start-up decides it: {words}. The task took {took}.", facts
+    if task == "empty":
+        return f"Start-up only: {words}.", facts
+    return (
+        f"Start-up decides it: {words}. The task took {r['excess_s']:.3g} s beyond its sleep, "
+        f"its children {r['cpu_s']:.3g} CPU s.",
+        facts | {"task_excess_s": round(r["excess_s"], 3), "task_cpu_s": round(r["cpu_s"], 3)},
+    )
 
 
 def zero_sleeps_gap(m: Measured, model: str, slack: bool) -> Explained:
@@ -146,18 +151,23 @@ def zero_sleeps_gap(m: Measured, model: str, slack: bool) -> Explained:
     published = m.published_call_us(model)
     if model == "threads":
         one = m.per_call("coroutines", True) if m.slack else None
+        cpus = len(os.sched_getaffinity(0))
         return (
             f"{c['calls']:,} calls by {m.p.tasks} threads: {c['wall_us']:g} µs of wall per call "
-            f"(published {published:.2f} µs). The threads' waits overlap (one sleeps while "
-            f"another holds the GIL), so what is left is each call's CPU, {c['cpu_us']:g} µs "
-            f"({c['switches']:g} context switches per call)"
+            f"(published {published:.2f} µs), {c['switches']:g} context switches per call. "
             + (
-                f"; a call costs the coroutines {one['cpu_us']:g} µs of CPU with the slack at "
-                f"{m.p.slack_variant_ns} ns, where no call waits."
+                f"At a slack of {c['timer_slack_ns']:,} ns hardly a call waits, so "
+                if slack
+                else "The threads' waits overlap (one sleeps while another holds the GIL), so "
+            )
+            + f"the wall is the calls' CPU: {c['cpu_us']:g} µs each, on {cpus} CPUs"
+            + (
+                f"; a call costs the coroutines {one['cpu_us']:g} µs of CPU at a slack of "
+                f"{m.p.slack_variant_ns} ns, where none waits."
                 if one
                 else "."
             ),
-            c,
+            c | {"cpus": cpus},
         )
     if slack:
         return (
@@ -192,11 +202,16 @@ def own_cost(m: Measured, task: str, model: str) -> Explained:
         "original)",
         "squares": f"CPU-bound work: {r['mean_s']:.3g} s per repeat at this run's size",
     }.get(task, f"{r['excess_s']:.3g} s beyond the sleep")
+    off = r["mean_s"] - r["cpu_s"]
+    where = (
+        f"{off:.3g} s of it on no CPU, waiting, over {r['ctx_switches']:.0f} context switches"
+        if off > r["mean_s"] / 2
+        else f"{r['cpu_s']:.3g} CPU s of it: interpreter work"
+    )
     return (
-        f"{head}. Counters per repeat: {r['cpu_s']:.3g} CPU s for {r['mean_s']:.3g} s of wall, "
-        f"{r['ctx_switches']:.0f} context switches (load average at the start {m.loadavg}). "
-        f"This machine takes {speed:.2f}x the original's time for pure-Python work (squares, "
-        "coroutines); what else the original's figure held is not measured here.",
+        f"{head}. Per repeat: {r['mean_s']:.3g} s of wall, {where} (load average at the start "
+        f"{m.loadavg}). This machine takes {speed:.2f}x the original's time for pure-Python "
+        "work (squares, coroutines); what else the original's figure held is not measured here.",
         facts,
     )
 
