@@ -234,15 +234,14 @@ def tabulate(p: Protocol, sleep: list[dict[str, Any]], io: list[dict[str, Any]])
                 "to the mock upstream",
             )
         )
-    env = load_published("pool_overhead")["environment"]
-    rows[:2] = [explain_low(p, sleep, r, env) if r.gap() else r for r in rows[:2]]
+    rows[:2] = [explain_low(p, sleep, r) if r.gap() else r for r in rows[:2]]
     tables = {"sleep: per model and pool size (mean of trials)": details(sleep)}
     if io:
         tables["upstream I/O: per model and pool size"] = details(io)
     return Reproduction(rows, conclude(p, pub, ov), ["overhead.png"], tables)
 
 
-def explain_low(p: Protocol, sleep: list[dict[str, Any]], row: Row, original: str) -> Row:
+def explain_low(p: Protocol, sleep: list[dict[str, Any]], row: Row) -> Row:
     """An overhead at the smallest pool far from the published one: there each worker runs its
     tasks one after another, so overhead - 1 is what a task costs beyond its sleep, and the
     task latency histograms and CPU seconds say where it went (in the sleep or between tasks)."""
@@ -252,7 +251,7 @@ def explain_low(p: Protocol, sleep: list[dict[str, Any]], row: Row, original: st
     ov, p50 = mean([m["overhead"] for m in ms]), mean([m["task_ms"]["p50"] for m in ms])
     extra = (ov - 1) * p.sleep_ms
     cpu_ms = mean([m["cpu_s"] for m in ms]) / p.tasks * 1000
-    published = float(row.published or 0)
+    published, original = float(row.published or 0), load_published("pool_overhead")["environment"]
     facts = {"size": low, "tasks": p.tasks, "overhead": round(ov, 3), "task_p50_ms": p50}
     facts |= {"extra_ms_per_task": round(extra, 3), "cpu_ms_per_task": round(cpu_ms, 4)}
     said = (
