@@ -305,7 +305,7 @@ def explain_busy(p: Protocol, r: dict[str, Any], row: Row) -> Row:
     name, start, end, delay = phase_windows(p)[0]
     seen = samples(r, "inflight", start, end)
     expected = p.rate_rps * delay / 1000
-    late = [t for t, _ in seen if t > end]
+    late = [t for t, _ in seen if t - end > 0.25]  # a second a quarter or more past the phase
     facts = {"rate_rps": p.rate_rps, "delay_s": delay / 1000, "capacity": r["capacity"]}
     facts |= {"expected_inflight": round(expected, 2), "sample_t": [t for t, _ in seen]}
     facts["inflight_samples"] = [v for _, v in seen]
@@ -315,8 +315,8 @@ def explain_busy(p: Protocol, r: dict[str, Any], row: Row) -> Row:
         f"samples {facts['inflight_samples']}) against a capacity of {r['capacity']}: busy "
         f"fraction {row.measured}."
         + (
-            f" {len(late)} of {len(seen)} samples ended after the {name} phase ({end:g} s), "
-            "in the slowdown."
+            f" {len(late)} of {len(seen)} samples cover part of the slowdown (a second ending "
+            f"{max(late) - end:.2g} s after the {name} phase)."
             if late
             else ""
         )

@@ -108,16 +108,16 @@ def scaled(m: Measured, task: str) -> Explained | None:
     else:
         c, b = m.results[task, "coroutines"], m.results["empty", "coroutines"]
         work_ms, how = (c["mean_s"] - b["mean_s"]) / m.p.tasks * 1000, "the coroutines' squares"
-    rest = r["mean_s"] - base["mean_s"]
     facts = {"size": size, "published_size": full, "raw_s": round(r["mean_s"], 3)}
-    facts |= {"empty_s": round(base["mean_s"], 3), "work_per_task_ms": round(work_ms, 3)}
-    facts["extra_cpu_s"] = round(r["cpu_s"] - base["cpu_s"], 3)
+    facts |= {"empty_s": round(base["mean_s"], 3), "empty_sd_s": round(base["sd_s"], 3)}
+    facts |= {"work_per_task_ms": round(work_ms, 3), "task_cpu_s": round(r["cpu_s"], 3)}
     return (
         f"Scaled on purpose: {size:,} per task instead of {full:,}, so the figure is the empty "
-        f"task's {base['mean_s']:.3g} s plus {full / size:g}x the rest ({r['mean_s']:.3g} - "
-        f"{base['mean_s']:.3g} = {rest:.3g} s). That rest is start-up variation more than work: "
-        f"one task's work is {work_ms:.3g} ms ({how}), and the children used "
-        f"{facts['extra_cpu_s']:.3g} CPU s more than the empty task's.",
+        f"task's {base['mean_s']:.3g} s plus {full / size:g}x each repeat's time above it. At "
+        f"this size that time is start-up variation more than work: the task took "
+        f"{r['mean_s']:.3g} s against the empty task's {base['mean_s']:.3g} s (sd "
+        f"{base['sd_s']:.2g} s), one task's work is {work_ms:.3g} ms ({how}), and its children "
+        f"used {r['cpu_s']:.3g} CPU s against the empty task's {base['cpu_s']:.3g}.",
         facts,
     )
 
