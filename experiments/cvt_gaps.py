@@ -67,8 +67,9 @@ class Measured:
         return self.pub["zero_sleeps"][model] / (self.full.tasks * self.full.zero_sleeps) * 1e6
 
 
-def startup(m: Measured, fork: bool = True) -> Explained:
-    """What starting the processes costs here: wall, the children's CPU, and (`fork`) with fork."""
+def startup(m: Measured, fork: bool = True, cite: bool = True) -> Explained:
+    """What starting the processes costs here: wall, the children's CPU, and (`fork`) with fork;
+    `cite` names the row it comes from (not in that row itself)."""
     e, n = m.results["empty", "processes"], m.p.tasks
     spawn = m.p.start_method == "spawn"
     how = "a new interpreter importing the task's module" if spawn else "a copy of the parent"
@@ -82,8 +83,9 @@ def startup(m: Measured, fork: bool = True) -> Explained:
         **({"fork_wall_s": round(m.fork["mean_s"], 3)} if m.fork else {}),
     }
     return (
-        f"starting {n} processes with {m.p.start_method!r} takes {e['mean_s']:.3g} s here "
-        f"(row 'empty processes'): each is {how}, {e['cpu_s'] / n * 1000:.0f} ms of CPU, "
+        f"starting {n} processes with {m.p.start_method!r} takes {e['mean_s']:.3g} s here"
+        + (" (row 'empty processes')" if cite else "")
+        + f": each is {how}, {e['cpu_s'] / n * 1000:.0f} ms of CPU, "
         f"{e['cpu_s']:.3g} CPU s on {facts['cpus']} CPUs; the original ({m.original}) "
         f"started them in {m.pub['empty']['processes']} s"
         + (f"; with 'fork' {m.fork['mean_s']:.3g} s (row {FORK!r})" if m.fork and fork else ""),
@@ -124,7 +126,7 @@ def scaled(m: Measured, task: str) -> Explained | None:
 
 def processes_gap(m: Measured, section: str) -> Explained:
     """Processes spend their time starting: spawn here, fork as the variant."""
-    words, facts = startup(m, fork=section != FORK)
+    words, facts = startup(m, fork=section != FORK, cite=section != "empty")
     task = section.partition(",")[0]
     if section == FORK:
         return (
@@ -190,17 +192,18 @@ def zero_sleeps_gap(m: Measured, model: str, slack: bool) -> Explained:
 
 def own_cost(m: Measured, task: str, model: str) -> Explained:
     """A coroutines or threads row from its own counters: CPU against wall tells interpreter work
-    from waiting, and the coroutines' squares give this machine's speed at pure Python."""
+    from waiting. The squares, pure interpreter work, measure this machine's speed at Python
+    against the original's; the other rows are set against that speed."""
     r, n = m.results[task, model], m.p.tasks
-    speed = m.results["squares", "coroutines"]["full_size_mean_s"] / m.pub["squares"]["coroutines"]
+    speed = {x: m.results["squares", x]["full_size_mean_s"] / m.pub["squares"][x] for x in MODEL2}
     facts: dict[str, Any] = {k: round(r[k], 6) for k in ("mean_s", "cpu_s", "ctx_switches")}
-    facts |= {"loadavg_at_start": m.loadavg, "squares_vs_original": round(speed, 3)}
+    facts |= {"loadavg_at_start": m.loadavg, "squares_vs_original": round(speed[model], 3)}
     published = m.pub[task][model]
     head = {
         "empty": f"{n} {model} started and finished in {r['mean_s'] * 1000:.3g} ms, "
         f"{r['mean_s'] / n * 1e6:.0f} µs each ({published / m.full.tasks * 1e6:.0f} µs on the "
         "original)",
-        "squares": f"CPU-bound work: {r['mean_s']:.3g} s per repeat at this run's size",
+        "squares": f"The list of squares, {r['mean_s']:.3g} s per repeat at this run's size",
     }.get(task, f"{r['excess_s']:.3g} s beyond the sleep")
     off = r["mean_s"] - r["cpu_s"]
     where = (
@@ -208,12 +211,21 @@ def own_cost(m: Measured, task: str, model: str) -> Explained:
         if off > r["mean_s"] / 2
         else f"{r['cpu_s']:.3g} CPU s of it: interpreter work"
     )
-    return (
-        f"{head}. Per repeat: {r['mean_s']:.3g} s of wall, {where} (load average at the start "
-        f"{m.loadavg}). This machine takes {speed:.2f}x the original's time for pure-Python "
-        "work (squares, coroutines); what else the original's figure held is not measured here.",
-        facts,
-    )
+    said = f"{head}. Per repeat: {r['mean_s']:.3g} s of wall, {where} (load average at the start "
+    if task == "squares":
+        return said + (
+            f"{m.loadavg}), so the ratio is this machine's speed at Python against the "
+            f"original's ({m.original}); the same work took the coroutines "
+            f"{speed['coroutines']:.2f}x and the threads {speed['threads']:.2f}x its time."
+        ), facts
+    return said + (
+        f"{m.loadavg}). This machine takes {speed['coroutines']:.2f}x the original's time for "
+        "pure-Python work (squares, coroutines); what else the original's figure held is not "
+        "measured here."
+    ), facts
+
+
+MODEL2 = ("coroutines", "threads")  # the models that run the squares in one interpreter
 
 
 def explain(m: Measured, row: Row) -> Row:
