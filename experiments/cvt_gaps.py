@@ -209,18 +209,18 @@ def own_cost(m: Measured, task: str, model: str) -> Explained:
     where = (
         f"{off:.3g} s of it on no CPU, waiting, over {r['ctx_switches']:.0f} context switches"
         if off > r["mean_s"] / 2
-        else f"{r['cpu_s']:.3g} CPU s of it: interpreter work"
+        else f"{r['cpu_s']:.3g} s of it on a CPU (the process's own work, Python and kernel)"
     )
-    said = f"{head}. Per repeat: {r['mean_s']:.3g} s of wall, {where} (load average at the start "
+    said = f"{head}. Per repeat: {r['mean_s']:.3g} s of wall, {where}; load average at the start "
     if task == "squares":
         return said + (
-            f"{m.loadavg}), so the ratio is this machine's speed at Python against the "
+            f"{m.loadavg}. So the ratio is this machine's speed at Python against the "
             f"original's ({m.original}); the same work took the coroutines "
             f"{speed['coroutines']:.2f}x and the threads {speed['threads']:.2f}x its time."
         ), facts
     return said + (
-        f"{m.loadavg}). This machine takes {speed['coroutines']:.2f}x the original's time for "
-        "pure-Python work (squares, coroutines); what else the original's figure held is not "
+        f"{m.loadavg}. This machine takes {speed['coroutines']:.2f}x the original's time for "
+        "pure-Python work (squares, coroutines); what else separates the two figures is not "
         "measured here."
     ), facts
 
