@@ -5,9 +5,10 @@ and the run can be inspected later, so each experiment returns rows of (publishe
 this module writes them into a normal run directory (`manifest.json`, `measurements.jsonl`,
 `reproduction.json`) and prints them with rich.
 
-Every benchmark body runs in a child Python process started here: gevent must monkey-patch before
-anything else is imported while threads must never be patched, and the `lab` process itself may
-have imported locust (which patches on import), so nothing is measured in the parent.
+Every benchmark body, and every server it measures, runs in a child process started here: gevent
+must monkey-patch before anything else is imported while threads must never be patched, and the
+`lab` process itself may have imported locust (which patches on import), so nothing is measured in
+the parent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import json
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -32,8 +34,10 @@ from lab.record.rundir import RunDir as LabRunDir
 from lab.record.rundir import write_json
 from lab.record.step import Measured, Raised, Sampled, StepKey, step_record
 from lab.system.environment import capture
-from lab.system.procs import pinned, stop_group
+from lab.system.procs import Proc, free_port, pinned, start, stop_group, wait_http
 from lab.system.resources import CODE_ROOT, child_env, data_file
+
+__all__ = ["free_port"]  # with `serving`, what an experiment needs to run a server child
 
 KILL_GRACE_S = 3.0  # a child that outlived its timeout gets this long after TERM
 
@@ -325,6 +329,33 @@ def run_child(
 def stop_child(proc: subprocess.Popen[Any]) -> None:
     """Stop an experiment child and everything it started (its process group)."""
     stop_group(proc.pid, KILL_GRACE_S, wait=proc.wait)
+
+
+@contextmanager
+def serving(
+    argv: Sequence[str],
+    ready_url: str,
+    log: Path,
+    cpus: Sequence[int] | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 20.0,
+) -> Iterator[Proc]:
+    """Run a server child until the block ends, used only once `ready_url` answers (bounded,
+    so a server that never comes up fails the experiment instead of hanging it). It runs in its
+    own process group (a uWSGI master and its workers die together), its output in `log`; `cpus`
+    pins it and its children with taskset."""
+    proc = start(
+        log.stem,
+        list(argv),
+        log_path=log,
+        env={**child_env(), **(env or {})},
+        cpus=tuple(cpus or ()),
+    )
+    try:
+        wait_http(proc, ready_url, timeout_s)
+        yield proc
+    finally:
+        proc.stop()
 
 
 def mean(xs: Sequence[float]) -> float:

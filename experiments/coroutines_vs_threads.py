@@ -8,9 +8,10 @@ time.sleep(0) loop and the list of squares have their work (the time above the s
 task, i.e. above its start-up cost) scaled linearly by their length. Raw seconds stay in the
 details table.
 
-A time.sleep(0) on Linux costs about the timer slack (50 µs by default, vs ~0.5 µs on the macOS
-original), so that task is also measured with the slack set to 1 ns, as the variant that explains
-the difference.
+A time.sleep(0) on Linux waits for a timer that may fire up to the timer slack late (50 µs by
+default), where the macOS original paid ~0.5 µs a call, so that task is also measured with the
+slack set to 1 ns, and one call's cost is a row of its own. Each repeat also keeps its CPU seconds
+and context switches; experiments/cvt_gaps.py explains every row outside 0.5-2x from them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from experiments.common import Reproduction, Row, RunDir, load_published, mean, run_child, stdev
+from experiments.cvt_gaps import FORK, Measured, Results, explain
 
 MODELS = {
     "coroutines": "asyncio tasks created and gathered (blocking bodies block the loop)",
@@ -79,17 +81,14 @@ def measure(
     out = []
     for m in run_child("experiments.cvt_child", args, p.child_timeout_s):
         full = to_full_size(p, task, m["excess_s"], m["seconds"], base_s)
-        m |= {
-            "timer_slack_ns": slack_ns or None,
-            "start_method": p.start_method,
-            "full_size_s": full,
-        }
+        m |= {"start_method": p.start_method, "full_size_s": full}  # the child read its slack
         run.record(m)
         out.append(m)
     return out
 
 
 def summarise(ms: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean and spread of the repeats, and the counters that say where their time went."""
     raw = [m["seconds"] for m in ms]
     full = [m["full_size_s"] for m in ms]
     return {
@@ -99,14 +98,15 @@ def summarise(ms: list[dict[str, Any]]) -> dict[str, float]:
         "max_s": max(raw),
         "full_size_mean_s": mean(full),
         "full_size_sd_s": stdev(full),
+        "excess_s": mean([m["excess_s"] for m in ms]),
+        "cpu_s": mean([m["cpu_s"] for m in ms]),
+        "ctx_switches": mean([m["ctx_switches"] for m in ms]),
+        "timer_slack_ns": ms[0]["timer_slack_ns"],
     }
 
 
 def fastest(by_model: dict[str, float]) -> str:
     return min(by_model, key=by_model.__getitem__)
-
-
-Results = dict[tuple[str, str], dict[str, float]]
 
 
 def measure_tasks(p: Protocol, run: RunDir) -> Results:
@@ -161,71 +161,74 @@ def task_rows(
     return rows, details, winners
 
 
-def variant_rows(
-    p: Protocol, pub: dict[str, Any], slack: dict[str, dict[str, float]], fork: dict[str, float]
-) -> list[Row]:
+def variant_rows(m: Measured, pub: dict[str, Any]) -> list[Row]:
+    """The variants that explain: time.sleep(0) per call and with the slack lowered, fork."""
+    ns = m.p.slack_variant_ns
     rows = [
         Row(
-            "zero_sleeps, timer slack 1 ns",
+            "zero_sleeps" + (f", timer slack {ns} ns" if slack else ""),
+            "one time.sleep(0), coroutines (calls in series)",
+            "µs",
+            None,
+            (c := m.per_call("coroutines", slack))["wall_us"],
+            f"{c['cpu_us']:g} µs CPU, {c['switches']:g} context switches per call; slack "
+            f"{c['timer_slack_ns']:,} ns; published {m.published_call_us('coroutines'):.2f} µs",
+        )
+        for slack in (False, True)
+        if not slack or m.slack
+    ]
+    rows += [
+        Row(
+            f"zero_sleeps, timer slack {ns} ns",
             model,
             "s",
             pub["zero_sleeps"][model],
             round(r["full_size_mean_s"], 5),
-            f"prctl(PR_SET_TIMERSLACK, {p.slack_variant_ns}); sd {r['full_size_sd_s']:.3g} s",
+            f"prctl(PR_SET_TIMERSLACK, {ns}); sd {r['full_size_sd_s']:.3g} s",
         )
-        for model, r in slack.items()
+        for model, r in m.slack.items()
     ]
-    if fork:
-        note = f"sd {fork['sd_s']:.3g} s; the original's macOS default was spawn"
-        rows.append(
-            Row(
-                "empty, start method fork",
-                "processes",
-                "s",
-                pub["empty"]["processes"],
-                round(fork["mean_s"], 5),
-                note,
-            )
-        )
+    if m.fork:
+        note = f"sd {m.fork['sd_s']:.3g} s; the original's macOS default was spawn"
+        fork = round(m.fork["mean_s"], 5)
+        rows.append(Row(FORK, "processes", "s", pub["empty"]["processes"], fork, note))
     return rows
 
 
-def conclude(
-    p: Protocol,
-    results: Results,
-    winners: dict[str, tuple[str, str]],
-    slack: dict[str, dict[str, float]],
-) -> str:
+def conclude(m: Measured, winners: dict[str, tuple[str, str]]) -> str:
     agree = [t for t, (a, b) in winners.items() if a == b]
     differ = [f"{t} (published {a}, measured {b})" for t, (a, b) in winners.items() if a != b]
-    per_call_us = results["zero_sleeps", "coroutines"]["mean_s"] / (p.tasks * p.zero_sleeps) * 1e6
+    one = m.per_call("coroutines")
     return (
         f"Fastest model per task agrees with the original for {', '.join(agree) or 'no task'}"
         + (f"; differs for {'; '.join(differ)}" if differ else "")
-        + f". One time.sleep(0) costs {per_call_us:.1f} µs here (the original's 0.489 s for "
-        "1,000,000 calls is 0.49 µs each): Linux rounds every sleep up by the timer slack"
+        + f". One time.sleep(0) costs {one['wall_us']:g} µs here (the original's "
+        f"{m.published_call_us('coroutines'):.2f} µs): Linux wakes a sleep up to the timer "
+        f"slack late ({one['timer_slack_ns']:,} ns)"
         + (
-            f"; with the slack at {p.slack_variant_ns} ns coroutines take "
-            f"{slack['coroutines']['full_size_mean_s']:.3g} s at full size"
-            if slack
+            f"; with the slack at {m.p.slack_variant_ns} ns a call still costs "
+            f"{m.per_call('coroutines', True)['wall_us']:g} µs"
+            if m.slack
             else ""
         )
-        + f". Processes use the {p.start_method!r} start method."
-        + (" Quick protocol: figures scaled to the full protocol size." if p != FULL else "")
+        + f". Processes use the {m.p.start_method!r} start method."
+        + (" Quick protocol: figures scaled to the full protocol size." if m.p != FULL else "")
     )
 
 
 def run(p: Protocol, run: RunDir) -> Reproduction:
-    pub = load_published("coroutines_vs_threads")["figures"]
+    published = load_published("coroutines_vs_threads")
+    pub = published["figures"]
     results = measure_tasks(p, run)
     slack = measure_slack(p, run, results)
     fork: dict[str, float] = {}
     if p.fork_variant and p.start_method != "fork":
         fork = summarise(measure(replace(p, start_method="fork"), run, "processes", "empty", 0.0))
+    loadavg = run.manifest["environment"].get("loadavg", "?")
+    m = Measured(p, FULL, pub, results, slack, fork, published["environment"], loadavg)
     rows, details, winners = task_rows(p, pub, results)
-    rows += variant_rows(p, pub, slack, fork)
-    conclusion = conclude(p, results, winners, slack)
-    return Reproduction(rows, conclusion, [], {"raw seconds per task and model": details})
+    rows = [explain(m, r) for r in rows + variant_rows(m, pub)]
+    return Reproduction(rows, conclude(m, winners), [], {"raw seconds per task and model": details})
 
 
 SUMMARY = "asyncio coroutines vs threads vs processes on five task types, 100 tasks each"

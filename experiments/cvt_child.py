@@ -17,6 +17,7 @@ import ctypes
 import json
 import multiprocessing
 import random
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -102,6 +103,23 @@ def task_args(task: str, n: int, a: argparse.Namespace, rng: random.Random) -> l
     return [0.0] * n
 
 
+def counters() -> dict[str, float]:
+    """CPU seconds and context switches so far, this process's and its reaped children's: what
+    a repeat's wall time was spent on (CPU work, waiting for a CPU, or waking up after a wait)."""
+    own, kids = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return {
+        "cpu_s": sum(r.ru_utime + r.ru_stime for r in (own, kids)),
+        "ctx_switches": sum(r.ru_nvcsw + r.ru_nivcsw for r in (own, kids)),
+    }
+
+
+def timer_slack_ns() -> int:
+    """prctl(PR_GET_TIMERSLACK): how late Linux may wake a sleep of this process, in ns."""
+    return int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))
+
+
 def set_timer_slack(ns: int) -> None:
     """prctl(PR_SET_TIMERSLACK): Linux rounds every sleep up by this slack (default 50 µs), which
     is what a time.sleep(0) costs here; threads and processes created after inherit it."""
@@ -125,9 +143,12 @@ def main() -> None:
     if a.timer_slack_ns:
         set_timer_slack(a.timer_slack_ns)
     rng = random.Random(a.seed)
+    slack = timer_slack_ns()
     for repeat in range(1, a.repeats + 1):
         args = task_args(a.task, a.tasks, a, rng)
+        before = counters()
         seconds = RUNNERS[a.model](a.task, args, a.start_method)
+        after = counters()
         ideal = max(args) if a.task.endswith("_sleep") else 0.0
         print(
             json.dumps(
@@ -138,6 +159,8 @@ def main() -> None:
                     "seconds": seconds,
                     "ideal_s": ideal,
                     "excess_s": seconds - ideal,
+                    **{k: round(after[k] - before[k], 6) for k in after},
+                    "timer_slack_ns": slack,
                 }
             ),
             flush=True,

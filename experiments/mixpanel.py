@@ -24,8 +24,15 @@ from typing import Any
 
 import psutil
 
-from experiments.common import Reproduction, Row, RunDir, load_published, run_child
-from experiments.serve import free_port, serving
+from experiments.common import (
+    Reproduction,
+    Row,
+    RunDir,
+    free_port,
+    load_published,
+    run_child,
+    serving,
+)
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import Sampled, StepKey
 from lab.system.environment import read_sysctl

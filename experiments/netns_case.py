@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments import apachebench, netns
-from experiments.common import run_child
-from experiments.serve import free_port, serving
+from experiments.common import free_port, run_child, serving
 from lab.system.environment import read_sysctl
 
 PORT = "{port}"  # in the server's argv and the URLs: the port, chosen inside the namespace

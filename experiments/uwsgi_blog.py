@@ -43,6 +43,7 @@ from experiments.netns_case import PORT, CaseSpec
 from experiments.uwsgi_blog_gaps import (
     EXPONENTIAL,
     ORIGINAL,
+    PUBLISHED_SIZE,
     QUEUES_128,
     Settings,
     conclude,
@@ -292,7 +293,8 @@ def row(p: Protocol, case: Case, m: dict[str, Any], published: float | None) -> 
             note(m),
             evidence=evidence(m),
         )
-    ideal_pub = math.ceil(case.n / case.c) * 1.0  # published ideal: ceil(n/c) x 1 s
+    c, n = PUBLISHED_SIZE.get(case.published, (case.c, case.n))
+    ideal_pub = math.ceil(n / c) * 1.0  # the blog's ideal: ceil(n/c) x 1 s
     metric = f"time / ideal (sleep {p.sleep_s:g} s" + (
         f"; published {published} s)" if published else ")"
     )

@@ -19,8 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import Reproduction, Row, RunDir, load_published, run_child
-from experiments.serve import free_port, serving
+from experiments.common import (
+    Reproduction,
+    Row,
+    RunDir,
+    free_port,
+    load_published,
+    run_child,
+    serving,
+)
 from lab.backends import databases
 from lab.backends.base import upstream_argv
 from lab.system.resources import CODE_ROOT

@@ -46,6 +46,12 @@ if ! command -v wrk >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/de
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk) >/dev/null \
     || echo "setup: wrk could not be installed; benchmarks/upstream_capacity.py needs it"
 fi
+# ApacheBench (ab, in apache2-utils) is the blog's own client in `lab reproduce uwsgi-blog`;
+# optional: without it those cases are skipped with one line.
+if ! command -v ab >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils) \
+    >/dev/null || echo "setup: apache2-utils could not be installed; uwsgi-blog's ab cases need it"
+fi
 
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 stamp=.venv/.lab-installed

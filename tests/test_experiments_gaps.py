@@ -1,18 +1,31 @@
 """The pieces that explain a reproduction's gap: the kernel's SYN schedule, namespace counters,
-ApacheBench's report, the namespace child's one-line refusal, Mixpanel's backlog reason, and the
-size of uwsgi-blog's --quick protocol. No load is run here (test_experiments.py runs it)."""
+ApacheBench's report, the namespace child's one-line refusal, each experiment's explanations on
+hand-built measurements, a gap owed where none is found, and the size of uwsgi-blog's --quick
+protocol. No load is run here (test_experiments.py runs it and checks that no gap is owed)."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+from dataclasses import replace
 
 import pytest
+from rich.console import Console
 
-from experiments import apachebench, mixpanel, netns, netns_case, uwsgi_blog
-from experiments.common import Row
-from experiments.uwsgi_blog_gaps import retransmissions, syn_schedule
+from experiments import (
+    apachebench,
+    brownout,
+    coroutines_vs_threads,
+    mixpanel,
+    netns,
+    netns_case,
+    pool_overhead,
+    uwsgi_blog,
+)
+from experiments.common import Row, load_published, print_table, unexplained
+from experiments.cvt_gaps import Measured, explain
+from experiments.uwsgi_blog_gaps import retransmissions, scaled, syn_schedule
 
 AB_REPORT = """\
 Concurrency Level:      1000
@@ -161,3 +174,131 @@ def test_uwsgi_blog_quick_stays_about_two_minutes() -> None:
     assert cost + p.deadline_s <= 130
     assert max(p.deadline_s, p.seconds_deadline_s) <= 60  # every case is bounded
     assert p.seconds_deadline_s > 35.667  # room to show the published figure if it reproduces
+
+
+def test_a_gap_without_a_reason_is_owed_in_the_table() -> None:
+    rows = [
+        Row("a", "within 2x", "s", 1.0, 1.9),
+        Row("b", "explained", "s", 1.0, 9.0, explanation="why", evidence={"k": 1}),
+        Row("c", "owed", "s", 1.0, 0.4),
+    ]
+    assert unexplained(rows) == ["c: owed"]
+    console = Console(record=True, width=200)
+    table = {"experiment": "x", "machine": "m", "conclusion": "", "unexplained_gaps": ["c: owed"]}
+    print_table(table | {"rows": [r.to_dict() for r in rows]}, console)
+    assert "Unexplained gap: c: owed" in console.export_text()
+
+
+def cvt(mean_s: float, cpu_s: float, ctx: float = 0.0, slack: int = 50_000) -> dict[str, float]:
+    """A coroutines-vs-threads summary at the --quick size (the full size is filled in below)."""
+    return {
+        **{"mean_s": mean_s, "sd_s": 0.0, "full_size_sd_s": 0.0, "excess_s": mean_s - 0.5},
+        **{"cpu_s": cpu_s, "ctx_switches": ctx, "timer_slack_ns": slack},
+    }
+
+
+def cvt_measured(tasks: int = 100) -> tuple[Measured, list[Row]]:
+    """Figures close to a real --quick run on 2 CPUs: 100 spawned processes take 5.4 s and 8.1
+    CPU s to start, one time.sleep(0) 80 µs (20 µs at a slack of 1 ns, where none waits)."""
+    p = replace(coroutines_vs_threads.PROTOCOLS["quick"], tasks=tasks)
+    pub = load_published("coroutines_vs_threads")["figures"]
+    by_model = {
+        "empty": (cvt(0.001, 0.001), cvt(0.02, 0.006, 500), cvt(5.4, 8.1, 10_000)),
+        "fixed_sleep": (cvt(0.5, 0.0), cvt(0.55, 0.01), cvt(8.0, 8.1)),
+        "random_sleep": (cvt(0.5, 0.0), cvt(0.55, 0.01), cvt(7.5, 8.5)),
+        "zero_sleeps": (cvt(1.601, 0.401, 20_000), cvt(0.2, 0.25, 55_000), cvt(7.8, 9.0)),
+        "squares": (cvt(0.316, 0.316), cvt(0.36, 0.36), cvt(9.2, 9.3)),
+    }
+    results = {
+        (task, model): s
+        for task, three in by_model.items()
+        for model, s in zip(coroutines_vs_threads.MODELS, three, strict=True)
+    }
+    for (task, model), r in results.items():
+        base = results["empty", model]["mean_s"] if task != "empty" else 0.0
+        r["full_size_mean_s"] = coroutines_vs_threads.to_full_size(
+            p, task, r["excess_s"], r["mean_s"], base
+        )
+    slack = {"coroutines": cvt(0.481, 0.401, 200, 1), "threads": cvt(0.28, 0.45, 3000, 1)}
+    for model, r in slack.items():
+        r["full_size_mean_s"] = coroutines_vs_threads.to_full_size(
+            p, "zero_sleeps", 0.0, r["mean_s"], results["empty", model]["mean_s"]
+        )
+    fork = cvt(0.125, 0.2) | {"full_size_mean_s": 0.125}
+    m = Measured(p, coroutines_vs_threads.FULL, pub, results, slack, fork, "macOS", "1.0")
+    rows, _, _ = coroutines_vs_threads.task_rows(p, pub, results)
+    return m, [explain(m, r) for r in rows + coroutines_vs_threads.variant_rows(m, pub)]
+
+
+def test_coroutines_vs_threads_gaps_come_from_per_call_and_start_up_figures() -> None:
+    m, rows = cvt_measured()
+    assert unexplained(rows) == []
+    said = {(r.section, r.metric): r.explanation for r in rows}
+    assert m.per_call("coroutines")["wall_us"] == 80.0
+    assert "80 µs here" in said["zero_sleeps", "coroutines"]
+    assert "50,000 ns" in said["zero_sleeps", "coroutines"]
+    assert "no longer waits" in said["zero_sleeps, timer slack 1 ns", "coroutines"]
+    assert "20 µs of CPU" in said["zero_sleeps, timer slack 1 ns", "coroutines"]
+    assert "Scaled on purpose: 200 per task instead of 10,000" in said["zero_sleeps", "processes"]
+    assert "50x each repeat" in said["zero_sleeps", "processes"]
+    assert "81 ms of CPU" in said["empty", "processes"]
+    assert "fork copies" in said["empty, start method fork", "processes"]
+    per_call = next(r for r in rows if r.metric.startswith("one time.sleep(0)"))
+    assert per_call.published is None and per_call.measured == 80.0
+
+
+def test_coroutines_vs_threads_fewer_tasks_say_so() -> None:
+    _, rows = cvt_measured(tasks=4)
+    gaps = [r for r in rows if r.gap()]
+    assert gaps and all(r.explanation.startswith("Scaled on purpose: 4 concurrent") for r in gaps)
+
+
+def brownout_run(label: str, capacity: int, inflight: float | None) -> dict[str, object]:
+    t = [float(i) for i in range(1, 46)]
+    ts = {"t": t, "rps": [40.0] * 45, "p99_ms": [150.0] * 45, "errors": [0] * 45}
+    if inflight is not None:
+        ts |= {"inflight": [inflight] * 45, "dropped": [0] * 45}
+    return {"label": label, "capacity": capacity, "users": 4, "timeseries": ts, "errors": {}}
+
+
+def test_brownout_gaps_are_the_scaled_rate_and_littles_law() -> None:
+    results = [
+        brownout_run("uwsgi-threads x8 (open)", 16, 4.0),
+        brownout_run("uwsgi-gevent x1000 (open)", 2000, 4.0),
+        brownout_run("uwsgi-threads x8 (closed)", 16, None),
+    ]
+    rows = brownout.tabulate(brownout.PROTOCOLS["default"], results).rows
+    assert unexplained(rows) == []
+    said = {r.section + " " + r.metric: r for r in rows}
+    rate = said["story offered arrival rate"]
+    assert "Scaled on purpose" in rate.explanation and rate.evidence["normal_load"] == 0.25
+    assert "0.25 of it needed at 100 ms and 5.0x it at 2000 ms" in rate.explanation
+    gevent = said["uwsgi-gevent x1000 (open) normal: busy fraction (client in flight / capacity)"]
+    assert "40 rps x 0.1 s = 4.0 requests" in gevent.explanation
+    assert "busy fraction 0.002" in gevent.explanation and gevent.evidence["capacity"] == 2000
+    threads = said["uwsgi-threads x8 (open) normal: busy fraction (client in flight / capacity)"]
+    assert not threads.gap() and not threads.explanation
+
+
+def test_pool_overhead_low_pool_gap_is_per_task() -> None:
+    p = pool_overhead.Protocol(tasks=100)
+    sleep = [
+        {"model": "threads", "size": 1, "overhead": 1.5, "task_ms": {"p50": 5.5}, "cpu_s": 0.01},
+        {"model": "threads", "size": 4, "overhead": 1.1, "task_ms": {"p50": 5.1}, "cpu_s": 0.01},
+    ]
+    row = Row("sleep", "threads overhead at N=1", "x", 0.7, 1.5)
+    said = pool_overhead.explain_low(p, sleep, row)
+    assert (
+        "2.50 ms per task beyond its 5 ms sleep: 0.50 ms of it inside the sleep" in said.explanation
+    )
+    assert said.evidence["extra_ms_per_task"] == 2.5
+
+
+def test_uwsgi_blog_a_scaled_case_says_so() -> None:
+    m = {
+        **{"published": "threads_1000", "c": 20, "n": 40, "sleep_s": 0.05, "ideal_s": 0.1},
+        **{"time_taken_s": 0.12, "deadline_hit": False},
+        "counters": {"ListenOverflows": 0, "TCPSynRetrans": 0},
+    }
+    assert scaled(m).startswith("Scaled on purpose: 40 requests 20 at a time, 0.05 s sleeps")
+    assert scaled(m | {"c": 1000, "n": 2000, "sleep_s": 1.0}) == ""
