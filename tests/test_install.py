@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -53,6 +54,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin directory of a fresh venv with the lab installed from a wheel of this tree."""
     base = tmp_path_factory.mktemp("install")
     dist = base / "dist"
+    # setuptools reuses build/lib: a module removed from the tree would still be packaged from it
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     said = pip(
         sys.executable, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)
     )
