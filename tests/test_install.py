@@ -75,6 +75,24 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv / "bin"
 
 
+def test_every_folder_of_the_lab_is_packaged() -> None:
+    """A folder of code or data missing from pyproject's `packages` is left out of the wheel (and
+    setuptools warns): every one must be listed, under the private `concurrency_lab.lib`."""
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        "concurrency_lab.lib." + ".".join(path.parent.relative_to(ROOT).parts)
+        for top in GENERIC_NAMES
+        if top != "benchmarks"
+        for path in (ROOT / top).rglob("*")
+        if path.is_file()
+        and path.suffix in {".py", ".toml", ".conf", ".html"}
+        and "__pycache__" not in path.parts
+    }
+    assert folders <= listed, f"add to [tool.setuptools] packages: {sorted(folders - listed)}"
+
+
 def site_packages(bin_dir: Path) -> Path:
     code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     return Path(subprocess.check_output([str(bin_dir / "python"), "-c", code], text=True).strip())
