@@ -66,8 +66,8 @@ def resumed_run(ctx: click.Context) -> dict[str, Any]:
 
 def reopened(run_dir: Path) -> tuple[RunDir, dict[str, Any]]:
     """A recorded run that can be continued, and its manifest: readable, not an --app run (its
-    checks are not recorded), not running, with the invocation that started it; a truncated last
-    line of a record is moved aside first."""
+    checks are not recorded), not running, with the invocation that started it; unreadable lines
+    of its records are moved aside first (their steps are then missing, and measured again)."""
     try:
         run = RunDir.existing(run_dir)
         manifest = run.manifest()
