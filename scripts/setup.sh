@@ -59,7 +59,11 @@ want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "setup: installing the lab and its servers into .venv (uWSGI compiles: about a minute)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # An editable install of this layout (the checkout mapped under concurrency_lab.lib) makes
+  # setuptools' editable_wheel print an informational notice about folders that shadow packages;
+  # the checkout is meant to be imported (the .pth below), so that module's notices are silenced.
+  PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" \
+    .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
 # The dev venv imports the checkout's packages directly (tests, benchmarks, `locust -f
