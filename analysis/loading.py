@@ -19,8 +19,8 @@ from hdrh.histogram import HdrHistogram
 from analysis.stats import Second, percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.errors import LabError
-from lab.record.rundir import RunDir
-from lab.record.step import ERROR_KINDS, StepRecord
+from lab.record.rundir import RunDir, planned_steps
+from lab.record.step import ERROR_KINDS, StepKey, StepRecord
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
 # An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding
@@ -98,19 +98,19 @@ def load(run_dir: Path | str) -> Run:
     timeseries, histograms, seconds = _histograms_and_series(run.path, rows)
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
-    problems = run.unreadable() + _not_found(run, manifest.get("status"))
+    problems = run.unreadable() + _not_found(manifest, {r.key for r in records})
     return Run(
         run.path, manifest, preflight, steps, timeseries, records, histograms, seconds, problems
     )
 
 
-def _not_found(run: RunDir, status: Any) -> list[str]:
+def _not_found(manifest: dict[str, Any], recorded: set[StepKey]) -> list[str]:
     """Planned steps with no record: each by name in a complete run; a count in one that is
     still running or was stopped (their absence is expected there)."""
-    recorded = {r.key for r in run.steps()}
-    missing = [k for k in run.planned() if k not in recorded]
+    missing = [k for k in planned_steps(manifest) if k not in recorded]
     if not missing:
         return []
+    status = manifest.get("status")
     if status != "complete":
         return [f"{len(missing)} planned step(s) not measured: the run is {status}"]
     return [f"planned but not recorded: {k.model} {k.label} trial {k.trial}" for k in missing]

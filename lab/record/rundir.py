@@ -134,25 +134,8 @@ class RunDir:
         return {r.key for r in self.steps() if "interrupted" not in r.flags}
 
     def planned(self) -> list[StepKey]:
-        """The steps the manifest plans: each model x point x trial ([] when it says nothing
-        usable, e.g. a reproduction's manifest)."""
-        manifest = self.manifest()
-        scenario, models = manifest.get("scenario"), manifest.get("models")
-        if not isinstance(scenario, dict) or not isinstance(models, dict):
-            return []
-        mode, trials = scenario.get("mode"), scenario.get("trials")
-        axis = scenario.get("rates" if mode == "open" else "levels")
-        if mode not in ("closed", "open") or not isinstance(trials, int) or trials > MAX_TRIALS:
-            return []
-        if not isinstance(axis, list) or not all(isinstance(x, int | float) for x in axis):
-            return []
-        points = [(None, float(x)) if mode == "open" else (int(x), None) for x in axis]
-        return [
-            StepKey(model, mode, users, rate, trial)
-            for trial in range(1, trials + 1)
-            for model in models
-            for users, rate in points
-        ]
+        """The steps this run's manifest plans (see `planned_steps`)."""
+        return planned_steps(self.manifest())
 
     def missing(self) -> list[StepKey]:
         """Planned steps without a complete record (an interrupted one counts as missing)."""
@@ -212,6 +195,27 @@ class RunDir:
 
     def hlog_writer(self, key: StepKey) -> hist.HlogWriter:
         return hist.HlogWriter(self.path / self.hlog_relpath(key))
+
+
+def planned_steps(manifest: dict[str, Any]) -> list[StepKey]:
+    """The steps a manifest plans: each model x point x trial ([] when it says nothing usable,
+    e.g. a reproduction's manifest)."""
+    scenario, models = manifest.get("scenario"), manifest.get("models")
+    if not isinstance(scenario, dict) or not isinstance(models, dict):
+        return []
+    mode, trials = scenario.get("mode"), scenario.get("trials")
+    axis = scenario.get("rates" if mode == "open" else "levels")
+    if mode not in ("closed", "open") or not isinstance(trials, int) or trials > MAX_TRIALS:
+        return []
+    if not isinstance(axis, list) or not all(isinstance(x, int | float) for x in axis):
+        return []
+    points = [(None, float(x)) if mode == "open" else (int(x), None) for x in axis]
+    return [
+        StepKey(model, mode, users, rate, trial)
+        for trial in range(1, trials + 1)
+        for model in models
+        for users, rate in points
+    ]
 
 
 def _rows(path: Path, bad: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, Any]]:
