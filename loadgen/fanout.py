@@ -38,6 +38,8 @@ class Report:
     live_errors: int
     cpu_pct: float  # since its previous report, 100 = one core
     cpus: list[int] = field(default_factory=list)
+    lag: str = ""  # the interval's loop lag, an encoded HdrHistogram ("": unknown)
+    periodic_s: float = 0.0  # its own periodic work since its previous report
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,10 +54,16 @@ class Report:
     ) -> Report:
         encoded = hist.encode(interval.hist)
         errors = dict(interval.errors)
-        return cls(seq, encoded, interval.requests, errors, live[0], live[1], cpu_pct, cpus)
+        lag = hist.encode(interval.lag) if interval.lag is not None else ""
+        return cls(
+            *(seq, encoded, interval.requests, errors, live[0], live[1], cpu_pct, cpus),
+            *(lag, interval.periodic_s),
+        )
 
     def interval(self) -> Interval:
-        return Interval(hist.decode(self.encoded), self.requests, Counter(self.errors))
+        lag = hist.decode(self.lag) if self.lag else None
+        errors = Counter(self.errors)
+        return Interval(hist.decode(self.encoded), self.requests, errors, 0, lag, self.periodic_s)
 
 
 @dataclass(frozen=True)

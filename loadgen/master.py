@@ -26,7 +26,7 @@ from locust.runners import MasterRunner
 from lab.record import hist
 from loadgen import fanout
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start
-from loadgen.recording import CpuMeter, Interval, Recorder, run_phases
+from loadgen.recording import CpuMeter, Interval, Recorder, lag_figures, run_phases
 from loadgen.request import Request
 from loadgen.users import model_user
 
@@ -99,12 +99,15 @@ class Fleet(Recorder):
             self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
         return self.account(start, end, parts)
 
-    def parts(self) -> list[Part]:
+    def parts(self, window_s: float) -> list[Part]:
         out = []
         for node, name in self.names.items():
             total, cpu = self.totals.get(name, Counter()), self.cpu_series.get(name, [])
             mean = round(sum(cpu) / len(cpu), 1) if cpu else 0.0
-            out.append(Part(name, total["requests"], total["ok"], mean, self.cpus.get(node, [])))
+            lag = lag_figures(self.lags[name]) if name in self.lags else {}
+            periodic = self.periodic_pct(window_s, name)
+            cpus = self.cpus.get(node, [])
+            out.append(Part(name, total["requests"], total["ok"], mean, cpus, lag, periodic))
         return out
 
 
@@ -123,7 +126,10 @@ def _merged(reports: list[fanout.Report]) -> Interval:
     intervals = [r.interval() for r in reports]
     errors = sum((i.errors for i in intervals), Counter[str]())
     requests = sum(i.requests for i in intervals)
-    return Interval(hist.merge(i.hist for i in intervals), requests, errors)
+    lags = [i.lag for i in intervals if i.lag is not None]
+    lag = hist.merge(lags) if lags else None
+    periodic_s = sum(i.periodic_s for i in intervals)
+    return Interval(hist.merge(i.hist for i in intervals), requests, errors, 0, lag, periodic_s)
 
 
 def address(master: str) -> tuple[str, int]:
@@ -165,7 +171,7 @@ def run_distributed(start: Start) -> Done:
         runner.send_message(fanout.START, start.to_json())  # type: ignore[arg-type]  # locust sends any JSON-able data
         gevent.spawn(runner.start, start.users, spawn_rate=start.users)
         done = run_phases(start, fleet, cpu=FleetCpu(fleet))
-        return replace(done, parts=fleet.parts())
+        return replace(done, parts=fleet.parts(done.duration_s))
     finally:
         runner.quit()
         for worker in workers:

@@ -90,6 +90,8 @@ class Sample:
     p99_ms: float = 0.0
     dropped: int = 0  # open loop: due this second while the cap was full
     inflight: int = 0  # open loop: requests outstanding at the end of the second
+    lag_p99_ms: float = 0.0  # how late the generators' event loops woke this second: p99
+    lag_max_ms: float = 0.0  # and the longest
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class Part:
     ok: int
     cpu_pct: float  # mean over the measured window, 100 = one core
     cpus: list[int]  # the cores it was pinned to (empty: not pinned)
+    lag_ms: dict[str, float] = field(default_factory=dict)  # its loop lag: p50, p99, max, mean
+    periodic_pct: float = -1.0  # share of the window in its own periodic work (-1: unknown)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,9 @@ class Done(Window):
     timeseries: dict[str, list[float]] = field(default_factory=dict)
     open_loop: OpenLoopFigures | None = None
     parts: list[Part] = field(default_factory=list)  # several generator processes: each one's
+    # how late the generators' event loops woke (every load-carrying process's merged; {}: unknown)
+    generator_lag_ms: dict[str, float] = field(default_factory=dict)
+    periodic_pct: float = -1.0  # the busiest generator's share of the window in periodic work
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,10 @@
 """What every load-generator process shares: recording requests and the settle/measure phases.
 
 Imported only by the generator processes, which have monkey-patched with gevent before this.
+
+The instrument measures itself as it measures the server: a probe on each generator's event loop
+records how late its timers fire (`LoopLag`), and the time the generator spends in its own
+once-a-second work is counted, so a step knows when the generator, not the server, made its tail.
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ from lab.record import hist
 from loadgen.errors import classify
 from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
 
-SAMPLE_SERIES = ("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct")  # in Done.timeseries
+SAMPLE_SERIES = (  # in Done.timeseries
+    *("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct"),
+    *("lag_p99_ms", "lag_max_ms"),
+)
 OPEN_LOOP_SERIES = ("dropped", "inflight")
+LAG_TICK_MS = 5.0  # the loop-lag probe's timer: short beside any stall that matters, cheap
 
 
 @dataclass
@@ -33,6 +41,35 @@ class Interval:
     requests: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     bounds: int = 0  # lower bounds (unfinished open-loop requests' ages) in `hist`
+    lag: HdrHistogram | None = None  # the process's loop lag over the interval (None: unknown)
+    periodic_s: float = 0.0  # the process's own periodic work since its last interval
+
+
+class LoopLag:
+    """How late a timer on this process's event loop fires: the generator's own stalls.
+
+    A greenlet sleeps LAG_TICK_MS over and over and records how late it woke. Each lateness is
+    recorded with HdrHistogram's correction for the expected interval: a stall of S ms also counts
+    the S / tick timers that would have fired during it, so the percentiles are over time (how late
+    the loop was for an event at a random moment: an answer arriving, a send falling due), and a
+    stall is weighed by its length, not counted once.
+    """
+
+    def __init__(self) -> None:
+        self.interval = hist.new_histogram()
+        self.greenlet = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        tick_s = LAG_TICK_MS / 1000
+        while True:
+            before = time.perf_counter()
+            gevent.sleep(tick_s)
+            late_ms = (time.perf_counter() - before - tick_s) * 1000
+            hist.record_corrected_ms(self.interval, late_ms, LAG_TICK_MS)
+
+    def take(self) -> HdrHistogram:
+        done, self.interval = self.interval, hist.new_histogram()
+        return done
 
 
 class Recorder:
@@ -48,6 +85,10 @@ class Recorder:
         self.ok = 0
         self.live_requests = 0  # every completion, measured or not, for the progress display
         self.live_errors = 0
+        self.loop_lag = LoopLag()
+        self.periodic_s = 0.0  # own periodic work not yet handed on in an interval
+        self.lags: dict[str, HdrHistogram] = {}  # per source: its loop lag, measured seconds
+        self.busy_s: Counter[str] = Counter()  # per source: its periodic work, measured seconds
 
     def on_request(
         self,
@@ -73,8 +114,10 @@ class Recorder:
             self.interval.errors[kind] += 1
 
     def take(self) -> Interval:
-        """End the current interval and start the next one."""
+        """End the current interval and start the next one; it carries the loop's lag and the
+        periodic work since the last one."""
         done, self.interval = self.interval, Interval()
+        done.lag, done.periodic_s, self.periodic_s = self.loop_lag.take(), self.periodic_s, 0.0
         return done
 
     def refresh(self) -> None:
@@ -108,7 +151,34 @@ class Recorder:
             "errors": sum(errors.values()),
             "p50_ms": summary["p50"],
             "p99_ms": summary["p99"],
+            **self._lag(parts),
         }
+
+    def _lag(self, parts: Mapping[str, Interval]) -> dict[str, float]:
+        """Each process's loop lag and periodic work into the step's (while measuring); the
+        second's lag over every process, merged exactly like the latencies."""
+        lags = {source: p.lag for source, p in parts.items() if p.lag is not None}
+        if self.measuring:
+            for source, lag in lags.items():
+                self.lags.setdefault(source, hist.new_histogram()).add(lag)
+            self.busy_s.update({s: p.periodic_s for s, p in parts.items()})
+        second = hist.summary_ms(hist.merge(lags.values()))
+        return {"lag_p99_ms": second["p99"], "lag_max_ms": second["max"]}
+
+    def lag_ms(self) -> dict[str, float]:
+        """The step's loop lag, every generator process's merged: p50, p99, max, mean (ms)."""
+        return lag_figures(hist.merge(self.lags.values()))
+
+    def periodic_pct(self, window_s: float, source: str | None = None) -> float:
+        """Share of the window a process (the busiest, without `source`) spent in its own
+        periodic work: rolling seconds, summarising, encoding, reporting."""
+        busy = self.busy_s[source] if source is not None else max(self.busy_s.values(), default=0)
+        return round(100 * busy / max(window_s, 1e-9), 3)
+
+
+def lag_figures(lag: HdrHistogram) -> dict[str, float]:
+    summary = hist.summary_ms(lag)
+    return {k: summary[k] for k in ("p50", "p99", "max", "mean")}
 
 
 class Meter(Protocol):
@@ -155,21 +225,25 @@ def run_phases(
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     emit(Measuring(started_at))
     cpu.lap()
+    recorder.take()  # the settle's requests and lag are not measured
     recorder.measuring = True
     t0 = time.monotonic()
     samples = _measure(start, recorder, cpu, extra_sample)
     recorder.measuring = False
+    duration_s = time.monotonic() - t0
     cpu_series = [s.client_cpu_pct for s in samples]
     keys = SAMPLE_SERIES + (OPEN_LOOP_SERIES if start.mode == "open" else ())
     return Done(
         started_at=started_at,
-        duration_s=round(time.monotonic() - t0, 3),
+        duration_s=round(duration_s, 3),
         requests=recorder.requests,
         ok=recorder.ok,
         errors=dict(recorder.errors),
         latency_ms=hist.summary_ms(recorder.whole),
         client_cpu_pct=round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
         timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
+        generator_lag_ms=recorder.lag_ms(),
+        periodic_pct=recorder.periodic_pct(duration_s),
     )
 
 
@@ -194,6 +268,7 @@ def _measure(
     while tick_start < end - 1e-3:
         gevent.sleep(max(0.0, min(tick_start + 1.0, end) - time.monotonic()))
         now = time.monotonic()
+        work_start = time.perf_counter()
         figures = recorder.roll(tick_start - t0, now - t0)
         sample = Sample(
             "measure",
@@ -207,4 +282,5 @@ def _measure(
         samples.append(sample)
         emit(sample)
         tick_start = now
+        recorder.periodic_s += time.perf_counter() - work_start
     return samples

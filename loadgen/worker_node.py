@@ -14,6 +14,7 @@ import argparse  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 from locust.env import Environment  # noqa: E402
@@ -52,10 +53,13 @@ class Node:
         self.user.connection_timeout = start.timeout_s
 
     def on_roll(self, msg: Any, **_: Any) -> None:
+        """Hand the master this interval; the time it takes is the worker's periodic work."""
+        work_start = time.perf_counter()
         live = (self.recorder.live_requests, self.recorder.live_errors)
         interval = self.recorder.take()
         report = fanout.Report.of(int(msg.data["seq"]), interval, live, self.cpu.lap(), self.cpus)
         self.runner.send_message(fanout.INTERVAL, report.to_data())
+        self.recorder.periodic_s += time.perf_counter() - work_start
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

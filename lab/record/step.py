@@ -79,6 +79,8 @@ class Measured:
     client_cpu_pct: float = 0.0
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
     open_loop: Mapping[str, Any] | None = None  # achieved rate, sent, dropped, unfinished, ...
+    generator_lag_ms: Mapping[str, float] = field(default_factory=dict)
+    generator_periodic_pct: float = -1.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,11 @@ class StepRecord:
     not_sent: int | None = None  # due while the cap on outstanding requests was full
     latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
     generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
+    # The instrument measured like the server: how late the generators' event loops woke (p50,
+    # p99, max, mean over the window, every load-carrying process merged; {}: unknown) and the
+    # busiest one's share of the window in its own periodic work (-1: unknown).
+    generator_lag_ms: dict[str, float] = field(default_factory=dict)
+    generator_periodic_pct: float = -1.0
 
     @property
     def key(self) -> StepKey:
@@ -209,6 +216,8 @@ def step_record(
         timeseries={**measured.timeseries, **sampled.timeseries},
         evidence=evidence,
         generators=generators,
+        generator_lag_ms=dict(measured.generator_lag_ms),
+        generator_periodic_pct=measured.generator_periodic_pct,
         **_sampled_figures(sampled),
         **_open_loop_fields(open_loop),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -169,7 +169,10 @@ def measured_from(done: Done | None) -> Measured:
     if done is None:
         return Measured(started_at=datetime.now(UTC).isoformat())
     open_loop = vars(done.open_loop) if done.open_loop else None
-    return measured_of(done, done.client_cpu_pct, done.timeseries, open_loop)
+    measured = measured_of(done, done.client_cpu_pct, done.timeseries, open_loop)
+    return replace(
+        measured, generator_lag_ms=done.generator_lag_ms, generator_periodic_pct=done.periodic_pct
+    )
 
 
 def measured_of(

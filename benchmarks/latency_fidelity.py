@@ -1,0 +1,234 @@
+"""Benchmark (not a test): does the lab's generator report the latency independent tools report?
+
+One server (gunicorn-asyncio by default, 200 coroutines, on the server's cores) and one route
+(`/sleep?ms=10`: no upstream in the path, so only the server and the client are measured). At
+each load, in alternating rounds on the same client cores (shared machines are noisy: only ratios
+measured together mean anything):
+
+- closed loop, N users: the lab's generator beside wrk (`wrk -t1 -cN --latency`) and oha
+  (`oha -c N`);
+- open loop, R req/s: the lab's open loop beside oha (`oha -q R --latency-correction`: latency
+  from each request's intended start, as the lab measures it).
+
+It prints each tool's p99 and throughput, the lab's p99 and throughput as ratios of the
+reference tool's (wrk for closed loop when present, else oha; oha for open loop), and the
+generator's own loop lag (how late a timer on its event loop fired: p99 and max) with the share
+of its wall time spent in its own periodic work. A tool that is missing is skipped with one line
+(wrk: `apt-get install wrk`; oha: `cargo install oha`).
+
+Usage: .venv/bin/python benchmarks/latency_fidelity.py [--seconds 8] [--rounds 2]
+       [--closed 10,50] [--open 300,800] [--model gunicorn-asyncio] [--route /sleep?ms=10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from lab.backends.base import CpuLayout, NativeBackend
+from lab.config.models import load_registry
+from lab.config.scenario import UpstreamSpec
+from lab.run.generator import run_step
+from lab.system import procs
+from loadgen.protocol import Start
+
+MAX_OUTSTANDING = 500  # open loop: the lab's default cap, and oha's connections
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One tool's run at one load."""
+
+    p99_ms: float
+    rps: float
+    lag_p99_ms: float = -1.0  # the lab's generator only
+    lag_max_ms: float = -1.0
+    periodic_pct: float = -1.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """A closed-loop level (users) or an open-loop rate (req/s)."""
+
+    mode: str
+    value: int
+
+    @property
+    def label(self) -> str:
+        return f"closed, {self.value} users" if self.mode == "closed" else f"open, {self.value}/s"
+
+
+def lab(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
+    """The lab's own generator, exactly as `lab run` starts it for one step."""
+    start = Start(
+        base_url=url,
+        path=ROUTE,
+        users=load.value if load.mode == "closed" else MAX_OUTSTANDING,
+        rate_rps=float(load.value) if load.mode == "open" else None,
+        max_outstanding=MAX_OUTSTANDING if load.mode == "open" else 0,
+        settle_s=1.0,
+        duration_s=seconds,
+        timeout_s=30.0,
+    )
+    done = run_step(start, workdir / "lab.log", cpus=cpus)
+    lag = done.generator_lag_ms
+    return Figures(
+        done.latency_ms["p99"],
+        done.ok / done.duration_s,
+        lag.get("p99", -1.0),
+        lag.get("max", -1.0),
+        done.periodic_pct,
+    )
+
+
+def wrk(url: str, load: Load, seconds: float, cpus: tuple[int, ...]) -> Figures:
+    argv = ["wrk", "-t1", f"-c{load.value}", f"-d{round(seconds)}s", "--latency", url + ROUTE]
+    out = _run(procs.pinned(argv, cpus), seconds)
+    p99 = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", out, re.MULTILINE)
+    rps = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if p99 is None or rps is None:
+        raise RuntimeError(f"wrk printed no latency distribution: {out[-300:]!r}")
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99[2]]
+    return Figures(float(p99[1]) * scale, float(rps[1]))
+
+
+def oha(url: str, load: Load, seconds: float, cpus: tuple[int, ...]) -> Figures:
+    assert OHA is not None, "oha is not installed"
+    argv = [OHA, "--no-tui", "--output-format", "json", "-z", f"{round(seconds)}s"]
+    if load.mode == "closed":
+        argv += ["-c", str(load.value)]
+    else:
+        argv += ["-c", str(MAX_OUTSTANDING), "-q", str(load.value), "--latency-correction"]
+    report = json.loads(_run(procs.pinned([*argv, url + ROUTE], cpus), seconds))
+    return Figures(report["latencyPercentiles"]["p99"] * 1000, report["summary"]["requestsPerSec"])
+
+
+def _run(argv: list[str], seconds: float) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed ({done.returncode}): {done.stderr[-300:]!r}")
+    return done.stdout
+
+
+def tools(load: Load) -> list[str]:
+    """The independent tools that run this load, present on this machine."""
+    wanted = ["wrk", "oha"] if load.mode == "closed" else ["oha"]
+    return [t for t in wanted if t == "wrk" and shutil.which("wrk") or t == "oha" and OHA]
+
+
+def rounds(
+    url: str, loads: list[Load], args: argparse.Namespace, cpus: tuple[int, ...], workdir: Path
+) -> dict[tuple[Load, str], list[Figures]]:
+    """Every tool at every load, the lab first, in alternating rounds."""
+    runners: dict[str, Callable[[Load], Figures]] = {
+        "lab": lambda load: lab(url, load, args.seconds, cpus, workdir),
+        "wrk": lambda load: wrk(url, load, args.seconds, cpus),
+        "oha": lambda load: oha(url, load, args.seconds, cpus),
+    }
+    measured: dict[tuple[Load, str], list[Figures]] = {}
+    for _ in range(args.rounds):
+        for load in loads:
+            for tool in ["lab", *tools(load)]:
+                measured.setdefault((load, tool), []).append(runners[tool](load))
+    return measured
+
+
+def median(runs: list[Figures], field: str) -> float:
+    return statistics.median(getattr(r, field) for r in runs)
+
+
+def table(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> Table:
+    out = Table(title=f"{MODEL} {ROUTE}: the lab beside independent tools (medians of rounds)")
+    columns = ("load", "tool", "p99 ms", "req/s", "lab p99 / tool", "lab req/s / tool")
+    for col in (*columns, "gen lag p99 / max ms", "periodic work %"):
+        out.add_column(col)
+    for load in loads:
+        ours = measured[(load, "lab")]
+        lag = f"{median(ours, 'lag_p99_ms'):.2f} / {median(ours, 'lag_max_ms'):.1f}"
+        out.add_row(
+            load.label,
+            "lab",
+            f"{median(ours, 'p99_ms'):.1f}",
+            f"{median(ours, 'rps'):.0f}",
+            "",
+            "",
+            lag,
+            f"{median(ours, 'periodic_pct'):.2f}",
+        )
+        for tool in tools(load):
+            theirs = measured[(load, tool)]
+            out.add_row(
+                "",
+                tool,
+                f"{median(theirs, 'p99_ms'):.1f}",
+                f"{median(theirs, 'rps'):.0f}",
+                f"{median(ours, 'p99_ms') / median(theirs, 'p99_ms'):.2f}",
+                f"{median(ours, 'rps') / median(theirs, 'rps'):.2f}",
+            )
+    return out
+
+
+def _levels(text: str, mode: str) -> list[Load]:
+    return [Load(mode, int(v)) for v in text.split(",") if v.strip()]
+
+
+def main() -> None:
+    global MODEL, ROUTE
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--closed", default="10,50", help="closed-loop users, comma-separated")
+    p.add_argument("--open", default="300,800", help="open-loop rates (req/s), comma-separated")
+    p.add_argument("--model", default=MODEL)
+    p.add_argument("--route", default=ROUTE)
+    p.add_argument("--concurrency", type=int, default=200, help="the server's workers knob")
+    args = p.parse_args()
+    MODEL, ROUTE = args.model, args.route
+    loads = _levels(args.closed, "closed") + _levels(args.open, "open")
+    console = Console()
+    layout = CpuLayout.split(pin=True)
+    console.print(
+        f"{os.cpu_count()} cores; client on {list(layout.client)}, server on "
+        f"{list(layout.server)}; load average {os.getloadavg()[0]:.1f} (shared machine?)"
+    )
+    for load in loads:
+        if missing := {"closed": ["wrk", "oha"], "open": ["oha"]}[load.mode]:
+            absent = [t for t in missing if t not in tools(load)]
+            if absent:
+                console.print(f"{load.label}: skipping {', '.join(absent)} (not installed)")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        backend = NativeBackend(workdir, layout)
+        try:
+            upstream = backend.start_upstream(UpstreamSpec(delay_ms=10), procs.free_port())
+            registry = load_registry(None)
+            knobs = registry.knobs.resolve(args.concurrency)
+            server = backend.start_server(
+                registry.models[MODEL], knobs, upstream.url, procs.free_port()
+            )
+            measured = rounds(server.url, loads, args, layout.client, workdir)
+        finally:
+            backend.close()
+    console.print(table(measured, loads))
+
+
+MODEL = "gunicorn-asyncio"
+ROUTE = "/sleep?ms=10"
+OHA = shutil.which("oha") or next(
+    (str(p) for p in [Path.home() / ".cargo/bin/oha"] if p.exists()), None
+)
+
+if __name__ == "__main__":
+    main()
