@@ -86,8 +86,9 @@ def _spread(rows: pd.DataFrame, column: str, what: str, unit: str, spec: str) ->
 
 
 def _p99(rows: pd.DataFrame, v: LevelVerdict, seconds: Mapping[Point, list[Second]]) -> str:
-    """p99 from its lowest to its highest model, and whether the seconds show them apart."""
-    known = rows[rows["p99_ms"].map(lambda x: not math.isnan(x))]
+    """p99 from its lowest to its highest model, and whether the seconds show them apart (only
+    points whose tail is the server's: none the generator's own lag may have moved)."""
+    known = rows[rows["p99_ms"].map(lambda x: not math.isnan(x)) & rows["fair_p99"]]
     if len(known) < 2:
         return ""
     low, high = known.loc[known["p99_ms"].idxmin()], known.loc[known["p99_ms"].idxmax()]

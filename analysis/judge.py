@@ -9,7 +9,8 @@ records. Rules:
   n >= 2) or, for a single trial, from that trial's per-second throughput.
 - A rival ties the best when their intervals overlap (without intervals: within 2%); on p99,
   when it is within 10% (p99 has no interval here).
-- Flags that do not exclude but qualify (client saturated, host busy) become notes.
+- Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
+  tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
 - A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
   that said beside it: its throughput is not shown to be the model's own.
 """
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.stats import UNSTABLE_SPREAD, t975
-from lab.record.flags import FLAGS, excluding
+from lab.record.flags import FLAGS, excluding, tail_excluding
 from lab.record.step import StepRecord
 
 TIE = 0.02  # throughput: within 2% with no interval to tell them apart is a tie
@@ -41,6 +42,7 @@ class Contender:
     p99_ms: float
     flags: tuple[str, ...]
     excluded_by: tuple[str, ...]
+    p99_excluded_by: tuple[str, ...] = ()  # flags that keep its p99 out of the p99 verdict
     unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
 
 
@@ -87,6 +89,7 @@ def contender(model: str, records: Sequence[StepRecord]) -> Contender:
         p99_ms=statistics.median(p99) if p99 else math.nan,
         flags=flags,
         excluded_by=tuple(excluding(flags)),
+        p99_excluded_by=tuple(tail_excluding(flags)),
         unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
     )
 
@@ -120,7 +123,8 @@ def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
     if higher:
         ranked = sorted(fair, key=lambda c: -c.rps)
     else:
-        ranked = sorted((c for c in fair if not math.isnan(c.p99_ms)), key=lambda c: c.p99_ms)
+        known = (c for c in fair if not math.isnan(c.p99_ms) and not c.p99_excluded_by)
+        ranked = sorted(known, key=lambda c: c.p99_ms)
     if not ranked or (higher and ranked[0].rps <= 0):
         return ()
     best = ranked[0]

@@ -31,7 +31,7 @@ import pandas as pd
 from analysis.loading import LATENCY_KEYS, POINT, Run
 from analysis.stats import Second, bootstrap_percentile, estimate, percentiles_of, seconds_of, t975
 from lab.record import hist
-from lab.record.flags import excluding, explain
+from lab.record.flags import excluding, explain, tail_excluding
 from lab.record.step import ERROR_KINDS
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
@@ -105,6 +105,7 @@ def point_table(run: Run) -> pd.DataFrame:
     table["overhead"] = table["ideal_rps"] / table["rps"].where(table["rps"] > 0)
     table["rss_per_conn_kb"] = _rss_per_conn(table)
     table["fair"] = table["flags"].map(lambda f: not excluding(f))
+    table["fair_p99"] = table["flags"].map(lambda f: not tail_excluding(f))
     return table
 
 
@@ -286,7 +287,8 @@ def crossovers(
 ) -> pd.DataFrame:
     """Where one model overtakes another: higher throughput, or lower p99, from a level on.
 
-    Only fair points count. A crossover is reported at the first level where the order of a pair
+    Only fair points count (on p99, not one whose tail may be the generator's own either). A
+    crossover is reported at the first level where the order of a pair
     flips relative to the level before (both models measured at both levels). `clear` says the
     two are apart at that level beyond noise: non-overlapping 95% intervals for throughput (2%
     without intervals); for p99, 10% apart and, given the points' per-second histograms
@@ -297,9 +299,9 @@ def crossovers(
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "clear"]
     if table.empty:
         return pd.DataFrame(columns=cols)
-    fair = table[table["fair"]]
     found = []
     for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
+        fair = table[table["fair" if metric == "rps" else "fair_p99"]]
         for mode, sub in fair.groupby("mode"):
             wide = sub.pivot_table(index="concurrency", columns="model", values=metric)
             rows = sub.set_index(["concurrency", "model"])

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.differences import lead, tied
+from analysis.instrument import instrument_lines
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run, load
@@ -140,9 +141,11 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
     verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.seconds)]
     verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
     limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
+    instrument = [f"<li>{_e(line)}</li>" for line in instrument_lines(run.records)]
     out = [
         f"<ul>{''.join(verdicts)}</ul>",
         f"<p>What limits each model:</p><ul>{''.join(limits)}</ul>",
+        f"<p>The load generator itself:</p><ul>{''.join(instrument)}</ul>" if instrument else "",
     ]
     if cross.empty:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from analysis.differences import lead, tied
+from analysis.instrument import instrument_lines
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
@@ -104,6 +105,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(
             f"[bold red]not a fair result, excluded from the verdict: {', '.join(unfair)}"
         )
+    for line in instrument_lines(run.records):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if advice := generators_advice(run.records):
         console.print(f"[yellow]{advice}", highlight=False)
     n_flagged = len(flagged(table))

@@ -22,6 +22,7 @@ class Flag:
     evidence: tuple[str, ...]  # keys of the step's `evidence` that explain it
     raised_by: str  # the module that raises it
     excludes: bool  # a step carrying it is never part of the verdict
+    tail: bool = False  # a step carrying it is never the basis of a p99 verdict or crossover
 
 
 _FLAGS = (
@@ -141,6 +142,16 @@ _FLAGS = (
         excludes=True,
     ),
     Flag(
+        "generator_lag",
+        "the load generator's own event loop woke late (p99 of its timers' lateness at least "
+        "3 ms and 15% of the step's p99): its stalls may have set part of the tail, so the step "
+        "is never the basis of a p99 verdict or crossover (its throughput still counts)",
+        ("generator_lag",),
+        "lab.run.apparatus",
+        excludes=False,
+        tail=True,
+    ),
+    Flag(
         "server_saturated",
         "the server's CPU was at 90% of its cores or more: the model is CPU-bound here",
         ("server_saturated",),
@@ -178,8 +189,18 @@ def excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
     return [f for f in flags if f in FLAGS and FLAGS[f].excludes]
 
 
+def tail_excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
+    """The flags among `flags` that keep a step out of p99 verdicts and crossovers: the
+    excluding ones, and those that say the tail may be the instrument's."""
+    return [f for f in flags if f in FLAGS and (FLAGS[f].excludes or FLAGS[f].tail)]
+
+
 def markdown_table() -> str:
     """The registry as a Markdown table, for docs/results-and-limits.md."""
     rows = ["| flag | meaning | excluded from the verdict |", "|---|---|---|"]
-    rows += [f"| `{f.name}` | {f.meaning} | {'yes' if f.excludes else 'no'} |" for f in _FLAGS]
+    rows += [f"| `{f.name}` | {f.meaning} | {_excluded(f)} |" for f in _FLAGS]
     return "\n".join(rows)
+
+
+def _excluded(flag: Flag) -> str:
+    return "yes" if flag.excludes else "from p99 verdicts" if flag.tail else "no"

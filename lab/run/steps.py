@@ -20,7 +20,7 @@ from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import generators
-from lab.run.apparatus import host_busy, saturated
+from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
 from lab.run.limits import Capacity, assessed
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
@@ -208,6 +208,7 @@ class StepRunner:
             window = replace(window, max_inflight=-1)
         sampled = samplers.sampled(window)
         raised += host_busy(measured, sampled) + saturated(measured, sampled, self.s.delay_ms)
+        raised += generator_lag(measured)
         record = step_record(
             self.plan.run_id,
             key,
