@@ -197,7 +197,7 @@ def main() -> None:
     args = p.parse_args()
     MODEL, ROUTE = args.model, args.route
     loads = _levels(args.closed, "closed") + _levels(args.open, "open")
-    console = Console()
+    console = Console(width=130)
     layout = CpuLayout.split(pin=True)
     console.print(
         f"{os.cpu_count()} cores; client on {list(layout.client)}, server on "

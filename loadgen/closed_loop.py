@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from locust.env import Environment
 
+from loadgen.lean import drop_locust_stats
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request
@@ -30,6 +31,7 @@ def run_closed(start: Start) -> Done:
     env = Environment(user_classes=[user])
     env.events.request.add_listener(recorder.on_request)
     runner = env.create_local_runner()
+    drop_locust_stats(env)
     runner.start(start.users, spawn_rate=start.users)
     try:
         return run_phases(start, recorder)

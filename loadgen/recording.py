@@ -23,6 +23,7 @@ from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
 from loadgen.errors import classify
+from loadgen.lean import quiet_gc
 from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
 
 SAMPLE_SERIES = (  # in Done.timeseries
@@ -221,6 +222,7 @@ def run_phases(
     `cpu` measures the generator's CPU (default: this process's).
     """
     cpu = cpu or CpuMeter()
+    quiet_gc()
     _settle(start, recorder, cpu)
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     emit(Measuring(started_at))

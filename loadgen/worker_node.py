@@ -20,6 +20,7 @@ from typing import Any  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from loadgen import fanout  # noqa: E402
+from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
 from loadgen.protocol import Start  # noqa: E402
 from loadgen.recording import CpuMeter, Recorder  # noqa: E402
 from loadgen.request import Request  # noqa: E402
@@ -38,6 +39,7 @@ class Node:
         env = Environment(user_classes=[self.user])
         env.events.request.add_listener(self.recorder.on_request)
         self.runner = env.create_worker_runner(master_host, master_port)
+        drop_locust_stats(env)
         self.runner.register_message(fanout.START, self.on_start)
         self.runner.register_message(fanout.ROLL, self.on_roll)
 
@@ -51,6 +53,7 @@ class Node:
         self.user.plan = staticmethod(lambda: request)
         self.user.network_timeout = start.timeout_s
         self.user.connection_timeout = start.timeout_s
+        quiet_gc()
 
     def on_roll(self, msg: Any, **_: Any) -> None:
         """Hand the master this interval; the time it takes is the worker's periodic work."""
