@@ -66,7 +66,7 @@ def test_a_target_beyond_the_calibration_rate_measures_the_cost_first() -> None:
 
 
 def test_knob_limits_that_cannot_hold_the_target_conclude_without_a_step() -> None:
-    capped = replace(THREADS, limits=(KnobLimit("workers", max=4, why="a pool of 4"),))
+    capped = replace(THREADS, limits=(KnobLimit("concurrency", max=4, why="a pool of 4"),))
     end = next_move(capped, setting(300, model=capped), [])
     assert isinstance(end, Conclusion) and not end.meets and end.limited_by == "concurrency_cap"
     assert "at most 4 requests at once" in end.reason and "a pool of 4" in end.reason
@@ -159,7 +159,8 @@ def recheck(out: Path, advised: dict[str, Any]) -> None:
     run, _ = lab_run(
         out,
         *("--models", advised["model"], "--mode", "open", "--rates", "200", *SHORT),
-        *("--knob", f"processes={knobs['processes']}", "--knob", f"workers={knobs['workers']}"),
+        *("--knob", f"processes={knobs['processes']}"),
+        *("--knob", f"concurrency={knobs['concurrency']}"),
     )
     (checked,) = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     assert checked["latency_ms"]["p99"] <= 300, checked["latency_ms"]
@@ -186,6 +187,7 @@ unit = "thread"
 requires = ["uwsgi"]
 argv = ["{bindir}/uwsgi", "--http-socket", "{bind}", "--module", "{app}", "--master",
         "--processes", "{processes}", "--threads", "{workers}", "--enable-threads"]
+# the knob's old name, `workers`, in the placeholder and the limit: still read
 [models.capped-threads.knobs]
 workers = { max = 4, why = "the app's pool of 4" }
 """
@@ -232,5 +234,5 @@ def test_the_users_app_is_advised_for_like_the_labs_own(tmp_path: Path) -> None:
     _, found, said = advise(tmp_path / "out", *app, *target, *SHORT[:4])
     (model,) = found["models"]
     assert met(model) and "users_app:app" in model["command"], said
-    assert model["knobs"]["workers"] == 8  # 100 req/s x the route's ~50 ms, +50%
+    assert model["knobs"]["concurrency"] == 8  # 100 req/s x the route's ~50 ms, +50%
     assert (Path(found["run_dir"]) / "appcheck.json").exists()

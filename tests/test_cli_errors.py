@@ -62,7 +62,7 @@ def test_malformed_models_file(toml_file, tmp_path):
         (["--duration", "-3"], "must be positive"),
         (["--trials", "0"], "must be positive"),
         (["--knob", "workers"], "NAME=VALUE"),
-        (["--knob", "workers=-1"], "must be positive"),
+        (["--knob", "concurrency=-1"], "must be positive"),
         (["--knob", "colour=3"], "unknown key 'colour'"),
     ],
     ids=[
@@ -130,7 +130,7 @@ def test_level_above_open_file_limit_says_what_to_raise(tmp_path):
         "--levels",
         "900000",
         "--knob",
-        "workers=10",
+        "concurrency=10",
         "--out",
         str(tmp_path),
     )

@@ -44,7 +44,7 @@ RESUMABLE = (
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
 # Each candidate sets processes and the pools: the base knobs start from the least of them, so no
 # model's knob limits refuse the base before its search has sized anything.
-BASE_KNOBS = {"processes": 1, "workers": 1}
+BASE_KNOBS = {"processes": 1, "concurrency": 1}
 
 ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     click.option("--rps", type=float, callback=positive, help="Target arrival rate (req/s)."),

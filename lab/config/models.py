@@ -1,7 +1,11 @@
 """The model registry: each server model is one declarative entry in a TOML file.
 
-A model is an argv template plus what one unit of its `workers` knob is. Knobs are normalised: the
-same defaults for every model, overridable per scenario and per run, and recorded in the manifest.
+A model is an argv template plus what one unit of its `concurrency` knob is. Knobs are normalised:
+the same defaults for every model, overridable per scenario and per run, and recorded in the
+manifest. One word per meaning: `processes` are server processes (what gunicorn, uvicorn and
+Granian call `--workers`), `concurrency` is what one process serves at once (threads, greenlets or
+coroutines). The old name `workers` is still read, with a note, because a gunicorn user typing
+`workers=4` means four processes and would otherwise silently get one process of four greenlets.
 """
 
 from __future__ import annotations
@@ -28,9 +32,16 @@ INSTALL_HINTS = {
     "granian": "pip install granian (Rust wheels for CPython 3.9+ on common platforms)",
     "uvicorn": "pip install 'uvicorn[standard]'",
 }
+# Old knob names still read: old name -> (new name, what the old one means elsewhere).
+KNOB_ALIASES = {
+    "workers": (
+        "concurrency",
+        "gunicorn's, uvicorn's and Granian's --workers are server processes: the knob processes",
+    ),
+}
 KNOB_MAX = {
     "processes": 256,
-    "workers": 100_000,
+    "concurrency": 100_000,
     "backlog": 1_000_000,
     "keepalive_s": 3_600,
     "pool": 100_000,
@@ -44,7 +55,7 @@ class Knobs:
     """Server settings shared by every model; "auto" values are resolved per run."""
 
     processes: int = 1
-    workers: int | str = "auto"
+    concurrency: int | str = "auto"  # threads, greenlets or coroutines per process
     backlog: int = 2048
     keepalive_s: int = 5
     pool: int | str = "auto"
@@ -52,11 +63,11 @@ class Knobs:
     db_pool: int | str = "auto"  # PostgreSQL/Redis connections per process (each driver's pool)
 
     def resolve(self, top_level: int) -> Knobs:
-        """Fill in "auto": workers = the run's highest level, pool and db_pool = workers."""
-        workers = top_level if self.workers == "auto" else self.workers
-        pool = workers if self.pool == "auto" else self.pool
-        db_pool = workers if self.db_pool == "auto" else self.db_pool
-        resolved = replace(self, workers=workers, pool=pool, db_pool=db_pool)
+        """Fill in "auto": concurrency = the run's highest level, pool and db_pool = concurrency."""
+        per = top_level if self.concurrency == "auto" else self.concurrency
+        pool = per if self.pool == "auto" else self.pool
+        db_pool = per if self.db_pool == "auto" else self.db_pool
+        resolved = replace(self, concurrency=per, pool=pool, db_pool=db_pool)
         for f in fields(resolved):
             value = getattr(resolved, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -66,6 +77,7 @@ class Knobs:
         return resolved
 
     def updated(self, overrides: dict[str, Any], where: str) -> Knobs:
+        overrides = canonical_knobs(overrides, where)
         check_table(overrides, where, {f.name: (int, str) for f in fields(self)})
         for key, value in overrides.items():
             if isinstance(value, str) and value != "auto":
@@ -93,7 +105,7 @@ class Model:
     name: str
     description: str
     app: str  # "wsgi" (the Flask app) or "asgi" (its Quart twin)
-    unit: str  # what one `workers` unit is: thread, greenlet, coroutine or process
+    unit: str  # what one `concurrency` unit is: thread, greenlet, coroutine or process
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     baseline: bool = False
@@ -142,13 +154,15 @@ class Model:
     def capacity(self, knobs: Knobs) -> int:
         """How many requests the model can hold at once with these (resolved) knobs."""
         used = self.knobs_for(knobs)
-        per_process = 1 if self.unit == "process" else int(used.workers)
+        per_process = 1 if self.unit == "process" else int(used.concurrency)
         return int(used.processes) * per_process
 
     def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
         bare = host.strip("[]")
+        used = asdict(self.knobs_for(knobs))
         values: dict[str, object] = {
-            **asdict(self.knobs_for(knobs)),
+            **used,
+            **{old: used[new] for old, (new, _) in KNOB_ALIASES.items()},  # models files of old
             "bindir": str(self.bindir()),
             "host": bare,
             "port": port,
@@ -197,13 +211,36 @@ def knob_notes(models: list[Model], knobs: Knobs) -> list[str]:
     return [note for model in models for note in model.adjustments(knobs)]
 
 
+def canonical_knobs(overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """Knob overrides under their current names (`workers` read as `concurrency`); LabError
+    when a knob is given under both names."""
+    out = dict(overrides)
+    for old, (new, _) in KNOB_ALIASES.items():
+        if old in out:
+            if new in out:
+                raise LabError(f"{where}: {old} and {new} are the same knob; give {new} only")
+            out[new] = out.pop(old)
+    return out
+
+
+def alias_notes(overrides: dict[str, Any]) -> list[str]:
+    """One line per knob given under its old name: what it is now, and what the old name means
+    to the servers, so a gunicorn user's `workers=4` is never silently four greenlets."""
+    return [
+        f"knob {old} is now {new} (threads, greenlets or coroutines per process); {elsewhere}: "
+        f"running {new}={overrides[old]}"
+        for old, (new, elsewhere) in KNOB_ALIASES.items()
+        if old in overrides
+    ]
+
+
 def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
     """`NAME=VALUE` pairs (from `--knob`) into knob overrides: whole numbers, or the word "auto"."""
     overrides: dict[str, int | str] = {}
     for pair in pairs:
         name, sep, value = (part.strip() for part in pair.partition("="))
         if not sep or not name:
-            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. workers=200")
+            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. concurrency=200")
         try:
             overrides[name] = value if value == "auto" else int(value)
         except ValueError:
@@ -308,7 +345,8 @@ def _argv_env(table: dict[str, Any], where: str) -> tuple[list[str], dict[str, s
 
 
 def _limit(knob: str, table: Any, where: str) -> KnobLimit:
-    """One `[models.X.knobs]` entry: `workers = { min = 2, why = "..." }`."""
+    """One `[models.X.knobs]` entry: `concurrency = { min = 2, why = "..." }`."""
+    knob = KNOB_ALIASES[knob][0] if knob in KNOB_ALIASES else knob
     if knob not in KNOB_MAX:
         raise LabError(f"{where}: unknown knob {knob!r} (knobs: {', '.join(KNOB_MAX)})")
     check_table(table, where, {"min": int, "max": int, "why": str})

@@ -14,7 +14,7 @@ from typing import Any
 
 import lab
 from lab.backends.base import Backend
-from lab.config.models import Knobs, Model
+from lab.config.models import Knobs, Model, canonical_knobs
 from lab.record.errors import LabError
 from lab.record.step import SCHEMA_VERSION
 from lab.run.plan import Plan
@@ -80,7 +80,10 @@ def model_entry(model: Model, knobs: Knobs) -> dict[str, Any]:
 
 
 def resumed_manifest(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
-    """The recorded manifest, continued, if the new invocation would measure the same thing."""
+    """The recorded manifest, continued, if the new invocation would measure the same thing.
+    Knobs recorded under an old name (`workers`, before `concurrency`) compare as the new one."""
+    knobs = canonical_knobs(recorded.get("knobs") or {}, "manifest.json: knobs")
+    recorded = {**recorded, "knobs": knobs} if "knobs" in recorded else recorded
     changed = [k for k in COMPARED_ON_RESUME if recorded.get(k) != fresh.get(k)]
     if changed:
         details = "; ".join(_first_difference(recorded.get(k), fresh.get(k), k) for k in changed)
