@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.differences import lead, tied
+from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run, load
@@ -140,7 +141,9 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
     verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.seconds)]
     verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
     limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
+    answer = [f"<li>{_e(line)}</li>" for line in run_answer(run.records, run.manifest)]
     out = [
+        f"<p>For your app:</p><ul class=answer>{''.join(answer)}</ul>" if answer else "",
         f"<ul>{''.join(verdicts)}</ul>",
         f"<p>What limits each model:</p><ul>{''.join(limits)}</ul>",
     ]

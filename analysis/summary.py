@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from analysis.differences import lead, tied
+from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
@@ -89,6 +90,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
     for line in model_sentences(run.records):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in run_answer(run.records, run.manifest):
+        console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)
     cross = crossovers(table, run.seconds)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"

@@ -106,7 +106,7 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
     slo = Slo(opts["rps"], opts["p99_ms"], opts["error_rate"])
     advice = search(opts, slo, recorded)
     show(advice, opts["as_json"])
-    sys.exit(0 if advice.recommended() else 1)
+    sys.exit(0 if advice.meets() else 1)
 
 
 def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> Advice:

@@ -24,6 +24,7 @@ from lab.system.resources import child_env, data_file
 BUILTIN_MODELS = data_file("servers", "models.toml")
 UNITS = ("thread", "greenlet", "coroutine", "process")
 APPS = ("wsgi", "asgi")
+AS_IS, BRIDGED, ASYNC_PORT = "as is", "bridged", "async port"  # runs_app()'s answers
 # What `{app}` in a model's argv names unless the run brings its own app (`lab run --app`).
 DEFAULT_TARGETS = {"wsgi": "servers.app_wsgi:app", "asgi": "servers.app_asgi:app"}
 INSTALL_HINTS = {
@@ -112,6 +113,13 @@ class Model:
     target: str = ""  # "module:attribute" served as {app}; empty: the lab's own app of this kind
     requires: tuple[str, ...] = ()  # distributions the server needs besides the app's
     python: str = ""  # interpreter to run under in a lab-made venv; "" = the lab's own
+    bridge: str = ""  # how an ASGI server reaches a WSGI app ("" = it serves its app natively)
+
+    def runs_app(self) -> str:
+        """`runs_app()` of this model: a model fitted to a user's app (`target`) serves an app of
+        its own interface; otherwise the app is the lab's Flask app."""
+        kind = self.app if self.target and not self.bridge else "wsgi"
+        return runs_app(self.app, self.bridge, kind)
 
     def requirements(self) -> tuple[str, ...]:
         """Pinned specs of everything the model imports: its app's packages and its server's."""
@@ -180,6 +188,16 @@ class Model:
         problem = procs.not_executable(Path(found))
         if problem:
             raise LabError(f"model {self.name}: {found} {problem}")
+
+
+def runs_app(model_app: str, bridge: str, app_kind: str = "wsgi") -> str:
+    """How a model runs the app a user brings (`app_kind`: the lab's own is a Flask app, WSGI):
+    "as is" on its own interface, "bridged" (a WSGI app behind a WSGI-to-ASGI bridge: unchanged,
+    but a configuration of its own with its own cost), or "async port" (the lab's Quart twin: a
+    Flask app would have to be ported to ASGI to get this)."""
+    if bridge:
+        return BRIDGED
+    return AS_IS if model_app == app_kind else ASYNC_PORT
 
 
 def install_hint(name: str) -> str:
@@ -260,6 +278,7 @@ MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "requires": list,
     "python": str,
     "knobs": dict,  # per-model constraints: knob = { min = N, max = N, why = "..." }
+    "bridge": str,  # the WSGI-to-ASGI bridge an asyncio server serves the Flask app through
 }
 MAX_ARGV_BYTES = 100_000  # real models use < 1 kB; the kernel's limit per argument is 128 kB
 
@@ -315,6 +334,7 @@ def _model(name: str, table: Any, where: str) -> Model:
         limits=tuple(_limit(k, v, f"{where}.knobs.{k}") for k, v in table.get("knobs", {}).items()),
         requires=_requires(table.get("requires", []), where),
         python=table.get("python", ""),
+        bridge=table.get("bridge", ""),
     )
     try:  # placeholders are checked now, so the error can name the file
         model.command(Knobs().resolve(1), "127.0.0.1", 0)
