@@ -13,7 +13,11 @@ from lab.config.models import load_registry
 
 
 @click.command("models")
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
 @click.option(
     "--commands",
     "top_level",

@@ -59,8 +59,20 @@ def serve_argv(
     help="Allow a non-loopback --host (inside a container, whose ports Compose publishes on "
     "127.0.0.1).",
 )
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--knob", "knobs", multiple=True, metavar="NAME=VALUE", help="Override a knob.")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port to listen on.",
+)
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override a knob (repeatable), e.g. concurrency=200 or processes=2.",
+)
 @click.option(
     "--max-concurrency",
     default=200,
@@ -68,7 +80,11 @@ def serve_argv(
     type=click.IntRange(min=1),
     help='What "auto" knobs resolve to: the highest concurrency you will drive.',
 )
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
 @click.option(
     "--meter-port",
     default=0,
