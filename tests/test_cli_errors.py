@@ -151,3 +151,10 @@ def test_app_options_without_app_are_refused(args, tmp_path):
     done = run_lab("run", *args, "--out", str(tmp_path / "out"))
     assert_clean_error(done, "only with --app")
     assert not (tmp_path / "out").exists()
+
+
+def test_lab_serve_binds_loopback_unless_allowed_remote():
+    """`lab serve` (the container entry point) listens on 127.0.0.1 by default, like every
+    listener the lab starts; another address needs --allow-remote, as compose.yaml gives it."""
+    done = run_lab("serve", "uwsgi-threads", "--host", "0.0.0.0")
+    assert_clean_error(done, "not a loopback address", "--allow-remote", code=1)
