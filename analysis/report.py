@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.differences import lead, tied
 from analysis.instrument import instrument_lines
+from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run, load
@@ -142,7 +143,9 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
     verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
     limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
     instrument = [f"<li>{_e(line)}</li>" for line in instrument_lines(run.records)]
+    answer = [f"<li>{_e(line)}</li>" for line in run_answer(run.records, run.manifest)]
     out = [
+        f"<p>For your app:</p><ul class=answer>{''.join(answer)}</ul>" if answer else "",
         f"<ul>{''.join(verdicts)}</ul>",
         f"<p>What limits each model:</p><ul>{''.join(limits)}</ul>",
         f"<p>The load generator itself:</p><ul>{''.join(instrument)}</ul>" if instrument else "",

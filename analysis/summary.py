@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 from rich import box
@@ -12,12 +13,14 @@ from rich.table import Table
 
 from analysis.differences import lead, tied
 from analysis.instrument import instrument_lines
+from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from lab.record.step import StepRecord
 from lab.run import generators
+from lab.run.manifest import models_run_app
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -48,10 +51,16 @@ def _cell(value: object, spec: str) -> str:
     return spec.format(value)
 
 
-def summary_table(table: pd.DataFrame, title: str = "") -> Table:
+def summary_table(
+    table: pd.DataFrame, title: str = "", runs_app: Mapping[str, str] | None = None
+) -> Table:
+    """The per-point table; `runs_app` (model -> as is, bridged, async port) adds the column
+    that says how each model runs the user's app."""
     out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
     for _, header, _ in COLUMNS:
         out.add_column(header, justify="left" if header == "model" else "right", no_wrap=True)
+    if runs_app:
+        out.add_column("your app", justify="left", no_wrap=True)
     out.add_column("flags", justify="left")
     previous = None
     for rec in table.to_dict("records"):
@@ -65,7 +74,8 @@ def summary_table(table: pd.DataFrame, title: str = "") -> Table:
         if not math.isnan(rec["rps_lo"]):
             cells[2] += f" ±{(rec['rps_hi'] - rec['rps_lo']) / 2:.0f}"
         style = "red" if not rec["fair"] else ("yellow" if rec["flags"] else None)
-        out.add_row(*cells, ", ".join(rec["flags"]), style=style)
+        app = [runs_app.get(rec["model"], "-")] if runs_app else []
+        out.add_row(*cells, *app, ", ".join(rec["flags"]), style=style)
     return out
 
 
@@ -81,7 +91,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         return table
     scen = run.manifest.get("scenario", {})
     title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
-    console.print(summary_table(table, title))
+    console.print(summary_table(table, title, models_run_app(run.manifest)))
     verdicts = judge(run.records)
     ties = tied(table, verdicts)
     for line in lead(table, verdicts, run.seconds):
@@ -90,6 +100,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
     for line in model_sentences(run.records):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in run_answer(run.records, run.manifest):
+        console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)
     cross = crossovers(table, run.seconds)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"

@@ -133,9 +133,10 @@ def load_step(
 def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any]:
     registry = load_registry()
     (model,) = registry.pick([run.model])
+    per = run.workers
     knobs = Knobs(
-        processes=p.processes, workers=run.workers, pool=run.workers, timeout_s=int(p.timeout_s * 4)
-    ).resolve(run.workers)
+        processes=p.processes, concurrency=per, pool=per, timeout_s=int(p.timeout_s * 4)
+    ).resolve(per)
     backend = NativeBackend(run_dir.path, CpuLayout.split(pin=True))
     try:
         upstream = backend.start_upstream(UpstreamSpec(delay_ms=p.phases[0][2]), free_port())

@@ -54,7 +54,7 @@ def start_model(backend: NativeBackend, upstream: LocalServer, registry: Registr
     started: list[LocalServer] = []
 
     def start(name: str, upstream_url: str | None = None) -> LocalServer:
-        knobs = registry.knobs.updated({"workers": TEST_WORKERS}, "test").resolve(TEST_WORKERS)
+        knobs = registry.knobs.updated({"concurrency": TEST_WORKERS}, "test").resolve(TEST_WORKERS)
         model = registry.models[name]
         server = backend.start_server(model, knobs, upstream_url or upstream.url, procs.free_port())
         started.append(server)

@@ -137,7 +137,7 @@ def build_run(
                 "distribution": "fixed",
                 "models": models,
             },
-            "knobs": {"processes": processes, "workers": max(levels), "backlog": 2048},
+            "knobs": {"processes": processes, "concurrency": max(levels), "backlog": 2048},
             "models": {
                 m: {"description": m, "argv": [m], "env": {}, "capacity": max(levels)}
                 for m in models

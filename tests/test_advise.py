@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Bounds, Candidate, Conclusion, Setting, next_move
 from lab.advise.target import Slo
@@ -66,7 +68,7 @@ def test_a_target_beyond_the_calibration_rate_measures_the_cost_first() -> None:
 
 
 def test_knob_limits_that_cannot_hold_the_target_conclude_without_a_step() -> None:
-    capped = replace(THREADS, limits=(KnobLimit("workers", max=4, why="a pool of 4"),))
+    capped = replace(THREADS, limits=(KnobLimit("concurrency", max=4, why="a pool of 4"),))
     end = next_move(capped, setting(300, model=capped), [])
     assert isinstance(end, Conclusion) and not end.meets and end.limited_by == "concurrency_cap"
     assert "at most 4 requests at once" in end.reason and "a pool of 4" in end.reason
@@ -90,8 +92,8 @@ def test_a_miss_is_answered_by_the_resource_that_ran_out() -> None:
     assert isinstance(met, Conclusion) and met.meets and "p99 130.0 ms" in met.reason
 
 
-def advice(model: str, meets: bool, cores: int, rss: float) -> ModelAdvice:
-    return ModelAdvice(model, meets, {}, "", "", cores, 10, rss, None, "none", "", "", "", 1)
+def advice(model: str, meets: bool, cores: int, rss: float, app: str = "as is") -> ModelAdvice:
+    return ModelAdvice(model, meets, {}, "", "", cores, 10, rss, None, "none", "", "", "", 1, app)
 
 
 def test_the_cheapest_is_recommended_and_ties_are_called_ties() -> None:
@@ -103,6 +105,44 @@ def test_the_cheapest_is_recommended_and_ties_are_called_ties() -> None:
     alone = Advice(slo, (advice("a", True, 1, 70), advice("b", True, 1, 90)), "run", True)
     assert alone.recommended() == ("a",)
     assert Advice(slo, (advice("d", False, 1, 30),), "run", True).recommended() == ()
+
+
+@pytest.mark.parametrize(
+    ("models", "recommended", "ported", "said"),
+    [
+        (
+            (advice("uvicorn", True, 1, 55, "async port"), advice("uwsgi", True, 1, 69)),
+            ("uwsgi",),
+            ("uvicorn",),
+            "recommended for your app as it is: uwsgi (1 core, 69 MB); if you port it to async "
+            "(ASGI): uvicorn (1 core, 55 MB)",
+        ),
+        (
+            (advice("uvicorn", True, 1, 55, "async port"), advice("uwsgi", False, 1, 69)),
+            (),
+            ("uvicorn",),
+            "no model that runs your app as it is meets the target; if you port it to async "
+            "(ASGI): uvicorn (1 core, 55 MB)",
+        ),
+        (
+            (advice("bridge", True, 1, 60, "bridged"), advice("uwsgi", True, 2, 69)),
+            ("bridge",),
+            (),
+            "recommended for your app as it is: bridge through a bridge (1 core, 60 MB)",
+        ),
+    ],
+    ids=["port-is-cheaper-but-beside", "only-the-port-meets", "a-bridge-runs-it-unchanged"],
+)
+def test_the_recommendation_runs_the_app_as_it_is_and_the_port_stands_beside_it(
+    models: tuple[ModelAdvice, ...],
+    recommended: tuple[str, ...],
+    ported: tuple[str, ...],
+    said: str,
+) -> None:
+    found = Advice(Slo(300, 250), models, "run", True)
+    assert found.recommended() == recommended and found.if_ported() == ported
+    assert found.sentence() == said and found.meets()
+    assert found.to_json()["if_ported"] == (ported[0] if ported else None)
 
 
 def met(advised: dict[str, Any]) -> bool:
@@ -135,7 +175,9 @@ def test_a_feasible_target_on_two_models_is_met_and_each_advice_holds(tmp_path: 
     assert [m["model"] for m in found["models"]] == models.split(",")
     assert all(met(m) for m in found["models"]), said
     meeting = [m["model"] for m in found["models"] if m["meets"]]
-    assert code == (0 if meeting else 1) and found["recommended"] in (meeting or [None])
+    as_is = [m["model"] for m in found["models"] if m["meets"] and m["runs_app"] == "as is"]
+    assert code == (0 if meeting else 1) and found["recommended"] in (as_is or [None])
+    assert found["if_ported"] in ([m for m in meeting if m == "gunicorn-asyncio"] or [None])
     run = Path(found["run_dir"])
     for m in found["models"]:
         assert m["cores"] == 1 and m["rss_mb"] > 0 and m["confirm"]["errors"] == 0
@@ -159,7 +201,8 @@ def recheck(out: Path, advised: dict[str, Any]) -> None:
     run, _ = lab_run(
         out,
         *("--models", advised["model"], "--mode", "open", "--rates", "200", *SHORT),
-        *("--knob", f"processes={knobs['processes']}", "--knob", f"workers={knobs['workers']}"),
+        *("--knob", f"processes={knobs['processes']}"),
+        *("--knob", f"concurrency={knobs['concurrency']}"),
     )
     (checked,) = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     assert checked["latency_ms"]["p99"] <= 300, checked["latency_ms"]
@@ -186,6 +229,7 @@ unit = "thread"
 requires = ["uwsgi"]
 argv = ["{bindir}/uwsgi", "--http-socket", "{bind}", "--module", "{app}", "--master",
         "--processes", "{processes}", "--threads", "{workers}", "--enable-threads"]
+# the knob's old name, `workers`, in the placeholder and the limit: still read
 [models.capped-threads.knobs]
 workers = { max = 4, why = "the app's pool of 4" }
 """
@@ -232,5 +276,5 @@ def test_the_users_app_is_advised_for_like_the_labs_own(tmp_path: Path) -> None:
     _, found, said = advise(tmp_path / "out", *app, *target, *SHORT[:4])
     (model,) = found["models"]
     assert met(model) and "users_app:app" in model["command"], said
-    assert model["knobs"]["workers"] == 8  # 100 req/s x the route's ~50 ms, +50%
+    assert model["knobs"]["concurrency"] == 8  # 100 req/s x the route's ~50 ms, +50%
     assert (Path(found["run_dir"]) / "appcheck.json").exists()

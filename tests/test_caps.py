@@ -186,7 +186,7 @@ def test_a_pool_in_the_users_app_is_capped_unexplained_where_it_queues(
 
 
 def test_a_knob_cap_in_the_users_app_is_capped(user_app: Path, tmp_path: Path) -> None:
-    args = ("--models", "uwsgi-threads", "--knob", "workers=4")
+    args = ("--models", "uwsgi-threads", "--knob", "concurrency=4")
     _, twenty = sweep_app(user_app, tmp_path / "out", "free_app", *args)[0]
     assert "capped" in twenty["flags"] and "capped_unexplained" not in twenty["flags"]
     assert "the knobs' 4 threads x 1 process explain it" in twenty["limit_reason"]

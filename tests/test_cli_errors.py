@@ -62,7 +62,7 @@ def test_malformed_models_file(toml_file, tmp_path):
         (["--duration", "-3"], "must be positive"),
         (["--trials", "0"], "must be positive"),
         (["--knob", "workers"], "NAME=VALUE"),
-        (["--knob", "workers=-1"], "must be positive"),
+        (["--knob", "concurrency=-1"], "must be positive"),
         (["--knob", "colour=3"], "unknown key 'colour'"),
     ],
     ids=[
@@ -130,7 +130,7 @@ def test_level_above_open_file_limit_says_what_to_raise(tmp_path):
         "--levels",
         "900000",
         "--knob",
-        "workers=10",
+        "concurrency=10",
         "--out",
         str(tmp_path),
     )
@@ -151,3 +151,10 @@ def test_app_options_without_app_are_refused(args, tmp_path):
     done = run_lab("run", *args, "--out", str(tmp_path / "out"))
     assert_clean_error(done, "only with --app")
     assert not (tmp_path / "out").exists()
+
+
+def test_lab_serve_binds_loopback_unless_allowed_remote():
+    """`lab serve` (the container entry point) listens on 127.0.0.1 by default, like every
+    listener the lab starts; another address needs --allow-remote, as compose.yaml gives it."""
+    done = run_lab("serve", "uwsgi-threads", "--host", "0.0.0.0")
+    assert_clean_error(done, "not a loopback address", "--allow-remote", code=1)

@@ -89,7 +89,7 @@ def test_container_command_passes_every_resolved_knob() -> None:
     knobs = registry.knobs.resolve(50)
     argv = serve_command(registry.models["uwsgi-gevent"], knobs)
     assert argv[:4] == ["python", "-m", "lab.cli.serve", "uwsgi-gevent"]
-    assert "workers=50" in argv and "pool=50" in argv and f"backlog={knobs.backlog}" in argv
+    assert "concurrency=50" in argv and "pool=50" in argv and f"backlog={knobs.backlog}" in argv
 
 
 def labelled(run_id: str) -> list[str]:

@@ -277,3 +277,12 @@ def test_limits_table_is_the_registry() -> None:
     from lab.run.limits import markdown_table
 
     assert markdown_table() in RESULTS_PAGE.read_text()
+
+
+def test_knob_table_is_the_registry() -> None:
+    """The knob table in the running page is `markdown_table()` of the built-in knobs: a knob
+    added, renamed or given a new default fails here until the page says so."""
+    from lab.config.knobdoc import markdown_table
+    from lab.config.models import load_registry
+
+    assert markdown_table(load_registry().knobs) in (ROOT / "docs" / "running.md").read_text()

@@ -107,9 +107,9 @@ CLI_CASES = [
     ("gevent-level-1", ["--models", "uwsgi-gevent", "--levels", "1"], ACCEPTED, "raised to 2"),
     (
         "gevent-knob-1",
-        ["--models", "uwsgi-gevent", "--knob", "workers=1"],
+        ["--models", "uwsgi-gevent", "--knob", "concurrency=1"],
         ACCEPTED,
-        "workers=1 raised to 2",
+        "concurrency=1 raised to 2",
     ),
     ("unknown-option", ["--bogus"], EXIT_USAGE, "No such option"),
 ]

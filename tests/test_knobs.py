@@ -1,7 +1,7 @@
 """Knob precedence: the command line beats the scenario file, which beats the model defaults.
 
 Checked on a real run: uWSGI's thread count decides how many requests reach the upstream at
-once, so the in-flight high-water mark at 6 users shows which `workers` value the server was
+once, so the in-flight high-water mark at 6 users shows which `concurrency` value the server was
 really started with, besides the command line recorded in the manifest.
 """
 
@@ -33,10 +33,11 @@ delay_ms = 100
     ("scenario_knobs", "command_line", "threads"),
     [
         ("", (), 6),  # default: "auto" = the run's top level
-        ("[knobs]\nworkers = 4", (), 4),  # the scenario beats the default
-        ("[knobs]\nworkers = 4", ("--knob", "workers=2"), 2),  # the command line beats both
+        ("[knobs]\nconcurrency = 4", (), 4),  # the scenario beats the default
+        ("[knobs]\nconcurrency = 4", ("--knob", "concurrency=2"), 2),  # the command line: both
+        ("[knobs]\nconcurrency = 4", ("--knob", "workers=2"), 2),  # under its old name too
     ],
-    ids=["default", "scenario-over-default", "command-line-over-scenario"],
+    ids=["default", "scenario-over-default", "command-line-over-scenario", "old-name"],
 )
 def test_command_line_beats_scenario_beats_defaults(
     tmp_path: Path, scenario_knobs: str, command_line: tuple[str, ...], threads: int

@@ -30,7 +30,7 @@ def served(upstream) -> Iterator[tuple[subprocess.Popen[bytes], str, int]]:  # n
     argv = [
         *(sys.executable, "-m", "lab.cli.serve", "gunicorn-gevent"),
         *("--host", "127.0.0.1", "--port", str(port), "--meter-port", str(meter_port)),
-        *("--knob", "workers=20", "--upstream-url", upstream.url),
+        *("--knob", "concurrency=20", "--upstream-url", upstream.url),
     ]
     proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

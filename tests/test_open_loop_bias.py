@@ -35,7 +35,8 @@ def fifo_quantile(q: float, mu: float) -> float:
 
 
 def test_overload_percentiles_match_fifo_arithmetic(tmp_path: Path) -> None:
-    args = ["run", "--models", "uwsgi-threads", "--knob", f"workers={WORKERS}", "--mode", "open"]
+    args = ["run", "--models", "uwsgi-threads", "--knob", f"concurrency={WORKERS}"]
+    args += ["--mode", "open"]
     args += ["--rates", f"{RATE:g}", "--max-outstanding", "400", "--duration", f"{WINDOW_S:g}"]
     args += ["--warmup", "0", "--delay-ms", "100", "--out", str(tmp_path)]
     done = subprocess.run(lab_cli(*args), capture_output=True, text=True, timeout=180)

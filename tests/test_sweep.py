@@ -67,7 +67,7 @@ def test_manifest_records_environment_and_commands(run_dir):
         assert key in env
     model = manifest["models"]["uwsgi-threads"]
     assert "--die-on-term" in model["argv"] and model["capacity"] == 8
-    assert manifest["knobs"]["workers"] == 8
+    assert manifest["knobs"]["concurrency"] == 8
     preflights = read_jsonl(run_dir / "preflight.jsonl")
     assert len(preflights) == 4 and all(p["ok"] and not p["serialized"] for p in preflights)
 

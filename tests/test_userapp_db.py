@@ -78,7 +78,7 @@ def run_check(app_dir: Path, out: Path, *args: str) -> tuple[int, str, dict]:
         "--app-dir",
         str(app_dir),
         "--knob",
-        "workers=4",
+        "concurrency=4",
         "--levels",
         "4",
         "--check-only",
@@ -131,7 +131,7 @@ def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(
         *("--path", "/hello", "--path", "POST /cwait", "--body", '{"n": 1}'),
         *("--header", "X-Token: t0k", "--header", "Content-Type: application/json"),
         *("--models", "uwsgi-threads,uwsgi-gevent"),
-        *("--knob", "workers=8", "--levels", "1,8", "--duration", "2", "--warmup", "0"),
+        *("--knob", "concurrency=8", "--levels", "1,8", "--duration", "2", "--warmup", "0"),
         *("--out", str(out)),
     )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
@@ -172,7 +172,7 @@ def test_psycopg2_serializes_gevent_unless_psycogreen(
 ) -> None:
     app = inspect_app("servers.app_wsgi:app", None)
     models = wsgi_registry.pick(["uwsgi-gevent", "gunicorn-gevent", "uwsgi-threads"])
-    knobs = wsgi_registry.knobs.updated({"workers": 4}, "test").resolve(4)
+    knobs = wsgi_registry.knobs.updated({"concurrency": 4}, "test").resolve(4)
     with (
         databases.running(("postgres",), tmp_path) as env,
         dbrun.exported({**env, "LAB_DB_DRIVER": driver}),

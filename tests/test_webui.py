@@ -38,7 +38,7 @@ def lab_ui(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         str(port),
         "--models",
         ",".join(MODELS),
-        "--workers",
+        "--concurrency",
         "50",
         "--out",
         str(out),

@@ -54,13 +54,18 @@ def walk(w: Walk) -> Seen:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(w.url + "/")
+        lab = browser.new_page(viewport={"width": 1400, "height": 700})
+        _empty_state(lab, w)
         _start(page, w)
         _read_statistics(page, w)
-        lab = browser.new_page(viewport={"width": 1400, "height": 600})
-        lab.goto(w.url + "/lab/")
         figures = _lab_figures(lab, w.models)
+        assert lab.locator("#empty").is_hidden()  # once measuring, the figures replace it
         assert lab.locator("#chart polyline").count() == 2 * len(w.models)  # rps and ideal each
         lab.screenshot(path=str(SHOTS / f"{w.label}-lab-page.png"), full_page=True)
+        lab.emulate_media(color_scheme="dark")  # as locust's own UI: the system's choice
+        lab.reload()
+        lab.locator("#models tbody tr").first.wait_for()
+        lab.screenshot(path=str(SHOTS / f"{w.label}-lab-page-dark.png"), full_page=True)
         page.get_by_role("button", name="Stop").click()
         lab.get_by_role("button", name="Save run").click()
         lab.get_by_text("saved:").wait_for(timeout=15_000)
@@ -68,6 +73,17 @@ def walk(w: Walk) -> Seen:
         on_host = lab.locator("#saved-host").inner_text()
         browser.close()
     return Seen(figures, saved, on_host.removeprefix("(on the host: ").removesuffix(")"))
+
+
+def _empty_state(lab: Any, w: Walk) -> None:
+    """Before a start the lab page says what to do, and offers every model that answers."""
+    lab.goto(w.url + "/lab/")
+    empty = lab.locator("#empty")
+    empty.wait_for(state="visible", timeout=10_000)
+    assert "press Start" in empty.inner_text() and "Save run" in empty.inner_text()
+    for model in w.models:
+        lab.locator(f"#models tr[data-model='{model}']").wait_for()
+    lab.screenshot(path=str(SHOTS / f"{w.label}-lab-empty.png"), full_page=True)
 
 
 def _start(page: Any, w: Walk) -> None:

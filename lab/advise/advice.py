@@ -16,10 +16,11 @@ from typing import Any
 
 from lab.advise.search import Attempt, Conclusion, Setting
 from lab.advise.target import Slo, failures
-from lab.config.models import Knobs, Model
+from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
 from lab.record.step import StepRecord
 from lab.run.limits import TITLES
 
+UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
 TIE_RSS = 0.10  # models on as many cores whose RSS is within this share of the cheapest: a tie
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
 
@@ -52,6 +53,7 @@ class ModelAdvice:
     reason: str
     projection: str  # labelled as one; "" when there is nothing to project from
     steps: int  # steps the search measured for this model
+    runs_app: str = AS_IS  # as is, bridged or async port (lab.config.models.runs_app)
 
 
 def model_advice(
@@ -78,6 +80,7 @@ def model_advice(
             reason=end.reason,
             projection=_pool_projection(model, st),
             steps=0,
+            runs_app=model.runs_app(),
         )
     attempt, step = tried[-1]
     knobs = model.knobs_for(attempt.candidate.knobs(base))
@@ -109,6 +112,7 @@ def model_advice(
         reason=end.reason,
         projection=projection(model, st, attempt, step, end.meets),
         steps=len(tried),
+        runs_app=model.runs_app(),
     )
 
 
@@ -171,9 +175,22 @@ class Advice:
     complete: bool  # False while the search runs, or when it was stopped
 
     def recommended(self) -> tuple[str, ...]:
-        """The cheapest model that meets the target (fewest cores, then least memory), then
-        those tied with it; () when none does."""
-        meeting = sorted((m for m in self.models if m.meets), key=lambda m: (m.cores, m.rss_mb))
+        """The cheapest model that meets the target and runs the user's app unchanged (as it is,
+        or through a bridge): fewest cores, then least memory; then those tied with it; () when
+        none does."""
+        return self._cheapest(UNCHANGED)
+
+    def if_ported(self) -> tuple[str, ...]:
+        """The same among the models that need the app ported to async (ASGI): what a port
+        would buy, shown beside the recommendation, never instead of it."""
+        return self._cheapest((ASYNC_PORT,))
+
+    def meets(self) -> bool:
+        return any(m.meets for m in self.models)
+
+    def _cheapest(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        candidates = (m for m in self.models if m.meets and m.runs_app in kinds)
+        meeting = sorted(candidates, key=lambda m: (m.cores, m.rss_mb))
         if not meeting:
             return ()
         best = meeting[0]
@@ -185,17 +202,26 @@ class Advice:
         return (best.model, *tied)
 
     def sentence(self) -> str:
-        picked = self.recommended()
-        if not picked:
+        """The recommendation for the app as it is, and beside it what an async port buys."""
+        if not self.meets():
             return f"no model meets {self.slo.words} on this machine"
+        picked, ported = self.recommended(), self.if_ported()
+        first = (
+            f"recommended for your app as it is: {self._pick(picked)}"
+            if picked
+            else "no model that runs your app as it is meets the target"
+        )
+        return f"{first}; if you port it to async (ASGI): {self._pick(ported)}" if ported else first
+
+    def _pick(self, picked: tuple[str, ...]) -> str:
         best = next(m for m in self.models if m.model == picked[0])
-        cost = f"{_cores(best.cores)}, {best.rss_mb:,.0f} MB"
+        how = " through a bridge" if best.runs_app == BRIDGED else ""
         tied = (
             f"; tied with {', '.join(picked[1:])} (as many cores, RSS within {TIE_RSS:.0%})"
             if picked[1:]
             else ""
         )
-        return f"recommended: {best.model} ({cost}){tied}"
+        return f"{best.model}{how} ({_cores(best.cores)}, {best.rss_mb:,.0f} MB){tied}"
 
     def to_json(self) -> dict[str, Any]:
         picked = self.recommended()
@@ -204,6 +230,7 @@ class Advice:
             "models": [asdict(m) for m in self.models],
             "recommended": picked[0] if picked else None,
             "tied": list(picked[1:]),
+            "if_ported": self.if_ported()[0] if self.if_ported() else None,
             "recommendation": self.sentence(),
             "run_dir": self.run_dir,
             "complete": self.complete,

@@ -61,7 +61,7 @@ class Bounds:
 
     @classmethod
     def of(cls, model: Model, cores: int) -> Bounds:
-        ranges = {knob: (1, KNOB_MAX[knob]) for knob in ("processes", "workers")}
+        ranges = {knob: (1, KNOB_MAX[knob]) for knob in ("processes", "concurrency")}
         for limit in model.limits:
             if limit.knob in ranges:
                 low, high = ranges[limit.knob]
@@ -69,7 +69,7 @@ class Bounds:
         one = model.unit == "process"
         low, high = ranges["processes"]
         processes = (low, high if one else max(low, min(high, cores)))
-        return cls(cores, processes, ranges["workers"], one)
+        return cls(cores, processes, ranges["concurrency"], one)
 
     @property
     def most(self) -> int:
@@ -80,7 +80,7 @@ class Bounds:
         if self.one_per_process:
             return f"at most {self.processes[1]} processes (knob limit)"
         why = "the cores this server may use" if self.processes[1] <= self.cores else "knob limit"
-        pool = next((lim for lim in model.limits if lim.knob == "workers" and lim.max), None)
+        pool = next((lim for lim in model.limits if lim.knob == "concurrency" and lim.max), None)
         cap = (pool.why or "knob limit") if pool else "the lab's largest"
         pools = _n(self.workers[1], model.unit)
         return f"{_n(self.processes[1], 'process')} ({why}) x {pools} ({cap})"
@@ -100,7 +100,7 @@ class Candidate:
         """`base` with this candidate's processes and pool; the outbound pools follow the pool
         (their "auto")."""
         w = self.workers
-        return replace(base, processes=self.processes, workers=w, pool=w, db_pool=w)
+        return replace(base, processes=self.processes, concurrency=w, pool=w, db_pool=w)
 
     def name(self, model: Model) -> str:
         """The configuration's name in the run directory: its steps' `model`."""

@@ -13,6 +13,7 @@ from lab.advise.advice import Advice, ModelAdvice
 
 HEADERS = (
     "model",
+    "your app",
     "meets",
     "configuration",
     "cores",
@@ -30,7 +31,7 @@ def advice_table(advice: Advice) -> Table:
     title = f"lab advise: {advice.slo.words}"
     table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in HEADERS:
-        left = header in ("model", "configuration", "limited by", "meets")
+        left = header in ("model", "your app", "configuration", "limited by", "meets")
         table.add_column(header, justify="left" if left else "right", no_wrap=True)
     for m in advice.models:
         table.add_row(*_cells(m), style="green" if m.meets else None)
@@ -46,7 +47,8 @@ def _cells(m: ModelAdvice) -> tuple[str, ...]:
     )
     measured = (f"{m.cores}", f"{m.cpu_pct:.0f}", f"{m.rss_mb:.0f}") if c else ("-",) * 3
     meets = "yes" if m.meets else "no"
-    return (m.model, meets, m.configuration or "-", *measured, *figures, m.limited_by or "-")
+    app = m.runs_app
+    return (m.model, app, meets, m.configuration or "-", *measured, *figures, m.limited_by or "-")
 
 
 def _p99(value: float | None) -> str:

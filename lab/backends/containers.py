@@ -142,6 +142,7 @@ def serve_command(model: Model, knobs: Knobs) -> list[str]:
         "-m",
         "lab.cli.serve",
         model.name,
+        *("--host", "0.0.0.0", "--allow-remote"),  # the container's own network; see compose.yaml
         "--port",
         str(CONTAINER_PORT),
         *(arg for pair in pairs for arg in ("--knob", pair)),

@@ -44,7 +44,7 @@ RESUMABLE = (
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
 # Each candidate sets processes and the pools: the base knobs start from the least of them, so no
 # model's knob limits refuse the base before its search has sized anything.
-BASE_KNOBS = {"processes": 1, "workers": 1}
+BASE_KNOBS = {"processes": 1, "concurrency": 1}
 
 ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     click.option("--rps", type=float, callback=positive, help="Target arrival rate (req/s)."),
@@ -106,7 +106,7 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
     slo = Slo(opts["rps"], opts["p99_ms"], opts["error_rate"])
     advice = search(opts, slo, recorded)
     show(advice, opts["as_json"])
-    sys.exit(0 if advice.recommended() else 1)
+    sys.exit(0 if advice.meets() else 1)
 
 
 def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> Advice:

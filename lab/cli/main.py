@@ -26,7 +26,8 @@ from lab.record.errors import LabError
 def main() -> None:
     """concurrency-lab: which Python server concurrency model should serve an I/O-bound Flask app?
 
-    Start with `lab run` (the quick scenario, about 4 minutes), then `lab report results/<run>`.
+    Start with `lab run` (the quick scenario, about 5 minutes on 2 cores), then
+    `lab report results/<run>`.
     """
 
 

@@ -13,7 +13,11 @@ from lab.config.models import load_registry
 
 
 @click.command("models")
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
 @click.option(
     "--commands",
     "top_level",
@@ -27,10 +31,11 @@ def list_models(models_file: Path | None, top_level: int | None) -> None:
     registry = load_registry(models_file)
     out = Console()
     table = Table(title="models (baselines dimmed)")
-    for column in ("model", "unit", "app", "description"):
+    for column in ("model", "unit", "app", "a Flask app", "description"):
         table.add_column(column)
     for m in registry.models.values():
-        table.add_row(m.name, m.unit, m.app, m.description, style="dim" if m.baseline else None)
+        style = "dim" if m.baseline else None
+        table.add_row(m.name, m.unit, m.app, m.runs_app(), m.description, style=style)
     out.print(table)
     out.print("knob defaults: " + ", ".join(f"{k}={v}" for k, v in vars(registry.knobs).items()))
     out.print("override per run with --knob NAME=VALUE, per scenario in its \\[knobs] table")

@@ -16,7 +16,7 @@ from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
 from lab.cli.run_options import APP_ONLY, SCENARIO_OPTIONS, run_options
 from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config import availability
-from lab.config.models import Knobs, Model, Registry, knob_notes, load_registry
+from lab.config.models import Knobs, Model, Registry, alias_notes, knob_notes, load_registry
 from lab.config.scenario import Scenario, load_scenario, override
 from lab.record.errors import LabError
 from lab.run import generators
@@ -119,6 +119,8 @@ def check_before_start(
     """What can be refused before a directory is made or a process started: each model's knob
     limits (raised minimums are reported) and a writable --out."""
     knobs = resolve_knobs(defaults, scenario, opts["knobs"])
+    for note in alias_notes({**scenario.knobs, **opts["knobs"]}):
+        console.print(f"[yellow]note:[/] {escape(note)}")
     for note in knob_notes(chosen, knobs):
         console.print(f"[yellow]knob adjusted:[/] {escape(note)}")
     if not opts["resume"]:

@@ -192,7 +192,8 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         multiple=True,
         callback=knob_pairs,
         metavar="NAME=VALUE",
-        help="Override a server knob for this run (repeatable), e.g. --knob workers=50.",
+        help="Override a server knob for this run (repeatable): --knob concurrency=50 (threads, "
+        "greenlets or coroutines per process), --knob processes=2 (server processes).",
     ),
     click.option("--port", type=int, help="Server port (default: any free port)."),
     click.option("--upstream-port", type=int, help="Upstream port (default: any free port)."),

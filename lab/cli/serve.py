@@ -17,8 +17,9 @@ from pathlib import Path
 
 import click
 
-from lab.config.models import Knobs, load_registry, parse_knobs, server_env
+from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
 from lab.record.errors import LabError
+from lab.system import safety
 from lab.webui.meter import detach
 
 DEFAULT_UPSTREAM_URL = "http://upstream:8080"
@@ -36,16 +37,42 @@ def serve_argv(
     """The exact command and environment `lab run` would start this model with."""
     registry = load_registry(models_file)
     (model,) = registry.pick([model_name])
-    knobs = registry.knobs.updated(parse_knobs(knob_pairs), "--knob").resolve(max_concurrency)
+    overrides = parse_knobs(knob_pairs)
+    for note in alias_notes(overrides):
+        print(f"lab serve {model_name}: note: {note}", file=sys.stderr, flush=True)
+    knobs = registry.knobs.updated(overrides, "--knob").resolve(max_concurrency)
     model.check_installed(knobs)
     return model.command(knobs, host, port), server_env(model, knobs, upstream_url), knobs
 
 
 @click.command("serve")
 @click.argument("model")
-@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--knob", "knobs", multiple=True, metavar="NAME=VALUE", help="Override a knob.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; non-loopback needs --allow-remote (a container: 0.0.0.0).",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a non-loopback --host (inside a container, whose ports Compose publishes on "
+    "127.0.0.1).",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port to listen on.",
+)
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override a knob (repeatable), e.g. concurrency=200 or processes=2.",
+)
 @click.option(
     "--max-concurrency",
     default=200,
@@ -53,7 +80,11 @@ def serve_argv(
     type=click.IntRange(min=1),
     help='What "auto" knobs resolve to: the highest concurrency you will drive.',
 )
-@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--models-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file of extra models (same shape as servers/models.toml).",
+)
 @click.option(
     "--meter-port",
     default=0,
@@ -76,9 +107,11 @@ def serve(
     models_file: Path | None,
     meter_port: int,
     upstream_url: str,
+    allow_remote: bool,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point)."""
     try:
+        safety.check_host(host, "--host", allow_remote=allow_remote)
         argv, env, resolved = serve_argv(
             model, host, port, knobs, max_concurrency, models_file, upstream_url
         )

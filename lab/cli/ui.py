@@ -21,7 +21,7 @@ from types import FrameType
 import click
 
 from lab.backends.base import HOST, CpuLayout, NativeBackend
-from lab.config.models import load_registry
+from lab.config.models import alias_notes, load_registry
 from lab.config.scenario import LIMITS, UpstreamSpec
 from lab.record.errors import LabError
 from lab.system import procs
@@ -59,12 +59,12 @@ def locust_argv(port: int, out: Path) -> list[str]:
 
 
 def start_all(
-    models: list[str], port: int, workers: int, delay_ms: float, out: Path, logs: Path
+    models: list[str], port: int, concurrency: int, delay_ms: float, out: Path, logs: Path
 ) -> tuple[NativeBackend, procs.Proc]:
     """Upstream, each model, then locust; a failure stops what was started (by the caller)."""
     registry = load_registry()
     chosen = registry.pick(models)
-    knobs = registry.knobs.resolve(workers)
+    knobs = registry.knobs.resolve(concurrency)
     for model in chosen:
         model.check_installed(knobs)
     procs.ensure_port_free(HOST, port, "locust web UI")
@@ -104,12 +104,13 @@ def start_all(
     help="Models to start, comma separated (see `lab models`).",
 )
 @click.option(
-    "--workers",
+    "--concurrency",
     default=200,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Threads/greenlets per server: the most users a model can hold.",
+    help="Threads, greenlets or coroutines per server process: the most users a model can hold.",
 )
+@click.option("--workers", type=click.IntRange(min=1), hidden=True)  # the old name, with a note
 @click.option(
     "--delay-ms",
     default=100.0,
@@ -124,13 +125,19 @@ def start_all(
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the lab page's Save button writes result directories.",
 )
-def ui(port: int, models: str, workers: int, delay_ms: float, out: Path) -> None:
+def ui(
+    port: int, models: str, concurrency: int, workers: int | None, delay_ms: float, out: Path
+) -> None:
     """Start the models, the upstream and the locust web UI with the lab page on 127.0.0.1."""
     names = [m.strip() for m in models.split(",") if m.strip()]
+    if workers is not None:
+        concurrency = workers
+        for note in alias_notes({"workers": workers}):
+            click.echo(f"lab ui: note: {note}", err=True)
     logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        backend, locust = start_all(names, port, workers, delay_ms, out.resolve(), logs)
+        backend, locust = start_all(names, port, concurrency, delay_ms, out.resolve(), logs)
         click.echo(
             f"lab ui: http://{HOST}:{port}  (lab page: /lab/; logs in {logs}); "
             "Ctrl-C stops everything",

@@ -1,7 +1,11 @@
 """The model registry: each server model is one declarative entry in a TOML file.
 
-A model is an argv template plus what one unit of its `workers` knob is. Knobs are normalised: the
-same defaults for every model, overridable per scenario and per run, and recorded in the manifest.
+A model is an argv template plus what one unit of its `concurrency` knob is. Knobs are normalised:
+the same defaults for every model, overridable per scenario and per run, and recorded in the
+manifest. One word per meaning: `processes` are server processes (what gunicorn, uvicorn and
+Granian call `--workers`), `concurrency` is what one process serves at once (threads, greenlets or
+coroutines). The old name `workers` is still read, with a note, because a gunicorn user typing
+`workers=4` means four processes and would otherwise silently get one process of four greenlets.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from lab.system.resources import child_env, data_file
 BUILTIN_MODELS = data_file("servers", "models.toml")
 UNITS = ("thread", "greenlet", "coroutine", "process")
 APPS = ("wsgi", "asgi")
+AS_IS, BRIDGED, ASYNC_PORT = "as is", "bridged", "async port"  # runs_app()'s answers
 # What `{app}` in a model's argv names unless the run brings its own app (`lab run --app`).
 DEFAULT_TARGETS = {"wsgi": "servers.app_wsgi:app", "asgi": "servers.app_asgi:app"}
 INSTALL_HINTS = {
@@ -28,9 +33,16 @@ INSTALL_HINTS = {
     "granian": "pip install granian (Rust wheels for CPython 3.9+ on common platforms)",
     "uvicorn": "pip install 'uvicorn[standard]'",
 }
+# Old knob names still read: old name -> (new name, what the old one means elsewhere).
+KNOB_ALIASES = {
+    "workers": (
+        "concurrency",
+        "gunicorn's, uvicorn's and Granian's --workers are server processes: the knob processes",
+    ),
+}
 KNOB_MAX = {
     "processes": 256,
-    "workers": 100_000,
+    "concurrency": 100_000,
     "backlog": 1_000_000,
     "keepalive_s": 3_600,
     "pool": 100_000,
@@ -44,7 +56,7 @@ class Knobs:
     """Server settings shared by every model; "auto" values are resolved per run."""
 
     processes: int = 1
-    workers: int | str = "auto"
+    concurrency: int | str = "auto"  # threads, greenlets or coroutines per process
     backlog: int = 2048
     keepalive_s: int = 5
     pool: int | str = "auto"
@@ -52,11 +64,11 @@ class Knobs:
     db_pool: int | str = "auto"  # PostgreSQL/Redis connections per process (each driver's pool)
 
     def resolve(self, top_level: int) -> Knobs:
-        """Fill in "auto": workers = the run's highest level, pool and db_pool = workers."""
-        workers = top_level if self.workers == "auto" else self.workers
-        pool = workers if self.pool == "auto" else self.pool
-        db_pool = workers if self.db_pool == "auto" else self.db_pool
-        resolved = replace(self, workers=workers, pool=pool, db_pool=db_pool)
+        """Fill in "auto": concurrency = the run's highest level, pool and db_pool = concurrency."""
+        per = top_level if self.concurrency == "auto" else self.concurrency
+        pool = per if self.pool == "auto" else self.pool
+        db_pool = per if self.db_pool == "auto" else self.db_pool
+        resolved = replace(self, concurrency=per, pool=pool, db_pool=db_pool)
         for f in fields(resolved):
             value = getattr(resolved, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -66,6 +78,7 @@ class Knobs:
         return resolved
 
     def updated(self, overrides: dict[str, Any], where: str) -> Knobs:
+        overrides = canonical_knobs(overrides, where)
         check_table(overrides, where, {f.name: (int, str) for f in fields(self)})
         for key, value in overrides.items():
             if isinstance(value, str) and value != "auto":
@@ -93,13 +106,20 @@ class Model:
     name: str
     description: str
     app: str  # "wsgi" (the Flask app) or "asgi" (its Quart twin)
-    unit: str  # what one `workers` unit is: thread, greenlet, coroutine or process
+    unit: str  # what one `concurrency` unit is: thread, greenlet, coroutine or process
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     baseline: bool = False
     target: str = ""  # "module:attribute" served as {app}; empty: the lab's own app of this kind
     requires: tuple[str, ...] = ()  # distributions the server needs besides the app's
     python: str = ""  # interpreter to run under in a lab-made venv; "" = the lab's own
+    bridge: str = ""  # how an ASGI server reaches a WSGI app ("" = it serves its app natively)
+
+    def runs_app(self) -> str:
+        """`runs_app()` of this model: a model fitted to a user's app (`target`) serves an app of
+        its own interface; otherwise the app is the lab's Flask app."""
+        kind = self.app if self.target and not self.bridge else "wsgi"
+        return runs_app(self.app, self.bridge, kind)
 
     def requirements(self) -> tuple[str, ...]:
         """Pinned specs of everything the model imports: its app's packages and its server's."""
@@ -142,13 +162,15 @@ class Model:
     def capacity(self, knobs: Knobs) -> int:
         """How many requests the model can hold at once with these (resolved) knobs."""
         used = self.knobs_for(knobs)
-        per_process = 1 if self.unit == "process" else int(used.workers)
+        per_process = 1 if self.unit == "process" else int(used.concurrency)
         return int(used.processes) * per_process
 
     def command(self, knobs: Knobs, host: str, port: int) -> list[str]:
         bare = host.strip("[]")
+        used = asdict(self.knobs_for(knobs))
         values: dict[str, object] = {
-            **asdict(self.knobs_for(knobs)),
+            **used,
+            **{old: used[new] for old, (new, _) in KNOB_ALIASES.items()},  # models files of old
             "bindir": str(self.bindir()),
             "host": bare,
             "port": port,
@@ -166,6 +188,16 @@ class Model:
         problem = procs.not_executable(Path(found))
         if problem:
             raise LabError(f"model {self.name}: {found} {problem}")
+
+
+def runs_app(model_app: str, bridge: str, app_kind: str = "wsgi") -> str:
+    """How a model runs the app a user brings (`app_kind`: the lab's own is a Flask app, WSGI):
+    "as is" on its own interface, "bridged" (a WSGI app behind a WSGI-to-ASGI bridge: unchanged,
+    but a configuration of its own with its own cost), or "async port" (the lab's Quart twin: a
+    Flask app would have to be ported to ASGI to get this)."""
+    if bridge:
+        return BRIDGED
+    return AS_IS if model_app == app_kind else ASYNC_PORT
 
 
 def install_hint(name: str) -> str:
@@ -197,13 +229,36 @@ def knob_notes(models: list[Model], knobs: Knobs) -> list[str]:
     return [note for model in models for note in model.adjustments(knobs)]
 
 
+def canonical_knobs(overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """Knob overrides under their current names (`workers` read as `concurrency`); LabError
+    when a knob is given under both names."""
+    out = dict(overrides)
+    for old, (new, _) in KNOB_ALIASES.items():
+        if old in out:
+            if new in out:
+                raise LabError(f"{where}: {old} and {new} are the same knob; give {new} only")
+            out[new] = out.pop(old)
+    return out
+
+
+def alias_notes(overrides: dict[str, Any]) -> list[str]:
+    """One line per knob given under its old name: what it is now, and what the old name means
+    to the servers, so a gunicorn user's `workers=4` is never silently four greenlets."""
+    return [
+        f"knob {old} is now {new} (threads, greenlets or coroutines per process); {elsewhere}: "
+        f"running {new}={overrides[old]}"
+        for old, (new, elsewhere) in KNOB_ALIASES.items()
+        if old in overrides
+    ]
+
+
 def parse_knobs(pairs: tuple[str, ...]) -> dict[str, int | str]:
     """`NAME=VALUE` pairs (from `--knob`) into knob overrides: whole numbers, or the word "auto"."""
     overrides: dict[str, int | str] = {}
     for pair in pairs:
         name, sep, value = (part.strip() for part in pair.partition("="))
         if not sep or not name:
-            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. workers=200")
+            raise LabError(f"--knob {pair!r}: expected NAME=VALUE, e.g. concurrency=200")
         try:
             overrides[name] = value if value == "auto" else int(value)
         except ValueError:
@@ -223,6 +278,7 @@ MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "requires": list,
     "python": str,
     "knobs": dict,  # per-model constraints: knob = { min = N, max = N, why = "..." }
+    "bridge": str,  # the WSGI-to-ASGI bridge an asyncio server serves the Flask app through
 }
 MAX_ARGV_BYTES = 100_000  # real models use < 1 kB; the kernel's limit per argument is 128 kB
 
@@ -278,6 +334,7 @@ def _model(name: str, table: Any, where: str) -> Model:
         limits=tuple(_limit(k, v, f"{where}.knobs.{k}") for k, v in table.get("knobs", {}).items()),
         requires=_requires(table.get("requires", []), where),
         python=table.get("python", ""),
+        bridge=table.get("bridge", ""),
     )
     try:  # placeholders are checked now, so the error can name the file
         model.command(Knobs().resolve(1), "127.0.0.1", 0)
@@ -308,7 +365,8 @@ def _argv_env(table: dict[str, Any], where: str) -> tuple[list[str], dict[str, s
 
 
 def _limit(knob: str, table: Any, where: str) -> KnobLimit:
-    """One `[models.X.knobs]` entry: `workers = { min = 2, why = "..." }`."""
+    """One `[models.X.knobs]` entry: `concurrency = { min = 2, why = "..." }`."""
+    knob = KNOB_ALIASES[knob][0] if knob in KNOB_ALIASES else knob
     if knob not in KNOB_MAX:
         raise LabError(f"{where}: unknown knob {knob!r} (knobs: {', '.join(KNOB_MAX)})")
     check_table(table, where, {"min": int, "max": int, "why": str})

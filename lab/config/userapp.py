@@ -25,6 +25,7 @@ TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 HEADER = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*)$")
 BRIDGE = "servers.user_bridge:app"
+BRIDGE_WORDS = "asgiref's WsgiToAsgi (servers/user_bridge.py)"
 IMPORT_TIMEOUT_S = 60.0
 
 # Imports the app in a child and prints its kind: an `async def __call__` is ASGI, else WSGI.
@@ -152,4 +153,5 @@ def fit(app: UserApp, model: Model) -> tuple[Model, bool] | None:
     if app.kind == "asgi":
         return None
     env["LAB_BRIDGED_APP"] = app.target
-    return replace(model, target=BRIDGE, env=tuple(sorted(env.items()))), True
+    bridged = replace(model, target=BRIDGE, env=tuple(sorted(env.items())), bridge=BRIDGE_WORDS)
+    return bridged, True

@@ -77,7 +77,7 @@ def markdown_table() -> str:
 class Capacity:
     """What the model's knobs allow, to judge a step against."""
 
-    requests: int  # simultaneous requests the knobs allow (processes x workers)
+    requests: int  # simultaneous requests the knobs allow (processes x concurrency)
     knob: str  # the same in words, e.g. "50 threads x 1 process"
     cores: float  # cores the server can use: cores given to it, at most one per process
     delay_ms: float  # the upstream's mean delay: the closed-loop ideal is users / delay
@@ -97,7 +97,7 @@ class Capacity:
         probe_cap: float | None = None,
     ) -> Capacity:
         processes = int(knobs.processes)
-        per = "" if model.unit == "process" else f"{knobs.workers} {model.unit}s x "
+        per = "" if model.unit == "process" else f"{knobs.concurrency} {model.unit}s x "
         given = cores_given or len(os.sched_getaffinity(0))
         return cls(
             requests=model.capacity(knobs),

@@ -14,7 +14,10 @@ from typing import Any
 
 import lab
 from lab.backends.base import Backend
-from lab.config.models import Knobs, Model
+from lab.config.models import AS_IS as AS_IS
+from lab.config.models import ASYNC_PORT as ASYNC_PORT
+from lab.config.models import BRIDGED as BRIDGED
+from lab.config.models import Knobs, Model, canonical_knobs, runs_app
 from lab.record.errors import LabError
 from lab.record.step import SCHEMA_VERSION
 from lab.run.plan import Plan
@@ -71,6 +74,7 @@ def model_entry(model: Model, knobs: Knobs) -> dict[str, Any]:
     return {
         "description": model.description,
         "app": model.app,
+        **({"bridge": model.bridge} if model.bridge else {}),
         "unit": model.unit,
         "baseline": model.baseline,
         "capacity": model.capacity(knobs),
@@ -80,7 +84,10 @@ def model_entry(model: Model, knobs: Knobs) -> dict[str, Any]:
 
 
 def resumed_manifest(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
-    """The recorded manifest, continued, if the new invocation would measure the same thing."""
+    """The recorded manifest, continued, if the new invocation would measure the same thing.
+    Knobs recorded under an old name (`workers`, before `concurrency`) compare as the new one."""
+    knobs = canonical_knobs(recorded.get("knobs") or {}, "manifest.json: knobs")
+    recorded = {**recorded, "knobs": knobs} if "knobs" in recorded else recorded
     changed = [k for k in COMPARED_ON_RESUME if recorded.get(k) != fresh.get(k)]
     if changed:
         details = "; ".join(_first_difference(recorded.get(k), fresh.get(k), k) for k in changed)
@@ -108,3 +115,13 @@ def _first_difference(old: Any, new: Any, path: str) -> str:
                 return _first_difference(old.get(key), new.get(key), f"{path}.{key}")
     was, now = (json.dumps(v, default=str)[:80] for v in (old, new))
     return f"{path} was {was}, now {now}"
+
+
+def models_run_app(manifest: dict[str, Any]) -> dict[str, str]:
+    """Per model of a run, how it runs the user's app (`lab.config.models.runs_app`): the app is
+    the scenario's `app` (`lab run --app`) or the lab's own Flask app (WSGI)."""
+    kind = (manifest.get("scenario", {}).get("app") or {}).get("kind", "wsgi")
+    return {
+        name: runs_app(entry.get("app", "wsgi"), entry.get("bridge", ""), kind)
+        for name, entry in (manifest.get("models") or {}).items()
+    }

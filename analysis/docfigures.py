@@ -1,0 +1,255 @@
+"""Figures in the docs that cannot go stale: each is rendered from a committed run summary.
+
+A figure in README.md or docs/*.md sits between two comments that name its summary and how to
+draw it:
+
+    <!-- figure: docs/figures/quick.json view=quick-table -->
+    ...generated text...
+    <!-- /figure -->
+
+The summary (`docs/figures/*.json`, small: a few kB) holds where the figures come from (`run_id`,
+`machine`, `date`, `command`) and the figures themselves: for a sweep, one point per model and
+level, made by `python -m analysis.docfigures summarize RUN_DIR OUT.json` from the run directory;
+for a table or an output kept from a run whose directory is not in the repository, its rows or its
+text. `python -m analysis.docfigures refresh` rewrites every block from its summary;
+tests/test_docs.py fails when a block differs from its summary, when a summary does not name its
+run, machine and date, and when a table or output of measured figures stands outside a block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from analysis.interfaces import run_answer
+from analysis.loading import load
+from analysis.metrics import point_table
+from lab.run.manifest import models_run_app
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(
+    r"(<!-- figure: (?P<source>\S+)(?: view=(?P<view>[\w-]+))? -->\n)"
+    r"(?P<body>(?:(?!<!-- /?figure).)*?)\n?<!-- /figure -->",  # never across another block
+    re.S,
+)
+END = "<!-- /figure -->"
+PROVENANCE = ("run_id", "machine", "date", "command")
+RUN_ID = re.compile(r"^\d{8}-\d{6}-[\w.-]+$")  # as lab.record.rundir names a run
+Summary = dict[str, Any]
+
+
+def docs(root: Path = ROOT) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def load_summary(source: str, root: Path = ROOT) -> Summary:
+    return dict(json.loads((root / source).read_text()))
+
+
+def provenance(s: Summary) -> str:
+    """The line every figure starts with: run id, machine, date and the command that made it."""
+    run = f"run `{s['run_id']}`" if RUN_ID.match(s["run_id"]) else f"run id {s['run_id']}"
+    where = f"{run}, {s['machine']}, {s['date']}"
+    return f"Source: {where}; `{s['command']}` (summary: `{s['source']}`)."
+
+
+def table(headers: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
+    """A Markdown table; `align` is its second line's cells (default: the first column left,
+    the figures right)."""
+    align = align or ["---", *["---:"] * (len(headers) - 1)]
+    lines = [headers, align, *[[str(c) for c in r] for r in rows]]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def view_table(s: Summary) -> str:
+    return table(s["headers"], s["rows"], s.get("align"))
+
+
+def view_text(s: Summary) -> str:
+    return "```text\n" + "\n".join(s["text"]) + "\n```"
+
+
+def view_run_text(s: Summary) -> str:
+    """What a command printed, with how long it took and its exit code."""
+    took = (
+        f"{s['wall_s'] // 60} min {s['wall_s'] % 60} s" if s["wall_s"] >= 60 else f"{s['wall_s']} s"
+    )
+    return f"It took {took}, exit code {s['exit_code']}:\n\n{view_text(s)}"
+
+
+def _points(s: Summary) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(p["model"], int(p["users"])): p for p in s["points"]}
+
+
+def view_quick_table(s: Summary) -> str:
+    """Throughput per level (efficiency against c/d from 100 users on), then p99, server and
+    client CPU at the top level, flags on the model's steps, and how it runs a Flask app."""
+    points, levels = _points(s), sorted({int(p["users"]) for p in s["points"]})
+    top = levels[-1]
+    headers = ["model", "your app", *[f"c={c}" for c in levels]]
+    headers += [f"p99 at c={top}", f"server CPU at c={top}", f"client CPU at c={top}", "flags"]
+    rows = []
+    for model in s["models"]:
+        cells = []
+        for c in levels:
+            p = points.get((model, c))
+            eff = f" ({p['efficiency']:.2f})" if p and c >= 100 and p["efficiency"] else ""
+            cells.append(f"{p['rps']:,.1f}{eff}" if p else "-")
+        last = points.get((model, top), {})
+        flags = sorted({f for c in levels for f in points.get((model, c), {}).get("flags", [])})
+        rows.append(
+            [
+                model,
+                s["runs_app"].get(model, "-"),
+                *cells,
+                f"{last['p99_ms']:,.0f} ms" if last else "-",
+                f"{last['server_cpu_pct']:.0f}%" if last else "-",
+                f"{last['client_cpu_pct']:.0f}%" if last else "-",
+                ", ".join(flags) or "none",
+            ]
+        )
+    return table(headers, rows, ["---", "---", *["---:"] * (len(headers) - 3), "---"])
+
+
+def view_quick_caption(s: Summary) -> str:
+    """What the README says under its plot, every number from the summary."""
+    pts, levels = s["points"], sorted({int(p["users"]) for p in s["points"]})
+    top, below = levels[-1], [c for c in levels if c < levels[-1]]
+    fair = [p for p in pts if p["fair"]]
+    worst_below = min((p["efficiency"] for p in fair if int(p["users"]) in below), default=0)
+    at_top = [p for p in fair if int(p["users"]) == top]
+    eff = [p["efficiency"] for p in at_top]
+    p50 = [p["p50_ms"] for p in at_top]
+    flagged = {f: sum(f in p["flags"] for p in pts) for p in pts for f in p["flags"]}
+    flags = "; ".join(f"`{f}` on {n} of its {len(pts)} steps" for f, n in sorted(flagged.items()))
+    return (
+        f"Throughput (ok responses/s) against users, `lab run --scenario quick` "
+        f"({len(s['models'])} models, {levels[0]} to {top} users, {s['delay_ms']:g} ms upstream "
+        f"delay, {s['duration_s']:g} s per level, one trial; {s['wall_s'] / 60:.1f} min in all). "
+        f"Every step the verdict counts ({len(fair)} of {len(pts)}) stays within "
+        f"{1 - worst_below:.0%} of the ideal (dashed: users / delay) up to {below[-1]} users and "
+        f"reaches {min(eff):.0%}-{max(eff):.0%} of it at {top} (p50 "
+        f"{min(p50):.0f}-{max(p50):.0f} ms against the {s['delay_ms']:g} ms delay). Flags: "
+        f"{flags or 'none'}. " + " ".join(f"{line[0].upper()}{line[1:]}." for line in s["answer"])
+    )
+
+
+def view_samples(s: Summary) -> str:
+    """How many requests each percentile rests on at each level: a step's requests (throughput x
+    the measured seconds, lowest and highest over the models) and how many of them lie beyond
+    p99 and p99.9. Under about 10 beyond a percentile, it is close to the maximum."""
+    rows = []
+    for c in sorted({int(p["users"]) for p in s["points"]}):
+        counts = [p["rps"] * s["duration_s"] for p in s["points"] if int(p["users"]) == c]
+        low, high = min(counts), max(counts)
+        rows.append(
+            [
+                f"c={c}",
+                f"{low:,.0f}-{high:,.0f}",
+                f"{low / 100:,.1f}-{high / 100:,.1f}",
+                f"{low / 1000:,.2f}-{high / 1000:,.2f}",
+            ]
+        )
+    headers = ["level", "requests per step", "beyond p99", "beyond p99.9"]
+    return table(headers, rows)
+
+
+def view_image(s: Summary) -> str:
+    """The plot `lab report` drew from the run (its digest is in the summary)."""
+    top = max(int(p["users"]) for p in s["points"])
+    alt = (
+        f"Throughput against users for {len(s['models'])} models in run {s['run_id']}, 1 to "
+        f"{top} users, with each model's ideal (users / delay) dashed"
+    )
+    return f"![{alt}]({s['image']})"
+
+
+VIEWS: dict[str, Callable[[Summary], str]] = {
+    "table": view_table,
+    "text": view_text,
+    "run-text": view_run_text,
+    "quick-table": view_quick_table,
+    "quick-caption": view_quick_caption,
+    "image": view_image,
+    "samples": view_samples,
+}
+
+
+def render(source: str, view: str | None, root: Path = ROOT) -> str:
+    s = {**load_summary(source, root), "source": source}
+    body = VIEWS[view or s.get("view", "table")](s)
+    if view == "image":
+        return body
+    return f"{body} {provenance(s)}" if view == "quick-caption" else f"{provenance(s)}\n\n{body}"
+
+
+def refreshed(text: str, root: Path = ROOT) -> str:
+    """`text` with every figure block rewritten from its summary."""
+    return BLOCK.sub(
+        lambda m: f"{m.group(1)}{render(m.group('source'), m.group('view'), root)}\n{END}",
+        text,
+    )
+
+
+def summarize(run_dir: Path, command: str, image: Path | None = None) -> Summary:
+    """A sweep's summary: provenance and one point per model and level (trials combined)."""
+    run = load(run_dir)
+    m, tab = run.manifest, point_table(run)
+    env = m.get("environment", {})
+    started = datetime.fromisoformat(m["created_at"])
+    finished = datetime.fromisoformat(m.get("finished_at") or m["created_at"])
+    fields = ("rps", "efficiency", "p50_ms", "p99_ms", "server_cpu_pct", "client_cpu_pct")
+    points = [
+        {
+            "model": r["model"],
+            "users": int(r["concurrency"]),
+            **{k: round(float(r[k]), 3) for k in fields},
+            "flags": list(r["flags"]),
+            "fair": bool(r["fair"]),  # no flag keeps it out of the verdict
+        }
+        for r in tab.to_dict("records")
+    ]
+    cpu = str(env.get("cpu_model", "?")).replace("(R)", "")
+    return {
+        "run_id": m["run_id"],
+        "machine": f"{env.get('cpus', '?')} CPUs ({cpu}), Python {env.get('python', '?')}",
+        "date": started.strftime("%-d %B %Y"),
+        "command": command,
+        "wall_s": round((finished - started).total_seconds()),
+        "delay_ms": run.delay_ms,
+        "duration_s": m["scenario"]["duration_s"],
+        "models": list(m["scenario"]["models"]),
+        "runs_app": models_run_app(m),
+        "answer": run_answer(run.records, m),
+        "points": points,
+        **({"image": str(image), "sha256": digest(image)} if image else {}),
+    }
+
+
+def digest(path: Path, root: Path = ROOT) -> str:
+    return hashlib.sha256((root / path).read_bytes()).hexdigest()
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["refresh"]:
+        for doc in docs():
+            doc.write_text(refreshed(doc.read_text()))
+        return
+    if argv[:1] == ["summarize"] and len(argv) in (4, 5):
+        image = Path(argv[4]) if len(argv) == 5 else None
+        summary = summarize(Path(argv[1]), argv[3], image)
+        Path(argv[2]).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+        return
+    sys.exit(
+        "usage: python -m analysis.docfigures refresh | summarize RUN_DIR OUT.json COMMAND [IMAGE]"
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

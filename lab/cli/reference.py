@@ -1,0 +1,84 @@
+"""Every command and option of `lab`, as Markdown for docs/running.md's command reference.
+
+Read from the click commands themselves (names, arguments, options, defaults, help), so the
+manual's reference is the CLI's: `python -m lab.cli.reference` rewrites the block in
+docs/running.md, and tests/test_docs.py fails when the block differs from it or when an option
+`lab X --help` lists is missing from it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from lab.cli.main import main
+
+START, END = "<!-- reference: python -m lab.cli.reference -->", "<!-- /reference -->"
+RUNNING = Path(__file__).resolve().parents[2] / "docs" / "running.md"
+
+
+def _cell(text: str) -> str:
+    return re.sub(r"\s+", " ", text).replace("|", "\\|").strip()
+
+
+def _names(param: click.Parameter) -> str:
+    if isinstance(param, click.Argument):
+        return f"`{param.human_readable_name}`"
+    names = [*param.opts, *param.secondary_opts]
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _default(param: click.Parameter) -> str:
+    if isinstance(param, click.Option) and (param.is_flag or not param.show_default):
+        return ""
+    value = param.default
+    if value is None or callable(value) or value == () or value is False:
+        return ""
+    return f" [default: {value}]"
+
+
+def _help(param: click.Parameter) -> str:
+    if isinstance(param, click.Argument):
+        return "argument"
+    return _cell((getattr(param, "help", None) or "") + _default(param))
+
+
+def command_table(name: str, command: click.Command) -> str:
+    """One command: its first help line, then a table of its arguments and options."""
+    lines = [f"#### `{f'lab {name}'.strip()}`"]
+    lines += ["", _cell((command.help or "").split("\n\n")[0]), ""]
+    lines += ["| option | what it does |", "|---|---|"]
+    for param in command.params:
+        if getattr(param, "hidden", False):
+            continue
+        lines.append(f"| {_names(param)} | {_help(param)} |")
+    if not name:
+        lines.append("| `--help`, `-h` | show the help of `lab` or of any command |")
+    return "\n".join(lines)
+
+
+def markdown() -> str:
+    """The whole reference: `lab` itself, then every command in the order `lab --help` lists."""
+    ctx = click.Context(main)
+    parts = [command_table("", main)]
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
+        if command is not None and not command.hidden:
+            parts.append(command_table(name, command))
+    return "\n\n".join(parts)
+
+
+def refreshed(text: str) -> str:
+    """`text` with the block between START and END replaced by the reference."""
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{markdown()}\n{END}{tail}"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:]:
+        sys.exit("usage: python -m lab.cli.reference (rewrites docs/running.md's reference)")
+    RUNNING.write_text(refreshed(RUNNING.read_text()))

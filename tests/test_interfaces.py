@@ -1,0 +1,121 @@
+"""The Flask user's answer: per model, whether it runs the app as it is (WSGI), through a bridge,
+or needs an async port (ASGI); the recommendation is the best that runs it unchanged, with the
+best async port beside it and what each bridged configuration costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.interfaces import answer, run_answer
+from analysis.loading import load
+from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, load_registry, runs_app
+from lab.config.userapp import UserApp, fit
+from lab.run.manifest import model_entry, models_run_app
+from tests.fixture_run import FixtureStep, build_run
+
+REGISTRY = load_registry()
+PITFALLS = load_registry(Path(__file__).resolve().parents[1] / "servers" / "pitfalls.toml")
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("uwsgi-threads", AS_IS),
+        ("gunicorn-gevent", AS_IS),
+        ("granian-wsgi", AS_IS),
+        ("uvicorn", ASYNC_PORT),
+        ("gunicorn-asyncio", ASYNC_PORT),
+        ("granian-asgi", ASYNC_PORT),
+    ],
+    ids=lambda x: str(x),
+)
+def test_the_registry_knows_who_runs_a_flask_app(model: str, expected: str) -> None:
+    assert REGISTRY.models[model].runs_app() == expected
+
+
+def test_the_bridge_is_its_own_configuration() -> None:
+    assert PITFALLS.models["uvicorn-wsgi-bridge"].runs_app() == BRIDGED
+    entry = model_entry(PITFALLS.models["uvicorn-wsgi-bridge"], REGISTRY.knobs.resolve(4))
+    assert "WsgiToAsgi" in entry["bridge"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "model", "expected"),
+    [
+        ("wsgi", "uwsgi-threads", AS_IS),
+        ("wsgi", "uvicorn", BRIDGED),
+        ("asgi", "uvicorn", AS_IS),
+    ],
+    ids=["wsgi-under-wsgi", "wsgi-under-asgi-bridged", "asgi-under-asgi"],
+)
+def test_a_users_app_is_classified_by_its_own_kind(kind: str, model: str, expected: str) -> None:
+    fitted = fit(UserApp("mine:app", kind), REGISTRY.models[model])
+    assert fitted is not None
+    assert fitted[0].runs_app() == expected
+    manifest = {
+        "scenario": {"app": {"target": "mine:app", "kind": kind}},
+        "models": {model: model_entry(fitted[0], REGISTRY.knobs.resolve(4))},
+    }
+    assert models_run_app(manifest) == {model: expected}
+
+
+def test_old_manifests_without_a_bridge_field_classify_by_their_app() -> None:
+    assert runs_app("wsgi", "") == AS_IS and runs_app("asgi", "") == ASYNC_PORT
+
+
+def steps(model: str, rps: float, p99: float, flags: tuple[str, ...] = ()) -> list[FixtureStep]:
+    return [
+        FixtureStep(model, c, rps_per_second=(rps * c / 100,) * 3, latencies_ms=(p99,), flags=flags)
+        for c in (10, 100)
+    ]
+
+
+CLASSES = {
+    "uwsgi-threads": AS_IS,
+    "gunicorn-gevent": AS_IS,
+    "uvicorn": ASYNC_PORT,
+    "uvicorn-wsgi-bridge": BRIDGED,
+}
+
+
+def test_the_recommendation_runs_the_app_unchanged_and_the_port_stands_beside_it(
+    tmp_path: Path,
+) -> None:
+    run_dir = build_run(
+        tmp_path / "run",
+        [
+            *steps("uwsgi-threads", 800, 120),
+            *steps("gunicorn-gevent", 600, 130),
+            *steps("uvicorn", 900, 110),  # the fastest, but it serves the Quart twin
+            *steps("uvicorn-wsgi-bridge", 10, 9000, flags=("serialized",)),
+        ],
+    )
+    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    said = "\n".join(lines)
+    assert lines[0].startswith("your app is WSGI (Flask): runs your WSGI (Flask) app as it is: ")
+    assert "needs an async port (ASGI, like the lab's Quart twin): uvicorn" in lines[0]
+    assert lines[1].startswith("for your app as it is, at c=100: uwsgi-threads, 800.0 rps"), said
+    assert lines[2].startswith("if you port it to async, at c=100: uvicorn, 900.0 rps"), said
+    assert "+12% throughput" in lines[2] and "against uwsgi-threads" in lines[2]
+    assert lines[3].startswith("through the bridge, c=100: uvicorn-wsgi-bridge, 10.0 rps"), said
+    assert "-99% throughput" in lines[3] and "serialized: excluded from the verdict" in lines[3]
+
+
+def test_an_excluded_model_is_never_the_recommendation(tmp_path: Path) -> None:
+    run_dir = build_run(
+        tmp_path / "run",
+        [*steps("uwsgi-threads", 800, 120, ("serialized",)), *steps("gunicorn-gevent", 600, 130)],
+    )
+    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    assert "for your app as it is, at c=100: gunicorn-gevent" in lines[1]
+
+
+def test_a_run_reads_its_classes_from_the_manifest(tmp_path: Path) -> None:
+    """The fixture's manifest has no `app` per model: read as the Flask app's WSGI models."""
+    run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
+    lines = run_answer(run.records, run.manifest)
+    assert (
+        lines[0] == "your app is WSGI (Flask): runs your WSGI (Flask) app as it is: uwsgi-threads"
+    )
