@@ -141,7 +141,9 @@ def in_container(spec: CaseSpec) -> dict[str, Any]:
         inside_after, here_after = counters_inside(server.container), netns.counters()
         values = exec_text(server.container, ["cat", *(sysctl_file(n) for n in sysctls)])
         as_set = dict(zip(sysctls, values.split(), strict=True))
-        Path(spec.log).write_bytes(server.container.logs())
+        log = Path(spec.log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_bytes(server.container.logs())
     return {
         **r,
         "counters": netns.delta(inside, inside_after),

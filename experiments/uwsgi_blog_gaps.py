@@ -178,28 +178,45 @@ def explain(row: Row, by: dict[str, dict[str, Any]], pub: dict[str, Any]) -> str
 
 def docker_gap(m: dict[str, Any], published: float) -> str:
     """What a case through a published Docker port shows against `published`: the path its
-    connects took, and what each side of the port counted."""
-    inside, host = m["counters"], m["host_counters"]
+    connects took, what each side of the port counted, and the backoff its slowest request had
+    room for."""
+    inside = m["counters"]
     linear = int(m["host_settings"].get(LINEAR) or 0)
     slowest = m["latency_ms"]["max"] / 1000
-    waited = slowest - m["sleep_s"]  # beyond its own sleep: queueing for a worker, SYN backoff
+    k = retransmissions(slowest - m["sleep_s"], linear)  # beyond its own sleep
+    exponential = syn_schedule(0)[k - 1] if k else 0
     head = (
         f"Through a published Docker port it took {took(m)}"
         + (f", ratio {m['time_taken_s'] / published:.2f}" if reproduces(m, published) else "")
         + f"; connects went {m['path']['says']}."
     )
     return (
-        f"{head} Inside the container the kernel counted {inside['ListenOverflows']} "
-        f"ListenOverflows and {inside['ListenDrops']} ListenDrops (SYNs its listen queue "
-        f"dropped) and {inside['TCPSynRetrans']} SYN retransmits of its own; on this host, "
-        f"where a proxy's dials to the container are counted, {host['TCPSynRetrans']} SYN "
-        f"retransmits (host counters, shared with the machine; this host's SYN backoff: "
-        f"tcp_syn_linear_timeouts {linear}). The client's longest connect took "
-        f"{m['connect_ms']['max']:.0f} ms and its slowest request {slowest:.1f} s, "
-        f"{m['sleep_s']:g} s of it its own sleep: room for {retransmissions(waited, linear)} SYN "
-        f"retransmissions at most anywhere on its path. {published} s would need one SYN dropped "
-        "five times in a row (31 s of exponential backoff) between the client or the proxy "
-        "and uWSGI."
+        f"{head} {host_side(m)} Inside the container the kernel counted "
+        f"{inside['ListenOverflows']} ListenOverflows and {inside['ListenDrops']} ListenDrops "
+        f"(SYNs its listen queue dropped). The slowest request took {slowest:.1f} s, "
+        f"{m['sleep_s']:g} s of it its own sleep: room for at most {k} SYN retransmission"
+        f"{'' if k == 1 else 's'} on its path, at this host's backoff (tcp_syn_linear_timeouts "
+        f"{linear}; {exponential:g} s for as many with the blog's exponential one). "
+        f"{published} s would need one SYN dropped five times in a row (31 s of backoff)."
+    )
+
+
+def host_side(m: dict[str, Any]) -> str:
+    """The host's counters around a published-port case: two connections per request where a
+    proxy stands between, and whose SYN retransmits they are (the client's connects show)."""
+    host, connect_s = m["host_counters"], m["connect_ms"]["max"] / 1000
+    said = (
+        f"On this host (counters shared with the machine) the kernel counted "
+        f"{host['ActiveOpens']} connects opened for {m['n']} requests, "
+        f"{host['ListenOverflows']} ListenOverflows and {host['TCPSynRetrans']} SYN retransmits"
+    )
+    if m["path"]["path"] == "nat" or connect_s >= 1.0:
+        return said + f"; the client's longest connect took {connect_s:.1f} s."
+    return (
+        f"{said}; the client's longest connect took {connect_s * 1000:.0f} ms, under a first "
+        "retransmission's 1 s, so those were the proxy's dials to the container: the backoff "
+        "happened between the proxy and uWSGI, out of the client's sight, at this host's SYN "
+        "backoff, not the container's."
     )
 
 
@@ -280,7 +297,12 @@ def conclude(sleep_s: float, by: dict[str, dict[str, Any]], pub: dict[str, Any])
         )
     head += f" Original conditions: {ORIGINAL_WORDS}."
     if docker := [m for m in by.values() if m.get("docker")]:
-        head += f" Through the published Docker port, connects went {docker[0]['path']['says']}."
+        d = docker[0]
+        head += (
+            f" Through the published Docker port, connects went {d['path']['says']} "
+            f"({d['host_counters']['ActiveOpens']} connects opened on this host for {d['n']} "
+            f"requests in {d['case']!r})."
+        )
     scale = (
         f" Variants sleep {sleep_s:g} s (published 1 s) and are compared as multiples of the "
         "ideal; the 1000/1000 cases with published figures and the conditions sleep 1 s."

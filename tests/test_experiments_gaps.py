@@ -151,13 +151,13 @@ def test_netns_counters_parse_what_docker_exec_prints() -> None:
 
 def docker_case(slowest_ms: float, linear: str = "4") -> dict[str, object]:
     """A measured 1000/1000 threads case through docker-proxy, as netns_case reports it."""
-    zeros = {name: 0 for name in ("ListenDrops", "TCPSynRetrans")}
+    zeros = {name: 0 for name in ("ListenOverflows", "ListenDrops", "TCPSynRetrans")}
     return {
         **{"case": "threads 1000, published Docker port", "published": "threads_1000"},
         **{"docker": True, "c": 1000, "n": 2000, "sleep_s": 1.0, "ideal_s": 2.0},
         **{"time_taken_s": 3.4, "deadline_hit": False},
         "counters": {**zeros, "ListenOverflows": 900, "ListenDrops": 950},
-        "host_counters": {**zeros, "TCPSynRetrans": 610},
+        "host_counters": {**zeros, "TCPSynRetrans": 610, "ActiveOpens": 4000},
         "host_settings": {"net.ipv4.tcp_syn_linear_timeouts": linear},
         "path": {"path": "docker-proxy", "says": "through docker-proxy (pid 7)"},
         "connect_ms": {"max": 2.0},
@@ -166,18 +166,23 @@ def docker_case(slowest_ms: float, linear: str = "4") -> dict[str, object]:
 
 
 def test_a_docker_row_explains_itself_from_both_sides_of_the_port() -> None:
-    """The path, the container's drops, the proxy side's retransmits, and how many SYN
-    retransmissions the slowest request had room for under this host's backoff."""
+    """The path, the proxy side's opens and retransmits (the client's connects were quick, so
+    they are the proxy's), the container's drops, and how many SYN retransmissions the slowest
+    request had room for under this host's backoff and under the blog's."""
     said = docker_gap(docker_case(3300.0), 35.667)
     assert "took 3.4 s; connects went through docker-proxy (pid 7)" in said
+    assert "4000 connects opened for 2000 requests, 0 ListenOverflows and 610 SYN" in said
+    assert "longest connect took 2 ms, under a first retransmission's 1 s" in said
     assert "900 ListenOverflows and 950 ListenDrops" in said
-    assert "610 SYN retransmits (host counters" in said and "tcp_syn_linear_timeouts 4" in said
-    assert "longest connect took 2 ms" in said and "slowest request 3.3 s" in said
-    assert "room for 2 SYN retransmissions at most" in said
+    assert "slowest request took 3.3 s" in said
+    assert "room for at most 2 SYN retransmissions" in said
+    assert "tcp_syn_linear_timeouts 4; 3 s for as many with the blog's" in said
     assert "ratio" not in said  # 3.4 s is not 35.7 s
     near = docker_case(33000.0, "0") | {"time_taken_s": 34.0}
     assert "ratio 0.95" in docker_gap(near, 35.667)
-    assert "room for 5 SYN retransmissions" in docker_gap(near, 35.667)
+    assert "room for at most 5 SYN retransmissions" in docker_gap(near, 35.667)
+    slow_connect = docker_case(3300.0) | {"connect_ms": {"max": 3100.0}}
+    assert "longest connect took 3.1 s." in docker_gap(slow_connect, 35.667)
 
 
 def test_no_namespace_runs_an_as_is_case_in_the_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
