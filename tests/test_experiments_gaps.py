@@ -228,11 +228,13 @@ def test_mixpanel_gap_reasons_come_from_the_backlog_row() -> None:
 
 def test_uwsgi_blog_quick_stays_about_two_minutes() -> None:
     """A guard on the protocol's size, not a timing: each case costs its ideal (waves x sleep)
-    plus about 3 s of start-up and SYN backoff, and the late-patch gevent case always runs into
-    its deadline. The whole --quick run measured 90 s on the 2-core machine this estimates."""
+    plus about 3 s of start-up and SYN backoff (2 s more to start and remove a container), and
+    the late-patch gevent case always runs into its deadline. The whole --quick run measured
+    118 s on the 2-core machine this estimates (90 s before the four published-port cases)."""
     p = uwsgi_blog.PROTOCOLS["quick"]
     cost = sum(
-        math.ceil(c.n / c.c) * (p.seconds_sleep_s if c.seconds else p.sleep_s) + 3 for c in p.cases
+        math.ceil(c.n / c.c) * (p.seconds_sleep_s if c.seconds else p.sleep_s) + 3 + 2 * c.docker
+        for c in p.cases
     )
     assert cost + p.deadline_s <= 130
     assert max(p.deadline_s, p.seconds_deadline_s) <= 60  # every case is bounded
