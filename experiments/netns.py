@@ -84,38 +84,48 @@ def write_sysctl(name: str, value: str) -> bool:
     return True
 
 
-def enter(overrides: Mapping[str, str]) -> dict[str, str | None]:
-    """Enter a private namespace with this host's SETTINGS, then `overrides`; return them as set.
-
-    The host's values are copied first, so a case with no overrides behaves as this machine does.
-    A setting this kernel lacks reads back as None (tcp_syn_linear_timeouts before Linux 6.5,
-    whose SYN retries were always exponential).
-    """
+def wanted(overrides: Mapping[str, str]) -> dict[str, str]:
+    """This host's SETTINGS with `overrides` on top: what a case's namespace is given. A setting
+    this kernel lacks is left out (tcp_syn_linear_timeouts before Linux 6.5, whose SYN retries
+    were always exponential)."""
     unknown = set(overrides) - set(SETTINGS)
     if unknown:
         raise ValueError(f"not a namespace setting this lab knows: {sorted(unknown)}")
     host = {name: read_sysctl(name) for name in SETTINGS}
+    return {name: overrides.get(name, v) for name, v in host.items() if v is not None}
+
+
+def enter(overrides: Mapping[str, str]) -> dict[str, str | None]:
+    """Enter a private namespace with this host's SETTINGS, then `overrides`; return them as set
+    (a setting this kernel lacks reads back as None).
+
+    The host's values are copied first, so a case with no overrides behaves as this machine does.
+    """
+    values = wanted(overrides)
     unshare_net()
     loopback_up()
-    for name in SETTINGS:
-        value = overrides.get(name, host[name])
-        if value is not None:
-            write_sysctl(name, value)
+    for name, value in values.items():
+        write_sysctl(name, value)
     return {name: read_sysctl(name) for name in SETTINGS}
 
 
 def counters() -> dict[str, int]:
     """COUNTERS of the current namespace, from /proc/net/netstat and /proc/net/snmp as nstat
-    reads them (each table is a header line of names followed by a line of values)."""
+    reads them."""
+    return parse_counters("".join(Path("/proc/net", t).read_text() for t in ("netstat", "snmp")))
+
+
+def parse_counters(text: str) -> dict[str, int]:
+    """COUNTERS in the text of /proc/net/netstat and /proc/net/snmp (each table a header line of
+    names followed by a line of values), read here or inside a container (`docker exec cat`)."""
     found: dict[str, int] = {}
-    for table in ("netstat", "snmp"):
-        lines = Path("/proc/net", table).read_text().splitlines()
-        for head, values in zip(lines[::2], lines[1::2], strict=False):
-            prefix, *names = head.split()
-            for name, value in zip(names, values.split()[1:], strict=False):
-                key = prefix.rstrip(":") + name
-                if key in COUNTERS:
-                    found[key] = int(value)
+    lines = text.splitlines()
+    for head, values in zip(lines[::2], lines[1::2], strict=False):
+        prefix, *names = head.split()
+        for name, value in zip(names, values.split()[1:], strict=False):
+            key = prefix.rstrip(":") + name
+            if key in COUNTERS:
+                found[key] = int(value)
     return found
 
 

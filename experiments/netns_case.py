@@ -1,4 +1,5 @@
-"""Child: one measured case (a server and an ab-style client) in a private network namespace.
+"""Child: one measured case (a server and an ab-style client) in a private network namespace,
+or with the server in a container that the client reaches through a published port.
 
 Usage: python -m experiments.netns_case SPEC_JSON   -> one JSON object on stdout
 
@@ -10,6 +11,12 @@ The namespace goes away with the last of them.
 A case without namespace settings runs in the host's namespace where no private one can be had
 (counters are then shared with everything else on the machine, and say so); a case with settings
 cannot, and answers `{"unavailable": "<one line>"}` instead of measuring.
+
+A case with an `image` runs its server there, as `docker run -p` does, and its client on this
+host (lab.backends.published): its settings become the container's sysctls, the counters are read
+on both sides of the port (inside the container's namespace with `docker exec`, where its listen
+queue drops SYNs; in the host's, where a userland proxy's SYN retransmissions are counted), and
+the result names the path the connections took. No engine or image: "unavailable" likewise.
 """
 
 from __future__ import annotations
@@ -25,10 +32,15 @@ from typing import Any
 
 from experiments import apachebench, netns
 from experiments.common import free_port, run_child, serving
+from lab.backends.containers import connect
+from lab.backends.published import exec_text, image_or_why, port_path, published
+from lab.record.errors import LabError
 from lab.system.environment import read_sysctl
 
 PORT = "{port}"  # in the server's argv and the URLs: the port, chosen inside the namespace
 HOST_SCOPE = "host (counters shared with everything else on this machine)"
+CONTAINER_PORT = 3000  # the blog's `docker run -p 3000:3000`
+CONTAINER_SCOPE = "container (its own namespace; host_counters: this host's, shared)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class CaseSpec:
     server_cpus: tuple[int, ...] = ()
     client_cpus: tuple[int, ...] = ()
     client: str = "lab"  # "lab": experiments.abclient; "ab": ApacheBench
+    image: str = ""  # the server runs in this Docker image, reached through a published port
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -112,17 +125,64 @@ def measure(spec: CaseSpec) -> dict[str, Any]:
     return {**r, "counters": netns.delta(before, after), "server_ready_s": round(ready_s, 3)}
 
 
+def in_container(spec: CaseSpec) -> dict[str, Any]:
+    """The server in spec.image behind a port published on 127.0.0.1, the client here; the
+    counters on both sides of the port, the path between them, the settings as set inside."""
+    client = connect()
+    if why := image_or_why(client, spec.image):
+        raise LabError(why)
+    argv = [arg.replace(PORT, str(CONTAINER_PORT)) for arg in spec.server]
+    ports = (CONTAINER_PORT, free_port())
+    sysctls = netns.wanted(spec.settings)
+    with published(client, spec.image, argv, ports, spec.env, sysctls, spec.server_cpus) as server:
+        path = port_path(ports[1])
+        inside, here = counters_inside(server.container), netns.counters()
+        r = load(spec, server.url)
+        inside_after, here_after = counters_inside(server.container), netns.counters()
+        values = exec_text(server.container, ["cat", *(sysctl_file(n) for n in sysctls)])
+        as_set = dict(zip(sysctls, values.split(), strict=True))
+        log = Path(spec.log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_bytes(server.container.logs())
+    return {
+        **r,
+        "counters": netns.delta(inside, inside_after),
+        "host_counters": netns.delta(here, here_after),
+        "server_ready_s": round(server.ready_s, 3),
+        "namespace": CONTAINER_SCOPE,
+        "settings": {n: as_set.get(n) for n in netns.SETTINGS},
+        "path": path,
+        "host_settings": {n: read_sysctl(n) for n in netns.SETTINGS},  # the proxy's side
+    }
+
+
+def counters_inside(container: Any) -> dict[str, int]:
+    """The TCP counters of the container's network namespace, read inside it."""
+    text = exec_text(container, ["cat", "/proc/net/netstat", "/proc/net/snmp"])
+    return netns.parse_counters(text)
+
+
+def sysctl_file(name: str) -> str:
+    return "/proc/sys/" + name.replace(".", "/")
+
+
 def main() -> None:
     spec = CaseSpec.from_json(sys.argv[1])
     # A TERM from the parent (its timeout) unwinds `serving`, so the server never outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if spec.client == "ab" and (why := apachebench.missing()):
+        print(json.dumps({"unavailable": why}), flush=True)
+        return
+    if spec.image:
+        try:
+            print(json.dumps(in_container(spec)), flush=True)
+        except LabError as e:
+            print(json.dumps({"unavailable": str(e)}), flush=True)
+        return
     try:
         scope, settings = namespace(spec)
     except netns.Unavailable as e:
         print(json.dumps({"unavailable": f"no private network namespace: {e}"}), flush=True)
-        return
-    if spec.client == "ab" and (why := apachebench.missing()):
-        print(json.dumps({"unavailable": why}), flush=True)
         return
     result = measure(spec)
     print(json.dumps({**result, "namespace": scope, "settings": settings}), flush=True)

@@ -14,7 +14,10 @@ runs the variants that decide the outcome, each measured:
 - the server on one core (sched_setaffinity; client on the other) vs both cores shared;
 - the blog's kernel and machine ("original conditions", `ORIGINAL`), then each of them alone
   against this machine's: a listen-queue cap of 128, SYN retries that back off exponentially,
-  server and client on one CPU; and the real ApacheBench as the client where it is installed.
+  server and client on one CPU; and the real ApacheBench as the client where it is installed;
+- the published 1000/1000 cases with the server in a container reached through a port published
+  on 127.0.0.1, as the blog ran it (`docker run -p 3000:3000`, ab on the host), where a userland
+  proxy may take the connects and meet the listen queue itself (lab.backends.published).
 
 Every case runs in its own network namespace (experiments/netns_case.py) where the kernel allows
 one, so a case can take another machine's TCP settings without changing this host, and the TCP
@@ -41,6 +44,7 @@ from typing import Any
 from experiments.common import Reproduction, Row, RunDir, load_published, run_child
 from experiments.netns_case import PORT, CaseSpec
 from experiments.uwsgi_blog_gaps import (
+    DOCKERISED,
     EXPONENTIAL,
     ORIGINAL,
     PUBLISHED_SIZE,
@@ -50,6 +54,7 @@ from experiments.uwsgi_blog_gaps import (
     details,
     explain,
 )
+from lab.backends.containers import DEFAULT_IMAGE
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import Sampled, StepKey
 from lab.system.resources import CODE_ROOT
@@ -78,6 +83,11 @@ class Case:
     shared_cpu: bool = False  # server and client both on one CPU, as on a one-CPU VM
     client: str = "lab"  # "lab" (experiments.abclient) or "ab" (ApacheBench)
     seconds: bool = False  # always at the published 1 s sleep, compared in seconds
+    docker: bool = False  # the server in the lab image, the client here on its published port
+
+
+# Where the lab image (Dockerfile) keeps uWSGI's virtualenv and the lab's code.
+IMAGE_VENV, IMAGE_CODE = "/opt/lab", "/app"
 
 
 def original(name: str, model: str, client: str = "lab", published: str = "") -> Case:
@@ -98,7 +108,7 @@ def original(name: str, model: str, client: str = "lab", published: str = "") ->
     )
 
 
-CASES = (
+CASES: tuple[Case, ...] = (
     Case("threads 10", "threads", 10, 100, published="threads_10"),
     Case(
         "gevent 10, late patch, sleep looked up in view",
@@ -145,6 +155,15 @@ CASES = (
 )
 
 
+def through_docker(case: Case) -> Case:
+    """`case` with its server in the lab image, reached through a published port (the blog's
+    `docker run -p 3000:3000`, ab on the host)."""
+    return replace(case, name=f"{case.name}, published Docker port", docker=True)
+
+
+CASES += tuple(through_docker(c) for c in CASES if c.name in DOCKERISED)
+
+
 @dataclass(frozen=True)
 class Protocol:
     sleep_s: float = 1.0
@@ -156,6 +175,7 @@ class Protocol:
     seconds_deadline_s: float = 120.0  # per `seconds` case: room for 2x the published 35.7 s
     server_cpus: tuple[int, ...] = (0,)
     client_cpus: tuple[int, ...] = (1,)
+    image: str = DEFAULT_IMAGE  # of the `docker` cases (docker/build-image.sh builds it)
 
 
 PROTOCOLS = {
@@ -165,10 +185,15 @@ PROTOCOLS = {
 
 
 def uwsgi_argv(case: Case, port: str) -> list[str]:
-    exe = shutil.which("uwsgi") or str(Path(sys.executable).with_name("uwsgi"))
+    """uWSGI as the case runs it: here on loopback, or in the lab image on every address."""
+    if case.docker:
+        exe, venv, code, host = f"{IMAGE_VENV}/bin/uwsgi", IMAGE_VENV, IMAGE_CODE, "0.0.0.0"
+    else:
+        exe = shutil.which("uwsgi") or str(Path(sys.executable).with_name("uwsgi"))
+        venv, code, host = sys.prefix, str(CODE_ROOT), "127.0.0.1"
     argv = [
-        *[exe, "--http", f"127.0.0.1:{port}", "--master", "--virtualenv", sys.prefix],
-        *["--pythonpath", str(CODE_ROOT), "--module", "experiments.uwsgi_blog_app:app"],
+        *[exe, "--http", f"{host}:{port}", "--master", "--virtualenv", venv],
+        *["--pythonpath", code, "--module", "experiments.uwsgi_blog_app:app"],
         *["--listen", str(case.listen), "--die-on-term", "--need-app", "--no-orphans"],
         "--disable-logging",
     ]
@@ -208,6 +233,7 @@ def spec(p: Protocol, run: RunDir, index: int, case: Case, key: StepKey) -> Case
         server_cpus=server_cpus,
         client_cpus=client_cpus,
         client=case.client,
+        image=p.image if case.docker else "",
     )
 
 
@@ -253,6 +279,7 @@ def evidence(m: dict[str, Any]) -> dict[str, Any]:
         "connect_ms": {k: v for k, v in m["connect_ms"].items() if k in ("p50", "p99", "max")},
         "listen_queue_full_lines": m["listen_queue_full_lines"],
         "server_ready_s": m["server_ready_s"],
+        **{k: m[k] for k in ("path", "host_counters", "host_settings") if k in m},
     }
 
 
@@ -275,6 +302,10 @@ def note(m: dict[str, Any]) -> str:
         said += f", ab aborted: {m['ab_aborted']}"
     if m["listen_queue_full_lines"]:
         said += f", uWSGI 'listen queue full' x{m['listen_queue_full_lines']}"
+    if "path" in m:
+        said += (
+            f", via {m['path']['path']}, host SYN retransmits {m['host_counters']['TCPSynRetrans']}"
+        )
     return said
 
 

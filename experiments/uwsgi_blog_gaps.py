@@ -37,6 +37,14 @@ PUBLISHED_SIZE = {
 THREADS = "threads 1000"
 THREADS_ORIGINAL = "threads 1000, original conditions"
 GEVENT_ORIGINAL = "gevent 1000, original conditions"
+# The cases also run with the server in a container behind a published port, as the blog ran them.
+DOCKERISED = (
+    THREADS,
+    "gevent 1000, late patch, sleep looked up in view",
+    "threads 1000, original conditions, ab",
+    "gevent 1000, original conditions, ab",
+)
+DOCKER = ", published Docker port"
 # The cases that change one condition at a time (then all), with what each changes.
 CANDIDATES = (
     ("threads 1000, somaxconn 128", "listen queues capped at 128"),
@@ -44,6 +52,8 @@ CANDIDATES = (
     ("threads 1000, one CPU for both", "server and client on one CPU"),
     (THREADS_ORIGINAL, "all of them"),
     ("threads 1000, original conditions, ab", "all of them with ApacheBench as the client"),
+    (THREADS + DOCKER, "through a published Docker port"),
+    ("threads 1000, original conditions, ab" + DOCKER, "all of them, ab, a published Docker port"),
 )
 LINEAR = "net.ipv4.tcp_syn_linear_timeouts"
 
@@ -157,11 +167,57 @@ def explain(row: Row, by: dict[str, dict[str, Any]], pub: dict[str, Any]) -> str
     m = by.get(row.section)
     if m and m["published"] and (said := scaled(m)):
         return said
+    if m and m.get("docker"):
+        return docker_gap(m, pub[m["published"]])
     if row.published == pub["threads_1000"] and THREADS in by:
         return threads_gap(by, pub)
     if row.published == pub["gevent_1000"]:
         return gevent_gap(by, pub)
     return ""
+
+
+def docker_gap(m: dict[str, Any], published: float) -> str:
+    """What a case through a published Docker port shows against `published`: the path its
+    connects took, what each side of the port counted, and the backoff its slowest request had
+    room for."""
+    inside = m["counters"]
+    linear = int(m["host_settings"].get(LINEAR) or 0)
+    slowest = m["latency_ms"]["max"] / 1000
+    k = retransmissions(slowest - m["sleep_s"], linear)  # beyond its own sleep
+    exponential = syn_schedule(0)[k - 1] if k else 0
+    head = (
+        f"Through a published Docker port it took {took(m)}"
+        + (f", ratio {m['time_taken_s'] / published:.2f}" if reproduces(m, published) else "")
+        + f"; connects went {m['path']['says']}."
+    )
+    return (
+        f"{head} {host_side(m)} Inside the container the kernel counted "
+        f"{inside['ListenOverflows']} ListenOverflows and {inside['ListenDrops']} ListenDrops "
+        f"(SYNs its listen queue dropped). The slowest request took {slowest:.1f} s, "
+        f"{m['sleep_s']:g} s of it its own sleep: room for at most {k} SYN retransmission"
+        f"{'' if k == 1 else 's'} on its path, at this host's backoff (tcp_syn_linear_timeouts "
+        f"{linear}; {exponential:g} s for as many with the blog's exponential one). "
+        f"{published} s would need one SYN dropped five times in a row (31 s of backoff)."
+    )
+
+
+def host_side(m: dict[str, Any]) -> str:
+    """The host's counters around a published-port case: two connections per request where a
+    proxy stands between, and whose SYN retransmits they are (the client's connects show)."""
+    host, connect_s = m["host_counters"], m["connect_ms"]["max"] / 1000
+    said = (
+        f"On this host (counters shared with the machine) the kernel counted "
+        f"{host['ActiveOpens']} connects opened for {m['n']} requests, "
+        f"{host['ListenOverflows']} ListenOverflows and {host['TCPSynRetrans']} SYN retransmits"
+    )
+    if m["path"]["path"] == "nat" or connect_s >= 1.0:
+        return said + f"; the client's longest connect took {connect_s:.1f} s."
+    return (
+        f"{said}; the client's longest connect took {connect_s * 1000:.0f} ms, under a first "
+        "retransmission's 1 s, so those were the proxy's dials to the container: the backoff "
+        "happened between the proxy and uWSGI, out of the client's sight, at this host's SYN "
+        "backoff, not the container's."
+    )
 
 
 def details(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -197,6 +253,11 @@ PAIRS = (
     ("threads 1000, server on one core", "gevent 1000, early patch, server on one core"),
     (THREADS_ORIGINAL, GEVENT_ORIGINAL),
     ("threads 1000, original conditions, ab", "gevent 1000, original conditions, ab"),
+    (THREADS + DOCKER, "gevent 1000, late patch, sleep looked up in view" + DOCKER),
+    (
+        "threads 1000, original conditions, ab" + DOCKER,
+        "gevent 1000, original conditions, ab" + DOCKER,
+    ),
 )
 
 
@@ -235,6 +296,13 @@ def conclude(sleep_s: float, by: dict[str, dict[str, Any]], pub: dict[str, Any])
             "the gevent worker (each request blocks it for the whole sleep)."
         )
     head += f" Original conditions: {ORIGINAL_WORDS}."
+    if docker := [m for m in by.values() if m.get("docker")]:
+        d = docker[0]
+        head += (
+            f" Through the published Docker port, connects went {d['path']['says']} "
+            f"({d['host_counters']['ActiveOpens']} connects opened on this host for {d['n']} "
+            f"requests in {d['case']!r})."
+        )
     scale = (
         f" Variants sleep {sleep_s:g} s (published 1 s) and are compared as multiples of the "
         "ideal; the 1000/1000 cases with published figures and the conditions sleep 1 s."

@@ -1,5 +1,6 @@
 """The Docker backend: limits from tuning/, the stats meter, the container command, and a real
-sweep whose containers are all removed afterwards (also when a model fails to start).
+sweep whose containers are all removed afterwards (also when a model fails to start); the path a
+published port's connections take, and uwsgi-blog's cases through a real published port.
 
 The real sweep needs a Docker Engine and the lab image and is opt-in with LAB_DOCKER_TESTS=1
 (docker/ci-smoke.sh sets it after building the image).
@@ -18,7 +19,11 @@ from typing import Any
 
 import pytest
 from docker_env import IMAGE, compose_tool, docker_skip_reason
+from rich.console import Console
 
+from experiments import uwsgi_blog
+from experiments.common import reproduce
+from experiments.registry import EXPERIMENTS
 from lab.backends.base import CpuLayout
 from lab.backends.containers import (
     RUN_LABEL,
@@ -27,6 +32,7 @@ from lab.backends.containers import (
     DockerBackend,
     serve_command,
 )
+from lab.backends.published import port_path, proxy_of
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec, load_scenario, override
 from lab.run.plan import plan_run
@@ -201,3 +207,65 @@ def test_ctrl_c_during_a_docker_run_removes_its_containers(tmp_path: Path) -> No
     (run_dir,) = tmp_path.iterdir()
     assert labelled(run_dir.name) == []
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_the_proxy_of_a_port_is_found_by_its_process(tmp_path: Path) -> None:
+    """docker-proxy's argv names the host port it listens on; another port's proxy, or another
+    program with the same flag, is not it."""
+    argvs = {
+        "7": "/usr/sbin/docker-proxy -proto tcp -host-ip 127.0.0.1 -host-port 3000 "
+        "-container-ip 172.17.0.2 -container-port 3000",
+        "8": "/usr/sbin/docker-proxy -proto tcp -host-ip 127.0.0.1 -host-port=4000",
+        "9": "/bin/other -host-port 5000",
+    }
+    for pid, argv in argvs.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(argv.replace(" ", "\0").encode() + b"\0")
+    assert proxy_of(3000, tmp_path) == {"pid": 7, "argv": argvs["7"].split()}
+    assert proxy_of(4000, tmp_path)["pid"] == 8  # type: ignore[index]
+    assert proxy_of(5000, tmp_path) is None and proxy_of(3001, tmp_path) is None
+    assert port_path(1)["path"] == "nat"  # no proxy listens on port 1 here
+
+
+def leftover_published() -> list[str]:
+    done = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "name=lab-published-"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout.split()
+
+
+@needs_docker
+def test_uwsgi_blog_cases_through_a_published_port(tmp_path: Path) -> None:
+    """The blog's cases with uWSGI in the lab image and the client on this host: each row
+    measured (or one line where ab is missing), the path named, the counters read on both sides
+    of the port, the blog's listen-queue settings as set inside, no container left behind."""
+    docker = tuple(c for c in uwsgi_blog.scaled_cases(50) if c.docker)
+    assert len(docker) == 4
+    p = uwsgi_blog.Protocol(
+        sleep_s=0.05,
+        cases=docker,
+        deadline_s=10,
+        seconds_sleep_s=0.05,
+        seconds_deadline_s=10,
+        image=IMAGE,
+    )
+    quiet = Console(file=(tmp_path / "out.txt").open("w"))
+    path = reproduce(EXPERIMENTS["uwsgi-blog"], "test", tmp_path, p, quiet)
+    rows = {r["section"]: r for r in json.loads((path / "reproduction.json").read_text())["rows"]}
+    for case in docker:
+        r = rows[case.name]
+        if str(r["measured"]).startswith("skipped: "):
+            assert case.client == "ab" and "\n" not in r["measured"], r["measured"]
+            continue
+        ev = r["evidence"]
+        assert isinstance(r["measured"], float), r["note"]
+        assert ev["path"]["path"] in ("docker-proxy", "nat")
+        assert (ev["path"]["path"] == "docker-proxy") == ("pid" in ev["path"])
+        for side in ("counters", "host_counters"):
+            assert {"ListenOverflows", "ListenDrops", "TCPSynRetrans"} <= set(ev[side])
+        assert all(ev["settings"][k] == v for k, v in case.settings)
+        assert "via " + ev["path"]["path"] in r["note"]
+    assert leftover_published() == []
