@@ -90,6 +90,7 @@ class Sampled:
     upstream_cpu_pct: float = 0.0
     host_cpu_pct: float = 0.0
     upstream_max_inflight: int = 0
+    upstream_served: int = -1  # requests the upstream answered in the window (-1: unknown)
     apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
@@ -153,6 +154,9 @@ class StepRecord:
     not_sent: int | None = None  # due while the cap on outstanding requests was full
     latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
     generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
+    # Requests the upstream answered in the window (-1: unknown): its in-flight counter says
+    # something about the server only where the step's load went through it.
+    upstream_served: int = -1
 
     @property
     def key(self) -> StepKey:

@@ -8,10 +8,12 @@ explain is raised as `capped_unexplained` (excluded from the verdict: something 
 model, so its figures are not the model's); one the knobs explain is raised as `capped` and is
 simply the limit.
 
-The requests in flight come from the lab's upstream where the load goes through it, and otherwise
-from outside the server by Little's law (throughput x the unloaded service time), so a pool inside
-a user's own app is seen too. A step below the ideal that nothing explains says so: it is never
-"no limit reached".
+The requests in flight come from the lab's upstream where the step's load went through it (it
+answered about as many requests as the step did), and otherwise from outside the server by
+Little's law (throughput x the unloaded service time), so a pool inside a user's own app is seen
+too, and a route that never calls the upstream (`/sleep`) is not read as a cap of 0. A server at
+the CPU it can use raises no cap flag: its requests queue for the CPU, not for a pool. A step
+below the ideal that nothing explains says so: it is never "no limit reached".
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ IDLE = 0.50  # the server's CPU under this share of its cores: it waits, it does
 UPSTREAM_SLOW = 1.5  # p50 this many delays with every request at the upstream: it is slow
 ERRORS_LIMIT = 0.01  # this share of failed requests or more: errors decide the figures
 MEMORY_LIMIT = 0.80  # the server's RSS at this share of the machine's memory
+# The upstream answered at least this share of the step's answered requests: the load went
+# through it, so its in-flight counter counts the server's requests.
+THROUGH_UPSTREAM = 0.5
 
 LIMITS: dict[str, str] = {
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
@@ -176,7 +181,7 @@ def cost(r: StepRecord, cap: Capacity) -> Cost:
     if r.requests <= 0 or r.duration_s <= 0:
         return Cost(None, None, None)
     per_req = r.duration_s * 10 / r.requests  # % of a core -> ms per request
-    conns = offered_concurrency(r) if r.mode == "closed" else max(r.upstream_max_inflight, 0)
+    conns = offered_concurrency(r) if r.mode == "closed" else max(upstream_inflight(r), 0)
     kb = None
     if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and conns:
         kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / conns, 1)
@@ -189,6 +194,18 @@ def ideal_rps(r: StepRecord, delay_ms: float) -> float:
     if r.rate_rps is not None:
         return float(r.rate_rps)
     return (r.users or 0) / (delay_ms / 1000) if delay_ms > 0 else math.nan
+
+
+def upstream_inflight(r: StepRecord) -> int:
+    """The upstream's in-flight high-water mark where the step's load went through the upstream,
+    else -1 (unknown). A route that never calls it (`/sleep`, a user's app) leaves the counter at
+    0 while the server answers: that is no evidence of a cap, so the caller infers from outside."""
+    seen = r.upstream_max_inflight
+    if r.ok > 0 and seen <= 0:
+        return -1  # answers, and not one request at the upstream: the load did not pass it
+    if 0 <= r.upstream_served < THROUGH_UPSTREAM * r.ok:
+        return -1  # the upstream saw only a few of the step's requests
+    return seen
 
 
 def inferred_inflight(r: StepRecord, delay_ms: float) -> float:
@@ -245,10 +262,12 @@ def _resource(r: StepRecord, cap: Capacity) -> Limit | None:
 
 def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | None:
     """In-flight plateaued below the offered concurrency while requests queued: seen by the
-    upstream where the load goes through it, else inferred from outside (Little's law)."""
+    upstream where the load went through it, else inferred from outside (Little's law). None
+    where the server was at the CPU it can use: requests then queue for the CPU, not a pool."""
     offered = offered_concurrency(r, cap.delay_ms)
-    seen = r.upstream_max_inflight >= 0
-    ceiling = r.upstream_max_inflight if seen else inferred_inflight(r, cap.delay_ms)
+    counted = upstream_inflight(r)
+    seen = counted >= 0
+    ceiling = counted if seen else inferred_inflight(r, cap.delay_ms)
     p50 = r.latency_ms.get("p50", 0.0)
     queueing = QUEUEING if seen else QUEUEING_INFERRED
     if ceiling < 0 or offered < 2 or ceiling > PLATEAU * offered:
@@ -313,7 +332,7 @@ def _rest(r: StepRecord, cap: Capacity) -> Limit:
     if share >= TRACKS_IDEAL:
         return Limit("none", f"throughput {share:.0%} of the ideal {ideal:g} req/s")
     p50 = r.latency_ms.get("p50", 0.0)
-    reached = r.upstream_max_inflight >= PLATEAU * offered_concurrency(r, cap.delay_ms)
+    reached = upstream_inflight(r) >= PLATEAU * offered_concurrency(r, cap.delay_ms)
     if reached and _idle(r, cap) and p50 >= UPSTREAM_SLOW * cap.delay_ms:
         return Limit(
             "upstream",

@@ -65,13 +65,14 @@ class Upstream:
             http_client.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
 
     def window(self) -> UpstreamWindow:
-        """What the upstream saw since `reset`: its in-flight high-water mark and how late its
-        event loop woke (unknown: -1)."""
+        """What the upstream saw since `reset`: its in-flight high-water mark, how late its
+        event loop woke and how many requests it answered (unknown: -1)."""
         try:
             _, raw, _ = http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
             stats = json.loads(raw)
             mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
-            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top))
+            served = int(stats.get("served", -1))
+            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top), served)
         except (OSError, ValueError, KeyError, TypeError):
             return UpstreamWindow()
 
@@ -81,6 +82,7 @@ class UpstreamWindow:
     max_inflight: int = -1
     lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
     lag_max_ms: float = -1.0
+    served: int = -1  # requests it answered in the window (-1: unknown)
 
 
 @dataclass
@@ -117,6 +119,7 @@ class Samplers:
             upstream_cpu_pct=self.upstream.mean_cpu(),
             host_cpu_pct=self.host.mean_cpu(),
             upstream_max_inflight=upstream.max_inflight,
+            upstream_served=upstream.served,
             upstream_lag_ms=upstream.lag_ms,
             upstream_lag_max_ms=upstream.lag_max_ms,
             apparatus_core_pct=_mean(self.cores.apparatus),
