@@ -84,3 +84,20 @@ def test_the_counter_counts_where_the_load_went_through_the_upstream() -> None:
     assert upstream_inflight(r) == 10
     assert "capped_unexplained" in r.flags
     assert r.evidence["capped_unexplained"]["seen_by"] == "the upstream's in-flight counter"
+
+
+@pytest.mark.parametrize(
+    ("cpu", "cores", "processes", "capped"),
+    [(139.0, 1.0, 1, False), (95.0, 1.0, 1, False), (760.0, 8.0, 8, False), (30.0, 1.0, 1, True)],
+    ids=["one-process-139pct", "one-process-95pct", "eight-processes-760pct", "idle-server"],
+)
+def test_a_server_at_its_cpu_is_never_capped(
+    cpu: float, cores: float, processes: int, capped: bool
+) -> None:
+    """uwsgi-threads at 200 users on a 16-core machine: one GIL-bound process at 139% is at the
+    CPU it can use, so the 158 of 200 in flight at the upstream is the CPU's queue, not a cap."""
+    cap = capacity(requests=1000 * processes, processes=processes, cores=cores)
+    r = step(200, 3000, p50=60, cpu=cpu, inflight=158, served=30_000, cap=cap)
+    assert bool(CAPS & set(r.flags)) == capped, r.limit_reason
+    if not capped:
+        assert r.limited_by == "server_cpu" and not r.excluded_by

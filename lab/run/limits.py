@@ -264,6 +264,8 @@ def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | 
     """In-flight plateaued below the offered concurrency while requests queued: seen by the
     upstream where the load went through it, else inferred from outside (Little's law). None
     where the server was at the CPU it can use: requests then queue for the CPU, not a pool."""
+    if _cpu_bound(r, cap):
+        return None
     offered = offered_concurrency(r, cap.delay_ms)
     counted = upstream_inflight(r)
     seen = counted >= 0
