@@ -1,11 +1,13 @@
 """Verdicts that stay right on big machines and on odd routes, on hand-built records: an idle
-upstream counter is no cap, a server at its CPU is no cap, and a saturated apparatus beside a full
-server names both (real runs: tests/test_verdict_runs.py)."""
+upstream counter is no cap, a server at its CPU is no cap, a saturated apparatus beside a full
+server names both, and one that spent its CPU on a connection per request, or on a host with no
+core left, is not told to add generators (real runs: tests/test_verdict_runs.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from analysis.summary import generators_advice
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.run.limits import Capacity, assessed, upstream_inflight
 
@@ -34,6 +36,7 @@ def step(
     raised: tuple[Raised, ...] = (),
     cap: Capacity | None = None,
     client_cpu: float = 20.0,
+    **more: float,
 ) -> StepRecord:
     """A 10 s closed-loop step: `rps` answers a second, the upstream's counters as given."""
     measured = Measured(
@@ -49,6 +52,7 @@ def step(
         server_rss_mb=60,
         upstream_max_inflight=inflight,
         upstream_served=served,
+        **more,  # type: ignore[arg-type]
     )
     key = StepKey("m", "closed", users, None, 1)
     return assessed(step_record("run", key, measured, sampled, raised), cap or capacity())
@@ -101,3 +105,99 @@ def test_a_server_at_its_cpu_is_never_capped(
     assert bool(CAPS & set(r.flags)) == capped, r.limit_reason
     if not capped:
         assert r.limited_by == "server_cpu" and not r.excluded_by
+
+
+SATURATED = Raised(
+    "apparatus_saturated",
+    {"core_busy_pct": 97.0, "waited_for_cpu_pct": 12.0, "advice": "more generators"},
+)
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [(SATURATED,), (Raised("client_saturated", "generator CPU 98% of its core"),)],
+    ids=["apparatus-saturated", "client-saturated"],
+)
+def test_a_full_server_beside_a_saturated_generator_names_both(raised: tuple[Raised]) -> None:
+    """gunicorn-asyncio, 8 processes at 779% of 8 cores, every generator at 96-98%: the server
+    is named, the generators too, and "use more generators" (which cannot help) is not said."""
+    cap = capacity(requests=8000, processes=8, cores=8.0)
+    r = step(800, 20_000, p50=40, cpu=779, raised=raised, cap=cap, client_cpu=97)
+    assert r.limited_by == "server_cpu"
+    assert "8 cores at 779%" in r.limit_reason and "apparatus" in r.limit_reason
+    assert "both" in r.limit_reason and "use more generators" not in r.limit_reason
+
+
+def test_a_saturated_generator_beside_an_idle_server_is_the_apparatus() -> None:
+    r = step(800, 20_000, p50=40, cpu=200, raised=(SATURATED,), cap=capacity(8000, 8, 8.0))
+    assert r.limited_by == "apparatus" and "server" not in r.limit_reason.split(":")[0]
+
+
+def capacity16(processes: int = 8) -> Capacity:
+    """uwsgi-threads, 8 processes x 800 threads, on a 16-core machine."""
+    return Capacity(
+        800 * processes,
+        f"800 threads x {processes} processes",
+        cores=float(processes),
+        delay_ms=D_MS,
+        memory_mb=64_000,
+        processes=processes,
+        host_cores=16,
+    )
+
+
+def closing_step(connections: int, host_pct: float = 900.0, cpu: float = 430.0) -> StepRecord:
+    """800 users on /sleep?ms=10 at 1,457 req/s: 7 generators at 99.5%, softirq 398%."""
+    raised = (Raised("client_saturated", "7 generators at 99.5% of a core each"),)
+    return step(
+        800,
+        1457,
+        p50=540,
+        cpu=cpu,
+        raised=raised,
+        cap=capacity16(),
+        client_cpu=696,
+        server_connections=connections,
+        server_time_wait=connections,
+        host_softirq_pct=398,
+        host_cpu_pct=host_pct,
+    )
+
+
+@pytest.mark.parametrize(
+    ("connections", "host_pct", "limit", "said"),
+    [
+        (14_570, 900.0, "connections", "a new connection per request"),
+        (14_570, 1560.0, "connections", "16 cores were all busy"),
+        (0, 900.0, "apparatus", "use more generators"),
+        (0, 1560.0, "host_cpu", "cannot help"),
+    ],
+    ids=["closing", "closing-full-host", "keep-alive", "keep-alive-full-host"],
+)
+def test_what_the_generators_cpu_went_to_is_named(
+    connections: int, host_pct: float, limit: str, said: str
+) -> None:
+    r = closing_step(connections, host_pct)
+    assert r.limited_by == limit and said in r.limit_reason, r.limit_reason
+    if limit != "apparatus":
+        assert "use more generators" not in r.limit_reason
+        assert generators_advice([r]) == ""
+    else:
+        assert "--generators" in generators_advice([r])
+    if connections:
+        assert "1.00 TCP connections opened per request" in r.limit_reason
+        assert "14,570 sockets in TIME_WAIT" in r.limit_reason
+
+
+def test_a_full_server_takes_precedence_over_a_connection_per_request() -> None:
+    r = closing_step(14_570, cpu=790)
+    assert r.limited_by == "server_cpu" and "both" in r.limit_reason
+    assert generators_advice([r]) == ""
+
+
+def test_the_apparatus_evidence_gives_no_advice_that_cannot_help() -> None:
+    ev = {"core_busy_pct": 99.0, "waited_for_cpu_pct": 40.0, "advice": "more generators"}
+    raised = (Raised("apparatus_saturated", ev),)
+    r = step(800, 20_000, p50=40, cpu=779, raised=raised, cap=capacity(8000, 8, 8.0))
+    assert r.evidence["apparatus_saturated"]["advice"] == r.limit_reason
+    assert "more generators alone cannot" in r.limit_reason

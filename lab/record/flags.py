@@ -135,7 +135,9 @@ _FLAGS = (
         "a core the load generator or the upstream ran on was 90% busy or more, or either waited "
         "for a CPU 30% of the window or more, or the upstream's event loop woke late (on average "
         "5 ms, or 5% of the delay, or more): the lab, not the model, may have set the figures "
-        "(use fewer users, more generators or a bigger machine)",
+        "(the step's limit says what would lift them: fewer users or more generators, or, where "
+        "the server was at its CPU too, the server closed a connection per request or the host "
+        "had no core left, what more generators cannot)",
         ("apparatus_saturated",),
         "lab.run.apparatus",
         excludes=True,

@@ -27,6 +27,7 @@ import psutil
 
 from lab.config.models import Knobs, Model
 from lab.record.step import Raised, StepRecord
+from lab.run import apparatus
 
 MB = 1024 * 1024
 SATURATED = 0.90  # the server's CPU at this share of its usable cores: CPU-bound
@@ -50,10 +51,18 @@ LIMITS: dict[str, str] = {
     "concurrency_cap": "requests in flight plateaued below the offered load: a pool (threads, "
     "greenlets, connections) is full and the rest queue; the reason names the knob, or says "
     "that none explains it",
+    "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy "
+    "(server, apparatus and kernel together): more generators on it cannot help; generators on "
+    "another machine can",
     "upstream": "the upstream answered slower than its configured delay, or went down: the "
     "model waits on it, not on itself",
     "apparatus": "the load generator or the upstream (the lab's own apparatus) ran out of CPU: "
-    "the figures are the lab's limit, not the model's",
+    "the figures are the lab's limit, not the model's (where the server was at its CPU too, "
+    "the step is `server_cpu`, both named)",
+    "connections": "a new TCP connection per request: the server closes each connection after "
+    "its response, so every request pays a connect, an accept and a close in the generators "
+    "and the kernel; the apparatus ran out doing that, and more generators share the work "
+    "without removing it",
     "errors": "failed requests (refused, reset, timeouts, 5xx) decided the figures",
     "memory": "the server's memory approached the machine's",
     "unknown": "throughput stayed under 80% of the ideal with no resource saturated and no cap "
@@ -65,6 +74,8 @@ TITLES = {
     "concurrency_cap": "a concurrency cap",
     "upstream": "the upstream",
     "apparatus": "the lab's apparatus",
+    "connections": "a new connection per request",
+    "host_cpu": "the host's cores",
     "errors": "errors",
     "memory": "memory",
     "unknown": "a cause not found",
@@ -90,6 +101,7 @@ class Capacity:
     idle_rss_mb: float = 0.0  # the server's RSS before any load (0: unknown)
     processes: int = 1
     probe_cap: float | None = None  # the probe's overlap where it found a cap below its K
+    host_cores: int = 0  # the machine's cores (0: unknown), to tell a full host
 
     @classmethod
     def of(
@@ -113,6 +125,7 @@ class Capacity:
             idle_rss_mb=idle_rss_mb,
             processes=processes,
             probe_cap=probe_cap,
+            host_cores=psutil.cpu_count() or 0,
         )
 
 
@@ -145,7 +158,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
     return replace(
         record,
         flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
-        evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
+        evidence=_advised(record, found.limit) | {r.flag: r.evidence for r in raised},
         inferred_inflight=round(inferred_inflight(record, capacity.delay_ms), 1),
         limited_by=found.limit.name,
         limit_reason=found.limit.reason,
@@ -155,11 +168,21 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
     )
 
 
+def _advised(r: StepRecord, limit: Limit) -> dict[str, Any]:
+    """The evidence, with a saturated apparatus's advice the one that can help: the limit itself
+    where more generators cannot (the server was full, a connection per request, a full host)."""
+    ev = r.evidence.get("apparatus_saturated")
+    if not isinstance(ev, dict):
+        return dict(r.evidence)
+    said = apparatus.advice(r) if limit.name == "apparatus" else limit.reason
+    return {**r.evidence, "apparatus_saturated": {**ev, "advice": said}}
+
+
 def assess(record: StepRecord, cap: Capacity) -> Assessment:
     """The step's limiting resource, the cap flags it implies and the cost per request."""
     capped = _cap(record, cap) if record.ok else None  # a fact, whatever else limits the step
     raised = capped[1] if capped else []
-    limit = _fault(record) or _resource(record, cap) or (capped[0] if capped else None)
+    limit = _fault(record, cap) or _resource(record, cap) or (capped[0] if capped else None)
     limit = limit or _serialized(record, cap) or _rest(record, cap)
     return Assessment(limit, tuple(raised), cost(record, cap))
 
@@ -222,27 +245,12 @@ def offered_concurrency(r: StepRecord, delay_ms: float = 0.0) -> float:
     return min(wanted, float(r.max_outstanding or wanted))
 
 
-def _fault(r: StepRecord) -> Limit | None:
+def _fault(r: StepRecord, cap: Capacity) -> Limit | None:
     if r.status == "skipped" or not r.ok:
         why = ", ".join(r.flags) or "no successful response"
         return Limit("errors", f"nothing measured: {why}")
-    if "apparatus_saturated" in r.flags:
-        ev = r.evidence.get("apparatus_saturated") or {}
-        lag, lag_limit = ev.get("upstream_loop_lag_ms", -1), ev.get("upstream_loop_lag_limit_ms")
-        late = (
-            f"; the upstream's event loop woke {lag} ms late on average"
-            if lag_limit and (lag >= lag_limit)
-            else ""
-        )
-        return Limit(
-            "apparatus",
-            f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
-            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
-            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU){late}: "
-            f"{ev.get('advice', '')}",
-        )
-    if "client_saturated" in r.flags:
-        return Limit("apparatus", f"{r.evidence.get('client_saturated')}: use more generators")
+    if saturated := _apparatus(r, cap):
+        return saturated
     if "upstream_down" in r.flags:
         return Limit("upstream", f"the upstream went down: {r.evidence.get('upstream_down')}")
     failed = sum(r.errors.values())
@@ -250,6 +258,28 @@ def _fault(r: StepRecord) -> Limit | None:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items(), key=lambda kv: -kv[1]))
         return Limit("errors", f"{failed / r.requests:.0%} of requests failed ({kinds})")
     return None
+
+
+def _apparatus(r: StepRecord, cap: Capacity) -> Limit | None:
+    """The lab's apparatus ran out: what it ran out on, and only the advice that can help. A
+    server at its CPU beside it is named first (both were full); a connection per request is
+    named as what the apparatus's CPU went to."""
+    if not set(apparatus.APPARATUS_FLAGS) & set(r.flags):
+        return None
+    what = apparatus.what_saturated(r)
+    if _cpu_bound(r, cap):
+        return Limit(
+            "server_cpu",
+            f"server CPU ({_cores(cap.cores)} at {r.server_cpu_pct:.0f}%) and the lab's "
+            f"apparatus ({what}): both were full, so more generators alone cannot raise the "
+            "throughput; more server cores or less CPU per request first",
+        )
+    if closing := apparatus.closing(r):
+        full = apparatus.host_full(r, cap.host_cores)
+        return Limit("connections", f"{closing}{'; ' + full if full else ''} ({what})")
+    if full := apparatus.host_full(r, cap.host_cores):
+        return Limit("host_cpu", f"{full} ({what})")
+    return Limit("apparatus", f"{what}: {apparatus.advice(r)}")
 
 
 def _resource(r: StepRecord, cap: Capacity) -> Limit | None:

@@ -7,12 +7,13 @@ import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from lab.backends.base import Backend, Server
 from lab.record.step import Sampled, StepRecord
 from lab.run.plan import Plan
 from lab.run.preflight import Preflight
-from lab.system import http_client
+from lab.system import http_client, tcpconns
 from lab.system.sampling import HostMeter, Sampler
 from loadgen.protocol import Sample
 
@@ -88,12 +89,16 @@ class UpstreamWindow:
 @dataclass
 class Samplers:
     """The server's, the upstream's and the host's CPU and memory, once a second; the host's
-    per core, so a saturated core of the apparatus and kernel network work are seen."""
+    per core, so a saturated core of the apparatus and kernel network work are seen; the TCP
+    connections to the server's port at the window's start and end (a connection per request
+    costs the generators and the kernel)."""
 
     server: Sampler
     upstream: Sampler
     host: Sampler
     cores: HostMeter
+    port: int = 0
+    before: tcpconns.Sockets | None = None
 
     @classmethod
     def of(
@@ -102,7 +107,8 @@ class Samplers:
         upstream_proc = getattr(upstream, "proc", None)
         pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
         cores = HostMeter(apparatus_cores, pids)
-        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores)
+        port = urlsplit(server.url).port or 0
+        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores, port)
 
     def each(self) -> tuple[Sampler, ...]:
         return self.server, self.upstream, self.host
@@ -111,9 +117,14 @@ class Samplers:
         for each in self.each():
             each.start()
         self.cores.clear()
+        self.before = tcpconns.sockets(self.port) if self.port else None
 
     def sampled(self, upstream: UpstreamWindow) -> Sampled:
+        before = self.before
+        after = tcpconns.sockets(self.port) if before is not None else None
         return Sampled(
+            server_connections=tcpconns.opened(before, after) if before and after else -1,
+            server_time_wait=after.time_wait if after and after.readable else -1,
             server_cpu_pct=self.server.mean_cpu(),
             server_rss_mb=self.server.peak_rss(),
             upstream_cpu_pct=self.upstream.mean_cpu(),
