@@ -167,7 +167,7 @@ def closing_step(connections: int, host_pct: float = 900.0, cpu: float = 430.0) 
 @pytest.mark.parametrize(
     ("connections", "host_pct", "limit", "said"),
     [
-        (14_570, 900.0, "connections", "a new connection per request"),
+        (14_570, 900.0, "connections", "closes each connection after its response"),
         (14_570, 1560.0, "connections", "16 cores were all busy"),
         (0, 900.0, "apparatus", "use more generators"),
         (0, 1560.0, "host_cpu", "cannot help"),
@@ -185,7 +185,7 @@ def test_what_the_generators_cpu_went_to_is_named(
     else:
         assert "--generators" in generators_advice([r])
     if connections:
-        assert "1.00 TCP connections opened per request" in r.limit_reason
+        assert "1.00 TCP connections closed per request" in r.limit_reason
         assert "14,570 sockets in TIME_WAIT" in r.limit_reason
 
 

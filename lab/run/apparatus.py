@@ -92,7 +92,7 @@ def what_saturated(r: StepRecord) -> str:
 
 
 def connections_per_request(r: StepRecord) -> float | None:
-    """New TCP connections to the server per request in the window (None: not measured)."""
+    """TCP connections to the server closed per request in the window (None: not measured)."""
     if r.server_connections < 0 or r.requests <= 0:
         return None
     return r.server_connections / r.requests
@@ -105,11 +105,11 @@ def closing(r: StepRecord) -> str:
         return ""
     waiting = f", {r.server_time_wait:,} sockets in TIME_WAIT" if r.server_time_wait > 0 else ""
     return (
-        f"a new connection per request: the server closes each connection after its response "
-        f"({per:.2f} TCP connections opened per request{waiting}), so every request pays a "
-        f"connect, an accept and a close in the generators and the kernel (softirq "
-        f"{r.host_softirq_pct:.0f}% of a core): more generators share that work but do not "
-        f"remove it, and a server that keeps connections alive does not pay it"
+        f"the server closes each connection after its response ({per:.2f} TCP connections "
+        f"closed per request{waiting}), so every request pays a connect, an accept and a close "
+        f"in the generators and the kernel (softirq {r.host_softirq_pct:.0f}% of a core): more "
+        "generators share that work but do not remove it, and a server that keeps connections "
+        "alive does not pay it"
     )
 
 

@@ -306,9 +306,8 @@ def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | 
         return None
     if cap.delay_ms <= 0 or p50 < queueing * cap.delay_ms:
         return None
-    if not seen and (not _idle(r, cap) or {"apparatus_saturated", "serialized"} & set(r.flags)):
-        return None  # a busy server or apparatus also lowers throughput x delay; a serialized
-        # model's cap of one is named by its own flag
+    if not seen and (not _idle(r, cap) or _disturbed(r)):
+        return None
     evidence = {
         "ceiling": round(ceiling, 1),
         "offered": round(offered, 1),
@@ -329,6 +328,14 @@ def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | 
     return Limit("concurrency_cap", _unexplained(ceiling, offered, seen, cap)), [
         ("capped_unexplained", evidence)
     ]
+
+
+def _disturbed(r: StepRecord) -> bool:
+    """Something besides a pool lowers throughput x delay: a saturated apparatus, a generator
+    that waited for a CPU (every latency it timed grew), other processes on the host; a
+    serialized model's cap of one is named by its own flag."""
+    flagged = {"apparatus_saturated", "serialized", "host_busy"} & set(r.flags)
+    return bool(flagged) or r.apparatus_wait_pct >= apparatus.APPARATUS_WAIT_PCT
 
 
 def _unexplained(ceiling: float, offered: float, seen: bool, cap: Capacity) -> str:

@@ -90,15 +90,15 @@ class UpstreamWindow:
 class Samplers:
     """The server's, the upstream's and the host's CPU and memory, once a second; the host's
     per core, so a saturated core of the apparatus and kernel network work are seen; the TCP
-    connections to the server's port at the window's start and end (a connection per request
-    costs the generators and the kernel)."""
+    connections to the server's port closed in the window (a connection per request costs the
+    generators and the kernel)."""
 
     server: Sampler
     upstream: Sampler
     host: Sampler
     cores: HostMeter
-    port: int = 0
-    before: tcpconns.Sockets | None = None
+    conns: tcpconns.ConnectionMeter
+    closed: Sampler
 
     @classmethod
     def of(
@@ -107,24 +107,24 @@ class Samplers:
         upstream_proc = getattr(upstream, "proc", None)
         pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
         cores = HostMeter(apparatus_cores, pids)
-        port = urlsplit(server.url).port or 0
-        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores, port)
+        conns = tcpconns.ConnectionMeter(urlsplit(server.url).port or 0)
+        meters = (Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores))
+        return cls(*meters, cores, conns, Sampler(conns))
 
     def each(self) -> tuple[Sampler, ...]:
-        return self.server, self.upstream, self.host
+        return self.server, self.upstream, self.host, self.closed
 
     def start(self) -> None:
         for each in self.each():
             each.start()
         self.cores.clear()
-        self.before = tcpconns.sockets(self.port) if self.port else None
+        self.conns.clear()
 
     def sampled(self, upstream: UpstreamWindow) -> Sampled:
-        before = self.before
-        after = tcpconns.sockets(self.port) if before is not None else None
+        closed, time_wait = self.conns.counted()
         return Sampled(
-            server_connections=tcpconns.opened(before, after) if before and after else -1,
-            server_time_wait=after.time_wait if after and after.readable else -1,
+            server_connections=closed,
+            server_time_wait=time_wait,
             server_cpu_pct=self.server.mean_cpu(),
             server_rss_mb=self.server.peak_rss(),
             upstream_cpu_pct=self.upstream.mean_cpu(),

@@ -1,65 +1,88 @@
-"""The TCP connections to one port, read from the kernel's socket tables (`/proc/net/tcp{,6}`).
+"""The TCP connections to one port closed during a window, from the kernel's socket tables.
 
 Why: a server that closes every connection after its response (uWSGI's HTTP router, a server
 without keep-alive) makes each request pay a TCP connect, accept and close, in the load
 generators and in the kernel's softirq. That cost lands on the apparatus, so the lab counts the
-connections a step opened and the sockets left in TIME_WAIT (the side that closed first keeps one
-for 60 s) to say what the generators' CPU went to, instead of asking for more generators.
+connections a step closed to say what the generators' CPU went to, instead of asking for more
+generators.
 
-A connection is one 4-tuple (either end on the port, listening sockets left out; both ends of a
-loopback connection are the same one), whatever its state: one seen at the window's end that was
-not there at its start was opened in the window. A 4-tuple reused within the window counts once,
-so the count is a lower bound at very high rates.
+How: the end that closes first keeps its socket in TIME_WAIT for 60 s (Linux's fixed
+TCP_TIMEWAIT_LEN), and `/proc/net/tcp{,6}` shows how long each one has left, so each TIME_WAIT
+socket on the port tells when its connection closed. Read once a second, every connection closed
+in the window is seen (a 4-tuple is reused only after the client cycles through its ephemeral
+ports, seconds later at any rate a generator reaches) and counted once, by its 4-tuple and close
+time. A connection reset instead of closed leaves no TIME_WAIT: the count is a lower bound.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import time
 from pathlib import Path
 
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
-LISTEN = "0A"
 TIME_WAIT = "06"
+TIME_WAIT_S = 60.0  # TCP_TIMEWAIT_LEN
+TICKS_PER_S = 100  # /proc/net/tcp shows timers in clock ticks (USER_HZ)
+SAME_CLOSE_S = 0.5  # one 4-tuple seen closing within this of its last close: the same one
 
 
-@dataclass(frozen=True)
-class Sockets:
-    """The connections with `port` at either end, as (port's end, other end), and the sockets
-    in TIME_WAIT among them."""
-
-    tuples: frozenset[tuple[str, str]]
-    time_wait: int
-    readable: bool = True  # False: no socket table could be read (another namespace, no /proc)
-
-
-def sockets(port: int, tables: tuple[Path, ...] = TABLES) -> Sockets:
-    """One reading of the kernel's tables for `port` (cheap: two files, parsed once)."""
+def time_wait(port: int, tables: tuple[Path, ...] = TABLES) -> list[tuple[str, float]] | None:
+    """The TIME_WAIT sockets with `port` at either end: (the connection, seconds left), both ends
+    of a loopback connection read as one. None: no socket table could be read."""
     suffix = f":{port:04X}"
-    found: set[tuple[str, str]] = set()
-    waiting, readable = 0, False
+    found: list[tuple[str, float]] = []
+    readable = False
     for table in tables:
         with contextlib.suppress(OSError):
             lines = table.read_text().splitlines()[1:]
             readable = True
             for line in lines:
                 fields = line.split()
-                if len(fields) < 4 or fields[3] == LISTEN:
+                if len(fields) < 5 or fields[3] != TIME_WAIT:
                     continue
                 local, remote = fields[1], fields[2]
                 if local.endswith(suffix):  # the server's end
-                    found.add((local, remote))
+                    key = f"{local}-{remote}"
                 elif remote.endswith(suffix):  # the client's end: the same connection
-                    found.add((remote, local))
+                    key = f"{remote}-{local}"
                 else:
                     continue
-                waiting += fields[3] == TIME_WAIT
-    return Sockets(frozenset(found), waiting, readable)
+                left = int(fields[5].partition(":")[2] or "0", 16) / TICKS_PER_S
+                found.append((key, left))
+    return found if readable else None
 
 
-def opened(before: Sockets, after: Sockets) -> int:
-    """Connections opened between two readings (-1: unknown, nothing readable or nothing seen
-    on the port at all, as when the server listens in another network namespace)."""
-    if not (before.readable and after.readable) or not (before.tuples or after.tuples):
-        return -1
-    return len(after.tuples - before.tuples)
+class ConnectionMeter:
+    """Connections to `port` closed since `clear()`, sampled like the CPU meters (a `Meter`)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.since = time.monotonic()
+        self.closes: dict[str, float] = {}  # connection -> when it last closed (monotonic s)
+        self.closed = 0
+        self.time_wait = -1  # TIME_WAIT sockets on the port at the last sample (-1: unknown)
+
+    def clear(self) -> None:
+        self.since = time.monotonic()
+        self.closes.clear()
+        self.closed = 0
+
+    def sample(self) -> tuple[float, float]:
+        now = time.monotonic()
+        found = time_wait(self.port)
+        if found is None:
+            return 0.0, 0.0
+        for key, left in found:
+            closed_at = now - (TIME_WAIT_S - left)
+            last = self.closes.get(key)
+            if closed_at >= self.since and (last is None or closed_at - last > SAME_CLOSE_S):
+                self.closed += 1
+            self.closes[key] = closed_at
+        self.time_wait = len(found)
+        return 0.0, 0.0
+
+    def counted(self) -> tuple[int, int]:
+        """(connections closed in the window, TIME_WAIT sockets now); -1 each where unknown."""
+        self.sample()
+        return (self.closed, self.time_wait) if self.time_wait >= 0 else (-1, -1)
