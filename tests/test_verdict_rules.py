@@ -1,12 +1,18 @@
 """Verdicts that stay right on big machines and on odd routes, on hand-built records: an idle
 upstream counter is no cap, a server at its CPU is no cap, a saturated apparatus beside a full
 server names both, and one that spent its CPU on a connection per request, or on a host with no
-core left, is not told to add generators (real runs: tests/test_verdict_runs.py)."""
+core left, is not told to add generators; efficiency never exceeds 1 (real runs:
+tests/test_verdict_runs.py)."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from fixture_run import FixtureStep, build_run
+
+from analysis import load
+from analysis.metrics import point_table
 from analysis.summary import generators_advice
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.run.limits import Capacity, assessed, upstream_inflight
@@ -201,3 +207,37 @@ def test_the_apparatus_evidence_gives_no_advice_that_cannot_help() -> None:
     r = step(800, 20_000, p50=40, cpu=779, raised=raised, cap=capacity(8000, 8, 8.0))
     assert r.evidence["apparatus_saturated"]["advice"] == r.limit_reason
     assert "more generators alone cannot" in r.limit_reason
+
+
+def _multi_process_run(tmp_path: Path, cpus: int, fair_cpu: float) -> dict[int, dict]:
+    """uwsgi-threads, 4 processes, d = 100 ms: 200 users fair, 800 and 1,600 users excluded (the
+    generators saturated) at more throughput, the server at 525% of 4 processes (kernel and C
+    threads beside the GIL), as in the realistic run on 16 cores."""
+    steps = [
+        FixtureStep("m", 200, 1, (1533.0,) * 3, server_cpu_pct=fair_cpu),
+        *(
+            FixtureStep("m", c, 1, (rps,) * 3, server_cpu_pct=525.0, flags=("apparatus_saturated",))
+            for c, rps in ((800, 1625.0), (1600, 1630.0))
+        ),
+    ]
+    run = build_run(tmp_path, steps, delay_ms=100.0, processes=4, cpus=cpus)
+    table = point_table(load(run))
+    return {int(r["concurrency"]): r for r in table.to_dict("records")}
+
+
+@pytest.mark.parametrize(
+    ("cpus", "fair_cpu"),
+    [(16, 430.0), (16, 600.0), (4, 430.0), (2, 180.0)],
+    ids=["16-cores", "16-cores-costly-fair-point", "pinned-to-4", "2-cores"],
+)
+def test_efficiency_never_exceeds_one(tmp_path: Path, cpus: int, fair_cpu: float) -> None:
+    rows = _multi_process_run(tmp_path, cpus, fair_cpu)
+    for c, row in rows.items():
+        assert 0 < row["efficiency"] <= 1.0, (c, row["efficiency"], row["ceiling_rps"])
+        assert row["ceiling_rps"] >= 1630.0  # what was measured was possible
+
+
+def test_efficiency_a_hair_over_the_ideal_is_one(tmp_path: Path) -> None:
+    steps = [FixtureStep("m", 10, 1, (101.0,) * 3, server_cpu_pct=20.0)]  # ideal 10 / 0.1 s
+    table = point_table(load(build_run(tmp_path, steps, delay_ms=100.0)))
+    assert table["efficiency"].iloc[0] == 1.0
