@@ -104,7 +104,8 @@ def point_table(run: Run) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["ceiling_rps"] = _ceilings(run, table)
     limit = table[["ideal_rps", "ceiling_rps"]].min(axis=1, skipna=True)
-    table["efficiency"] = (table["rps"] / limit.where(limit > 0)).clip(upper=1.0)
+    answered = table["ok"] > 0  # a point with no answers is never a ratio
+    table["efficiency"] = (table["rps"] / limit.where(limit > 0)).clip(upper=1.0).where(answered)
     table["overhead"] = table["ideal_rps"] / table["rps"].where(table["rps"] > 0)
     table["rss_per_conn_kb"] = _rss_per_conn(table)
     table["fair"] = table["flags"].map(lambda f: not excluding(f))

@@ -9,7 +9,8 @@ The namespace goes away with the last of them.
 
 A case without namespace settings runs in the host's namespace where no private one can be had
 (counters are then shared with everything else on the machine, and say so); a case with settings
-cannot, and answers `{"unavailable": "<one line>"}` instead of measuring.
+cannot, and answers `{"unavailable": "<one line>"}` instead of measuring. A client that cannot
+run (`ab` missing or broken) answers `{"failed": "<one line>"}`.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def main() -> None:
         print(json.dumps({"unavailable": f"no private network namespace: {e}"}), flush=True)
         return
     if spec.client == "ab" and (why := apachebench.missing()):
-        print(json.dumps({"unavailable": why}), flush=True)
+        print(json.dumps({"failed": why}), flush=True)
         return
     result = measure(spec)
     print(json.dumps({**result, "namespace": scope, "settings": settings}), flush=True)

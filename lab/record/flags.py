@@ -159,6 +159,15 @@ _FLAGS = (
 )
 
 FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
+# The lab, not the model, failed to measure a step carrying one of these (cut short, or its load
+# generator gave no result): the step is owed, `lab run --resume` measures it again, and a
+# record measured again supersedes it.
+OWED = ("interrupted", "loadgen_failed")
+
+
+def owed(flags: tuple[str, ...] | list[str]) -> bool:
+    """The step is still owed: the lab failed to measure it (see OWED)."""
+    return any(f in OWED for f in flags)
 
 
 def declared(name: str) -> Flag:
