@@ -332,9 +332,9 @@ def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | 
 
 def _disturbed(r: StepRecord) -> bool:
     """Something besides a pool lowers throughput x delay: a saturated apparatus, a generator
-    that waited for a CPU (every latency it timed grew), other processes on the host; a
-    serialized model's cap of one is named by its own flag."""
-    flagged = {"apparatus_saturated", "serialized", "host_busy"} & set(r.flags)
+    that waited for a CPU (every latency it timed grew); a serialized model's cap of one is named
+    by its own flag."""
+    flagged = {"apparatus_saturated", "serialized"} & set(r.flags)
     return bool(flagged) or r.apparatus_wait_pct >= apparatus.APPARATUS_WAIT_PCT
 
 
