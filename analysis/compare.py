@@ -81,7 +81,9 @@ def compare(a: Run, b: Run) -> pd.DataFrame:
             base = rec[f"{column}_a"]
             row[f"{metric}_a"] = base
             row[f"{metric}_b"] = rec[f"{column}_b"]
-            row[f"{metric}_change"] = (rec[f"{column}_b"] - base) / base if base else math.nan
+            answered = rec["ok_a"] > 0 and rec["ok_b"] > 0  # no answers: never a ratio
+            change_ab = (rec[f"{column}_b"] - base) / base if base and answered else math.nan
+            row[f"{metric}_change"] = change_ab
             row[f"{metric}_ci_lo"] = change.lo / change.mean_a if change.mean_a else math.nan
             row[f"{metric}_ci_hi"] = change.hi / change.mean_a if change.mean_a else math.nan
             row[f"{metric}_significant"] = change.significant

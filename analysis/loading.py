@@ -19,6 +19,7 @@ from hdrh.histogram import HdrHistogram
 from analysis.stats import Second, percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.errors import LabError
+from lab.record.flags import owed
 from lab.record.rundir import RunDir, planned_steps
 from lab.record.step import ERROR_KINDS, StepKey, StepRecord
 
@@ -117,9 +118,10 @@ def _not_found(manifest: dict[str, Any], recorded: set[StepKey]) -> list[str]:
 
 
 def _without_superseded(records: list[StepRecord]) -> list[StepRecord]:
-    """Drop an `interrupted` step once `--resume` has measured the same step again."""
-    remeasured = {r.key for r in records if "interrupted" not in r.flags}
-    return [r for r in records if "interrupted" not in r.flags or r.key not in remeasured]
+    """Drop an owed step (interrupted, or its load generator gave no result) once `--resume` has
+    measured the same step again."""
+    remeasured = {r.key for r in records if not owed(r.flags)}
+    return [r for r in records if not owed(r.flags) or r.key not in remeasured]
 
 
 def _row(record: StepRecord) -> dict[str, Any]:

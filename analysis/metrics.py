@@ -6,11 +6,14 @@ Definitions (all per point = model x mode x concurrency, trials combined):
   the target arrival rate.
 - ceiling_rps: the model's measured CPU ceiling. At the model's highest-throughput fair point with
   measurable CPU, rps per fully used core = rps / (server_cpu_pct / 100); the ceiling is that times
-  the cores the server can use = min(cores given to the server, its processes), because one
-  CPython process (threads under the GIL, greenlets, an event loop) never uses more than one core.
-  It assumes cost per request stays flat, so it is an upper bound, not a prediction.
-- efficiency = rps / min(ideal, ceiling): 1.0 means the model got all the I/O concurrency or CPU
-  allowed; overhead = ideal / rps = actual time / ideal time for the same requests, the
+  the cores the server was seen to use, at least one per process (a CPython process under the GIL
+  uses about one; uWSGI's, with kernel and C threads, were seen at 130% each), at most the cores
+  given to it; and never below the highest throughput the model measured (whatever its flags):
+  what was measured was possible. It assumes cost per request stays flat, so it is an upper
+  bound, not a prediction.
+- efficiency = rps / min(ideal, ceiling), at most 1: 1.0 means the model got all the I/O
+  concurrency or CPU allowed (a throughput a hair over the ideal is noise, not more than all);
+  overhead = ideal / rps = actual time / ideal time for the same requests, the
   gevent-threading-comparison metric (1.0 is perfect, their gevent ~2.0, threads ~1.03).
 - latency percentiles come from the per-point histogram, merged across trials by adding counts.
 - cpu_ms_per_req = server CPU time over the window / requests; rss_per_conn_kb = the RSS added per
@@ -101,7 +104,8 @@ def point_table(run: Run) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["ceiling_rps"] = _ceilings(run, table)
     limit = table[["ideal_rps", "ceiling_rps"]].min(axis=1, skipna=True)
-    table["efficiency"] = table["rps"] / limit.where(limit > 0)
+    answered = table["ok"] > 0  # a point with no answers is never a ratio
+    table["efficiency"] = (table["rps"] / limit.where(limit > 0)).clip(upper=1.0).where(answered)
     table["overhead"] = table["ideal_rps"] / table["rps"].where(table["rps"] > 0)
     table["rss_per_conn_kb"] = _rss_per_conn(table)
     table["fair"] = table["flags"].map(lambda f: not excluding(f))
@@ -267,7 +271,8 @@ def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:
         best = usable.loc[usable["rps"].idxmax()]
         per_core = best["rps"] / (best["server_cpu_pct"] / 100)
         used = float(group["server_cpu_pct"].max())
-        out[group.index] = per_core * server_cores(run.manifest, str(model), used)
+        cpu = per_core * server_cores(run.manifest, str(model), used)
+        out[group.index] = max(cpu, float(group.loc[group["ok"] > 0, "rps"].max()))
     return out
 
 

@@ -129,10 +129,11 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
 
 def generators_advice(records: list[StepRecord]) -> str:
     """How many generator processes the worst `client_saturated` step would have needed
-    (its client CPU / 90% of a core, rounded up), or "" when no step was saturated."""
+    (its client CPU / 90% of a core, rounded up), or "" when no step was saturated or where more
+    generators cannot help (its limit: the server's CPU, a connection per request, a full host)."""
     worst: tuple[int, StepRecord] | None = None
     for r in records:
-        if "client_saturated" not in r.flags:
+        if "client_saturated" not in r.flags or r.limited_by not in ("apparatus", ""):
             continue
         evidence = r.evidence.get("client_saturated")
         need = (

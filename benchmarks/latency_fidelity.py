@@ -16,8 +16,13 @@ generator's own loop lag (how late a timer on its event loop fired: p99 and max)
 of its wall time spent in its own periodic work. A tool that is missing is skipped with one line
 (wrk: `apt-get install wrk`; oha: `cargo install oha`).
 
+`--summary docs/figures/bench-latency-fidelity.json` also writes the table as the docs' figure
+summary (run id, machine, date, command), which `python -m analysis.docfigures refresh` renders
+into docs/benchmarks.md.
+
 Usage: .venv/bin/python benchmarks/latency_fidelity.py [--seconds 8] [--rounds 2]
        [--closed 10,50] [--open 300,800] [--model gunicorn-asyncio] [--route /sleep?ms=10]
+       [--summary OUT.json]
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +49,7 @@ from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec
 from lab.run.generator import run_step
-from lab.system import procs
+from lab.system import environment, procs
 from loadgen.protocol import Start
 
 MAX_OUTSTANDING = 500  # open loop: the lab's default cap, and oha's connections
@@ -149,35 +157,56 @@ def median(runs: list[Figures], field: str) -> float:
     return statistics.median(getattr(r, field) for r in runs)
 
 
-def table(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> Table:
-    out = Table(title=f"{MODEL} {ROUTE}: the lab beside independent tools (medians of rounds)")
-    columns = ("load", "tool", "p99 ms", "req/s", "lab p99 / tool", "lab req/s / tool")
-    for col in (*columns, "gen lag p99 / max ms", "periodic work %"):
-        out.add_column(col)
+HEADERS = ["load", "tool", "p99 ms", "req/s", "lab p99 / tool", "lab req/s / tool"]
+HEADERS += ["gen lag p99 / max ms", "periodic work %"]
+
+
+def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> list[list[str]]:
+    """One row for the lab at each load (with its loop lag), one per independent tool beside it
+    with the lab's figures as ratios of the tool's."""
+    out = []
     for load in loads:
         ours = measured[(load, "lab")]
         lag = f"{median(ours, 'lag_p99_ms'):.2f} / {median(ours, 'lag_max_ms'):.1f}"
-        out.add_row(
-            load.label,
-            "lab",
-            f"{median(ours, 'p99_ms'):.1f}",
-            f"{median(ours, 'rps'):.0f}",
-            "",
-            "",
-            lag,
-            f"{median(ours, 'periodic_pct'):.2f}",
-        )
+        p99, rps = median(ours, "p99_ms"), median(ours, "rps")
+        periodic = f"{median(ours, 'periodic_pct'):.2f}"
+        out.append([load.label, "lab", f"{p99:.1f}", f"{rps:.0f}", "", "", lag, periodic])
         for tool in tools(load):
             theirs = measured[(load, tool)]
-            out.add_row(
-                "",
-                tool,
-                f"{median(theirs, 'p99_ms'):.1f}",
-                f"{median(theirs, 'rps'):.0f}",
-                f"{median(ours, 'p99_ms') / median(theirs, 'p99_ms'):.2f}",
-                f"{median(ours, 'rps') / median(theirs, 'rps'):.2f}",
-            )
+            their_p99, their_rps = median(theirs, "p99_ms"), median(theirs, "rps")
+            ratios = [f"{p99 / their_p99:.2f}", f"{rps / their_rps:.2f}"]
+            out.append(["", tool, f"{their_p99:.1f}", f"{their_rps:.0f}", *ratios, "", ""])
     return out
+
+
+def table(body: list[list[str]]) -> Table:
+    out = Table(title=f"{MODEL} {ROUTE}: the lab beside independent tools (medians of rounds)")
+    for col in HEADERS:
+        out.add_column(col)
+    for row in body:
+        out.add_row(*row)
+    return out
+
+
+def summary(body: list[list[str]], args: argparse.Namespace, started: float) -> dict[str, object]:
+    """The table as a docs figure summary (analysis.docfigures), with where it comes from."""
+    env = environment.capture()
+    machine = (
+        f"{env['cpus']} CPUs ({env['cpu_model']}), Python {platform.python_version()}, "
+        f"client on core(s) {list(CpuLayout.split(pin=True).client)}, load average "
+        f"{os.getloadavg()[0]:.1f} at the end"
+    )
+    return {
+        "run_id": time.strftime("%Y%m%d-%H%M%S-latency-fidelity", time.localtime(started)),
+        "machine": machine,
+        "date": time.strftime("%d %B %Y", time.localtime(started)).lstrip("0"),
+        "command": "python benchmarks/latency_fidelity.py " + " ".join(sys.argv[1:]),
+        "kept": f"the script's printed table ({args.rounds} rounds of {args.seconds:g} s)",
+        "view": "table",
+        "headers": HEADERS,
+        "align": ["---", "---", *["---:"] * (len(HEADERS) - 2)],
+        "rows": body,
+    }
 
 
 def _levels(text: str, mode: str) -> list[Load]:
@@ -193,8 +222,10 @@ def main() -> None:
     p.add_argument("--open", default="300,800", help="open-loop rates (req/s), comma-separated")
     p.add_argument("--model", default=MODEL)
     p.add_argument("--route", default=ROUTE)
-    p.add_argument("--concurrency", type=int, default=200, help="the server's workers knob")
+    p.add_argument("--concurrency", type=int, default=200, help="the server's concurrency knob")
+    p.add_argument("--summary", type=Path, help="also write the table as a docs figure summary")
     args = p.parse_args()
+    started = time.time()
     MODEL, ROUTE = args.model, args.route
     loads = _levels(args.closed, "closed") + _levels(args.open, "open")
     console = Console(width=130)
@@ -221,7 +252,10 @@ def main() -> None:
             measured = rounds(server.url, loads, args, layout.client, workdir)
         finally:
             backend.close()
-    console.print(table(measured, loads))
+    body = rows(measured, loads)
+    console.print(table(body))
+    if args.summary:
+        args.summary.write_text(json.dumps(summary(body, args, started), indent=1) + "\n")
 
 
 MODEL = "gunicorn-asyncio"

@@ -24,9 +24,31 @@ LINE = re.compile(r"^\s*([A-Za-z0-9 %-]+?):\s+(.*)$")
 PERCENT = re.compile(r"^\s*(\d+)%\s+(\d+)")
 
 
+def tool_problem(argv: Sequence[str], expect: str = "") -> str | None:
+    """Why a client tool cannot run here (one line), or None: it is run (e.g. `ab -V`) before an
+    experiment starts, because a tool on PATH may still fail, e.g. to load its libraries."""
+    shown = " ".join(argv)
+    if shutil.which(argv[0]) is None:
+        return f"{argv[0]} is not on PATH"
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"`{shown}` did not run: {e}"
+    said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+    if done.returncode != 0:
+        return f"`{shown}` exited {done.returncode}: {(said or ['no output'])[-1][:200]}"
+    if expect not in done.stdout + done.stderr:
+        return f"`{shown}` did not say {expect!r}: {(said or ['no output'])[-1][:200]}"
+    return None
+
+
 def missing() -> str | None:
-    """Why `ab` cannot run here (one line), or None when it can."""
-    return None if shutil.which("ab") else "ApacheBench (ab) is not installed (apt: apache2-utils)"
+    """Why `ab` cannot run here (one line), or None when it can: installed, and `ab -V` runs
+    (an `ab` that cannot load its libraries is on PATH all the same)."""
+    if not shutil.which("ab"):
+        return "ApacheBench (ab) is not installed (apt: apache2-utils)"
+    why = tool_problem(["ab", "-V"], expect="ApacheBench")
+    return f"ApacheBench (ab) does not run: {why}" if why else None
 
 
 def argv(url: str, n: int, c: int, timeout_s: float, deadline_s: float) -> list[str]:

@@ -65,10 +65,19 @@ class Row:
     note: str = ""
     explanation: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    # Why the client measured nothing (missing, broken, not one answer); "" when it measured. A
+    # failed row has no ratio, is owed, and no conclusion may cite it.
+    failed: str = ""
+
+    @classmethod
+    def of_failure(cls, section: str, metric: str, unit: str, published: Any, why: str) -> Row:
+        return cls(section, metric, unit, published, f"failed: {why}", failed=why)
 
     def ratio(self) -> float | None:
         """measured / published where both are numbers: 1.0 means the figure reproduced."""
         p, m = self.published, self.measured
+        if self.failed:
+            return None
         if isinstance(p, int | float) and isinstance(m, int | float) and p:
             return round(m / p, 3)
         return None
@@ -83,8 +92,22 @@ class Row:
 
 
 def unexplained(rows: Sequence[Row]) -> list[str]:
-    """Sections of the rows with a gap and no explanation: what a reproduction still owes."""
-    return [f"{r.section}: {r.metric}" for r in rows if r.gap() and not r.explanation]
+    """What a reproduction still owes: rows with a gap and no explanation, and rows whose client
+    failed (measured nothing)."""
+    gaps = [f"{r.section}: {r.metric}" for r in rows if r.gap() and not r.explanation]
+    return gaps + [f"{r.section}: {r.metric} failed ({r.failed})" for r in rows if r.failed]
+
+
+def no_answer(result: Mapping[str, Any]) -> str:
+    """Why a client's result measured nothing ("" when at least one request was answered): a
+    step with no answers is never a time, a ratio or a reproduction."""
+    if result.get("failed"):
+        return str(result["failed"])
+    if result.get("ok", 0) > 0:
+        return ""
+    why = result.get("ab_aborted") or result.get("error") or ""
+    n = result.get("n", result.get("requests", "?"))
+    return f"not one request answered (0/{n} ok){': ' + str(why) if why else ''}"
 
 
 @dataclass(frozen=True)
@@ -253,6 +276,9 @@ def reproduce(
         "artifacts": result.artifacts,
         "details": result.details,
     }
+    failed = [f"{r.section} ({r.failed})" for r in result.rows if r.failed]
+    if failed:  # said beside the conclusion, which was drawn without them
+        table["conclusion"] += f" Not measured (the client failed; owed): {'; '.join(failed)}."
     write_json(run.path / "reproduction.json", table)
     run.manifest.update(status="complete", finished_at=utc_now())
     run.save_manifest()

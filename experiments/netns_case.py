@@ -10,7 +10,8 @@ The namespace goes away with the last of them.
 
 A case without namespace settings runs in the host's namespace where no private one can be had
 (counters are then shared with everything else on the machine, and say so); a case with settings
-cannot, and answers `{"unavailable": "<one line>"}` instead of measuring.
+cannot, and answers `{"unavailable": "<one line>"}` instead of measuring. A client that cannot
+run (`ab` missing or broken) answers `{"failed": "<one line>"}`.
 
 A case with an `image` runs its server there, as `docker run -p` does, and its client on this
 host (lab.backends.published): its settings become the container's sysctls, the counters are read
@@ -171,7 +172,7 @@ def main() -> None:
     # A TERM from the parent (its timeout) unwinds `serving`, so the server never outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if spec.client == "ab" and (why := apachebench.missing()):
-        print(json.dumps({"unavailable": why}), flush=True)
+        print(json.dumps({"failed": why}), flush=True)
         return
     if spec.image:
         try:

@@ -41,7 +41,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.common import Reproduction, Row, RunDir, load_published, run_child
+from experiments import apachebench
+from experiments.common import Reproduction, Row, RunDir, load_published, no_answer, run_child
 from experiments.netns_case import PORT, CaseSpec
 from experiments.uwsgi_blog_gaps import (
     DOCKERISED,
@@ -237,11 +238,19 @@ def spec(p: Protocol, run: RunDir, index: int, case: Case, key: StepKey) -> Case
     )
 
 
-def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
-    """One case in its own namespace; {"case", "skipped": why} where it cannot be run here."""
+def measure(
+    p: Protocol, run: RunDir, index: int, case: Case, broken: dict[str, str]
+) -> dict[str, Any]:
+    """One case in its own namespace; {"case", "skipped": why} where it cannot be run here,
+    {"case", "failed": why} where its client is broken (`broken`: client -> why, checked before
+    the experiment started) or answered nothing."""
     key = StepKey(f"uwsgi-{case.model}", "closed", case.c, None, index)
+    if case.client in broken:
+        return failed(run, case, index, broken[case.client])
     s = spec(p, run, index, case, key)
     (r,) = run_child("experiments.netns_case", [s.to_json()], s.deadline_s + 120)
+    if "failed" in r:
+        return failed(run, case, index, r["failed"])
     if "unavailable" in r:
         print(f"uwsgi-blog: skipped {case.name!r}: {r['unavailable']}", file=sys.stderr)
         out = {"case": case.name, "index": index, "skipped": r["unavailable"]}
@@ -264,7 +273,20 @@ def measure(p: Protocol, run: RunDir, index: int, case: Case) -> dict[str, Any]:
     }
     run.record(out)
     run.ab_step(key, r, Sampled(), evidence(out), histogram=case.client == "lab")
+    return failed(run, case, index, why) if (why := no_answer(r)) else out
+
+
+def failed(run: RunDir, case: Case, index: int, why: str) -> dict[str, Any]:
+    print(f"uwsgi-blog: {case.name!r} failed: {why}", file=sys.stderr)
+    out = {"case": case.name, "index": index, "failed": why}
+    run.record(out)
     return out
+
+
+def broken_clients(cases: tuple[Case, ...]) -> dict[str, str]:
+    """Each client the cases use that cannot run here, and why: checked before any case runs."""
+    why = apachebench.missing() if any(c.client == "ab" for c in cases) else None
+    return {"ab": why} if why else {}
 
 
 def evidence(m: dict[str, Any]) -> dict[str, Any]:
@@ -311,8 +333,10 @@ def note(m: dict[str, Any]) -> str:
 
 def row(p: Protocol, case: Case, m: dict[str, Any], published: float | None) -> Row:
     """Seconds beside seconds, or (a variant at a shortened sleep) multiples of the ideal."""
+    unit = "s" if case.seconds or p.sleep_s == 1.0 else "x ideal"
+    if "failed" in m:
+        return Row.of_failure(case.name, "time taken for tests", unit, published, m["failed"])
     if "skipped" in m:
-        unit = "s" if case.seconds or p.sleep_s == 1.0 else "x ideal"
         return Row(case.name, "time taken for tests", unit, published, f"skipped: {m['skipped']}")
     if case.seconds or p.sleep_s == 1.0:
         return Row(
@@ -342,12 +366,13 @@ def row(p: Protocol, case: Case, m: dict[str, Any], published: float | None) -> 
 
 def run(p: Protocol, run: RunDir) -> Reproduction:
     pub = load_published("uwsgi_blog")["figures"]
-    results = [measure(p, run, i, case) for i, case in enumerate(p.cases, 1)]
+    broken = broken_clients(p.cases)
+    results = [measure(p, run, i, case, broken) for i, case in enumerate(p.cases, 1)]
     rows = [
         row(p, case, m, pub.get(case.published) if case.published else None)
         for case, m in zip(p.cases, results, strict=True)
     ]
-    measured = {m["case"]: m for m in results if "skipped" not in m}
+    measured = {m["case"]: m for m in results if "skipped" not in m and "failed" not in m}
     rows = [replace(r, explanation=explain(r, measured, pub)) if r.gap() else r for r in rows]
     return Reproduction(rows, conclude(p.sleep_s, measured, pub), [], {"cases": details(results)})
 

@@ -241,7 +241,7 @@ def details(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "queue_full_logs": m["listen_queue_full_lines"],
         }
         for m in results
-        if "skipped" not in m
+        if "skipped" not in m and "failed" not in m
     ]
 
 

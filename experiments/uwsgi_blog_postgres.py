@@ -25,6 +25,7 @@ from experiments.common import (
     RunDir,
     free_port,
     load_published,
+    no_answer,
     run_child,
     serving,
 )
@@ -175,6 +176,8 @@ def _yield_url(server: Any, url: str) -> Iterator[str]:
 def row(p: Protocol, case: Case, m: dict[str, Any], pub: dict[str, float]) -> Row:
     """Seconds beside the published seconds; at a scaled delay, both as multiples of the ideal."""
     published = pub.get(case.published) if case.published else None
+    if why := no_answer(m):
+        return Row.of_failure(case.name, "time taken for tests", "s", published, why)
     note = (
         f"{m['x_ideal']:.2f}x ideal ({m['ideal_s']:g} s), {m['ok']}/{p.n} ok, "
         f"p50 {m['latency_ms']['p50']:.0f} ms"
@@ -205,7 +208,7 @@ def row(p: Protocol, case: Case, m: dict[str, Any], pub: dict[str, float]) -> Ro
 
 
 def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, float]) -> str:
-    by = {m["driver"] + "/" + m["model"]: m for m in results}
+    by = {m["driver"] + "/" + m["model"]: m for m in results if not no_answer(m)}
     plain, green = by.get("psycopg2/gevent"), by.get("psycopg2-green/gevent")
     if plain is None or green is None:
         return "Both psycopg2 cases are needed for a conclusion."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from lab.record import hist
@@ -48,3 +50,23 @@ def test_hlog_round_trip(tmp_path):
     assert [h.get_total_count() for h in back] == [3, 1]
     assert [h.get_start_time_stamp() for h in back] == [0.0, 1000.0]
     assert hist.summary_ms(hist.load_hlog(path))["max"] == pytest.approx(100, rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda s: f"seed{s}")
+def test_summary_is_hdrhistograms_own_to_the_microsecond(seed: int) -> None:
+    """The counts-array summary (what a generator computes every second) equals hdrh's own
+    iterators' percentiles, max and mean, over the lab's whole range."""
+    rng = random.Random(seed)
+    h = filled([rng.lognormvariate(2, 1.5) for _ in range(rng.randint(1, 3000))] + [90_000.0])
+    theirs = {k: h.get_value_at_percentile(p) / 1000 for k, p in hist.PERCENTILES.items()}
+    theirs |= {"max": h.get_max_value() / 1000, "mean": round(h.get_mean_value() / 1000, 3)}
+    assert hist.summary_ms(h) == theirs
+    assert all(type(v) is float for v in hist.summary_ms(h).values())
+
+
+def test_corrected_recording_counts_a_stall_by_its_length() -> None:
+    """A 100 ms stall seen by a 5 ms timer counts as the 20 timers it held up."""
+    h = hist.new_histogram()
+    hist.record_corrected_ms(h, 100.0, 5.0)
+    assert h.get_total_count() == 20
+    assert hist.summary_ms(h)["max"] == pytest.approx(100, rel=1e-3)

@@ -188,6 +188,9 @@ def test_a_saturated_apparatus_core_is_flagged_and_never_best(
     (only,) = steps
     assert "apparatus_saturated" in only["flags"], (only["flags"], only["apparatus_core_pct"])
     assert only["evidence"]["apparatus_saturated"]["core_busy_pct"] >= 90
-    assert only["limited_by"] == "apparatus"
     assert "best rps none (no fair result)" in stdout
+    if only["limited_by"] == "host_cpu":  # the busy loops filled the host's other core too
+        assert "more generators on this machine cannot help" in stdout
+        return
+    assert only["limited_by"] == "apparatus"
     assert "fewer users, more generators" in stdout

@@ -18,7 +18,7 @@ from lab.advise.search import Attempt, Conclusion, Setting
 from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
 from lab.record.step import StepRecord
-from lab.run.limits import TITLES
+from lab.run.limits import TITLES, upstream_inflight
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
 TIE_RSS = 0.10  # models on as many cores whose RSS is within this share of the cheapest: a tie
@@ -163,7 +163,7 @@ def _pool_projection(model: Model, st: Setting) -> str:
 def _memory_mb(step: StepRecord, processes_now: int, processes: int, inflight: float) -> float:
     """The step's RSS split into each process at rest and each request in flight, scaled."""
     kb = step.server_rss_kb_per_conn or 0.0
-    idle = max(step.server_rss_mb - kb * max(step.upstream_max_inflight, 0) / 1024, 0.0)
+    idle = max(step.server_rss_mb - kb * max(upstream_inflight(step), 0) / 1024, 0.0)
     return idle / max(processes_now, 1) * processes + kb * inflight / 1024
 
 

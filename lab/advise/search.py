@@ -38,6 +38,7 @@ from lab.advise.target import Slo, confirmed, unfair
 from lab.config.models import KNOB_MAX, Knobs, Model
 from lab.config.scenario import LIMITS
 from lab.record.step import StepRecord
+from lab.run.limits import upstream_inflight
 
 HEADROOM = 1.5  # the pool over Little's law's in-flight count: bursts, and latency above d
 PLAN_UTIL = 0.80  # the share of each core a candidate plans to keep busy
@@ -290,8 +291,9 @@ def _pool_full(step: StepRecord, c: Candidate) -> bool:
 
 
 def _inflight(step: StepRecord) -> float:
-    """Requests in the server at once: seen by the upstream, else by Little's law."""
-    seen = step.upstream_max_inflight
+    """Requests in the server at once: seen by the upstream where the load went through it,
+    else by Little's law."""
+    seen = upstream_inflight(step)
     return float(seen if seen >= 0 else step.inferred_inflight)
 
 

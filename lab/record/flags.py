@@ -136,7 +136,9 @@ _FLAGS = (
         "a core the load generator or the upstream ran on was 90% busy or more, or either waited "
         "for a CPU 30% of the window or more, or the upstream's event loop woke late (on average "
         "5 ms, or 5% of the delay, or more): the lab, not the model, may have set the figures "
-        "(use fewer users, more generators or a bigger machine)",
+        "(the step's limit says what would lift them: fewer users or more generators, or, where "
+        "the server was at its CPU too, the server closed a connection per request or the host "
+        "had no core left, what more generators cannot)",
         ("apparatus_saturated",),
         "lab.run.apparatus",
         excludes=True,
@@ -168,6 +170,15 @@ _FLAGS = (
 )
 
 FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
+# The lab, not the model, failed to measure a step carrying one of these (cut short, or its load
+# generator gave no result): the step is owed, `lab run --resume` measures it again, and a
+# record measured again supersedes it.
+OWED = ("interrupted", "loadgen_failed")
+
+
+def owed(flags: tuple[str, ...] | list[str]) -> bool:
+    """The step is still owed: the lab failed to measure it (see OWED)."""
+    return any(f in OWED for f in flags)
 
 
 def declared(name: str) -> Flag:

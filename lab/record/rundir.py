@@ -29,6 +29,7 @@ from typing import Any
 
 from lab.record import hist
 from lab.record.errors import LabError
+from lab.record.flags import owed
 from lab.record.step import StepKey, StepRecord, from_json
 
 MAX_TRIALS = 1000  # a manifest planning more is not one the lab wrote: no plan is read from it
@@ -130,15 +131,16 @@ class RunDir:
         return records, sorted(bad)
 
     def completed(self) -> set[StepKey]:
-        """Steps already recorded; an interrupted one is measured again on resume."""
-        return {r.key for r in self.steps() if "interrupted" not in r.flags}
+        """Steps already recorded; an owed one (interrupted, or its load generator gave no
+        result) is measured again on resume."""
+        return {r.key for r in self.steps() if not owed(r.flags)}
 
     def planned(self) -> list[StepKey]:
         """The steps this run's manifest plans (see `planned_steps`)."""
         return planned_steps(self.manifest())
 
     def missing(self) -> list[StepKey]:
-        """Planned steps without a complete record (an interrupted one counts as missing)."""
+        """Planned steps without a complete record (an owed one counts as missing)."""
         done = self.completed()
         return [key for key in self.planned() if key not in done]
 

@@ -92,6 +92,9 @@ class Sampled:
     upstream_cpu_pct: float = 0.0
     host_cpu_pct: float = 0.0
     upstream_max_inflight: int = 0
+    upstream_served: int = -1  # requests the upstream answered in the window (-1: unknown)
+    server_connections: int = -1  # TCP connections to the server closed in the window (-1: unknown)
+    server_time_wait: int = -1  # sockets in TIME_WAIT on the server's port at its end
     apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
@@ -160,6 +163,14 @@ class StepRecord:
     # busiest one's share of the window in its own periodic work (-1: unknown).
     generator_lag_ms: dict[str, float] = field(default_factory=dict)
     generator_periodic_pct: float = -1.0
+    # Requests the upstream answered in the window (-1: unknown): its in-flight counter says
+    # something about the server only where the step's load went through it.
+    upstream_served: int = -1
+    # TCP connections to the server's port closed in the window, and the sockets in TIME_WAIT on
+    # it at the end (-1: unknown): a server that closes each connection makes every request pay a
+    # connect and a close, in the generators and the kernel.
+    server_connections: int = -1
+    server_time_wait: int = -1
 
     @property
     def key(self) -> StepKey:

@@ -8,10 +8,12 @@ explain is raised as `capped_unexplained` (excluded from the verdict: something 
 model, so its figures are not the model's); one the knobs explain is raised as `capped` and is
 simply the limit.
 
-The requests in flight come from the lab's upstream where the load goes through it, and otherwise
-from outside the server by Little's law (throughput x the unloaded service time), so a pool inside
-a user's own app is seen too. A step below the ideal that nothing explains says so: it is never
-"no limit reached".
+The requests in flight come from the lab's upstream where the step's load went through it (it
+answered about as many requests as the step did), and otherwise from outside the server by
+Little's law (throughput x the unloaded service time), so a pool inside a user's own app is seen
+too, and a route that never calls the upstream (`/sleep`) is not read as a cap of 0. A server at
+the CPU it can use raises no cap flag: its requests queue for the CPU, not for a pool. A step
+below the ideal that nothing explains says so: it is never "no limit reached".
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import psutil
 
 from lab.config.models import Knobs, Model
 from lab.record.step import Raised, StepRecord
+from lab.run import apparatus
 
 MB = 1024 * 1024
 SATURATED = 0.90  # the server's CPU at this share of its usable cores: CPU-bound
@@ -38,6 +41,9 @@ IDLE = 0.50  # the server's CPU under this share of its cores: it waits, it does
 UPSTREAM_SLOW = 1.5  # p50 this many delays with every request at the upstream: it is slow
 ERRORS_LIMIT = 0.01  # this share of failed requests or more: errors decide the figures
 MEMORY_LIMIT = 0.80  # the server's RSS at this share of the machine's memory
+# The upstream answered at least this share of the step's answered requests: the load went
+# through it, so its in-flight counter counts the server's requests.
+THROUGH_UPSTREAM = 0.5
 
 LIMITS: dict[str, str] = {
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
@@ -45,10 +51,18 @@ LIMITS: dict[str, str] = {
     "concurrency_cap": "requests in flight plateaued below the offered load: a pool (threads, "
     "greenlets, connections) is full and the rest queue; the reason names the knob, or says "
     "that none explains it",
+    "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy "
+    "(server, apparatus and kernel together): more generators on it cannot help; generators on "
+    "another machine can",
     "upstream": "the upstream answered slower than its configured delay, or went down: the "
     "model waits on it, not on itself",
     "apparatus": "the load generator or the upstream (the lab's own apparatus) ran out of CPU: "
-    "the figures are the lab's limit, not the model's",
+    "the figures are the lab's limit, not the model's (where the server was at its CPU too, "
+    "the step is `server_cpu`, both named)",
+    "connections": "a new TCP connection per request: the server closes each connection after "
+    "its response, so every request pays a connect, an accept and a close in the generators "
+    "and the kernel; the apparatus ran out doing that, and more generators share the work "
+    "without removing it",
     "errors": "failed requests (refused, reset, timeouts, 5xx) decided the figures",
     "memory": "the server's memory approached the machine's",
     "unknown": "throughput stayed under 80% of the ideal with no resource saturated and no cap "
@@ -60,6 +74,8 @@ TITLES = {
     "concurrency_cap": "a concurrency cap",
     "upstream": "the upstream",
     "apparatus": "the lab's apparatus",
+    "connections": "a new connection per request",
+    "host_cpu": "the host's cores",
     "errors": "errors",
     "memory": "memory",
     "unknown": "a cause not found",
@@ -85,6 +101,7 @@ class Capacity:
     idle_rss_mb: float = 0.0  # the server's RSS before any load (0: unknown)
     processes: int = 1
     probe_cap: float | None = None  # the probe's overlap where it found a cap below its K
+    host_cores: int = 0  # the machine's cores (0: unknown), to tell a full host
 
     @classmethod
     def of(
@@ -108,6 +125,7 @@ class Capacity:
             idle_rss_mb=idle_rss_mb,
             processes=processes,
             probe_cap=probe_cap,
+            host_cores=psutil.cpu_count() or 0,
         )
 
 
@@ -140,7 +158,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
     return replace(
         record,
         flags=tuple(dict.fromkeys((*record.flags, *(r.flag for r in raised)))),
-        evidence={**record.evidence, **{r.flag: r.evidence for r in raised}},
+        evidence=_advised(record, found.limit) | {r.flag: r.evidence for r in raised},
         inferred_inflight=round(inferred_inflight(record, capacity.delay_ms), 1),
         limited_by=found.limit.name,
         limit_reason=found.limit.reason,
@@ -150,11 +168,21 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
     )
 
 
+def _advised(r: StepRecord, limit: Limit) -> dict[str, Any]:
+    """The evidence, with a saturated apparatus's advice the one that can help: the limit itself
+    where more generators cannot (the server was full, a connection per request, a full host)."""
+    ev = r.evidence.get("apparatus_saturated")
+    if not isinstance(ev, dict):
+        return dict(r.evidence)
+    said = apparatus.advice(r) if limit.name == "apparatus" else limit.reason
+    return {**r.evidence, "apparatus_saturated": {**ev, "advice": said}}
+
+
 def assess(record: StepRecord, cap: Capacity) -> Assessment:
     """The step's limiting resource, the cap flags it implies and the cost per request."""
     capped = _cap(record, cap) if record.ok else None  # a fact, whatever else limits the step
     raised = capped[1] if capped else []
-    limit = _fault(record) or _resource(record, cap) or (capped[0] if capped else None)
+    limit = _fault(record, cap) or _resource(record, cap) or (capped[0] if capped else None)
     limit = limit or _serialized(record, cap) or _rest(record, cap)
     return Assessment(limit, tuple(raised), cost(record, cap))
 
@@ -176,7 +204,7 @@ def cost(r: StepRecord, cap: Capacity) -> Cost:
     if r.requests <= 0 or r.duration_s <= 0:
         return Cost(None, None, None)
     per_req = r.duration_s * 10 / r.requests  # % of a core -> ms per request
-    conns = offered_concurrency(r) if r.mode == "closed" else max(r.upstream_max_inflight, 0)
+    conns = offered_concurrency(r) if r.mode == "closed" else max(upstream_inflight(r), 0)
     kb = None
     if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and conns:
         kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / conns, 1)
@@ -189,6 +217,18 @@ def ideal_rps(r: StepRecord, delay_ms: float) -> float:
     if r.rate_rps is not None:
         return float(r.rate_rps)
     return (r.users or 0) / (delay_ms / 1000) if delay_ms > 0 else math.nan
+
+
+def upstream_inflight(r: StepRecord) -> int:
+    """The upstream's in-flight high-water mark where the step's load went through the upstream,
+    else -1 (unknown). A route that never calls it (`/sleep`, a user's app) leaves the counter at
+    0 while the server answers: that is no evidence of a cap, so the caller infers from outside."""
+    seen = r.upstream_max_inflight
+    if r.ok > 0 and seen <= 0:
+        return -1  # answers, and not one request at the upstream: the load did not pass it
+    if 0 <= r.upstream_served < THROUGH_UPSTREAM * r.ok:
+        return -1  # the upstream saw only a few of the step's requests
+    return seen
 
 
 def inferred_inflight(r: StepRecord, delay_ms: float) -> float:
@@ -205,27 +245,12 @@ def offered_concurrency(r: StepRecord, delay_ms: float = 0.0) -> float:
     return min(wanted, float(r.max_outstanding or wanted))
 
 
-def _fault(r: StepRecord) -> Limit | None:
+def _fault(r: StepRecord, cap: Capacity) -> Limit | None:
     if r.status == "skipped" or not r.ok:
         why = ", ".join(r.flags) or "no successful response"
         return Limit("errors", f"nothing measured: {why}")
-    if "apparatus_saturated" in r.flags:
-        ev = r.evidence.get("apparatus_saturated") or {}
-        lag, lag_limit = ev.get("upstream_loop_lag_ms", -1), ev.get("upstream_loop_lag_limit_ms")
-        late = (
-            f"; the upstream's event loop woke {lag} ms late on average"
-            if lag_limit and (lag >= lag_limit)
-            else ""
-        )
-        return Limit(
-            "apparatus",
-            f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
-            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
-            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU){late}: "
-            f"{ev.get('advice', '')}",
-        )
-    if "client_saturated" in r.flags:
-        return Limit("apparatus", f"{r.evidence.get('client_saturated')}: use more generators")
+    if saturated := _apparatus(r, cap):
+        return saturated
     if "upstream_down" in r.flags:
         return Limit("upstream", f"the upstream went down: {r.evidence.get('upstream_down')}")
     failed = sum(r.errors.values())
@@ -233,6 +258,28 @@ def _fault(r: StepRecord) -> Limit | None:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items(), key=lambda kv: -kv[1]))
         return Limit("errors", f"{failed / r.requests:.0%} of requests failed ({kinds})")
     return None
+
+
+def _apparatus(r: StepRecord, cap: Capacity) -> Limit | None:
+    """The lab's apparatus ran out: what it ran out on, and only the advice that can help. A
+    server at its CPU beside it is named first (both were full); a connection per request is
+    named as what the apparatus's CPU went to."""
+    if not set(apparatus.APPARATUS_FLAGS) & set(r.flags):
+        return None
+    what = apparatus.what_saturated(r)
+    if _cpu_bound(r, cap):
+        return Limit(
+            "server_cpu",
+            f"server CPU ({_cores(cap.cores)} at {r.server_cpu_pct:.0f}%) and the lab's "
+            f"apparatus ({what}): both were full, so more generators alone cannot raise the "
+            "throughput; more server cores or less CPU per request first",
+        )
+    if closing := apparatus.closing(r):
+        full = apparatus.host_full(r, cap.host_cores)
+        return Limit("connections", f"{closing}{'; ' + full if full else ''} ({what})")
+    if full := apparatus.host_full(r, cap.host_cores):
+        return Limit("host_cpu", f"{full} ({what})")
+    return Limit("apparatus", f"{what}: {apparatus.advice(r)}")
 
 
 def _resource(r: StepRecord, cap: Capacity) -> Limit | None:
@@ -245,19 +292,22 @@ def _resource(r: StepRecord, cap: Capacity) -> Limit | None:
 
 def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | None:
     """In-flight plateaued below the offered concurrency while requests queued: seen by the
-    upstream where the load goes through it, else inferred from outside (Little's law)."""
+    upstream where the load went through it, else inferred from outside (Little's law). None
+    where the server was at the CPU it can use: requests then queue for the CPU, not a pool."""
+    if _cpu_bound(r, cap):
+        return None
     offered = offered_concurrency(r, cap.delay_ms)
-    seen = r.upstream_max_inflight >= 0
-    ceiling = r.upstream_max_inflight if seen else inferred_inflight(r, cap.delay_ms)
+    counted = upstream_inflight(r)
+    seen = counted >= 0
+    ceiling = counted if seen else inferred_inflight(r, cap.delay_ms)
     p50 = r.latency_ms.get("p50", 0.0)
     queueing = QUEUEING if seen else QUEUEING_INFERRED
     if ceiling < 0 or offered < 2 or ceiling > PLATEAU * offered:
         return None
     if cap.delay_ms <= 0 or p50 < queueing * cap.delay_ms:
         return None
-    if not seen and (not _idle(r, cap) or {"apparatus_saturated", "serialized"} & set(r.flags)):
-        return None  # a busy server or apparatus also lowers throughput x delay; a serialized
-        # model's cap of one is named by its own flag
+    if not seen and (not _idle(r, cap) or _disturbed(r)):
+        return None
     evidence = {
         "ceiling": round(ceiling, 1),
         "offered": round(offered, 1),
@@ -278,6 +328,14 @@ def _cap(r: StepRecord, cap: Capacity) -> tuple[Limit, list[tuple[str, Any]]] | 
     return Limit("concurrency_cap", _unexplained(ceiling, offered, seen, cap)), [
         ("capped_unexplained", evidence)
     ]
+
+
+def _disturbed(r: StepRecord) -> bool:
+    """Something besides a pool lowers throughput x delay: a saturated apparatus, a generator
+    that waited for a CPU (every latency it timed grew); a serialized model's cap of one is named
+    by its own flag."""
+    flagged = {"apparatus_saturated", "serialized"} & set(r.flags)
+    return bool(flagged) or r.apparatus_wait_pct >= apparatus.APPARATUS_WAIT_PCT
 
 
 def _unexplained(ceiling: float, offered: float, seen: bool, cap: Capacity) -> str:
@@ -313,7 +371,7 @@ def _rest(r: StepRecord, cap: Capacity) -> Limit:
     if share >= TRACKS_IDEAL:
         return Limit("none", f"throughput {share:.0%} of the ideal {ideal:g} req/s")
     p50 = r.latency_ms.get("p50", 0.0)
-    reached = r.upstream_max_inflight >= PLATEAU * offered_concurrency(r, cap.delay_ms)
+    reached = upstream_inflight(r) >= PLATEAU * offered_concurrency(r, cap.delay_ms)
     if reached and _idle(r, cap) and p50 >= UPSTREAM_SLOW * cap.delay_ms:
         return Limit(
             "upstream",

@@ -7,12 +7,13 @@ import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from lab.backends.base import Backend, Server
 from lab.record.step import Sampled, StepRecord
 from lab.run.plan import Plan
 from lab.run.preflight import Preflight
-from lab.system import http_client
+from lab.system import http_client, tcpconns
 from lab.system.sampling import HostMeter, Sampler
 from loadgen.protocol import Sample
 
@@ -65,13 +66,14 @@ class Upstream:
             http_client.get(self.url, "/stats/reset", HEALTH_TIMEOUT_S, method="POST")
 
     def window(self) -> UpstreamWindow:
-        """What the upstream saw since `reset`: its in-flight high-water mark and how late its
-        event loop woke (unknown: -1)."""
+        """What the upstream saw since `reset`: its in-flight high-water mark, how late its
+        event loop woke and how many requests it answered (unknown: -1)."""
         try:
             _, raw, _ = http_client.get(self.url, "/stats", timeout_s=HEALTH_TIMEOUT_S)
             stats = json.loads(raw)
             mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
-            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top))
+            served = int(stats.get("served", -1))
+            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top), served)
         except (OSError, ValueError, KeyError, TypeError):
             return UpstreamWindow()
 
@@ -81,17 +83,22 @@ class UpstreamWindow:
     max_inflight: int = -1
     lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
     lag_max_ms: float = -1.0
+    served: int = -1  # requests it answered in the window (-1: unknown)
 
 
 @dataclass
 class Samplers:
     """The server's, the upstream's and the host's CPU and memory, once a second; the host's
-    per core, so a saturated core of the apparatus and kernel network work are seen."""
+    per core, so a saturated core of the apparatus and kernel network work are seen; the TCP
+    connections to the server's port closed in the window (a connection per request costs the
+    generators and the kernel)."""
 
     server: Sampler
     upstream: Sampler
     host: Sampler
     cores: HostMeter
+    conns: tcpconns.ConnectionMeter
+    closed: Sampler
 
     @classmethod
     def of(
@@ -100,23 +107,30 @@ class Samplers:
         upstream_proc = getattr(upstream, "proc", None)
         pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
         cores = HostMeter(apparatus_cores, pids)
-        return cls(Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores), cores)
+        conns = tcpconns.ConnectionMeter(urlsplit(server.url).port or 0)
+        meters = (Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores))
+        return cls(*meters, cores, conns, Sampler(conns))
 
     def each(self) -> tuple[Sampler, ...]:
-        return self.server, self.upstream, self.host
+        return self.server, self.upstream, self.host, self.closed
 
     def start(self) -> None:
         for each in self.each():
             each.start()
         self.cores.clear()
+        self.conns.clear()
 
     def sampled(self, upstream: UpstreamWindow) -> Sampled:
+        closed, time_wait = self.conns.counted()
         return Sampled(
+            server_connections=closed,
+            server_time_wait=time_wait,
             server_cpu_pct=self.server.mean_cpu(),
             server_rss_mb=self.server.peak_rss(),
             upstream_cpu_pct=self.upstream.mean_cpu(),
             host_cpu_pct=self.host.mean_cpu(),
             upstream_max_inflight=upstream.max_inflight,
+            upstream_served=upstream.served,
             upstream_lag_ms=upstream.lag_ms,
             upstream_lag_max_ms=upstream.lag_max_ms,
             apparatus_core_pct=_mean(self.cores.apparatus),

@@ -140,7 +140,7 @@ class LabPage:
                     "users": users,
                     **live,
                     "ideal_rps": ideal,
-                    "efficiency": round(live["rps"] / ideal, 2) if ideal else None,
+                    "efficiency": round(min(live["rps"] / ideal, 1.0), 2) if ideal else None,
                     "server_cpu_pct": cpu,
                     "server_rss_mb": rss,
                     "flags": ", ".join(f"{k} ({v})" for k, v in raised.items()),
