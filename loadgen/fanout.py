@@ -6,6 +6,10 @@ users, then asks for one interval (`ROLL`) every second; each worker answers (`I
 the HdrHistogram of what it measured since its last answer, so the master never merges
 percentiles, only counts (exact), and no request is counted twice or lost between intervals.
 
+Open loop on several generators (`loadgen.shares`): the master sends each worker its own schedule
+(`START` to that worker alone); each times its own window from the common start and, after its
+drain, sends what is left (`DRAINED`): the drain's interval and its own open-loop figures.
+
 The web UI's lab page uses the same roll with locust's own workers (Compose): each answers
 (`MODELS_INTERVAL`) with one interval per model, since one UI run loads several models at once.
 """
@@ -17,11 +21,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lab.record import hist
+from loadgen.protocol import OpenLoopFigures
 from loadgen.recording import Interval
+from loadgen.shares import ShareResult
 
 START = "lab_start"  # master -> workers: the step's Start, as JSON
 ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
 INTERVAL = "lab_interval"  # worker -> master: a Report
+DRAINED = "lab_drained"  # open-loop worker -> master, after its drain: a Drained
 MODELS_INTERVAL = "lab_models_interval"  # web-UI worker -> master: a ModelsReport
 REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
 
@@ -38,6 +45,9 @@ class Report:
     live_errors: int
     cpu_pct: float  # since its previous report, 100 = one core
     cpus: list[int] = field(default_factory=list)
+    dropped: int = 0  # open loop: due since the last report while the cap was full
+    inflight: int = 0  # open loop: requests outstanding now
+    bounds: int = 0  # open loop: unanswered requests' ages in the histogram (not answers)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,10 +62,29 @@ class Report:
     ) -> Report:
         encoded = hist.encode(interval.hist)
         errors = dict(interval.errors)
-        return cls(seq, encoded, interval.requests, errors, live[0], live[1], cpu_pct, cpus)
+        requests = interval.requests
+        return cls(seq, encoded, requests, errors, *live, cpu_pct, cpus, bounds=interval.bounds)
 
     def interval(self) -> Interval:
-        return Interval(hist.decode(self.encoded), self.requests, Counter(self.errors))
+        errors = Counter(self.errors)
+        return Interval(hist.decode(self.encoded), self.requests, errors, self.bounds)
+
+
+@dataclass(frozen=True)
+class Drained:
+    """An open-loop worker's last word: the drain's interval (a Report) and its own figures."""
+
+    report: Report
+    share: ShareResult
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Drained:
+        share = data["share"]
+        figures = OpenLoopFigures(**{**share["figures"], "lower_bounds": ()})
+        return cls(Report.from_data(data["report"]), ShareResult(**{**share, "figures": figures}))
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,18 @@ class Start:
     max_outstanding: int = 0  # open loop: requests in flight at most; the rest are dropped
     arrival: str = "constant"  # open loop: "constant" spacing or "poisson" (same mean)
     seed: int | None = None  # open loop: a reproducible Poisson schedule
-    generators: int = 1  # closed loop: local generator processes (locust workers) for the users
+    generators: int = 1  # local generator processes (locust workers): users or arrivals shared
     remote_generators: int = 0  # workers started elsewhere (`lab generator --connect`)
     master: str = "127.0.0.1:0"  # where the locust master binds for its workers (0: any port)
     generator_cpus: tuple[int, ...] = ()  # cores for the local workers, one each (round robin)
     method: str = "GET"  # a user's app may be loaded with another method, a body and headers
     body: str | None = None  # sent with every method but GET
     headers: dict[str, str] = field(default_factory=dict)
+    warmup: bool = False  # a warm-up: nothing kept (a remote generator does not count it a step)
+    # Open loop on several generators (`loadgen.shares`): this one's schedule starts `offset_s`
+    # after `begin_at` (wall clock, time.time()), so that the schedules of all of them interleave.
+    offset_s: float = 0.0
+    begin_at: float = 0.0  # 0: at once
 
     @property
     def distributed(self) -> bool:
@@ -129,6 +134,7 @@ class Part:
     ok: int
     cpu_pct: float  # mean over the measured window, 100 = one core
     cpus: list[int]  # the cores it was pinned to (empty: not pinned)
+    open_loop: dict[str, Any] | None = None  # open loop: its own OpenLoopFigures
 
 
 @dataclass(frozen=True)
