@@ -27,7 +27,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from lab.record import hist
 from loadgen import fanout
-from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start
+from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
 from loadgen.recording import CpuMeter, Interval, Recorder, run_phases
 from loadgen.request import Request
 from loadgen.users import model_user
@@ -60,7 +60,9 @@ class Fleet(Recorder):
         while self.runner.worker_count < count and time.monotonic() < deadline:
             gevent.sleep(0.05)
         if self.runner.worker_count < count:
-            raise MissingGenerators(missing(self.runner.worker_count, local, remote, timeout_s))
+            raise MissingGenerators(
+                missing_generators(self.runner.worker_count, local, remote, timeout_s)
+            )
         for i, node in enumerate(sorted(self.runner.clients, key=str), 1):
             self.names[node] = f"generator-{i}@{node.rsplit('_', 1)[0]}"
 
@@ -167,21 +169,6 @@ def start_local(start: Start, port: int) -> list[subprocess.Popen[bytes]]:
         # stdout is the lab's protocol pipe: a worker never writes to it
         workers.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
     return workers
-
-
-def missing(connected: int, local: int, remote: int, timeout_s: float) -> str:
-    """Why a step's generators are not all there, in words that say what to do."""
-    words = (
-        f"only {connected} of {local + remote} generator processes connected within "
-        f"{timeout_s:.0f} s"
-    )
-    if remote and connected >= local:
-        return (
-            f"{words}: {local + remote - connected} of the {remote} remote generator(s) did not "
-            "come or left (`lab generator --connect HOST:PORT` serves --steps measured steps and "
-            "leaves; --steps 0 serves every step until the run ends)"
-        )
-    return f"{words} (remote ones: `lab generator --connect HOST:PORT`)"
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,29 +35,12 @@ from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
 from lab.record import hist
-from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
+from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request
-from loadgen.shares import lower_bounds
+from loadgen.shares import intended_offsets, lower_bounds
 
 DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
-
-
-def intended_offsets(
-    rate: float, arrival: str, rng: random.Random, offset: float = 0.0
-) -> Iterator[float]:
-    """Seconds after the start at which each request is meant to begin; `offset` delays the
-    first (one of several generators' interleaved constant schedules, `loadgen.shares`)."""
-    if arrival not in ARRIVALS:
-        raise ValueError(f"arrival must be one of {ARRIVALS}, got {arrival!r}")
-    t, i = offset, 0
-    while True:
-        if arrival == "poisson":
-            t += rng.expovariate(rate)
-            yield t
-        else:
-            yield offset + i / rate
-            i += 1
 
 
 class OpenLoop:

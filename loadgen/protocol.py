@@ -23,6 +23,25 @@ class ProtocolError(ValueError):
 
 
 CONNECT_WAIT_S = 30.0  # distributed: for every worker to connect; the lab's watchdog allows for it
+# A worker's exit status (`loadgen.worker_node`): what it served, for `lab generator --steps`.
+SERVED_STEP = 0  # a measured step
+SERVED_WARMUP = 10  # a warm-up (not a step the user counts)
+SERVED_NOTHING = 11  # the master quit before sending a step (e.g. other generators missing)
+
+
+def missing_generators(connected: int, local: int, remote: int, timeout_s: float) -> str:
+    """The `Failed` message of a step whose generators did not all connect: what to do."""
+    words = (
+        f"only {connected} of {local + remote} generator processes connected within "
+        f"{timeout_s:.0f} s"
+    )
+    if remote and connected >= local:
+        return (
+            f"{words}: {local + remote - connected} of the {remote} remote generator(s) did not "
+            "come or left (`lab generator --connect HOST:PORT` serves --steps measured steps and "
+            "leaves; --steps 0 serves every step until the run ends)"
+        )
+    return f"{words} (remote ones: `lab generator --connect HOST:PORT`)"
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,31 @@ Plain data, HdrHistogram and the standard library: the lab may import this witho
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import random
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lab.record import hist
-from loadgen.protocol import OpenLoopFigures, Start
+from loadgen.protocol import ARRIVALS, OpenLoopFigures, Start
 
 SEED_STRIDE = 1_000_003  # generator i of a seeded step draws from seed x this + i
+
+
+def intended_offsets(
+    rate: float, arrival: str, rng: random.Random, offset: float = 0.0
+) -> Iterator[float]:
+    """Seconds after the start at which each request is meant to begin; `offset` delays the
+    first (one of several generators' interleaved constant schedules, `loadgen.shares`)."""
+    if arrival not in ARRIVALS:
+        raise ValueError(f"arrival must be one of {ARRIVALS}, got {arrival!r}")
+    t, i = offset, 0
+    while True:
+        if arrival == "poisson":
+            t += rng.expovariate(rate)
+            yield t
+        else:
+            yield offset + i / rate
+            i += 1
 
 
 def spread(total: int, n: int) -> list[int]:

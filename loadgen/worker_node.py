@@ -27,15 +27,11 @@ from locust.env import Environment  # noqa: E402
 from lab.record import hist  # noqa: E402
 from loadgen import fanout  # noqa: E402
 from loadgen.open_loop import OpenLoop, run_share  # noqa: E402
-from loadgen.protocol import Start  # noqa: E402
+from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
 from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
 from loadgen.request import Request  # noqa: E402
 from loadgen.shares import ShareResult  # noqa: E402
 from loadgen.users import model_user  # noqa: E402
-
-SERVED_STEP = 0  # exit status: a measured step served
-SERVED_WARMUP = 10  # a warm-up served (not a step the user counts)
-SERVED_NOTHING = 11  # the master quit before sending a step (e.g. other generators missing)
 
 
 class Node:
