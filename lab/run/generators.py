@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lab.record.errors import LabError
+from lab.record.step import StepRecord
 from lab.system import safety
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done
 
@@ -57,8 +58,10 @@ class Generators:
 
     def more(self, than: int) -> int | None:
         """A larger local count than `than` for a step whose generators were saturated: twice
-        as many, at most `local` (the client cores); None when there is no more."""
-        return min(self.local, 2 * max(than, 1)) if than < self.local else None
+        as many, at most the client cores' (or `local`, if more were asked for); None when
+        there are no more."""
+        most = max(self.local, auto_count(client_cores()))
+        return min(most, 2 * max(than, 1)) if than < most else None
 
 
 def client_cores() -> tuple[int, ...]:
@@ -119,6 +122,15 @@ def served(codes: set[int]) -> str:
     if codes == {SERVED_STEP}:
         return "step"
     return "warmup" if SERVED_WARMUP in codes else "nothing"
+
+
+# The flags that say the generators, not the server, may have set a step's figures.
+SATURATION_FLAGS = ("client_saturated", "apparatus_saturated")
+
+
+def saturated(step: StepRecord) -> bool:
+    """Whether the step's generators may have been its limit (more of them may measure more)."""
+    return any(flag in step.flags for flag in SATURATION_FLAGS)
 
 
 def needed(client_cpu_pct: float) -> int:
