@@ -28,6 +28,7 @@ from lab.config.models import Knobs, load_registry
 from lab.config.scenario import UpstreamSpec
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import StepKey, step_record
+from lab.run import generators
 from lab.run.generator import measured_from, run_step
 from lab.system.http_client import get
 from loadgen.protocol import Done, Start
@@ -101,15 +102,24 @@ def closed_users(p: Protocol) -> int:
 
 
 def load_step(
-    p: Protocol, run: Run, url: str, upstream_url: str, out: RunDir, key: StepKey
+    p: Protocol,
+    run: Run,
+    urls: tuple[str, str],
+    out: RunDir,
+    key: StepKey,
+    cpus: tuple[int, ...],
 ) -> Done:
-    """One generator step under the brownout schedule; the upstream's delay follows the phases."""
+    """One generator step under the brownout schedule (`urls`: the server's and the upstream's;
+    the upstream's delay follows the phases), on the generators `cpus` hold: open loop on as many
+    as its rate needs, as `lab run --mode open` does."""
+    url, upstream_url = urls
     duration = sum(s for _, s, _ in p.phases)
     start = Start(
         base_url=url, path="/io", settle_s=p.settle_s, duration_s=duration, timeout_s=p.timeout_s
     )
     if run.mode == "open":
         start = replace(start, rate_rps=p.rate_rps, max_outstanding=p.cap, arrival=p.arrival)
+        start = generators.open_loop_start(start, cpus)
     else:
         start = replace(start, users=closed_users(p))
     measuring, stop = threading.Event(), threading.Event()
@@ -120,6 +130,7 @@ def load_step(
             return run_step(
                 start,
                 out.path / "logs" / "loadgen.log",
+                cpus=cpus,
                 on_measuring=lambda _: measuring.set(),
                 on_histogram=hlog.write,
             )
@@ -143,7 +154,8 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
         rate = p.rate_rps if run.mode == "open" else None
         users = closed_users(p) if run.mode == "closed" else None
         key = StepKey(run.model, run.mode, users, rate, index)
-        done = load_step(p, run, server.url, upstream.url, run_dir, key)
+        urls = (server.url, upstream.url)
+        done = load_step(p, run, urls, run_dir, key, backend.loadgen_cpus())
     finally:
         backend.close()
     capacity = model.capacity(knobs)
@@ -161,6 +173,7 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
         max_outstanding=cap,
         histogram=LabRunDir.hlog_relpath(key),
         context=context,
+        generators=len(done.parts) or 1,
     )
     run_dir.run.append_step(record)
     r = {**vars(done), **(vars(done.open_loop) if done.open_loop else {})}

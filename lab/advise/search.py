@@ -235,7 +235,8 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
     missed = st.slo.misses(step)
     if not missed:
         return Conclusion(True, confirmed(step))
-    if generators.saturated(step):  # measured again with more generators first (confirm.py)
+    faults = set(step.excluded_by) - {"apparatus_saturated"}
+    if generators.saturated(step) and not faults:  # measured again with more first (confirm.py)
         return Conclusion(False, _not_confirmed(st, step), "apparatus")
     words = "; ".join(missed)
     if not step.ok or step.excluded_by or step.limited_by == "apparatus":

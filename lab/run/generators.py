@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from lab.record.errors import LabError
 from lab.record.step import StepRecord
 from lab.system import safety
-from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done
+from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done, Start
 
 SATURATED_PCT = 90.0  # of one core, per generator process (the flag client_saturated)
 # Arrivals one open-loop generator process offers on time with room to spare: measured by
@@ -62,6 +62,14 @@ class Generators:
         there are no more."""
         most = max(self.local, auto_count(client_cores()))
         return min(most, 2 * max(than, 1)) if than < most else None
+
+
+def open_loop_start(start: Start, client: tuple[int, ...]) -> Start:
+    """An open-loop step outside a run's plan (experiments, benchmarks) on as many generator
+    processes as its rate needs, at most `client`'s cores' worth, pinned as a run pins them."""
+    fleet = Generators(local=auto_count(client), auto=True)
+    count = fleet.for_step(start.rate_rps, start.max_outstanding)
+    return replace(start, generators=count, generator_cpus=worker_cores(client))
 
 
 def client_cores() -> tuple[int, ...]:
