@@ -101,18 +101,10 @@ def closed_users(p: Protocol) -> int:
     return max(1, round(p.rate_rps * p.phases[0][2] / 1000))
 
 
-def load_step(
-    p: Protocol,
-    run: Run,
-    urls: tuple[str, str],
-    out: RunDir,
-    key: StepKey,
-    cpus: tuple[int, ...],
-) -> Done:
-    """One generator step under the brownout schedule (`urls`: the server's and the upstream's;
-    the upstream's delay follows the phases), on the generators `cpus` hold: open loop on as many
-    as its rate needs, as `lab run --mode open` does."""
-    url, upstream_url = urls
+def load_step(p: Protocol, run: Run, urls: tuple[str, str], out: RunDir, key: StepKey) -> Done:
+    """One step under the brownout schedule (`urls`: server, upstream, whose delay follows the
+    phases); open loop on as many generators as the rate needs, as `lab run --mode open`."""
+    (url, upstream_url), cpus = urls, CpuLayout.split(pin=True).client
     duration = sum(s for _, s, _ in p.phases)
     start = Start(
         base_url=url, path="/io", settle_s=p.settle_s, duration_s=duration, timeout_s=p.timeout_s
@@ -154,8 +146,7 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
         rate = p.rate_rps if run.mode == "open" else None
         users = closed_users(p) if run.mode == "closed" else None
         key = StepKey(run.model, run.mode, users, rate, index)
-        urls = (server.url, upstream.url)
-        done = load_step(p, run, urls, run_dir, key, backend.loadgen_cpus())
+        done = load_step(p, run, (server.url, upstream.url), run_dir, key)
     finally:
         backend.close()
     capacity = model.capacity(knobs)

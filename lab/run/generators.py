@@ -23,10 +23,12 @@ from lab.system import safety
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done, Start
 
 SATURATED_PCT = 90.0  # of one core, per generator process (the flag client_saturated)
-# Arrivals one open-loop generator process offers on time with room to spare: measured by
-# benchmarks/open_loop_scale.py (docs/benchmarks.md), where one process kept its schedule and p99
-# up to about twice this on a quiet core, and fell behind past that.
-OPEN_RPS_PER_GENERATOR = 1000.0
+# Arrivals one open-loop generator process offers on time with room to spare. Measured by
+# benchmarks/open_loop_scale.py (docs/benchmarks.md) on the 2-core machine: one process sent up
+# to 6,000 req/s on time, its core then full (0.12-0.25 ms of CPU per arrival, 49% of a core at
+# 2,000); on a 16-core machine one process fell behind near 3,000. At this rate it stays near
+# half a core, leaving room for a slower core, a heavier request or a busier second.
+OPEN_RPS_PER_GENERATOR = 2000.0
 DEFAULT_MASTER = "127.0.0.1:0"  # a free loopback port; remote workers need a fixed one
 
 
