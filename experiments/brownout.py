@@ -102,10 +102,9 @@ def closed_users(p: Protocol) -> int:
 
 
 def load_step(p: Protocol, run: Run, urls: tuple[str, str], out: RunDir, key: StepKey) -> Done:
-    """One step under the brownout schedule (`urls`: server, upstream, whose delay follows the
-    phases); open loop on as many generators as the rate needs, as `lab run --mode open`."""
+    """One step (server and upstream `urls`) under the schedule; open loop as `lab run` runs it."""
     (url, upstream_url), cpus = urls, CpuLayout.split(pin=True).client
-    duration = sum(s for _, s, _ in p.phases)
+    duration, log = sum(s for _, s, _ in p.phases), out.path / "logs" / "loadgen.log"
     start = Start(
         base_url=url, path="/io", settle_s=p.settle_s, duration_s=duration, timeout_s=p.timeout_s
     )
@@ -121,7 +120,7 @@ def load_step(p: Protocol, run: Run, urls: tuple[str, str], out: RunDir, key: St
         with out.run.hlog_writer(key) as hlog:
             return run_step(
                 start,
-                out.path / "logs" / "loadgen.log",
+                log,
                 cpus=cpus,
                 on_measuring=lambda _: measuring.set(),
                 on_histogram=hlog.write,
