@@ -12,6 +12,7 @@ import random
 import socket
 import statistics
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,3 +210,31 @@ def test_unanswered_requests_of_every_generator_are_lower_bounds(tmp_path: Path)
     assert outcome.done is not None and outcome.done.ok == 0
     assert figures.unfinished == figures.sent >= 18
     assert {"p50", "p99", "max"} <= set(figures.lower_bounds)
+
+
+def test_a_remote_generator_that_leaves_during_the_step_is_named(
+    upstream: LocalServer, tmp_path: Path
+) -> None:
+    """Killed mid-step, its share would silently go missing: the step fails and says who left."""
+    master = f"127.0.0.1:{procs.free_port()}"
+    argv = [sys.executable, "-m", "loadgen.worker_node", master]
+    remote = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start = Start(
+        base_url=upstream.url,
+        path=PATH,
+        settle_s=0.5,
+        duration_s=8.0,
+        timeout_s=10.0,
+        rate_rps=200.0,
+        max_outstanding=100,
+        remote_generators=1,
+        master=master,
+    )
+    try:
+        with Generator(start, log_path=tmp_path / "loadgen.log") as gen:
+            outcome = follow(gen, on_measuring=lambda _: remote.kill())
+    finally:
+        remote.kill()
+        remote.wait()
+    assert outcome.done is None
+    assert "left during the step" in outcome.failure and "lab generator" in outcome.failure
