@@ -19,6 +19,10 @@ answers. After the window the generator stops scheduling and waits for the windo
 recorded with its age at the cut-off, a lower bound of its latency, so percentiles past that
 age are lower bounds too (`lower_bounds`, shown as ">=") instead of the slowest requests
 silently vanishing. Throughput stays what answered inside the window.
+
+On several generator processes (`loadgen.open_fleet`) each worker runs an `OpenLoop` on its own
+share of the arrivals (`loadgen.shares`) with `run_share`: the same schedule, window and drain,
+timed from the step's common start instead of by `run_phases`.
 """
 
 from __future__ import annotations
