@@ -81,8 +81,10 @@ def plain_locust(
     return sampled(argv, seconds, plain_locust_rps)
 
 
-def wrk(url: str, users: int, seconds: float, cpus: tuple[int, ...]) -> Result:
-    wrk_argv = ["wrk", "-t1", f"-c{users}", f"-d{int(seconds + 1)}s", url + "/health"]
+def wrk(
+    url: str, users: int, seconds: float, cpus: tuple[int, ...], path: str = "/health"
+) -> Result:
+    wrk_argv = ["wrk", "-t1", f"-c{users}", f"-d{int(seconds + 1)}s", url + path]
     argv = procs.pinned(wrk_argv, cpus)
     return sampled(argv, seconds, _wrk_rps)
 

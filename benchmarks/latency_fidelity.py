@@ -30,12 +30,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,11 +43,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.figures import write_summary
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec
 from lab.run.generator import run_step
-from lab.system import environment, procs
+from lab.system import procs
 from loadgen.protocol import Start
 
 MAX_OUTSTANDING = 500  # open loop: the lab's default cap, and oha's connections
@@ -188,27 +187,6 @@ def table(body: list[list[str]]) -> Table:
     return out
 
 
-def summary(body: list[list[str]], args: argparse.Namespace, started: float) -> dict[str, object]:
-    """The table as a docs figure summary (analysis.docfigures), with where it comes from."""
-    env = environment.capture()
-    machine = (
-        f"{env['cpus']} CPUs ({env['cpu_model']}), Python {platform.python_version()}, "
-        f"client on core(s) {list(CpuLayout.split(pin=True).client)}, load average "
-        f"{os.getloadavg()[0]:.1f} at the end"
-    )
-    return {
-        "run_id": time.strftime("%Y%m%d-%H%M%S-latency-fidelity", time.localtime(started)),
-        "machine": machine,
-        "date": time.strftime("%d %B %Y", time.localtime(started)).lstrip("0"),
-        "command": "python benchmarks/latency_fidelity.py " + " ".join(sys.argv[1:]),
-        "kept": f"the script's printed table ({args.rounds} rounds of {args.seconds:g} s)",
-        "view": "table",
-        "headers": HEADERS,
-        "align": ["---", "---", *["---:"] * (len(HEADERS) - 2)],
-        "rows": body,
-    }
-
-
 def _levels(text: str, mode: str) -> list[Load]:
     return [Load(mode, int(v)) for v in text.split(",") if v.strip()]
 
@@ -255,7 +233,8 @@ def main() -> None:
     body = rows(measured, loads)
     console.print(table(body))
     if args.summary:
-        args.summary.write_text(json.dumps(summary(body, args, started), indent=1) + "\n")
+        kept = f"the script's printed table ({args.rounds} rounds of {args.seconds:g} s)"
+        write_summary(args.summary, "latency-fidelity", HEADERS, body, kept, started)
 
 
 MODEL = "gunicorn-asyncio"

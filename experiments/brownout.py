@@ -28,6 +28,7 @@ from lab.config.models import Knobs, load_registry
 from lab.config.scenario import UpstreamSpec
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import StepKey, step_record
+from lab.run import generators
 from lab.run.generator import measured_from, run_step
 from lab.system.http_client import get
 from loadgen.protocol import Done, Start
@@ -100,16 +101,16 @@ def closed_users(p: Protocol) -> int:
     return max(1, round(p.rate_rps * p.phases[0][2] / 1000))
 
 
-def load_step(
-    p: Protocol, run: Run, url: str, upstream_url: str, out: RunDir, key: StepKey
-) -> Done:
-    """One generator step under the brownout schedule; the upstream's delay follows the phases."""
-    duration = sum(s for _, s, _ in p.phases)
+def load_step(p: Protocol, run: Run, urls: tuple[str, str], out: RunDir, key: StepKey) -> Done:
+    """One step (server and upstream `urls`) under the schedule; open loop as `lab run` runs it."""
+    (url, upstream_url), cpus = urls, CpuLayout.split(pin=True).client
+    duration, log = sum(s for _, s, _ in p.phases), out.path / "logs" / "loadgen.log"
     start = Start(
         base_url=url, path="/io", settle_s=p.settle_s, duration_s=duration, timeout_s=p.timeout_s
     )
     if run.mode == "open":
         start = replace(start, rate_rps=p.rate_rps, max_outstanding=p.cap, arrival=p.arrival)
+        start = generators.open_loop_start(start, cpus)
     else:
         start = replace(start, users=closed_users(p))
     measuring, stop = threading.Event(), threading.Event()
@@ -119,7 +120,8 @@ def load_step(
         with out.run.hlog_writer(key) as hlog:
             return run_step(
                 start,
-                out.path / "logs" / "loadgen.log",
+                log,
+                cpus=cpus,
                 on_measuring=lambda _: measuring.set(),
                 on_histogram=hlog.write,
             )
@@ -144,7 +146,7 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
         rate = p.rate_rps if run.mode == "open" else None
         users = closed_users(p) if run.mode == "closed" else None
         key = StepKey(run.model, run.mode, users, rate, index)
-        done = load_step(p, run, server.url, upstream.url, run_dir, key)
+        done = load_step(p, run, (server.url, upstream.url), run_dir, key)
     finally:
         backend.close()
     capacity = model.capacity(knobs)
@@ -162,6 +164,7 @@ def measure(p: Protocol, run_dir: RunDir, index: int, run: Run) -> dict[str, Any
         max_outstanding=cap,
         histogram=LabRunDir.hlog_relpath(key),
         context=context,
+        generators=len(done.parts) or 1,
     )
     run_dir.run.append_step(record)
     r = {**vars(done), **(vars(done.open_loop) if done.open_loop else {})}
@@ -181,8 +184,7 @@ def phase_windows(p: Protocol) -> list[tuple[str, float, float, float]]:
 
 def samples(r: dict[str, Any], key: str, start: float, end: float) -> list[tuple[float, float]]:
     """(t, value) of the per-second `key` whose second ends in the second half of the phase."""
-    ts = r["timeseries"]
-    mid = (start + end) / 2
+    ts, mid = r["timeseries"], (start + end) / 2
     return [(t, v) for t, v in zip(ts["t"], ts[key], strict=True) if mid < t <= end + 0.5]
 
 

@@ -25,10 +25,11 @@ def main() -> int:
         return 2
     if start.distributed:
         from loadgen.master import MissingGenerators, run_distributed
+        from loadgen.open_fleet import run_open_distributed
 
         try:
-            emit(run_distributed(start))
-        except MissingGenerators as exc:
+            emit(run_open_distributed(start) if start.mode == "open" else run_distributed(start))
+        except (MissingGenerators, ValueError) as exc:  # ValueError: a cap too small to share
             emit(Failed(str(exc)))
             return 1
     elif start.mode == "open":

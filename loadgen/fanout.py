@@ -6,6 +6,10 @@ users, then asks for one interval (`ROLL`) every second; each worker answers (`I
 the HdrHistogram of what it measured since its last answer, so the master never merges
 percentiles, only counts (exact), and no request is counted twice or lost between intervals.
 
+Open loop on several generators (`loadgen.shares`): the master sends each worker its own schedule
+(`START` to that worker alone); each times its own window from the common start and, after its
+drain, sends what is left (`DRAINED`): the drain's interval and its own open-loop figures.
+
 The web UI's lab page uses the same roll with locust's own workers (Compose): each answers
 (`MODELS_INTERVAL`) with one interval per model, since one UI run loads several models at once.
 """
@@ -17,11 +21,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lab.record import hist
+from loadgen.protocol import OpenLoopFigures
 from loadgen.recording import Interval
+from loadgen.shares import ShareResult
 
 START = "lab_start"  # master -> workers: the step's Start, as JSON
 ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
 INTERVAL = "lab_interval"  # worker -> master: a Report
+DRAINED = "lab_drained"  # open-loop worker -> master, after its drain: a Drained
 MODELS_INTERVAL = "lab_models_interval"  # web-UI worker -> master: a ModelsReport
 REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
 
@@ -40,6 +47,9 @@ class Report:
     cpus: list[int] = field(default_factory=list)
     lag: str = ""  # the interval's loop lag, an encoded HdrHistogram ("": unknown)
     periodic_s: float = 0.0  # its own periodic work since its previous report
+    dropped: int = 0  # open loop: due since the last report while the cap was full
+    inflight: int = 0  # open loop: requests outstanding now
+    bounds: int = 0  # open loop: unanswered requests' ages in the histogram (not answers)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,14 +66,33 @@ class Report:
         errors = dict(interval.errors)
         lag = hist.encode(interval.lag) if interval.lag is not None else ""
         return cls(
-            *(seq, encoded, interval.requests, errors, live[0], live[1], cpu_pct, cpus),
+            *(seq, encoded, interval.requests, errors, *live, cpu_pct, cpus),
             *(lag, interval.periodic_s),
+            bounds=interval.bounds,
         )
 
     def interval(self) -> Interval:
         lag = hist.decode(self.lag) if self.lag else None
         errors = Counter(self.errors)
-        return Interval(hist.decode(self.encoded), self.requests, errors, 0, lag, self.periodic_s)
+        encoded = hist.decode(self.encoded)
+        return Interval(encoded, self.requests, errors, self.bounds, lag, self.periodic_s)
+
+
+@dataclass(frozen=True)
+class Drained:
+    """An open-loop worker's last word: the drain's interval (a Report) and its own figures."""
+
+    report: Report
+    share: ShareResult
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Drained:
+        share = data["share"]
+        figures = OpenLoopFigures(**{**share["figures"], "lower_bounds": ()})
+        return cls(Report.from_data(data["report"]), ShareResult(**{**share, "figures": figures}))
 
 
 @dataclass(frozen=True)

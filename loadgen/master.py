@@ -11,28 +11,30 @@ per worker, named by `source`) and computes the step's figures from their exact 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 from locust.env import Environment
-from locust.runners import MasterRunner
+from locust.runners import STATE_MISSING, MasterRunner
 
 from lab.record import hist
 from loadgen import fanout
-from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start
+from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
 from loadgen.recording import CpuMeter, Interval, Recorder, lag_figures, run_phases
 from loadgen.request import Request
 from loadgen.users import model_user
 
 
 class MissingGenerators(RuntimeError):
-    """Fewer workers connected than the step needs."""
+    """Fewer workers connected than the step needs, or one left during it."""
 
 
 class Fleet(Recorder):
@@ -51,15 +53,15 @@ class Fleet(Recorder):
         self.cpu_series: dict[str, list[float]] = {}
         runner.register_message(fanout.INTERVAL, self.on_report)
 
-    def wait_for(self, count: int, timeout_s: float = CONNECT_WAIT_S) -> None:
-        """Until `count` workers are connected; names them in order of arrival."""
+    def wait_for(self, local: int, remote: int, timeout_s: float = CONNECT_WAIT_S) -> None:
+        """Until `local` + `remote` workers are connected; names them in order of arrival."""
+        count = local + remote
         deadline = time.monotonic() + timeout_s
         while self.runner.worker_count < count and time.monotonic() < deadline:
             gevent.sleep(0.05)
         if self.runner.worker_count < count:
             raise MissingGenerators(
-                f"only {self.runner.worker_count} of {count} generator processes connected "
-                f"within {timeout_s:.0f} s (remote ones: `lab generator --connect HOST:PORT`)"
+                missing_generators(self.runner.worker_count, local, remote, timeout_s)
             )
         for i, node in enumerate(sorted(self.runner.clients, key=str), 1):
             self.names[node] = f"generator-{i}@{node.rsplit('_', 1)[0]}"
@@ -85,7 +87,17 @@ class Fleet(Recorder):
         return {self.names.get(n, n): _merged(r) for n, r in got.items()}
 
     def _all_answered(self) -> bool:
+        gone = [name for node, name in self.names.items() if not self._present(node)]
+        if gone:
+            raise MissingGenerators(
+                f"{', '.join(gone)} left during the step (a remote `lab generator` stopped, or "
+                "a generator process died): its share of the load is missing"
+            )
         return all(any(r.seq >= self.seq for r in self.inbox.get(n, ())) for n in self.names)
+
+    def _present(self, node: str) -> bool:
+        worker = self.runner.clients.get(node)
+        return worker is not None and worker.state != STATE_MISSING
 
     def refresh(self) -> None:
         self.collect()  # settling: live counts only, the intervals are not measured
@@ -95,7 +107,7 @@ class Fleet(Recorder):
         for node, name in self.names.items():
             part = parts.get(name, Interval())
             total = self.totals.setdefault(name, Counter())
-            total.update(requests=part.requests, ok=part.hist.get_total_count())
+            total.update(requests=part.requests, ok=part.hist.get_total_count() - part.bounds)
             self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
         return self.account(start, end, parts)
 
@@ -111,6 +123,9 @@ class Fleet(Recorder):
         return out
 
 
+F = TypeVar("F", bound=Fleet)
+
+
 class FleetCpu:
     """The generator's CPU: the master's own plus every worker's last report (100 = one core)."""
 
@@ -123,13 +138,20 @@ class FleetCpu:
 
 
 def _merged(reports: list[fanout.Report]) -> Interval:
-    intervals = [r.interval() for r in reports]
-    errors = sum((i.errors for i in intervals), Counter[str]())
-    requests = sum(i.requests for i in intervals)
+    return merged([r.interval() for r in reports])
+
+
+def merged(intervals: list[Interval]) -> Interval:
+    """Several intervals as one: counts added, histograms merged exactly (the loop lags too)."""
     lags = [i.lag for i in intervals if i.lag is not None]
-    lag = hist.merge(lags) if lags else None
-    periodic_s = sum(i.periodic_s for i in intervals)
-    return Interval(hist.merge(i.hist for i in intervals), requests, errors, 0, lag, periodic_s)
+    return Interval(
+        hist.merge(i.hist for i in intervals),
+        sum(i.requests for i in intervals),
+        sum((i.errors for i in intervals), Counter[str]()),
+        sum(i.bounds for i in intervals),
+        hist.merge(lags) if lags else None,
+        sum(i.periodic_s for i in intervals),
+    )
 
 
 def address(master: str) -> tuple[str, int]:
@@ -155,27 +177,33 @@ def start_local(start: Start, port: int) -> list[subprocess.Popen[bytes]]:
     return workers
 
 
-def run_distributed(start: Start) -> Done:
-    if start.mode != "closed":
-        raise MissingGenerators("open loop runs on one generator process (--generators 1)")
+@contextlib.contextmanager
+def fleet_for(start: Start, make: Callable[[MasterRunner], F]) -> Iterator[F]:
+    """A master, its local workers started and pinned, every worker connected; all of them
+    stopped afterwards, whatever happens."""
     host, port = address(start.master)
-
     request = Request.of(start)
     user = model_user("lab", start.base_url, lambda: request, timeout_s=start.timeout_s)
     env = Environment(user_classes=[user], host=start.base_url)
     runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)
-    fleet = Fleet(runner)
+    fleet = make(runner)
     workers = start_local(start, port)
     try:
-        fleet.wait_for(start.generators + start.remote_generators)
-        runner.send_message(fanout.START, start.to_json())  # type: ignore[arg-type]  # locust sends any JSON-able data
-        gevent.spawn(runner.start, start.users, spawn_rate=start.users)
-        done = run_phases(start, fleet, cpu=FleetCpu(fleet))
-        return replace(done, parts=fleet.parts(done.duration_s))
+        fleet.wait_for(start.generators, start.remote_generators)
+        yield fleet
     finally:
         runner.quit()
         for worker in workers:
             _stop(worker)
+
+
+def run_distributed(start: Start) -> Done:
+    """A closed-loop step: the users spread over the workers by locust's master."""
+    with fleet_for(start, Fleet) as fleet:
+        fleet.runner.send_message(fanout.START, start.to_json())  # type: ignore[arg-type]  # locust sends any JSON-able data
+        gevent.spawn(fleet.runner.start, start.users, spawn_rate=start.users)
+        done = run_phases(start, fleet, cpu=FleetCpu(fleet))
+        return replace(done, parts=fleet.parts(done.duration_s))
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

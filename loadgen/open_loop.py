@@ -19,13 +19,17 @@ answers. After the window the generator stops scheduling and waits for the windo
 recorded with its age at the cut-off, a lower bound of its latency, so percentiles past that
 age are lower bounds too (`lower_bounds`, shown as ">=") instead of the slowest requests
 silently vanishing. Throughput stays what answered inside the window.
+
+On several generator processes (`loadgen.open_fleet`) each worker runs an `OpenLoop` on its own
+share of the arrivals (`loadgen.shares`) with `run_share`: the same schedule, window and drain,
+timed from the step's common start instead of by `run_phases`.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,25 +39,12 @@ from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
 from lab.record import hist
-from loadgen.protocol import ARRIVALS, Done, OpenLoopFigures, Start
+from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request
+from loadgen.shares import intended_offsets, lower_bounds
 
 DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
-
-
-def intended_offsets(rate: float, arrival: str, rng: random.Random) -> Iterator[float]:
-    """Seconds after the start at which each request is meant to begin."""
-    if arrival not in ARRIVALS:
-        raise ValueError(f"arrival must be one of {ARRIVALS}, got {arrival!r}")
-    t, i = 0.0, 0
-    while True:
-        if arrival == "poisson":
-            t += rng.expovariate(rate)
-            yield t
-        else:
-            yield i / rate
-            i += 1
 
 
 class OpenLoop:
@@ -115,7 +106,8 @@ class OpenLoop:
         """Issue requests at their intended times until killed; catch up at once when late."""
         rng = random.Random(self.spec.seed)
         assert self.spec.rate_rps is not None
-        for offset in intended_offsets(self.spec.rate_rps, self.spec.arrival, rng):
+        offsets = intended_offsets(self.spec.rate_rps, self.spec.arrival, rng, self.spec.offset_s)
+        for offset in offsets:
             due = start + offset
             delay = due - time.perf_counter()
             if delay > 0:
@@ -143,6 +135,24 @@ class OpenLoop:
         span = self.last_sent - self.first_sent
         return (self.started - 1) / span if self.started > 1 and span > 0 else 0.0
 
+    def figures(self, latency: Mapping[str, float], drain_s: float) -> OpenLoopFigures:
+        """This generator's open-loop figures; `latency` marks which keys are lower bounds."""
+        assert self.spec.rate_rps is not None
+        return OpenLoopFigures(
+            rate_rps=self.spec.rate_rps,
+            achieved_rate_rps=round(self.achieved_rate(), 2),
+            sent=self.started,
+            dropped=self.dropped,
+            unfinished=self.unfinished,
+            service_latency_ms=hist.summary_ms(self.service),
+            scheduled=self.started + self.dropped,
+            completed=self.completed,
+            not_sent=self.dropped,
+            ok_in_window=self.ok_in_window,
+            drain_s=round(drain_s, 3),
+            lower_bounds=lower_bounds(latency, self.lower_bound_floor),
+        )
+
 
 def run_open(spec: Start) -> Done:
     if spec.rate_rps is None or spec.rate_rps <= 0:
@@ -152,40 +162,50 @@ def run_open(spec: Start) -> Done:
     try:
         done = run_phases(spec, loop.recorder, loop.tick)
         scheduler.kill()
-        drain_s = drain(loop, spec, done.duration_s)
+        drain_s = drain(loop, spec)
+        # the drained answers and the bounds go out as one more histogram interval
+        loop.recorder.roll(done.duration_s, done.duration_s + drain_s)
     finally:
         scheduler.kill()
         loop.inflight.kill(block=True, timeout=5)
     rec = loop.recorder
     latency = hist.summary_ms(rec.whole)
-    bounds = loop.lower_bound_floor
-    figures = OpenLoopFigures(
-        rate_rps=spec.rate_rps,
-        achieved_rate_rps=round(loop.achieved_rate(), 2),
-        sent=loop.started,
-        dropped=loop.dropped,
-        unfinished=loop.unfinished,
-        service_latency_ms=hist.summary_ms(loop.service),
-        scheduled=loop.started + loop.dropped,
-        completed=loop.completed,
-        not_sent=loop.dropped,
-        ok_in_window=loop.ok_in_window,
-        drain_s=round(drain_s, 3),
-        lower_bounds=tuple(k for k, v in latency.items() if bounds is not None and v >= bounds),
-    )
     return replace(
         done,
         requests=rec.requests + loop.unfinished,
         ok=rec.ok,
         errors=dict(rec.errors),
         latency_ms=latency,  # from each request's intended start, unfinished ages included
-        open_loop=figures,
+        open_loop=loop.figures(latency, drain_s),
     )
 
 
-def drain(loop: OpenLoop, spec: Start, window_s: float) -> float:
-    """Wait (bounded) for the window's requests, then record the rest's ages as lower bounds;
-    the drained answers and the bounds go out as one more histogram interval after the window."""
+def run_share(loop: OpenLoop) -> float:
+    """One generator's share of a step run by several (`loadgen.shares`): its schedule from the
+    common start, its measured window timed by that same start (the master's rolls collect the
+    intervals), then its drain. Returns how long the drain took."""
+    spec = loop.spec
+    begin = time.perf_counter() + max(0.0, spec.begin_at - time.time())
+    scheduler = gevent.spawn(loop.schedule, begin)
+    try:
+        _sleep_until(begin + spec.settle_s)
+        loop.recorder.measuring = True
+        _sleep_until(begin + spec.settle_s + spec.duration_s)
+        loop.recorder.measuring = False
+        scheduler.kill()
+        return drain(loop, spec)
+    finally:
+        scheduler.kill()
+        loop.inflight.kill(block=True, timeout=5)
+
+
+def _sleep_until(when: float) -> None:
+    gevent.sleep(max(0.0, when - time.perf_counter()))
+
+
+def drain(loop: OpenLoop, spec: Start) -> float:
+    """Wait (bounded) for the window's requests, then record the rest's ages as lower bounds
+    (into the recorder's running interval); returns how long it waited."""
     t0 = time.perf_counter()
     limit = min(spec.timeout_s, DRAIN_MAX_S)
     while loop.pending and time.perf_counter() - t0 < limit:
@@ -196,6 +216,4 @@ def drain(loop: OpenLoop, spec: Start, window_s: float) -> float:
         loop.recorder.bound(age)
     loop.unfinished = len(ages)
     loop.lower_bound_floor = min(ages) if ages else None
-    drained = cutoff - t0
-    loop.recorder.roll(window_s, window_s + drained)
-    return drained
+    return cutoff - t0

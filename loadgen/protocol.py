@@ -23,6 +23,25 @@ class ProtocolError(ValueError):
 
 
 CONNECT_WAIT_S = 30.0  # distributed: for every worker to connect; the lab's watchdog allows for it
+# A worker's exit status (`loadgen.worker_node`): what it served, for `lab generator --steps`.
+SERVED_STEP = 0  # a measured step
+SERVED_WARMUP = 10  # a warm-up (not a step the user counts)
+SERVED_NOTHING = 11  # the master quit before sending a step (e.g. other generators missing)
+
+
+def missing_generators(connected: int, local: int, remote: int, timeout_s: float) -> str:
+    """The `Failed` message of a step whose generators did not all connect: what to do."""
+    words = (
+        f"only {connected} of {local + remote} generator processes connected within "
+        f"{timeout_s:.0f} s"
+    )
+    if remote and connected >= local:
+        return (
+            f"{words}: {local + remote - connected} of the {remote} remote generator(s) did not "
+            "come or left (`lab generator --connect HOST:PORT` serves --steps measured steps and "
+            "leaves; --steps 0 serves every step until the run ends)"
+        )
+    return f"{words} (remote ones: `lab generator --connect HOST:PORT`)"
 
 
 @dataclass(frozen=True)
@@ -40,13 +59,18 @@ class Start:
     max_outstanding: int = 0  # open loop: requests in flight at most; the rest are dropped
     arrival: str = "constant"  # open loop: "constant" spacing or "poisson" (same mean)
     seed: int | None = None  # open loop: a reproducible Poisson schedule
-    generators: int = 1  # closed loop: local generator processes (locust workers) for the users
+    generators: int = 1  # local generator processes (locust workers): users or arrivals shared
     remote_generators: int = 0  # workers started elsewhere (`lab generator --connect`)
     master: str = "127.0.0.1:0"  # where the locust master binds for its workers (0: any port)
     generator_cpus: tuple[int, ...] = ()  # cores for the local workers, one each (round robin)
     method: str = "GET"  # a user's app may be loaded with another method, a body and headers
     body: str | None = None  # sent with every method but GET
     headers: dict[str, str] = field(default_factory=dict)
+    warmup: bool = False  # a warm-up: nothing kept (a remote generator does not count it a step)
+    # Open loop on several generators (`loadgen.shares`): this one's schedule starts `offset_s`
+    # after `begin_at` (wall clock, time.time()), so that the schedules of all of them interleave.
+    offset_s: float = 0.0
+    begin_at: float = 0.0  # 0: at once
 
     @property
     def distributed(self) -> bool:
@@ -133,6 +157,7 @@ class Part:
     cpus: list[int]  # the cores it was pinned to (empty: not pinned)
     lag_ms: dict[str, float] = field(default_factory=dict)  # its loop lag: p50, p99, max, mean
     periodic_pct: float = -1.0  # share of the window in its own periodic work (-1: unknown)
+    open_loop: dict[str, Any] | None = None  # open loop: its own OpenLoopFigures
 
 
 @dataclass(frozen=True)

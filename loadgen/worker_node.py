@@ -3,7 +3,11 @@
 A locust worker that connects to a generator master (`loadgen.master`), takes the step from it,
 runs the users the master gives it and answers every roll with what it measured since its last
 answer. The master starts these on its own machine; `lab generator --connect` starts them on
-others. It exits when the master quits (end of the step) or is gone for locust's heartbeat limit.
+others. It exits when the master quits (end of the step) or is gone for locust's heartbeat limit,
+and its exit status says what it served (`lab generator --steps` counts measured steps only).
+
+Open loop: no users; the START it is sent is its own share of the arrivals (`loadgen.shares`),
+which it runs with `loadgen.open_loop` on the common clock, answering the rolls from that.
 """
 
 from gevent import monkey
@@ -15,15 +19,20 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from typing import Any  # noqa: E402
 
+import gevent  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
+from lab.record import hist  # noqa: E402
 from loadgen import fanout  # noqa: E402
 from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
-from loadgen.protocol import Start  # noqa: E402
-from loadgen.recording import CpuMeter, Recorder  # noqa: E402
+from loadgen.open_loop import OpenLoop, run_share  # noqa: E402
+from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
+from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
 from loadgen.request import Request  # noqa: E402
+from loadgen.shares import ShareResult  # noqa: E402
 from loadgen.users import model_user  # noqa: E402
 
 
@@ -42,9 +51,17 @@ class Node:
         drop_locust_stats(env)
         self.runner.register_message(fanout.START, self.on_start)
         self.runner.register_message(fanout.ROLL, self.on_roll)
+        self.served: Start | None = None
+        self.open: OpenLoop | None = None
 
     def on_start(self, msg: Any, **_: Any) -> None:
-        start = Start.from_json(msg.data)
+        start = self.served = Start.from_json(msg.data)
+        quiet_gc()
+        if start.mode == "open":
+            self.open = OpenLoop(start)
+            self.recorder = self.open.recorder
+            gevent.spawn(self.run_open, self.open)
+            return
         self.recorder.expected = (
             start.expected_body.encode() if start.expected_body is not None else None
         )
@@ -53,16 +70,37 @@ class Node:
         self.user.plan = staticmethod(lambda: request)
         self.user.network_timeout = start.timeout_s
         self.user.connection_timeout = start.timeout_s
-        quiet_gc()
 
     def on_roll(self, msg: Any, **_: Any) -> None:
         """Hand the master this interval; the time it takes is the worker's periodic work."""
         work_start = time.perf_counter()
         live = (self.recorder.live_requests, self.recorder.live_errors)
         interval = self.recorder.take()
-        report = fanout.Report.of(int(msg.data["seq"]), interval, live, self.cpu.lap(), self.cpus)
+        report = self.report(int(msg.data["seq"]), interval, live)
         self.runner.send_message(fanout.INTERVAL, report.to_data())
         self.recorder.periodic_s += time.perf_counter() - work_start
+
+    def report(self, seq: int, interval: Interval, live: tuple[int, int]) -> fanout.Report:
+        report = fanout.Report.of(seq, interval, live, self.cpu.lap(), self.cpus)
+        if self.open is None:
+            return report
+        tick = self.open.tick()
+        return replace(report, dropped=tick["dropped"], inflight=tick["inflight"])
+
+    def run_open(self, loop: OpenLoop) -> None:
+        """This worker's share of the arrivals, then its last word to the master."""
+        drain_s = run_share(loop)
+        live = (self.recorder.live_requests, self.recorder.live_errors)
+        report = self.report(-1, self.recorder.take(), live)  # -1: not an answer to a roll
+        figures = loop.figures({}, drain_s)  # the master marks lower bounds on the merged latency
+        share = ShareResult(figures, hist.encode(loop.service), loop.lower_bound_floor)
+        self.runner.send_message(fanout.DRAINED, fanout.Drained(report, share).to_data())
+
+    def exit_status(self) -> int:
+        """What this worker served, for `lab generator`'s count of steps."""
+        if self.served is None:
+            return SERVED_NOTHING
+        return SERVED_WARMUP if self.served.warmup else SERVED_STEP
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -84,7 +122,7 @@ def main(argv: list[str]) -> int:
         print(f"no generator master answered at {args.master}", file=sys.stderr)
         return 1
     node.runner.greenlet.join()  # until the master says quit
-    return 0
+    return node.exit_status()
 
 
 if __name__ == "__main__":

@@ -80,13 +80,32 @@ def test_remote_worker_over_loopback_completes(start_model, tmp_path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["run", "--mode", "open", "--rates", "10", "--generators", "2"], "open loop runs on one"),
+        (
+            [
+                "run",
+                "--mode",
+                "open",
+                "--rates",
+                "10",
+                "--generators",
+                "3",
+                "--max-outstanding",
+                "2",
+            ],
+            "3 generator processes share it",
+        ),
         (["run", "--remote-generators", "1", "--master", "10.9.8.7:5557"], "not a loopback"),
         (["run", "--generators", "0"], "needs --remote-generators"),
         (["generator", "--connect", "10.9.8.7:5557"], "not a loopback"),
         (["generator", "--connect", "nowhere"], "HOST:PORT"),
     ],
-    ids=["open-loop-refused", "remote-master-refused", "zero-generators", "remote-connect", "bad"],
+    ids=[
+        "open-loop-cap-too-small",
+        "remote-master-refused",
+        "zero-generators",
+        "remote-connect",
+        "bad",
+    ],
 )
 def test_bad_generator_options_fail_cleanly(args, needle, tmp_path):
     extra = ["--out", str(tmp_path), "--models", "gunicorn-gevent"] if args[0] == "run" else []

@@ -21,6 +21,8 @@ from lab.record.step import StepRecord
 from lab.run.limits import TITLES, upstream_inflight
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
+EXIT_NONE_MEETS = 1  # `lab advise`: no model meets the target
+EXIT_NOT_CONFIRMED = 4  # none confirmed, and for some the lab's own generators were the limit
 TIE_RSS = 0.10  # models on as many cores whose RSS is within this share of the cheapest: a tie
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
 
@@ -201,8 +203,26 @@ class Advice:
         ]
         return (best.model, *tied)
 
+    def held_back(self) -> tuple[ModelAdvice, ...]:
+        """Models that missed because of the lab's own apparatus: nothing is known about them."""
+        return tuple(m for m in self.models if not m.meets and m.limited_by == "apparatus")
+
+    def exit_code(self) -> int:
+        if self.meets():
+            return 0
+        return EXIT_NOT_CONFIRMED if self.held_back() else EXIT_NONE_MEETS
+
     def sentence(self) -> str:
-        """The recommendation for the app as it is, and beside it what an async port buys."""
+        """The recommendation for the app as it is, and beside it what an async port buys; no
+        verdict where the lab's own generators held a model back and nothing met the target."""
+        if not self.meets() and (held := self.held_back()):
+            reached = max(m.confirm.throughput_rps if m.confirm else 0.0 for m in held)
+            names = ", ".join(m.model for m in held)
+            return (
+                f"not confirmed on this machine: the lab's generators reached {reached:,.0f} "
+                f"req/s ({names}; {self.slo.words} needs more generator cores: "
+                "--remote-generators with `lab generator --connect`, or a bigger machine)"
+            )
         if not self.meets():
             return f"no model meets {self.slo.words} on this machine"
         picked, ported = self.recommended(), self.if_ported()

@@ -12,6 +12,10 @@ tried as a model of its own and `lab compare` matches a configuration across run
 `models` lists the configurations measured at the target rate with their exact command lines and
 knobs; `advise.configs` lists every configuration tried.
 
+A confirmation whose generators were saturated is measured again on more generator processes
+(twice as many each time, up to the client cores), as a further trial of the same configuration
+and rate: on a big machine the answer must be the server's, not the lab's generator's.
+
 Bounded: each model gets an equal share of the time left, and a step that would not end within
 its share is not started (the model's advice then says so). Resumable: the search is a pure
 function of the recorded steps, so a resumed run replays them and measures only what is missing.
@@ -40,6 +44,8 @@ from lab.backends.base import Backend
 from lab.config.models import Model
 from lab.record.rundir import write_json
 from lab.record.step import StepKey, StepRecord
+from lab.run import generators
+from lab.run.generators import Generators
 from lab.run.manifest import continued, model_entry
 from lab.run.observe import Listener, Upstream
 from lab.run.plan import Plan
@@ -96,39 +102,57 @@ class Advisor(Sweep):
                 break
             trying = f"{move.candidate.words(model)} at {move.rate:,g} req/s"
             self.say(f"{model.name}: {trying}: {move.why}")
-            tried.append((move, self.measure(model, move)))
+            tried.append((move, self.measure(model, move, until)))
             move = next_move(model, st, tried)
         advice = model_advice(model, st, move, tried, self.base.knobs)
         mark = "meets the target" if advice.meets else "does not meet the target"
         self.say(f"{model.name} {mark}: {advice.reason}")
         return advice
 
-    def fits(self, model: Model, move: Attempt, until: float) -> bool:
+    def fits(self, model: Model, move: Attempt, until: float, trial: int = 1) -> bool:
         """Recorded steps cost nothing; a new one must end within the model's share."""
-        if self.step_key(model, move) in self.kept:
+        if self.step_key(model, move, trial) in self.kept:
             return True
         return time.monotonic() + self.candidate_plan(model, move).expected_seconds() <= until
 
-    def measure(self, model: Model, move: Attempt) -> StepRecord:
-        """The step of `move`: recorded before (a resume), or measured now as a one-model,
-        one-rate sweep of the configuration."""
-        key = self.step_key(model, move)
+    def measure(self, model: Model, move: Attempt, until: float) -> StepRecord:
+        """The step of `move`; a confirmation whose generators were saturated is measured again
+        with more of them (as a further trial), up to the client cores, before anything is
+        concluded from it."""
+        fleet = self.base.generators
+        step = self.measured(model, move, 1, fleet)
+        while move.role == "confirm" and generators.saturated(step):
+            more = self.base.generators.more(max(1, step.generators - fleet.remote))
+            if more is None or not self.fits(model, move, until, step.trial + 1):
+                break
+            self.say(
+                f"{model.name}: the generators were saturated ({step.limit_reason}); measuring "
+                f"again on {more + fleet.remote} generator processes"
+            )
+            fleet = replace(fleet, local=more, auto=False)
+            step = self.measured(model, move, step.trial + 1, fleet)
+        return step
+
+    def measured(self, model: Model, move: Attempt, trial: int, fleet: Generators) -> StepRecord:
+        """The step of `move` as trial `trial` on `fleet`: recorded before (a resume), or
+        measured now as a one-model, one-rate sweep of the configuration."""
+        key = self.step_key(model, move, trial)
         if key not in self.kept:
             assert self.upstream is not None
-            plan = self.candidate_plan(model, move)
+            plan = replace(self.candidate_plan(model, move), generators=fleet)
             plan.scenario.check_open_files()
             self.plan, self.s = plan, plan.scenario
             self.runner = StepRunner(plan, self.backend, self.upstream, self.listener)
             self.note_config(model, move, plan)
-            self.run_model(plan.models[0], 1)
+            self.run_model(plan.models[0], trial)
         return self.kept[key]
 
     def record(self, step: StepRecord) -> None:
         super().record(step)
         self.kept[step.key] = step
 
-    def step_key(self, model: Model, move: Attempt) -> StepKey:
-        return StepKey(move.candidate.name(model), "open", None, move.rate, 1)
+    def step_key(self, model: Model, move: Attempt, trial: int = 1) -> StepKey:
+        return StepKey(move.candidate.name(model), "open", None, move.rate, trial)
 
     def candidate_plan(self, model: Model, move: Attempt) -> Plan:
         """The base plan narrowed to one configuration at one rate."""

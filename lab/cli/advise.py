@@ -25,6 +25,7 @@ from lab.cli.run_options import (
     APP_OPTIONS,
     DELAY_MS,
     DURATION,
+    GENERATOR_OPTIONS,
     MODELS,
     MODELS_FILE,
     WARMUP,
@@ -33,6 +34,7 @@ from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config.models import load_registry
 from lab.config.scenario import Scenario, load_scenario, override
 from lab.record.errors import LabError
+from lab.run import generators
 from lab.run.plan import plan_run
 from lab.run.progress import ConsoleProgress
 
@@ -40,6 +42,7 @@ from lab.run.progress import ConsoleProgress
 RESUMABLE = (
     *("rps", "p99_ms", "error_rate", "models", "models_file"),
     *("delay_ms", "duration", "warmup", "budget_min"),
+    *("generators", "remote_generators", "master"),
 )
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
 # Each candidate sets processes and the pools: the base knobs start from the least of them, so no
@@ -79,6 +82,13 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
         help="Continue the advise run in this directory, reusing the steps it measured.",
     ),
     *APP_OPTIONS,
+    *GENERATOR_OPTIONS,
+    click.option(
+        "--allow-remote",
+        is_flag=True,
+        help="Allow a --master that is not on loopback, for generators on other machines "
+        "(the servers advised for stay on loopback). Only for machines you own.",
+    ),
 )
 
 
@@ -93,7 +103,8 @@ def advise_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def advise(ctx: click.Context, /, **_: Any) -> None:
     """Find, per model, the cheapest configuration that serves --rps with p99 under --p99-ms,
-    confirmed by open-loop steps; exit 1 when no model meets the target."""
+    confirmed by open-loop steps; exit 1 when no model meets the target, 4 when none was
+    confirmed because the lab's own generators were the limit."""
     opts = dict(ctx.params)
     recorded = resumed_advice(ctx) if opts["resume"] else None
     if recorded is not None:
@@ -106,7 +117,7 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
     slo = Slo(opts["rps"], opts["p99_ms"], opts["error_rate"])
     advice = search(opts, slo, recorded)
     show(advice, opts["as_json"])
-    sys.exit(0 if advice.meets() else 1)
+    sys.exit(advice.exit_code())
 
 
 def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> Advice:
@@ -140,6 +151,9 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         preflights=checked.preflights if checked else {},
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts, RESUMABLE),
+        generators=generators.choose(
+            opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"]
+        ),
     )
     backend = make_backend("native", plan, scenario)
     budget_s = opts["budget_min"] * 60

@@ -4,8 +4,9 @@ Why: one machine's cores may not be enough to load a fast server without measuri
 The lab run (`lab run --remote-generators M --master HOST:PORT`) starts a locust master for every
 step and waits for M workers; on each machine that lends cores, this command keeps `--processes`
 workers ready, each pinned to its own core. A worker serves one step and exits with it, so this
-command starts a fresh one for the next step, until `--steps` are served, no master appeared for
-locust's connect limit (about 5 minutes), or Ctrl-C.
+command starts a fresh one for the next step, until `--steps` measured steps are served (a
+model's warm-up is served too but not counted: the user counts the steps they asked for), no
+master appeared for locust's connect limit (about 5 minutes), or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -23,19 +24,25 @@ from lab.system import procs
 
 
 def serve(master: str, processes: int, steps: int, log_path: Path) -> int:
-    """Run rounds of workers; return how many steps were served."""
+    """Run rounds of workers; return how many measured steps were served."""
     cores = sorted(os.sched_getaffinity(0))
     served = 0
     while steps == 0 or served < steps:
         workers = [
             start_worker(master, cores[i % len(cores)], i, log_path) for i in range(processes)
         ]
-        codes = wait_all(workers)
-        if any(code != 0 for code in codes):
-            click.echo(f"no step from {master} (worker exit codes {codes}); stopping", err=True)
+        codes = set(wait_all(workers))
+        what = generators.served(codes)
+        if what == "failed":
+            click.echo(
+                f"no step from {master} (worker exit codes {sorted(codes)}); stopping", err=True
+            )
             break
-        served += 1
-        click.echo(f"served step {served} for {master}", err=True)
+        if what == "step":
+            served += 1
+            click.echo(f"served step {served} for {master}", err=True)
+        elif what == "warmup":
+            click.echo(f"served a warm-up for {master} (not counted)", err=True)
     return served
 
 
@@ -76,7 +83,8 @@ def wait_all(workers: list[procs.Proc]) -> list[int]:
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
-    help="Stop after serving this many steps (0: until no master comes, or Ctrl-C).",
+    help="Stop after serving this many measured steps; warm-ups are served but not counted "
+    "(0: until no master comes, or Ctrl-C).",
 )
 @click.option(
     "--log",

@@ -66,8 +66,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
             opts["generators"],
             opts["remote_generators"],
             opts["master"],
-            scenario.mode,
             opts["allow_remote"],
+            scenario.max_outstanding if scenario.mode == "open" else None,
         ),
     )
     if dbrun.needed(scenario.route) and opts["backend"] != "native":

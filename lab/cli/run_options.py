@@ -133,6 +133,29 @@ APP_OPTIONS = (  # --app and what goes with it
 )
 
 
+GENERATOR_OPTIONS = (  # `lab run` and `lab advise`: where the load comes from
+    click.option(
+        "--generators",
+        type=click.IntRange(min=0),
+        help="Load-generator processes per step (locust workers under one master), each pinned to "
+        "its own core [default: automatic: closed loop, the client half's cores minus one (1 on "
+        "2 cores); open loop, as many as each rate needs, at most those].",
+    ),
+    click.option(
+        "--remote-generators",
+        type=click.IntRange(min=0),
+        default=0,
+        help="Also wait for this many workers started elsewhere with `lab generator --connect`.",
+    ),
+    click.option(
+        "--master",
+        metavar="HOST:PORT",
+        help="Where the generator master listens for its workers [default: 127.0.0.1, any port; "
+        "127.0.0.1:5557 with --remote-generators]; non-loopback needs --allow-remote.",
+    ),
+)
+
+
 # Every option of `lab run`, in the order `--help` lists them.
 RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     click.option(
@@ -247,24 +270,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         is_flag=True,
         help="With --app: check and probe the app under every model, then stop (no sweep).",
     ),
-    click.option(
-        "--generators",
-        type=click.IntRange(min=0),
-        help="Load-generator processes per step (locust workers under one master), each pinned to "
-        "its own core [default: automatic, the client half's cores minus one; 1 on 2 cores].",
-    ),
-    click.option(
-        "--remote-generators",
-        type=click.IntRange(min=0),
-        default=0,
-        help="Also wait for this many workers started elsewhere with `lab generator --connect`.",
-    ),
-    click.option(
-        "--master",
-        metavar="HOST:PORT",
-        help="Where the generator master listens for its workers [default: 127.0.0.1, any port; "
-        "127.0.0.1:5557 with --remote-generators]; non-loopback needs --allow-remote.",
-    ),
+    *GENERATOR_OPTIONS,
 )
 
 

@@ -67,10 +67,11 @@ class StepRunner:
             rate_rps=point.rate_rps,
             max_outstanding=point.users if point.rate_rps is not None else 0,
             arrival=s.arrival,
-            generators=self.plan.generators.local,
+            generators=self.plan.generators.for_step(point.rate_rps, point.users),
             remote_generators=self.plan.generators.remote,
             master=self.plan.generators.master,
             generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
+            warmup=warmup,
             **_app_request(s),
         )
 
