@@ -44,6 +44,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.figures import write_summary
+from benchmarks.open_loop_scale import oha_path
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec
@@ -239,9 +240,7 @@ def main() -> None:
 
 MODEL = "gunicorn-asyncio"
 ROUTE = "/sleep?ms=10"
-OHA = shutil.which("oha") or next(
-    (str(p) for p in [Path.home() / ".cargo/bin/oha"] if p.exists()), None
-)
+OHA = oha_path()
 
 if __name__ == "__main__":
     main()
