@@ -28,12 +28,24 @@ from locust.env import Environment  # noqa: E402
 from lab.record import hist  # noqa: E402
 from loadgen import fanout  # noqa: E402
 from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
-from loadgen.open_loop import OpenLoop, run_share  # noqa: E402
+from loadgen.open_loop import DRAIN_MAX_S, OpenLoop, run_share  # noqa: E402
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
 from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
 from loadgen.request import Request  # noqa: E402
 from loadgen.shares import ShareResult  # noqa: E402
 from loadgen.users import model_user  # noqa: E402
+
+# A worker leaves this long after its step's end (drain included) when the master's quit never
+# came: on a busy host that message can be lost, and locust's heartbeat limit (60 s) would keep a
+# remote `lab generator` from serving the next step, whose master waits 30 s for its workers.
+LEAVE_GRACE_S = 15.0
+
+
+def step_end(start: Start, now: float) -> float:
+    """When the step's work is over at the latest (wall clock): its schedule's start, the settle,
+    the window and the longest drain."""
+    drain = min(start.timeout_s, DRAIN_MAX_S)
+    return max(now, start.begin_at) + start.settle_s + start.duration_s + drain
 
 
 class Node:
@@ -57,6 +69,7 @@ class Node:
     def on_start(self, msg: Any, **_: Any) -> None:
         start = self.served = Start.from_json(msg.data)
         quiet_gc()
+        gevent.spawn_later(step_end(start, time.time()) + LEAVE_GRACE_S - time.time(), self.leave)
         if start.mode == "open":
             self.open = OpenLoop(start)
             self.recorder = self.open.recorder
@@ -95,6 +108,10 @@ class Node:
         figures = loop.figures({}, drain_s)  # the master marks lower bounds on the merged latency
         share = ShareResult(figures, hist.encode(loop.service), loop.lower_bound_floor)
         self.runner.send_message(fanout.DRAINED, fanout.Drained(report, share).to_data())
+
+    def leave(self) -> None:
+        """The step is long over and no quit came: leave as if it had."""
+        self.runner.greenlet.kill(block=False)
 
     def exit_status(self) -> int:
         """What this worker served, for `lab generator`'s count of steps."""

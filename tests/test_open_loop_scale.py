@@ -13,6 +13,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from loadgen.protocol import (
     SERVED_NOTHING,
     SERVED_STEP,
     SERVED_WARMUP,
+    Measuring,
     OpenLoopFigures,
     Start,
     missing_generators,
@@ -238,3 +240,35 @@ def test_a_remote_generator_that_leaves_during_the_step_is_named(
         remote.wait()
     assert outcome.done is None
     assert "left during the step" in outcome.failure and "lab generator" in outcome.failure
+
+
+def test_a_worker_whose_master_vanished_leaves_after_its_step(
+    upstream: LocalServer, tmp_path: Path
+) -> None:
+    """A master killed mid-step never sends its quit (as a quit lost on a busy host): the worker
+    leaves once its step is long over, not after locust's 60 s heartbeat limit, so a remote
+    `lab generator` is ready for the next step's master (which waits 30 s for its workers)."""
+    master = f"127.0.0.1:{procs.free_port()}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.worker_node", master], stderr=subprocess.DEVNULL
+    )
+    start = Start(
+        *(upstream.url, PATH, 0.5, 1.0, 2.0),
+        rate_rps=100.0,
+        max_outstanding=50,
+        generators=0,
+        remote_generators=1,
+        master=master,
+    )
+    try:
+        with Generator(start, log_path=tmp_path / "loadgen.log") as gen:
+            for message in gen.messages():
+                if isinstance(message, Measuring):
+                    gen.proc.popen.kill()  # no quit, no goodbye
+                    break
+        killed = time.monotonic()
+        worker.wait(timeout=45)
+        assert time.monotonic() - killed < 30
+    finally:
+        worker.kill()
+        worker.wait()
