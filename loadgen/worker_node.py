@@ -72,6 +72,7 @@ class Node:
         gevent.spawn_later(step_end(start, time.time()) + LEAVE_GRACE_S - time.time(), self.leave)
         if start.mode == "open":
             self.open = OpenLoop(start)
+            self.recorder.loop_lag.greenlet.kill()  # the open loop's recorder probes the loop now
             self.recorder = self.open.recorder
             gevent.spawn(self.run_open, self.open)
             return
