@@ -49,6 +49,14 @@ _FLAGS = (
         excludes=False,
     ),
     Flag(
+        "front_limited",
+        "nginx in front said in its error log that it ran out (worker_connections are not "
+        "enough) or could not reach the server: the front, not the model, limited the step",
+        ("front_limited",),
+        "lab.run.steps",
+        excludes=False,
+    ),
+    Flag(
         "errors",
         "at least one request failed (kinds in `errors`)",
         ("errors",),

@@ -100,6 +100,8 @@ class Sampled:
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
     upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
     upstream_lag_max_ms: float = -1.0
+    front_cpu_pct: float = -1.0  # nginx in front of the server, 100 = one core (-1: no front)
+    front_rss_mb: float = -1.0
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
 
 
@@ -171,6 +173,11 @@ class StepRecord:
     # connect and a close, in the generators and the kernel.
     server_connections: int = -1
     server_time_wait: int = -1
+    # nginx in front of the server (`lab run --front nginx`), measured apart from it: its CPU
+    # (mean, 100 = one core), its peak RSS and its CPU per request (-1, None: no front).
+    front_cpu_pct: float = -1.0
+    front_rss_mb: float = -1.0
+    front_cpu_ms_per_req: float | None = None
 
     @property
     def key(self) -> StepKey:

@@ -50,6 +50,7 @@ def host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
     """Processes outside the run; kernel softirq (network) work is charged to no process, so
     it is counted apart instead of blamed on them."""
     apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
+    apparatus += max(sampled.front_cpu_pct, 0.0)  # nginx in front is part of the run
     others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
     if others < HOST_BUSY_PCT:
         return []

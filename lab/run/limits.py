@@ -63,6 +63,9 @@ LIMITS: dict[str, str] = {
     "its response, so every request pays a connect, an accept and a close in the generators "
     "and the kernel; the apparatus ran out doing that, and more generators share the work "
     "without removing it",
+    "front": "nginx in front of the server ran out (its CPU, its worker_connections, or its "
+    "error log saying it could not reach the server): the front, not the model behind it, set "
+    "the figures; more nginx workers or connections, or a core of its own",
     "errors": "failed requests (refused, reset, timeouts, 5xx) decided the figures",
     "memory": "the server's memory approached the machine's",
     "unknown": "throughput stayed under 80% of the ideal with no resource saturated and no cap "
@@ -75,6 +78,7 @@ TITLES = {
     "upstream": "the upstream",
     "apparatus": "the lab's apparatus",
     "connections": "a new connection per request",
+    "front": "the front (nginx)",
     "host_cpu": "the host's cores",
     "errors": "errors",
     "memory": "memory",
@@ -102,6 +106,7 @@ class Capacity:
     processes: int = 1
     probe_cap: float | None = None  # the probe's overlap where it found a cap below its K
     host_cores: int = 0  # the machine's cores (0: unknown), to tell a full host
+    front_workers: int = 0  # nginx workers in front, on the server's cores (0: no front)
 
     @classmethod
     def of(
@@ -142,6 +147,7 @@ class Cost:
     server_cpu_ms_per_req: float | None
     apparatus_cpu_ms_per_req: float | None  # load generator + upstream
     server_rss_kb_per_conn: float | None  # RSS above the idle server, per open connection
+    front_cpu_ms_per_req: float | None = None  # nginx in front (None: no front)
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
         server_cpu_ms_per_req=found.cost.server_cpu_ms_per_req,
         apparatus_cpu_ms_per_req=found.cost.apparatus_cpu_ms_per_req,
         server_rss_kb_per_conn=found.cost.server_rss_kb_per_conn,
+        front_cpu_ms_per_req=found.cost.front_cpu_ms_per_req,
     )
 
 
@@ -209,7 +216,8 @@ def cost(r: StepRecord, cap: Capacity) -> Cost:
     if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and conns:
         kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / conns, 1)
     apparatus = (r.client_cpu_pct + r.upstream_cpu_pct) * per_req
-    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb)
+    front = round(r.front_cpu_pct * per_req, 3) if r.front_cpu_pct >= 0 else None
+    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb, front)
 
 
 def ideal_rps(r: StepRecord, delay_ms: float) -> float:
@@ -249,6 +257,8 @@ def _fault(r: StepRecord, cap: Capacity) -> Limit | None:
     if r.status == "skipped" or not r.ok:
         why = ", ".join(r.flags) or "no successful response"
         return Limit("errors", f"nothing measured: {why}")
+    if front := _front(r, cap):  # before the apparatus, as a full server is: both were full
+        return front
     if saturated := _apparatus(r, cap):
         return saturated
     if "upstream_down" in r.flags:
@@ -258,6 +268,27 @@ def _fault(r: StepRecord, cap: Capacity) -> Limit | None:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items(), key=lambda kv: -kv[1]))
         return Limit("errors", f"{failed / r.requests:.0%} of requests failed ({kinds})")
     return None
+
+
+def _front(r: StepRecord, cap: Capacity) -> Limit | None:
+    """nginx in front ran out, not the model: its error log said so (worker_connections, the
+    server unreachable), its workers' CPU was full, or the cores it shares with the server were
+    full and it used more of them than the server did."""
+    if r.front_cpu_pct < 0:
+        return None
+    if "front_limited" in r.flags:
+        return Limit("front", f"nginx's error log: {r.evidence.get('front_limited')}")
+    own = r.front_cpu_pct >= SATURATED * 100 * max(cap.front_workers, 1)
+    shared = r.server_cpu_pct + r.front_cpu_pct >= SATURATED * 100 * cap.cores
+    if not (own or (shared and r.front_cpu_pct >= r.server_cpu_pct)):
+        return None
+    workers = f"{cap.front_workers} worker" + ("s" if cap.front_workers != 1 else "")
+    return Limit(
+        "front",
+        f"nginx in front used {r.front_cpu_pct:.0f}% CPU ({workers}) beside the server's "
+        f"{r.server_cpu_pct:.0f}% on {_cores(cap.cores)}: the front, not the model, ran out; "
+        "more nginx workers, or cores for the front",
+    )
 
 
 def _apparatus(r: StepRecord, cap: Capacity) -> Limit | None:
