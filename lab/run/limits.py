@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from lab.config.models import Knobs, Model
+from lab.front import limit as front_limit
 from lab.record.step import Raised, StepRecord
 from lab.run import apparatus
 
@@ -64,8 +65,7 @@ LIMITS: dict[str, str] = {
     "and the kernel; the apparatus ran out doing that, and more generators share the work "
     "without removing it",
     "front": "nginx in front of the server ran out (its CPU, its worker_connections, or its "
-    "error log saying it could not reach the server): the front, not the model behind it, set "
-    "the figures; more nginx workers or connections, or a core of its own",
+    "error log saying it could not reach the server): the front, not the model, set the figures",
     "errors": "failed requests (refused, reset, timeouts, 5xx) decided the figures",
     "memory": "the server's memory approached the machine's",
     "unknown": "throughput stayed under 80% of the ideal with no resource saturated and no cap "
@@ -257,8 +257,8 @@ def _fault(r: StepRecord, cap: Capacity) -> Limit | None:
     if r.status == "skipped" or not r.ok:
         why = ", ".join(r.flags) or "no successful response"
         return Limit("errors", f"nothing measured: {why}")
-    if front := _front(r, cap):  # before the apparatus, as a full server is: both were full
-        return front
+    if why := front_limit.reason(r, cap.cores, cap.front_workers, SATURATED):
+        return Limit("front", why)  # named before the apparatus, as a full server is
     if saturated := _apparatus(r, cap):
         return saturated
     if "upstream_down" in r.flags:
@@ -268,27 +268,6 @@ def _fault(r: StepRecord, cap: Capacity) -> Limit | None:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items(), key=lambda kv: -kv[1]))
         return Limit("errors", f"{failed / r.requests:.0%} of requests failed ({kinds})")
     return None
-
-
-def _front(r: StepRecord, cap: Capacity) -> Limit | None:
-    """nginx in front ran out, not the model: its error log said so (worker_connections, the
-    server unreachable), its workers' CPU was full, or the cores it shares with the server were
-    full and it used more of them than the server did."""
-    if r.front_cpu_pct < 0:
-        return None
-    if "front_limited" in r.flags:
-        return Limit("front", f"nginx's error log: {r.evidence.get('front_limited')}")
-    own = r.front_cpu_pct >= SATURATED * 100 * max(cap.front_workers, 1)
-    shared = r.server_cpu_pct + r.front_cpu_pct >= SATURATED * 100 * cap.cores
-    if not (own or (shared and r.front_cpu_pct >= r.server_cpu_pct)):
-        return None
-    workers = f"{cap.front_workers} worker" + ("s" if cap.front_workers != 1 else "")
-    return Limit(
-        "front",
-        f"nginx in front used {r.front_cpu_pct:.0f}% CPU ({workers}) beside the server's "
-        f"{r.server_cpu_pct:.0f}% on {_cores(cap.cores)}: the front, not the model, ran out; "
-        "more nginx workers, or cores for the front",
-    )
 
 
 def _apparatus(r: StepRecord, cap: Capacity) -> Limit | None:
