@@ -148,10 +148,10 @@ import_root() {
 pyver=$(chroot "$root" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 in_root apt-get update -q
 apt_install "libpython$pyver"
-# shellcheck disable=SC2086 # a list of package names
 # A chroot shares this host's network: policy-rc.d keeps the packages from starting a service
 # (nginx on the host's port 80) while they install.
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod +x "$root/usr/sbin/policy-rc.d"
+# shellcheck disable=SC2086 # a list of package names
 apt_install $DB_PACKAGES $FRONT_PACKAGES
 rm -f "$root/usr/sbin/policy-rc.d"
 rm -rf "$root"/var/lib/postgresql/*/main "$root"/etc/postgresql/*/main  # the lab runs its own
