@@ -127,7 +127,10 @@ def config(knobs: FrontKnobs, site: Site, prefix: Path) -> str:
         )
         idle = max(1, site.server_keepalive_s - 1)
         pool = f"        keepalive {knobs.keepalive};\n        keepalive_timeout {idle}s;\n"
-    return f"""daemon off;
+    # As root, nginx's workers would drop to nobody, who may not reach a socket or temp path in
+    # the run directory: they run as the lab's own user instead, as the servers do.
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    return f"""{user}daemon off;
 master_process on;
 worker_processes {knobs.workers};
 pid {prefix / "nginx.pid"};
@@ -160,7 +163,7 @@ def behind(argv: list[str], socket: str) -> tuple[list[str], bool]:
     if "--http-socket" not in argv:
         return list(argv), False
     at = argv.index("--http-socket")
-    return [*argv[:at], "--socket", socket, "--chmod-socket=666", *argv[at + 2 :]], True
+    return [*argv[:at], "--socket", socket, *argv[at + 2 :]], True
 
 
 def argv(nginx: str, prefix: Path) -> list[str]:

@@ -61,9 +61,9 @@ class FrontedServer:
     argv: list[str]
     proc: procs.Proc  # the model's server
     front: procs.Proc  # nginx's master (its workers are in its process group)
-    prefix: Path
-    keep: Path  # where nginx's config and error log are copied when it stops
+    prefix: Path  # nginx's prefix in the run directory: its config, error log and temp paths
     front_workers: int = 1
+    scratch: Path | None = None  # a short temp dir for uWSGI's socket (a long run dir path)
     front_log: FrontLog = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,11 +88,8 @@ class FrontedServer:
     def stop(self) -> None:
         self.front.stop()
         self.proc.stop()
-        self.keep.mkdir(parents=True, exist_ok=True)
-        for name in ("nginx.conf", "error.log"):
-            with contextlib.suppress(OSError):
-                shutil.copy(self.prefix / name, self.keep / f"{self.name}-{name}")
-        shutil.rmtree(self.prefix, ignore_errors=True)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _meter(proc: procs.Proc) -> Meter | None:
@@ -126,40 +123,34 @@ class FrontedBackend:
     def start_server(self, model: Model, knobs: Knobs, upstream_url: str, port: int) -> Server:
         if not model.front:
             return self.inner.start_server(model, knobs, upstream_url, port)
-        host = self.inner.host
-        procs.ensure_port_free(host, port, f"{model.name}'s nginx")
-        prefix = Path(tempfile.mkdtemp(prefix="lab-front-"))
-        prefix.chmod(0o755)  # nginx's workers (nobody, when the lab runs as root) reach the socket
+        procs.ensure_port_free(self.inner.host, port, f"{model.name}'s nginx")
+        prefix = self.inner.run_dir / "front" / model.name
+        prefix.mkdir(parents=True, exist_ok=True)
+        socket = prefix / "app.sock"
+        scratch = Path(tempfile.mkdtemp(prefix="lab-front-")) if len(str(socket)) > 100 else None
+        socket = scratch / "app.sock" if scratch else socket  # unix socket paths: 107 bytes
         try:
-            return self._start(model, knobs, upstream_url, port, prefix)
+            return self._start(model, knobs, upstream_url, port, prefix, socket)
         except BaseException:
-            shutil.rmtree(prefix, ignore_errors=True)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             raise
 
     def _start(
-        self, model: Model, knobs: Knobs, upstream_url: str, port: int, prefix: Path
+        self, model: Model, knobs: Knobs, upstream_url: str, port: int, prefix: Path, sock: Path
     ) -> FrontedServer:
         inner, used = self.inner, model.knobs_for(knobs)
         private = procs.free_port(inner.host)
-        argv = model.command(knobs, inner.host, private)
-        argv, uwsgi = nginx.behind(argv, str(prefix / "app.sock"))
+        argv, uwsgi = nginx.behind(model.command(knobs, inner.host, private), str(sock))
         if uwsgi:  # uWSGI's own protocol on a unix socket, no HTTP router (uWSGI's docs)
             server = self._proc(model.name, argv, server_env(model, knobs, upstream_url))
-            address = f"unix:{prefix / 'app.sock'}"
+            address = f"unix:{sock}"
         else:  # HTTP on a private port, ready (answering its health path) before nginx starts
             started = inner.start_server(model, knobs, upstream_url, private)
-            server, address, argv = (
-                started.proc,
-                procs.bind_address(inner.host, private),
-                started.argv,
-            )
-        site = nginx.Site(
-            procs.bind_address(inner.host, port),
-            int(used.backlog),
-            address,
-            uwsgi,
-            int(used.keepalive_s),
-        )
+            server, argv = started.proc, started.argv
+            address = procs.bind_address(inner.host, private)
+        listen = procs.bind_address(inner.host, port)
+        site = nginx.Site(listen, int(used.backlog), address, uwsgi, int(used.keepalive_s))
         (prefix / "nginx.conf").write_text(nginx.config(self.knobs, site, prefix))
         try:
             nginx.check(self.binary, prefix)
@@ -167,11 +158,10 @@ class FrontedBackend:
         except BaseException:
             server.stop()
             raise
-        keep = inner.run_dir / "logs"
         url = procs.url(inner.host, port)
-        fronted = FrontedServer(
-            model.name, url, argv, server, front, prefix, keep, self.knobs.workers
-        )
+        scratch = sock.parent if sock.parent != prefix else None
+        workers = self.knobs.workers
+        fronted = FrontedServer(model.name, url, argv, server, front, prefix, workers, scratch)
         try:
             procs.wait_http(fronted, fronted.url + inner.ready_path, inner.ready_timeout_s)
         except procs.StartFailed:
