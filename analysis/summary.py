@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from analysis.differences import lead, tied
+from analysis.front import front_costs
 from analysis.instrument import instrument_lines
 from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
@@ -98,7 +99,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for verdict in (v for v in verdicts if v not in ties):
         console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
-    for line in model_sentences(run.records):
+    for line in [*model_sentences(run.records), *front_costs(run.records)]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in run_answer(run.records, run.manifest):
         console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)

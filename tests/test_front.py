@@ -84,6 +84,9 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
         assert bare["front_cpu_pct"] == -1.0 and front["front_cpu_pct"] >= 0
         assert front["front_cpu_ms_per_req"] is not None
         assert front["server_connections"] / front["requests"] < 0.5  # clients keep alive
+    for name in models:  # the summary says what the front cost, where both steps were fair
+        flags = set(steps[name]["flags"]) | set(steps[name + nginx.SUFFIX]["flags"])
+        assert flags - {"host_busy"} or f"behind nginx, {name} at c=4: front CPU" in done.stdout
     bare_uwsgi = steps["uwsgi-threads"]
     assert bare_uwsgi["server_connections"] / bare_uwsgi["requests"] > 0.5  # closes each one
     manifest = json.loads((run / "manifest.json").read_text())
