@@ -22,10 +22,11 @@ from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import generators
 from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
-from lab.run.limits import Capacity, assessed
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
 from lab.run.plan import Plan
 from lab.system import http_client, procs, safety
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
