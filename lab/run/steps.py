@@ -208,7 +208,7 @@ class StepRunner:
         window = UpstreamWindow() if upstream_down else self.upstream.window()
         if self.s.app is not None:  # a user's app waits on its own, not on the upstream
             window = replace(window, max_inflight=-1)
-        sampled = samplers.sampled(window)
+        sampled = samplers.sampled(window, measured.duration_s or None)
         raised += host_busy(measured, sampled) + saturated(measured, sampled, self.s.delay_ms)
         raised += generator_lag(measured)
         record = step_record(
