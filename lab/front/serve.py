@@ -25,8 +25,11 @@ from lab.system import procs
 from lab.system.resources import CODE_ROOT
 from lab.system.sampling import Meter, TreeMeter
 
-# nginx's error log says so when a worker ran out of connections or could not reach the server
-LIMIT_SIGNS = ("worker_connections are not enough", "connect() to", "upstream timed out")
+# What nginx's error log says when nginx itself ran out. Not its complaints about the server
+# ("connect() to ... failed (11: Resource temporarily unavailable)": the server's accept queue
+# was full; "upstream timed out": the server was slow): those are the model's limit, and reach
+# the client as 502/504 errors, which the verdict reads as any server's errors.
+LIMIT_SIGNS = ("worker_connections are not enough", "Too many open files")
 
 
 @dataclass
@@ -41,7 +44,7 @@ class FrontLog:
             self.offset = self.path.stat().st_size
 
     def since(self) -> list[str]:
-        """Lines since the mark that say nginx, not the model, ran out (at most 5 kept)."""
+        """Lines since the mark that say nginx itself ran out (at most 5 kept)."""
         try:
             with open(self.path, errors="replace") as f:
                 f.seek(self.offset)

@@ -56,7 +56,7 @@ _FLAGS = (
     Flag(
         "front_limited",
         "nginx in front said in its error log that it ran out (worker_connections are not "
-        "enough) or could not reach the server: the front, not the model, limited the step",
+        "enough, or its file descriptors): the front, not the model, limited the step",
         ("front_limited",),
         "lab.run.steps",
         excludes=False,

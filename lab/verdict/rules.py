@@ -90,7 +90,7 @@ def server_cpu(f: Facts) -> Finding | None:
 
 def front(f: Facts) -> Finding | None:
     """nginx in front ran out, not the model behind it: its error log said so during the window
-    (flag `front_limited`: worker_connections are not enough, the server unreachable or late),
+    (flag `front_limited`: worker_connections are not enough, or its own file descriptors),
     its workers' CPU was full, or the cores it shares with the server were full and it used more
     of them than the server did."""
     r, workers, full = f.r, f.cap.front_workers, T.server_cpu_saturated_share * 100

@@ -81,7 +81,7 @@ RULES: tuple[Rule, ...] = (
         limit="front",
         effect=COMPARED,
         when="nginx in front (`--front nginx`) said in its error log that it ran out "
-        "(worker_connections are not enough) or could not reach the server, or its CPU was at "
+        "(worker_connections are not enough, or its file descriptors), or its CPU was at "
         f"{_CPU} of its workers' cores, or of the cores it shares with the server while it "
         "used more of them than the server",
         advice="more nginx workers (--front-knob workers=N) or connections, or cores for the "
