@@ -130,7 +130,8 @@ class FrontedBackend:
         prefix = self.inner.run_dir / "front" / model.name
         prefix.mkdir(parents=True, exist_ok=True)
         socket = prefix / "app.sock"
-        scratch = Path(tempfile.mkdtemp(prefix="lab-front-")) if len(str(socket)) > 100 else None
+        long = "--http-socket" in model.argv and len(str(socket)) > 100  # uWSGI's socket only
+        scratch = Path(tempfile.mkdtemp(prefix="lab-front-")) if long else None
         socket = scratch / "app.sock" if scratch else socket  # unix socket paths: 107 bytes
         try:
             return self._start(model, knobs, upstream_url, port, prefix, socket)
