@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -44,6 +44,28 @@ class Interval:
     bounds: int = 0  # lower bounds (unfinished open-loop requests' ages) in `hist`
     lag: HdrHistogram | None = None  # the process's loop lag over the interval (None: unknown)
     periodic_s: float = 0.0  # the process's own periodic work since its last interval
+    # Failed requests' latency by kind, from their start (open loop: intended start); "dropped":
+    # open-loop arrivals the cap kept back, a lower bound (`loadgen.open_loop`).
+    failed: dict[str, HdrHistogram] = field(default_factory=dict)
+    # Open loop: each measured send's lateness (actual send - intended), per request.
+    late_sends: HdrHistogram | None = None
+
+    def record_failed(self, kind: str, latency_ms: float) -> None:
+        """One failed request's latency, into its kind's histogram (made on first use: a new
+        HdrHistogram costs ~0.1 ms, a healthy step never pays it)."""
+        h = self.failed.get(kind)
+        if h is None:
+            h = self.failed[kind] = hist.new_histogram()
+        hist.record_ms(h, latency_ms)
+
+
+def merge_failed(
+    into: dict[str, HdrHistogram], parts: Iterable[Mapping[str, HdrHistogram]]
+) -> None:
+    """Failed requests' histograms added into `into`, kind by kind (exact, like every merge)."""
+    for part in parts:
+        for kind, h in part.items():
+            into.setdefault(kind, hist.new_histogram()).add(h)
 
 
 class LoopLag:
@@ -54,6 +76,12 @@ class LoopLag:
     the S / tick timers that would have fired during it, so the percentiles are over time (how late
     the loop was for an event at a random moment: an answer arriving, a send falling due), and a
     stall is weighed by its length, not counted once.
+
+    Read per request: an answer arriving while the loop is X ms late waits X ms more, so the share
+    of the time the loop was at least X late is the share of answers a stall delayed by X or more
+    (answers arrive throughout the window; `lab.record.counted`). A stall shorter than the tick
+    is seen only when a timer falls due inside it, as often as an answer would. Open-loop sends
+    are counted one by one instead (`Interval.late_sends`).
     """
 
     def __init__(self) -> None:
@@ -86,6 +114,8 @@ class Recorder:
         self.ok = 0
         self.live_requests = 0  # every completion, measured or not, for the progress display
         self.live_errors = 0
+        self.failed: dict[str, HdrHistogram] = {}  # every measured second's failures, by kind
+        self.late_sends = hist.new_histogram()  # open loop: measured sends' lateness
         self.loop_lag = LoopLag()
         self.periodic_s = 0.0  # own periodic work not yet handed on in an interval
         self.lags: dict[str, HdrHistogram] = {}  # per source: its loop lag, measured seconds
@@ -98,21 +128,24 @@ class Recorder:
         exception: BaseException | None = None,
         measured: bool | None = None,
         **_: Any,
-    ) -> None:
+    ) -> str | None:
         """`measured`: whether the request counts, when the caller knows better than the clock
-        (open loop: it was due inside the measured window, whenever it completes)."""
+        (open loop: it was due inside the measured window, whenever it completes). Returns its
+        error kind (None: ok)."""
         status = getattr(response, "status_code", 0) or 0
         content = getattr(response, "content", None) if exception is None else None
         kind = classify(exception, status, content, self.expected)
         self.live_requests += 1
         self.live_errors += kind is not None
         if not (self.measuring if measured is None else measured):
-            return
+            return kind
         self.interval.requests += 1
         if kind is None:
             hist.record_ms(self.interval.hist, response_time)
         else:
             self.interval.errors[kind] += 1
+            self.interval.record_failed(kind, response_time)
+        return kind
 
     def take(self) -> Interval:
         """End the current interval and start the next one; it carries the loop's lag and the
@@ -145,6 +178,7 @@ class Recorder:
         self.requests += sum(p.requests for p in parts.values())
         self.ok += merged.get_total_count() - sum(p.bounds for p in parts.values())
         self.errors.update(errors)
+        merge_failed(self.failed, (p.failed for p in parts.values()))
         summary = hist.summary_ms(merged)
         span = max(end - start, 1e-9)
         return {
@@ -162,9 +196,26 @@ class Recorder:
         if self.measuring:
             for source, lag in lags.items():
                 self.lags.setdefault(source, hist.new_histogram()).add(lag)
+            for p in parts.values():
+                if p.late_sends is not None:
+                    self.late_sends.add(p.late_sends)
             self.busy_s.update({s: p.periodic_s for s, p in parts.items()})
         second = hist.summary_ms(hist.merge(lags.values()))
         return {"lag_p99_ms": second["p99"], "lag_max_ms": second["max"]}
+
+    def latency(self) -> dict[str, Any]:
+        """The step's latency figures: ok requests (`latency_ms`, open loop: unfinished ages
+        included), failed ones by kind, every request together (`all_latency_ms`), and what the
+        generator's own error per request is read from (its loop lag, its sends' lateness)."""
+        everything = hist.merge([self.whole, *self.failed.values()])
+        late = self.late_sends
+        return {
+            "latency_ms": hist.summary_ms(self.whole),
+            "failed_latency_ms": {k: hist.summary_ms(h) for k, h in sorted(self.failed.items())},
+            "all_latency_ms": hist.summary_ms(everything),
+            "lag": hist.encode(hist.merge(self.lags.values())) if self.lags else "",
+            "late_sends": hist.encode(late) if late.get_total_count() else "",
+        }
 
     def lag_ms(self) -> dict[str, float]:
         """The step's loop lag, every generator process's merged: p50, p99, max, mean (ms)."""
@@ -241,7 +292,7 @@ def run_phases(
         requests=recorder.requests,
         ok=recorder.ok,
         errors=dict(recorder.errors),
-        latency_ms=hist.summary_ms(recorder.whole),
+        **recorder.latency(),
         client_cpu_pct=round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
         timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
         generator_lag_ms=recorder.lag_ms(),

@@ -56,6 +56,17 @@ _FLAGS = (
         excludes=False,
     ),
     Flag(
+        "failures_in_tail",
+        "failed, dropped or unfinished requests are more than 1% of every request (0.1%: p99.9): "
+        "the percentile over the answers alone would hide them, so the step is never compared on "
+        "it (`latency_all_ms` has it over every request, failures' latency and the lower bounds "
+        "of dropped and unfinished ones included)",
+        ("failures_in_tail",),
+        "lab.record.step",
+        excludes=False,
+        tail=True,
+    ),
+    Flag(
         "no_responses",
         "not one request succeeded: the server or the load generator did not work",
         (),
@@ -145,13 +156,23 @@ _FLAGS = (
     ),
     Flag(
         "generator_lag",
-        "the load generator's own event loop woke late (p99 of its timers' lateness at least "
-        "3 ms and 15% of the step's p99): its stalls may have set part of the tail, so the step "
-        "is never the basis of a p99 verdict or crossover (its throughput still counts)",
+        "the load generator's own stalls (its event loop waking late, or an open-loop send "
+        "leaving late) touched more than 1% of the requests by at least 15% of the step's p99 "
+        "(1 ms at least): they may have set the p99, so the step is never the basis of a p99 "
+        "verdict or crossover (its throughput still counts)",
         ("generator_lag",),
         "lab.run.apparatus",
         excludes=False,
         tail=True,
+    ),
+    Flag(
+        "generator_lag_extremes",
+        "the load generator's own stalls touched more than 0.1% of the requests by 15% of the "
+        "p99.9, or any one by 15% of the max: the p99.9 or the max may be the generator's (the "
+        "p99 is not: no verdict is based on the others)",
+        ("generator_lag_extremes",),
+        "lab.run.apparatus",
+        excludes=False,
     ),
     Flag(
         "server_saturated",

@@ -171,7 +171,13 @@ def measured_from(done: Done | None) -> Measured:
     open_loop = vars(done.open_loop) if done.open_loop else None
     measured = measured_of(done, done.client_cpu_pct, done.timeseries, open_loop)
     return replace(
-        measured, generator_lag_ms=done.generator_lag_ms, generator_periodic_pct=done.periodic_pct
+        measured,
+        generator_lag_ms=done.generator_lag_ms,
+        generator_periodic_pct=done.periodic_pct,
+        all_latency_ms=done.all_latency_ms,
+        failed_latency_ms=done.failed_latency_ms,
+        generator_lag=done.lag,
+        late_sends=done.late_sends,
     )
 
 
