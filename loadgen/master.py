@@ -110,14 +110,14 @@ class Fleet(Recorder):
     def refresh(self) -> None:
         self.collect()  # settling: live counts only, the intervals are not measured
 
-    def roll(self, start: float, end: float) -> dict[str, Any]:
+    def roll(self, start: float, end: float, drain: bool = False) -> dict[str, Any]:
         parts = self.collect()
         for node, name in self.names.items():
             part = parts.get(name, Interval())
             total = self.totals.setdefault(name, Counter())
             total.update(requests=part.requests, ok=part.hist.get_total_count() - part.bounds)
             self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
-        return self.account(start, end, parts)
+        return self.account(start, end, parts, drain)
 
     def parts(self, window_s: float) -> list[Part]:
         out = []

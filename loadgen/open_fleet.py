@@ -83,7 +83,7 @@ class OpenFleet(Fleet):
             self.inbox.setdefault(node, []).append(drained.report)
         drain_s = max(d.share.figures.drain_s for d in self.drained.values())
         cpu = {name: list(series) for name, series in self.cpu_series.items()}
-        self.roll(window_s, window_s + drain_s)
+        self.roll(window_s, window_s + drain_s, drain=True)
         self.cpu_series = cpu  # each part's CPU stays the measured window's
         return drain_s
 

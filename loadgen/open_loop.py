@@ -80,6 +80,7 @@ class OpenLoop:
         # Dropped arrivals' intended times, oldest first: each is timed to the next slot that
         # frees (it could not have started before), or to the cut-off: a lower bound.
         self.waiting: deque[float] = deque()
+        self.cut = False  # the drain's cut-off passed: nothing more is recorded
         self.dropped_floor: float | None = None  # the shortest such bound, ms
 
     def bound_dropped(self, now: float) -> None:
@@ -90,6 +91,8 @@ class OpenLoop:
         self.dropped_floor = bound_ms if floor is None else min(floor, bound_ms)
 
     def on_request(self, response_time: float, context: dict[str, Any], **kw: Any) -> None:
+        if self.cut:  # an answer after the cut-off: its age is already recorded, once
+            return
         now = time.perf_counter()
         from_intended_ms = (now - context["intended"]) * 1000
         measured = bool(context["measured"])
@@ -110,7 +113,7 @@ class OpenLoop:
         try:
             context = {"intended": intended, "measured": measured}
             req = self.request
-            headers = dict(req.headers) or None
+            headers = req.header_dict
             self.session.request(
                 req.method, req.path, name=req.path, data=req.body, headers=headers, context=context
             )
@@ -197,8 +200,8 @@ def run_open(spec: Start) -> Done:
         done = run_phases(spec, loop.recorder, loop.tick)
         scheduler.kill()
         drain_s = drain(loop, spec)
-        # the drained answers and the bounds go out as one more histogram interval
-        loop.recorder.roll(done.duration_s, done.duration_s + drain_s)
+        # the drained answers and the bounds go out as one more interval, tagged as the drain
+        loop.recorder.roll(done.duration_s, done.duration_s + drain_s, drain=True)
     finally:
         scheduler.kill()
         loop.inflight.kill(block=True, timeout=5)
@@ -252,4 +255,5 @@ def drain(loop: OpenLoop, spec: Start) -> float:
     loop.lower_bound_floor = min(ages) if ages else None
     while loop.waiting:
         loop.bound_dropped(cutoff)
+    loop.cut = True  # killing the unanswered ones yields: a late answer must not count twice
     return cutoff - t0

@@ -126,6 +126,9 @@ class Histogram:
     end_s: float
     encoded: str
     source: str = ""  # which generator process measured it ("" when there is one)
+    # Open loop: the drain after the window (its late answers and unfinished requests' ages):
+    # part of the step's latency, never a second of its series nor of the bootstrap.
+    drain: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ once-a-second work is counted, so a step knows when the generator, not the serve
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections import Counter
@@ -162,17 +163,21 @@ class Recorder:
         hist.record_ms(self.interval.hist, age_ms)
         self.interval.bounds += 1
 
-    def roll(self, start: float, end: float) -> dict[str, Any]:
-        """Close the current one-second interval, send its histogram; return its figures."""
-        return self.account(start, end, {"": self.take()})
+    def roll(self, start: float, end: float, drain: bool = False) -> dict[str, Any]:
+        """Close the current one-second interval (or the drain), send its histogram; return
+        its figures."""
+        return self.account(start, end, {"": self.take()}, drain)
 
-    def account(self, start: float, end: float, parts: Mapping[str, Interval]) -> dict[str, Any]:
+    def account(
+        self, start: float, end: float, parts: Mapping[str, Interval], drain: bool = False
+    ) -> dict[str, Any]:
         """Send each part's histogram (one per generator process), add them all to the step's
         totals and return the second's figures, from the exactly merged histogram. Lower bounds
         (unfinished open-loop requests' ages) are in the histogram but not counted as ok."""
         merged = hist.merge(p.hist for p in parts.values())
         for source, part in parts.items():
-            emit(Histogram(round(start, 3), round(end, 3), hist.encode(part.hist), source))
+            encoded = hist.encode(part.hist)
+            emit(Histogram(round(start, 3), round(end, 3), encoded, source, drain))
         errors = sum((p.errors for p in parts.values()), Counter[str]())
         self.whole.add(merged)
         self.requests += sum(p.requests for p in parts.values())
@@ -180,6 +185,8 @@ class Recorder:
         self.errors.update(errors)
         merge_failed(self.failed, (p.failed for p in parts.values()))
         summary = hist.summary_ms(merged)
+        if not merged.get_total_count():  # no answer this second: no latency, not 0 ms
+            summary = {**summary, "p50": math.nan, "p99": math.nan}
         span = max(end - start, 1e-9)
         return {
             "rps": round(merged.get_total_count() / span, 1),

@@ -123,7 +123,8 @@ def _least(values: Iterable[float | None]) -> float | None:
 
 
 def lower_bounds(latency: Mapping[str, float], floor_ms: float | None) -> tuple[str, ...]:
-    """The latency keys at or past the youngest unanswered request's age: lower bounds (">=")."""
+    """The latency keys at or past the youngest unanswered request's age: lower bounds (">="),
+    and the mean, which every bound pulls down."""
     if floor_ms is None:
         return ()
-    return tuple(k for k, v in latency.items() if v >= floor_ms)
+    return tuple(k for k, v in latency.items() if v >= floor_ms or k == "mean")

@@ -7,8 +7,10 @@ test stops its process (SIGSTOP) for a few milliseconds several times a second.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -163,3 +165,28 @@ def test_the_generators_stalls_are_counted_per_request(
     latency = {"p99": 12.0, "p999": 19.0, "max": 20.0}
     shares = counted.touched_shares((hist.encode(lag), ""), 5000, latency)
     assert counted.moved_by_stalls(shares) == moved
+
+
+def test_the_drain_is_no_second_and_a_silent_second_has_no_p99(tmp_path: Path) -> None:
+    """A server that accepts and never answers: no second has an answer, so none has a p99
+    (not 0 ms); the drain's interval (every request's age at the cut-off) is tagged, kept in
+    the step's latency and out of its seconds."""
+    hole = socket.create_server(("127.0.0.1", 0), backlog=512)  # the kernel accepts; no one reads
+    url = f"http://127.0.0.1:{hole.getsockname()[1]}"
+    start = Start(url, "/", 0.3, 2.0, 1.0, rate_rps=20.0, max_outstanding=100)
+    seen: list[tuple[float, float, str | None]] = []
+    try:
+        done = run_step(
+            start,
+            tmp_path / "gen.log",
+            on_histogram=lambda a, b, h: seen.append((a, b, h.get_tag())),
+        )
+    finally:
+        hole.close()
+    p99s = done.timeseries["p99_ms"]
+    assert p99s and all(math.isnan(p) for p in p99s), p99s
+    tags = [tag for _, _, tag in seen]
+    assert tags[-1] == hist.DRAIN_TAG and tags.count(hist.DRAIN_TAG) == 1
+    assert len(tags) - 1 == len(p99s)  # every other interval is a measured second
+    assert done.open_loop is not None and done.open_loop.unfinished > 0
+    assert "mean" in done.open_loop.lower_bounds  # every bound pulls the mean down too

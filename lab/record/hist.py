@@ -19,6 +19,9 @@ from hdrh.log import HistogramLogReader, HistogramLogWriter
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour: no request the lab makes can be slower than that
 SIGNIFICANT_DIGITS = 3
+# An `.hlog` interval that is not a measured second: open loop's drain after the window (its
+# latencies count in the step, never in its per-second series or the bootstrap's seconds).
+DRAIN_TAG = "drain"
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 
@@ -125,6 +128,9 @@ class HlogWriter:
         self.writer.output_legend()
 
     def write(self, start_s: float, end_s: float, hist: HdrHistogram) -> None:
+        """One interval; a tagged one (the drain) keeps its tag (hdrh's reader reads it)."""
+        if tag := hist.get_tag():
+            self.file.write(f"Tag={tag},")
         self.writer.output_interval_histogram(hist, start_s, end_s, max_value_unit_ratio=1000.0)
         self.file.flush()
 
@@ -153,6 +159,7 @@ def read_hlog(path: Path) -> Iterator[HdrHistogram]:
         copy.add(hist)
         copy.set_start_time_stamp(hist.get_start_time_stamp())
         copy.set_end_time_stamp(hist.get_end_time_stamp())
+        copy.set_tag(hist.get_tag())
         yield copy
 
 
