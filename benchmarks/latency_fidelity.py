@@ -16,6 +16,10 @@ generator's own loop lag (how late a timer on its event loop fired: p99 and max)
 of its wall time spent in its own periodic work. A tool that is missing is skipped with one line
 (wrk: `apt-get install wrk`; oha: `cargo install oha`).
 
+`--edges` measures where the answer matters most instead (`benchmarks/fidelity_edges.py`): a
+server that sheds load (503 at once beyond a few in flight) and a generator paused a few
+milliseconds once a second, the lab's p99 over every request and its flags beside oha's.
+
 `--summary docs/figures/bench-latency-fidelity.json` also writes the table as the docs' figure
 summary (run id, machine, date, command), which `python -m analysis.docfigures refresh` renders
 into docs/benchmarks.md.
@@ -203,7 +207,15 @@ def main() -> None:
     p.add_argument("--route", default=ROUTE)
     p.add_argument("--concurrency", type=int, default=200, help="the server's concurrency knob")
     p.add_argument("--summary", type=Path, help="also write the table as a docs figure summary")
+    p.add_argument("--edges", action="store_true", help="load shedding and a paused generator")
+    p.add_argument("--shed-limit", type=int, default=20, help="--edges: requests it holds")
+    p.add_argument("--pause-ms", type=float, default=5.0, help="--edges: the pause, once a s")
     args = p.parse_args()
+    if args.edges:
+        from benchmarks.fidelity_edges import edges
+
+        edges(args, OHA)
+        return
     started = time.time()
     MODEL, ROUTE = args.model, args.route
     loads = _levels(args.closed, "closed") + _levels(args.open, "open")
