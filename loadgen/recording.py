@@ -51,6 +51,16 @@ class Interval:
     # Open loop: each measured send's lateness (actual send - intended), per request.
     late_sends: HdrHistogram | None = None
 
+    def record(self, kind: str | None, latency_ms: float) -> None:
+        """One request that ended: an answer's latency, or a failure's under its kind. The one
+        place a classified request is recorded (the lab's generators and the lab page's)."""
+        self.requests += 1
+        if kind is None:
+            hist.record_ms(self.hist, latency_ms)
+        else:
+            self.errors[kind] += 1
+            self.record_failed(kind, latency_ms)
+
     def record_failed(self, kind: str, latency_ms: float) -> None:
         """One failed request's latency, into its kind's histogram (made on first use: a new
         HdrHistogram costs ~0.1 ms, a healthy step never pays it)."""
@@ -140,12 +150,7 @@ class Recorder:
         self.live_errors += kind is not None
         if not (self.measuring if measured is None else measured):
             return kind
-        self.interval.requests += 1
-        if kind is None:
-            hist.record_ms(self.interval.hist, response_time)
-        else:
-            self.interval.errors[kind] += 1
-            self.interval.record_failed(kind, response_time)
+        self.interval.record(kind, response_time)
         return kind
 
     def take(self) -> Interval:

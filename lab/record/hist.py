@@ -41,6 +41,12 @@ def record_corrected_ms(hist: HdrHistogram, latency_ms: float, interval_ms: floa
     hist.record_corrected_value(value, round(interval_ms * 1000))
 
 
+def rank(percentile: float | np.ndarray, total: float | np.ndarray) -> np.ndarray:
+    """The count at a percentile, as HdrHistogram defines it: rounded, at least 1. The one rank
+    every percentile of the lab uses (the generator's seconds, the analysis, the bootstrap)."""
+    return np.maximum(np.floor(np.asarray(percentile) / 100 * total + 0.5), 1)
+
+
 def summary_ms(hist: HdrHistogram) -> dict[str, float]:
     """p50, p90, p99, p999, max and mean in milliseconds; zeros for an empty histogram.
 
@@ -52,13 +58,12 @@ def summary_ms(hist: HdrHistogram) -> dict[str, float]:
         return {**{k: 0.0 for k in PERCENTILES}, "max": 0.0, "mean": 0.0}
     values, counts = bins(hist)
     cumulative = counts.cumsum()
-    total = cumulative[-1]
-    targets = np.maximum(np.floor(np.array(list(PERCENTILES.values())) / 100 * total + 0.5), 1)
+    targets = rank(np.array(list(PERCENTILES.values())), cumulative[-1])
     at = values[np.searchsorted(cumulative, targets)]
     out = {k: float(v) / 1000 for k, v in zip(PERCENTILES, at, strict=True)}
     out["max"] = hist.get_max_value() / 1000
     medians = _index_values(*_layout(hist))[1][np.nonzero(_counts(hist))[0]]
-    out["mean"] = round(float(np.dot(medians, counts) / total) / 1000, 3)
+    out["mean"] = round(float(np.dot(medians, counts) / cumulative[-1]) / 1000, 3)
     return out
 
 
