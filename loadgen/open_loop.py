@@ -130,15 +130,17 @@ class OpenLoop:
             delay = due - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
+            # in the window by its due time: one due before it opened and sent late is not
+            measuring = self.recorder.measuring and due >= self.recorder.opened_at
             if len(self.inflight) >= self.spec.max_outstanding:
-                if self.recorder.measuring:
+                if measuring:
                     self.dropped += 1
                     self.tick_dropped += 1
                     self.waiting.append(due)
                 continue
-            if self.recorder.measuring:
+            if measuring:
                 self.count_send(due)
-            self.inflight.spawn(self.send, due, self.recorder.measuring)
+            self.inflight.spawn(self.send, due, measuring)
 
     def count_send(self, due: float) -> None:
         """A measured send and its lateness (a late one was delayed by this process itself)."""
@@ -226,7 +228,7 @@ def run_share(loop: OpenLoop) -> float:
     scheduler = gevent.spawn(loop.schedule, begin)
     try:
         _sleep_until(begin + spec.settle_s)
-        loop.recorder.measuring = True
+        loop.recorder.measuring, loop.recorder.opened_at = True, begin + spec.settle_s
         _sleep_until(begin + spec.settle_s + spec.duration_s)
         loop.recorder.measuring = False
         scheduler.kill()

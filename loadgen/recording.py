@@ -118,6 +118,7 @@ class Recorder:
     def __init__(self, expected: bytes | None) -> None:
         self.expected = expected
         self.measuring = False
+        self.opened_at = math.inf  # perf_counter when the measured window opened
         self.interval = Interval()
         self.whole = hist.new_histogram()  # every measured second merged
         self.errors: Counter[str] = Counter()
@@ -291,7 +292,7 @@ def run_phases(
     emit(Measuring(started_at))
     cpu.lap()
     recorder.take()  # the settle's requests and lag are not measured
-    recorder.measuring = True
+    recorder.measuring, recorder.opened_at = True, time.perf_counter()
     t0 = time.monotonic()
     samples = _measure(start, recorder, cpu, extra_sample)
     recorder.measuring = False
