@@ -4,8 +4,9 @@ stalls do to a step's percentiles, as facts on the step record.
 Why per request: a percentile is a share of requests. p99 over the answers alone lets a server
 that answers its slowest requests with a fast 503 (or a cap that drops them) look faster, so the
 step keeps the share of requests that are not answers and which percentiles that share could
-move (`failures_in_tail`). Likewise the generator's stalls: a stall delays every answer that
-arrives and every send that falls due during it, so the step keeps, for each reported
+move (the verdict's rule table raises `failed_tail` from it). Likewise the generator's stalls:
+a stall delays every answer that arrives and every send that falls due during it, so the step
+keeps, for each reported
 percentile, the share of requests the generator delayed by at least that percentile's error
 budget, and which percentiles that share could move (`generator_lag`): the lag's own p99 against
 a fixed floor says neither, and p99.9 and max were never checked.
@@ -17,13 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from lab.record import hist
+from lab.record.thresholds import T
 
 # The share of requests each percentile leaves above it: more requests than this failing,
-# dropped or unfinished (or touched by a stall) can set the percentile on their own. "max": any.
-ABSORBS = {"p99": 0.01, "p999": 0.001, "max": 0.0}
-# The instrument's error budget against independent tools (benchmarks/latency_fidelity.py): 15%
-# of the percentile; a stall shorter than TOUCH_FLOOR_MS touches nothing (loadgen's TOUCH_MIN_MS).
-INSTRUMENT_SHARE = 0.15
+# dropped or unfinished (or delayed by a stall) can set the percentile on their own. "max": any.
+ABSORBS = {"p99": T.errors_share, "p999": T.errors_share / 10, "max": 0.0}
+# A delay shorter than this is the loop's ordinary jitter, whatever the percentile's budget (the
+# instrument's budget against independent tools is T.generator_lag_p99_share of it).
 TOUCH_FLOOR_MS = 1.0
 
 
@@ -44,7 +45,7 @@ def touched_shares(
     stalls: tuple[str, str], requests: int, latency: Mapping[str, float]
 ) -> dict[str, float]:
     """For each reported percentile, the share of requests the generator itself delayed by at
-    least its error budget (INSTRUMENT_SHARE of it, TOUCH_FLOOR_MS at least). `stalls`: the
+    least its error budget (T.generator_lag_p99_share of it, TOUCH_FLOOR_MS at least). `stalls`: the
     generators' loop lag over the window and open-loop sends' lateness (encoded; "": unknown
     lag, {} returned; no late sends). An answer arriving while the loop is X late waits X more,
     so the share of the time the loop was that late is the share of answers so delayed; each
@@ -58,7 +59,7 @@ def touched_shares(
     ticks = max(float(lag_counts.sum()), 1.0)
     out = {}
     for key in ABSORBS:
-        budget_us = 1000 * max(TOUCH_FLOOR_MS, INSTRUMENT_SHARE * latency.get(key, 0.0))
+        budget_us = 1000 * max(TOUCH_FLOOR_MS, T.generator_lag_p99_share * latency.get(key, 0.0))
         answers = float(lag_counts[lag_at >= budget_us].sum()) / ticks
         sends = float(late_counts[late_at >= budget_us].sum()) / requests
         out[key] = round(min(1.0, answers + sends), 6)
@@ -93,15 +94,4 @@ def facts(
         "generator_touched": shares,
         "generator_moved": moved_by_stalls(shares),
         "send_lateness_ms": dict(open_loop.get("send_lateness_ms") or {}),
-    }
-
-
-def hidden_evidence(facts: Mapping[str, Any]) -> dict[str, Any]:
-    """`failures_in_tail`'s evidence: the share, and each hidden percentile over every request
-    beside the answers' own."""
-    hides = facts["unanswered_hides"]
-    return {
-        "unanswered_pct": round(100 * facts["unanswered_share"], 3),
-        "hides": list(hides),
-        "all_requests_ms": {k: facts["latency_all_ms"].get(k) for k in hides},
     }

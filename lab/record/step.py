@@ -105,6 +105,7 @@ class Sampled:
     apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
+    server_wait_pct: float = 0.0  # the server's processes: the most any waited for a CPU, %
     upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
     upstream_lag_max_ms: float = -1.0
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
@@ -146,7 +147,7 @@ class StepRecord:
     # Added within schema 2, with defaults so that older schema-2 lines still load.
     upstream_lag_ms: float = -1.0  # mean lateness of the upstream's event loop (-1: unknown)
     upstream_lag_max_ms: float = -1.0
-    limited_by: str = ""  # a key of lab.run.limits.LIMITS ("" when not assessed)
+    limited_by: str = ""  # a key of lab.verdict.limits.LIMITS ("" when not assessed)
     limit_reason: str = ""  # the limit in plain words, with its figures
     server_cpu_ms_per_req: float | None = None
     apparatus_cpu_ms_per_req: float | None = None  # load generator + upstream
@@ -181,7 +182,7 @@ class StepRecord:
     # Every request counted (`lab.record.counted`): latency over every request (answers,
     # failures, and dropped and unfinished ones' lower bounds; {}: not recorded), failures' by
     # kind, the share of requests that are not answers (-1: unknown) and the percentiles it
-    # can set on its own (never compared on those: `failures_in_tail`).
+    # can set on its own (never compared on those: `failed_tail`).
     latency_all_ms: dict[str, float] = field(default_factory=dict)
     latency_all_lower_bounds: tuple[str, ...] = ()
     failed_latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -193,6 +194,15 @@ class StepRecord:
     generator_touched: dict[str, float] = field(default_factory=dict)
     generator_moved: tuple[str, ...] = ()
     send_lateness_ms: dict[str, float] = field(default_factory=dict)  # open loop: send - intended
+    # The verdict's rule table (lab.verdict): the rule that named the limit, its advice, the
+    # limits of the later rules that also fired (secondary evidence: `evidence.also_limited_by`),
+    # the cores the server could use as judged, and how long its processes waited for a CPU
+    # (the most any of them waited, % of the window: a disturbance where it was not CPU-bound).
+    limit_rule: str = ""
+    limit_advice: str = ""
+    also_limited_by: tuple[str, ...] = ()
+    server_cores: float = 0.0
+    server_wait_pct: float = 0.0
 
     @property
     def key(self) -> StepKey:
@@ -223,7 +233,7 @@ def step_record(
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
     needs beside the flags' evidence (e.g. an experiment's case). What limited the step and what
-    a request cost are added by `lab.run.limits.assessed`, which knows what the knobs allow."""
+    a request cost are added by `lab.verdict.assess.assessed`, which knows what the knobs allow."""
     open_loop = dict(measured.open_loop or {})
     errors, derived = _from_figures(measured, status)
     dropped = int(open_loop.get("dropped") or 0)
@@ -235,8 +245,6 @@ def step_record(
         (measured.generator_lag, measured.late_sends),
         open_loop,
     )
-    if counts["unanswered_hides"]:
-        derived.append(Raised("failures_in_tail", counted.hidden_evidence(counts)))
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))
     evidence = _evidence(everything, context, measured.open_loop)
@@ -325,9 +333,10 @@ def from_json(data: Any) -> StepRecord:
         raise LabError(f"a step lacks {', '.join(missing)}")
     values = {k: v for k, v in data.items() if k in names}
     values["flags"] = tuple(values["flags"])
-    for name in ("latency_lower_bounds", "latency_all_lower_bounds", "unanswered_hides"):
+    for name in ("latency_lower_bounds", "latency_all_lower_bounds", "also_limited_by"):
         values[name] = tuple(values.get(name) or ())
-    values["generator_moved"] = tuple(values.get("generator_moved") or ())
+    for name in ("unanswered_hides", "generator_moved"):
+        values[name] = tuple(values.get(name) or ())
     record = StepRecord(**values)
     _check_types(record)
     return record
