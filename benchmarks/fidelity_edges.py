@@ -39,6 +39,8 @@ from lab.record.step import StepKey, step_record
 from lab.run.apparatus import generator_lag
 from lab.run.generator import measured_from, run_step
 from lab.system import procs
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
 from loadgen.protocol import Start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,12 +61,9 @@ def lab_row(
     with tempfile.TemporaryDirectory() as tmp, _paused(pause_ms):
         done = run_step(start, Path(tmp) / "lab.log", cpus=cpus)
     measured = measured_from(done)
-    rec = step_record(
-        "bench",
-        StepKey("m", "closed", users, None, 1),
-        measured,
-        raised=tuple(generator_lag(measured)),
-    )
+    key = StepKey("m", "closed", users, None, 1)
+    record = step_record("bench", key, measured, raised=tuple(generator_lag(measured)))
+    rec = assessed(record, Capacity(200, "200 x 1", 1.0, 10.0, 24_000))  # the verdict's flags
     every = rec.latency_all_ms.get("p99", float("nan"))
     touched = 100 * rec.generator_touched.get("p99", float("nan"))
     return [
