@@ -54,6 +54,9 @@ def test_meter_reads_the_servers_cpu_and_rss_from_outside_its_tree(served) -> No
     server_tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))}
     meter_pids = [p.pid for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
     assert meter_pids and not set(meter_pids) & server_tree  # its own use is never counted
+    conns = psutil.Process(meter_pids[0]).net_connections("tcp")
+    (listening,) = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
+    assert listening == ("127.0.0.1", meter_port)  # the server's address: loopback by default
 
 
 def test_lab_page_finds_the_meter_from_the_models_url(served, monkeypatch) -> None:  # noqa: ANN001

@@ -17,12 +17,11 @@ from typing import Any
 from lab.advise.search import Attempt, Conclusion, Setting
 from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
+from lab.record.errors import EXIT_NO_ANSWER, EXIT_NOT_CONFIRMED, EXIT_ONLY_PORT
 from lab.record.step import StepRecord
 from lab.run.limits import TITLES, upstream_inflight
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
-EXIT_NONE_MEETS = 1  # `lab advise`: no model meets the target
-EXIT_NOT_CONFIRMED = 4  # none confirmed, and for some the lab's own generators were the limit
 TIE_RSS = 0.10  # models on as many cores whose RSS is within this share of the cheapest: a tie
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
 
@@ -208,9 +207,13 @@ class Advice:
         return tuple(m for m in self.models if not m.meets and m.limited_by == "apparatus")
 
     def exit_code(self) -> int:
-        if self.meets():
+        """0 only when a model runs the app as it is: a CI gate must not pass a Flask app that
+        nothing serves unchanged because an async port of it would meet the target."""
+        if self.recommended():
             return 0
-        return EXIT_NOT_CONFIRMED if self.held_back() else EXIT_NONE_MEETS
+        if self.if_ported():
+            return EXIT_ONLY_PORT
+        return EXIT_NOT_CONFIRMED if self.held_back() else EXIT_NO_ANSWER
 
     def sentence(self) -> str:
         """The recommendation for the app as it is, and beside it what an async port buys; no

@@ -103,8 +103,10 @@ def advise_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def advise(ctx: click.Context, /, **_: Any) -> None:
     """Find, per model, the cheapest configuration that serves --rps with p99 under --p99-ms,
-    confirmed by open-loop steps; exit 1 when no model meets the target, 4 when none was
-    confirmed because the lab's own generators were the limit."""
+    confirmed by open-loop steps, and recommend the cheapest that runs your app unchanged (an
+    async port is shown beside it, labelled, never instead); exit 5 when only an async port
+    meets the target, 1 when no model does, 4 when none was confirmed because the lab's own
+    generators were the limit."""
     opts = dict(ctx.params)
     recorded = resumed_advice(ctx) if opts["resume"] else None
     if recorded is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
 import click
@@ -18,7 +19,7 @@ from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config import availability
 from lab.config.models import Knobs, Model, Registry, alias_notes, knob_notes, load_registry
 from lab.config.scenario import Scenario, load_scenario, override
-from lab.record.errors import LabError
+from lab.record.errors import EXIT_NO_ANSWER, LabError
 from lab.run import generators
 from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
@@ -111,6 +112,11 @@ def sweep_and_summarise(
     except RunError as e:  # e.g. the upstream never started: nothing was measured
         console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
+    if not any(step.status != "skipped" for step in plan.run.steps()):
+        console.print(
+            "[red]no model ran:[/] every step was skipped (its flags in steps.jsonl say why)"
+        )
+        sys.exit(EXIT_NO_ANSWER)
 
 
 def check_before_start(

@@ -3,9 +3,8 @@
 Why: in a container the server must be the main process (so signals, `init: true` and healthchecks
 reach it), and its command line must be the one the native sweep uses, not a hand-typed copy that
 drifts. This command renders the registry's argv template and replaces itself with the server.
-With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and RSS on that port, for
-the
-web UI's lab page, which has no Docker socket to ask.
+With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and memory on that port,
+on the server's own address, for the web UI's lab page, which has no Docker socket to ask.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from pathlib import Path
 
 import click
 
+from lab.cli.options import standalone
 from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
-from lab.record.errors import LabError
 from lab.system import safety
 from lab.webui.meter import detach
 
@@ -110,19 +109,17 @@ def serve(
     allow_remote: bool,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point)."""
-    try:
-        safety.check_host(host, "--host", allow_remote=allow_remote)
-        argv, env, resolved = serve_argv(
-            model, host, port, knobs, max_concurrency, models_file, upstream_url
-        )
-    except LabError as e:
-        raise click.ClickException(str(e)) from None
+    safety.check_host(host, "--host", allow_remote=allow_remote)
+    argv, env, resolved = serve_argv(
+        model, host, port, knobs, max_concurrency, models_file, upstream_url
+    )
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
-    if meter_port:
-        meter = ["--pid", str(os.getpid()), "--port", str(meter_port)]
-        detach([sys.executable, "-m", "lab.webui.meter", *meter])
+    if meter_port:  # on the server's own address: loopback unless --allow-remote
+        meter = ["--pid", str(os.getpid()), "--host", host, "--port", str(meter_port)]
+        remote = ["--allow-remote"] if allow_remote else []
+        detach([sys.executable, "-m", "lab.webui.meter", *meter, *remote])
     os.execvpe(argv[0], argv, env)
 
 
-if __name__ == "__main__":
-    serve()
+if __name__ == "__main__":  # compose.yaml's entry point: errors exit as `lab serve`'s do
+    standalone(serve)

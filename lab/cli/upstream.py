@@ -14,7 +14,6 @@ import sys
 import click
 
 from lab.config.scenario import LIMITS
-from lab.record.errors import LabError
 from lab.system import procs, safety
 from lab.system.resources import CODE_ROOT
 from servers.upstream_model import DISTRIBUTIONS
@@ -70,11 +69,8 @@ def upstream(
     allow_remote: bool,
 ) -> None:
     """Run the mock upstream in the foreground (GET /delay?ms=N, /stats, POST /stats/reset)."""
-    try:
-        safety.check_host(host, "--host", allow_remote=allow_remote)
-        procs.ensure_port_free(host, port, "upstream")
-    except LabError as e:
-        raise click.BadParameter(str(e)) from None
+    safety.check_host(host, "--host", allow_remote=allow_remote)
+    procs.ensure_port_free(host, port, "upstream")  # busy: Refused, exit 3
     argv = [
         sys.executable,
         "-m",

@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psutil
 
+from lab.record.errors import LabError
+from lab.system import safety
 from lab.system.sampling import TreeMeter
 
 POLL_S = 1.0
@@ -82,12 +84,14 @@ def _alive(pid: int) -> bool:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.webui.meter", description=__doc__)
     parser.add_argument("--pid", type=int, required=True, help="the server's main process")
-    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--host", default="127.0.0.1", help="non-loopback needs --allow-remote")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     args = parser.parse_args(argv)
     try:
+        safety.check_host(args.host, "--host", allow_remote=args.allow_remote)
         serve(args.pid, args.host, args.port)
-    except (OSError, psutil.Error) as e:
+    except (OSError, psutil.Error, LabError) as e:
         print(f"lab meter: {e}", file=sys.stderr)
         return 1
     return 0
