@@ -152,21 +152,21 @@ def test_the_cheapest_is_recommended_and_ties_are_called_ties() -> None:
             (advice("uvicorn", True, 1, 55, "async port"), advice("uwsgi", True, 1, 69)),
             ("uwsgi",),
             ("uvicorn",),
-            "recommended for your app as it is: uwsgi (1 core, 69 MB); if you port it to async "
-            "(ASGI): uvicorn (1 core, 55 MB)",
+            "recommended for your app as it is: uwsgi (1 core, 69 MB PSS); if you port it to async "
+            "(ASGI): uvicorn (1 core, 55 MB PSS)",
         ),
         (
             (advice("uvicorn", True, 1, 55, "async port"), advice("uwsgi", False, 1, 69)),
             (),
             ("uvicorn",),
             "no model that runs your app as it is meets the target; if you port it to async "
-            "(ASGI): uvicorn (1 core, 55 MB)",
+            "(ASGI): uvicorn (1 core, 55 MB PSS)",
         ),
         (
             (advice("bridge", True, 1, 60, "bridged"), advice("uwsgi", True, 2, 69)),
             ("bridge",),
             (),
-            "recommended for your app as it is: bridge through a bridge (1 core, 60 MB)",
+            "recommended for your app as it is: bridge through a bridge (1 core, 60 MB PSS)",
         ),
     ],
     ids=["port-is-cheaper-but-beside", "only-the-port-meets", "a-bridge-runs-it-unchanged"],
@@ -219,7 +219,7 @@ def test_a_feasible_target_on_two_models_is_met_and_each_advice_holds(tmp_path: 
     assert found["if_ported"] in ([m for m in meeting if m == "gunicorn-asyncio"] or [None])
     run = Path(found["run_dir"])
     for m in found["models"]:
-        assert m["cores"] == 1 and m["rss_mb"] > 0 and m["confirm"]["errors"] == 0
+        assert m["cores"] == 1 and m["pss_mb"] > 0 and m["confirm"]["errors"] == 0
         assert m["confirm"]["p99_ms"] <= 300 and m["confirm"]["rate_rps"] == 200
         assert m["projection"].startswith("projection:")
         assert m["command"].split()[0].endswith(m["model"].split("-")[0])

@@ -88,7 +88,7 @@ def serve_argv(
     "--meter-port",
     default=0,
     type=click.IntRange(0, 65535),
-    help="Serve the server's CPU and RSS on this port (lab.webui.meter); 0: no meter.",
+    help="Serve the server's CPU, RSS and PSS on this port (lab.webui.meter); 0: no meter.",
 )
 @click.option(
     "--upstream-url",

@@ -89,6 +89,7 @@ class Sampled:
 
     server_cpu_pct: float = 0.0
     server_rss_mb: float = 0.0
+    server_pss_mb: float = 0.0
     upstream_cpu_pct: float = 0.0
     host_cpu_pct: float = 0.0
     upstream_max_inflight: int = 0
@@ -126,7 +127,7 @@ class StepRecord:
     throughput_rps: float  # ok responses per second of the measured window
     latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean of successful requests
     server_cpu_pct: float  # mean over the window, whole process tree, 100 = one core
-    server_rss_mb: float  # peak over the window, whole process tree
+    server_rss_mb: float  # peak over the window, RSS summed over the process tree
     client_cpu_pct: float  # mean over the window, the load generator, 100 = one core
     upstream_cpu_pct: float
     host_cpu_pct: float  # whole machine, 100 = one core
@@ -171,6 +172,10 @@ class StepRecord:
     # connect and a close, in the generators and the kernel.
     server_connections: int = -1
     server_time_wait: int = -1
+    # Peak memory of the server's process tree as the kernel accounts it, each page once (PSS
+    # summed; a container's cgroup count; 0: unknown). Summed RSS counts the pages a forked
+    # master shares with its workers once per process: models are compared on this instead.
+    server_pss_mb: float = 0.0
 
     @property
     def key(self) -> StepKey:

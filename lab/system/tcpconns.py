@@ -20,6 +20,8 @@ import contextlib
 import time
 from pathlib import Path
 
+from lab.system.sampling import Reading
+
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 TIME_WAIT = "06"
 TIME_WAIT_S = 60.0  # TCP_TIMEWAIT_LEN
@@ -68,11 +70,11 @@ class ConnectionMeter:
         self.closes.clear()
         self.closed = 0
 
-    def sample(self) -> tuple[float, float]:
+    def sample(self) -> Reading:
         now = time.monotonic()
         found = time_wait(self.port)
         if found is None:
-            return 0.0, 0.0
+            return Reading(0.0)
         for key, left in found:
             closed_at = now - (TIME_WAIT_S - left)
             last = self.closes.get(key)
@@ -80,7 +82,7 @@ class ConnectionMeter:
                 self.closed += 1
             self.closes[key] = closed_at
         self.time_wait = len(found)
-        return 0.0, 0.0
+        return Reading(0.0)
 
     def counted(self) -> tuple[int, int]:
         """(connections closed in the window, TIME_WAIT sockets now); -1 each where unknown."""

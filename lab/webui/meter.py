@@ -6,7 +6,8 @@ container runs this meter beside its server (`lab serve --meter-port`). It sits 
 server's process tree and measures that tree with the same `TreeMeter` that `lab ui` uses for
 native servers, so the meter's own CPU and memory are never counted.
 
-GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now}. A reader takes the
+GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now, "pss_mb": its PSS
+now}. A reader takes the
 CPU rate from two answers (`lab.system.procstats.RemoteMeter`), so several readers never disturb
 each
 other. The meter exits when the server is gone.
@@ -50,8 +51,9 @@ def handler(meter: TreeMeter, lock: threading.Lock) -> type[BaseHTTPRequestHandl
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             with lock:
-                _, rss_mb = meter.sample()
-                body = json.dumps({"cpu_s": round(meter.cpu_s, 4), "rss_mb": rss_mb}).encode()
+                now = meter.sample()
+                memory = {"rss_mb": now.rss_mb, "pss_mb": now.pss_mb}
+                body = json.dumps({"cpu_s": round(meter.cpu_s, 4), **memory}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
