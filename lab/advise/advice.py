@@ -19,7 +19,8 @@ from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
 from lab.record.errors import EXIT_NO_ANSWER, EXIT_NOT_CONFIRMED, EXIT_ONLY_PORT
 from lab.record.step import StepRecord
-from lab.run.limits import TITLES, upstream_inflight
+from lab.verdict.facts import upstream_inflight
+from lab.verdict.limits import TITLES
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
 TIE_MEMORY = 0.10  # models on as many cores whose PSS is within this share of the cheapest: a tie
