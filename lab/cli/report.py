@@ -38,7 +38,8 @@ def _load(path: Path) -> Run:
     "--level",
     type=int,
     default=None,
-    help="Concurrency for the percentile-spectrum plot (default: highest common level).",
+    help="Level of the percentile-spectrum plot: users (closed loop) or rate (open loop) "
+    "[default: the highest level every model has].",
 )
 def report(run_dir: Path, level: int | None) -> None:
     """Print the summary table of RUN_DIR and write its self-contained report.html."""

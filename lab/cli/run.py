@@ -31,7 +31,8 @@ from lab.system import safety
 @run_options
 @click.pass_context
 def run(ctx: click.Context, /, **_: Any) -> None:
-    """Sweep concurrency levels for each model and write results/<run-id>/."""
+    """Sweep load levels (users, or arrival rates in open loop) for each model and write
+    results/<run-id>/."""
     opts = dict(ctx.params)
     recorded = resumed_run(ctx) if opts["resume"] else None
     if recorded is not None:

@@ -167,7 +167,9 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
     MODELS,
     click.option(
-        "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+        "--levels",
+        callback=int_list,
+        help="Closed loop: comma-separated numbers of users, e.g. 1,10,100.",
     ),
     click.option(
         "--mode",

@@ -29,7 +29,7 @@ def serve_argv(
     host: str,
     port: int,
     knob_pairs: tuple[str, ...],
-    max_concurrency: int,
+    max_users: int,
     models_file: Path | None,
     upstream_url: str,
 ) -> tuple[list[str], dict[str, str], Knobs]:
@@ -39,7 +39,7 @@ def serve_argv(
     overrides = parse_knobs(knob_pairs)
     for note in alias_notes(overrides):
         print(f"lab serve {model_name}: note: {note}", file=sys.stderr, flush=True)
-    knobs = registry.knobs.updated(overrides, "--knob").resolve(max_concurrency)
+    knobs = registry.knobs.updated(overrides, "--knob").resolve(max_users)
     model.check_installed(knobs)
     return model.command(knobs, host, port), server_env(model, knobs, upstream_url), knobs
 
@@ -73,12 +73,14 @@ def serve_argv(
     help="Override a knob (repeatable), e.g. concurrency=200 or processes=2.",
 )
 @click.option(
-    "--max-concurrency",
+    "--max-users",
     default=200,
     show_default=True,
     type=click.IntRange(min=1),
-    help='What "auto" knobs resolve to: the highest concurrency you will drive.',
+    help='What "auto" knobs resolve to: the most simultaneous users you will drive.',
 )
+# The old name, hidden: "concurrency" is the per-process knob only (--knob concurrency=N).
+@click.option("--max-concurrency", type=click.IntRange(min=1), hidden=True)
 @click.option(
     "--models-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -102,7 +104,8 @@ def serve(
     host: str,
     port: int,
     knobs: tuple[str, ...],
-    max_concurrency: int,
+    max_users: int,
+    max_concurrency: int | None,
     models_file: Path | None,
     meter_port: int,
     upstream_url: str,
@@ -110,9 +113,10 @@ def serve(
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point)."""
     safety.check_host(host, "--host", allow_remote=allow_remote)
-    argv, env, resolved = serve_argv(
-        model, host, port, knobs, max_concurrency, models_file, upstream_url
-    )
+    if max_concurrency is not None:
+        max_users = max_concurrency
+        print(f"lab serve: note: --max-concurrency is now --max-users={max_users}", file=sys.stderr)
+    argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
     if meter_port:  # on the server's own address: loopback unless --allow-remote
         meter = ["--pid", str(os.getpid()), "--host", host, "--port", str(meter_port)]

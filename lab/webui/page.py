@@ -130,7 +130,8 @@ class LabPage:
         delay_s = self.params.mean_delay_s
         counts = self.users()
         out = []
-        for model in sorted(c.__name__ for c in self.env.user_classes):
+        for cls in sorted(self.env.user_classes, key=lambda c: c.__name__):
+            model = cls.__name__
             users = counts.get(model, 0)
             live = self.recorder.live(model)
             ideal = round(users / delay_s, 1) if delay_s else 0.0
@@ -140,6 +141,7 @@ class LabPage:
             out.append(
                 {
                     "model": model,
+                    "your_app": getattr(cls, "runs_app", ""),
                     "users": users,
                     **live,
                     "ideal_rps": ideal,
@@ -203,6 +205,7 @@ def _extend_locust_ui(page: LabPage, web_ui: Any) -> None:
     """A "Lab" tab in locust's own UI, fed with the stats it polls anyway."""
     columns = [
         "model",
+        "your_app",
         "users",
         "rps",
         "ideal_rps",
