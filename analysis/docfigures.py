@@ -117,13 +117,20 @@ def view_quick_table(s: Summary) -> str:
     return table(headers, rows, ["---", "---", *["---:"] * (len(headers) - 3), "---"])
 
 
+def _quick_levels(s: Summary) -> tuple[list[Any], list[int], list[Any], list[Any], float]:
+    """A sweep summary's points, its levels, the fair points, the fair ones at the top level, and
+    the lowest efficiency of a fair point below it (what the caption and the answer both say)."""
+    pts, levels = s["points"], sorted({int(p["users"]) for p in s["points"]})
+    fair = [p for p in pts if p["fair"]]
+    below = [p["efficiency"] for p in fair if int(p["users"]) < levels[-1]]
+    at_top = [p for p in fair if int(p["users"]) == levels[-1]]
+    return pts, levels, fair, at_top, min(below, default=0)
+
+
 def view_quick_caption(s: Summary) -> str:
     """What the README says under its plot, every number from the summary."""
-    pts, levels = s["points"], sorted({int(p["users"]) for p in s["points"]})
-    top, below = levels[-1], [c for c in levels if c < levels[-1]]
-    fair = [p for p in pts if p["fair"]]
-    worst_below = min((p["efficiency"] for p in fair if int(p["users"]) in below), default=0)
-    at_top = [p for p in fair if int(p["users"]) == top]
+    pts, levels, fair, at_top, worst_below = _quick_levels(s)
+    top, below = levels[-1], levels[:-1]
     eff = [p["efficiency"] for p in at_top]
     p50 = [p["p50_ms"] for p in at_top]
     flagged = {f: sum(f in p["flags"] for p in pts) for p in pts for f in p["flags"]}
@@ -144,11 +151,8 @@ def view_quick_answer(s: Summary) -> str:
     """The README's short answer and why: the run's own answer lines (the best model that runs
     the app unchanged, ties named, the async port beside it as a port) and the figures that
     explain it, every number from the summary."""
-    pts, levels = s["points"], sorted({int(p["users"]) for p in s["points"]})
-    top, below = levels[-1], [c for c in levels if c < levels[-1]]
-    fair = [p for p in pts if p["fair"]]
-    worst_below = min((p["efficiency"] for p in fair if int(p["users"]) in below), default=0)
-    at_top = [p for p in fair if int(p["users"]) == top]
+    _, levels, _, at_top, worst_below = _quick_levels(s)
+    top, below = levels[-1], levels[:-1]
     cpu = [p["server_cpu_pct"] for p in at_top]
     lines = [f"- {line[0].upper()}{line[1:]}." for line in s["answer"]]
     why = (
