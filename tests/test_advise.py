@@ -17,10 +17,11 @@ from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Bounds, Candidate, Conclusion, Setting, next_move
 from lab.advise.target import Slo
 from lab.config.models import KnobLimit, Model, load_registry
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli, lab_run
+from tests.fixture_run import window
 
 REGISTRY = load_registry()
 THREADS = REGISTRY.models["uwsgi-threads"]
@@ -41,13 +42,12 @@ def step(
     raised: tuple[Raised, ...] = (),
 ) -> StepRecord:
     """An open-loop step of `pool` threads at `rate`, assessed as the lab assesses one."""
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=5.0,
-        requests=round(rps * 5),
-        ok=round(rps * 5),
+    measured = window(
+        rps,
+        seconds=5.0,
         latency_ms={"p50": 102.0, "p99": p99, "mean": 104.0},
         open_loop={"scheduled": round(rate * 5), "ok_in_window": round(rps * 5)},
+        client_cpu_pct=0.0,
     )
     sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=70, upstream_max_inflight=inflight)
     key = StepKey("m", "open", None, rate, 1)

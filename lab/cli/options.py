@@ -53,6 +53,20 @@ def results_dir_option(help: str) -> Callable[[Callable[..., Any]], Callable[...
     )
 
 
+def port_option(default: int, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--port N`: where a command's own listener binds (lab serve, lab ui, lab upstream)."""
+    return click.option(
+        "--port", default=default, show_default=True, type=click.IntRange(1, 65535), help=help
+    )
+
+
+def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--resume DIR`: an existing run directory to continue (lab run, lab advise)."""
+    return click.option(
+        "--resume", type=click.Path(file_okay=False, exists=True, path_type=Path), help=help
+    )
+
+
 def ensure_writable(path: Path, what: str) -> None:
     """Create `path` and prove a file can be written there, before anything starts."""
     try:

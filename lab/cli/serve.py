@@ -16,7 +16,8 @@ from pathlib import Path
 
 import click
 
-from lab.cli.options import standalone
+from lab.cli.options import port_option, standalone
+from lab.cli.run_options import MODELS_FILE
 from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
 from lab.system import safety
 from lab.webui.meter import detach
@@ -58,13 +59,7 @@ def serve_argv(
     help="Allow a non-loopback --host (inside a container, whose ports Compose publishes on "
     "127.0.0.1).",
 )
-@click.option(
-    "--port",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Port to listen on.",
-)
+@port_option(8000, "Port to listen on.")
 @click.option(
     "--knob",
     "knobs",
@@ -81,11 +76,7 @@ def serve_argv(
 )
 # The old name, hidden: "concurrency" is the per-process knob only (--knob concurrency=N).
 @click.option("--max-concurrency", type=click.IntRange(min=1), hidden=True)
-@click.option(
-    "--models-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML file of extra models (same shape as servers/models.toml).",
-)
+@MODELS_FILE
 @click.option(
     "--meter-port",
     default=0,

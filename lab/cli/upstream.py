@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from lab.cli.options import port_option
 from lab.config.scenario import LIMITS
 from lab.system import procs, safety
 from lab.system.resources import CODE_ROOT
@@ -22,7 +23,7 @@ ENGINES = ("auto", "fast", "aiohttp")
 
 
 @click.command("upstream")
-@click.option("--port", default=18081, show_default=True, type=click.IntRange(1, 65535))
+@port_option(18081, "Port to listen on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--delay-ms", default=100.0, show_default=True, type=click.FloatRange(0, LIMITS["delay_ms"])
