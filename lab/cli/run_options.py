@@ -168,9 +168,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
     MODELS,
     click.option(
-        "--levels",
-        callback=int_list,
-        help="Closed loop: comma-separated numbers of users, e.g. 1,10,100.",
+        "--levels", callback=int_list, help="Closed loop: numbers of users, e.g. 1,10,100."
     ),
     click.option(
         "--mode",
