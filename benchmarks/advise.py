@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -65,7 +63,7 @@ def main() -> None:
         rows.append(figure_row(args, took, code, advice))
         runs.append(Path(advice["run_dir"]).name)
     if args.summary:
-        write_summary(args.summary, rows, runs)
+        write_summary(args.summary, rows, runs, args.out)
     out = Console()
     out.print(table)
     worst = max(walls)
@@ -82,13 +80,16 @@ def figure_row(
     return [target, steps, f"{took:.0f} s", str(code), advice["recommendation"]]
 
 
-def write_summary(path: Path, rows: list[list[str]], runs: list[str]) -> None:
-    """The rounds as a figure summary (analysis/docfigures.py renders its table)."""
+def write_summary(path: Path, rows: list[list[str]], runs: list[str], out: Path) -> None:
+    """The rounds as a figure summary (analysis/docfigures.py renders its table), the machine
+    as the first advise run's manifest recorded it."""
+    env = json.loads((out / runs[0] / "manifest.json").read_text()).get("environment", {})
+    cpu = str(env.get("cpu_model", "?")).replace("(R)", "")
     summary = {
         "run_id": runs[0],
         "runs": runs,
-        "machine": f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"Python {platform.python_version()}, shared with other work",
+        "machine": f"{env.get('cpus', '?')} CPUs ({cpu}), Python {env.get('python', '?')}, "
+        "shared with other work",
         "date": datetime.now(UTC).strftime("%-d %B %Y"),
         "command": "python benchmarks/advise.py " + " ".join(sys.argv[1:]),
         "view": "table",
