@@ -14,7 +14,7 @@ LIMITS: dict[str, str] = {
     "greenlets, connections) is full and the rest queue; the reason names the knob, or says "
     "that none explains it",
     "memory": "the server's memory approached the machine's",
-    "server_cpu": "the server's cores were busy: a larger pool cannot help, more cores or "
+    "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
     "less CPU per request can",
     "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy: "
     "more generators on it cannot help; generators on another machine can",

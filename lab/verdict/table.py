@@ -89,7 +89,7 @@ RULES: tuple[Rule, ...] = (
         effect=COMPARED,
         when=f"the server's CPU at {_CPU} of the cores it can use (with the apparatus full "
         "too: both named, the apparatus as secondary evidence)",
-        advice="more cores (processes) or less CPU per request; a larger pool cannot help",
+        advice="more cores (processes) or less CPU per request; more concurrency cannot help",
         check=server_cpu,
     ),
     Rule(
