@@ -162,6 +162,7 @@ def _point_row(
     row["cpu_ms_per_req"] = float(per_req.median())
     row.update(_limits_and_cost(group))
     row["server_rss_mb"] = float(group["server_rss_mb"].median())
+    row["server_pss_mb"] = float(group["server_pss_mb"].median())  # 0: not measured (older runs)
     row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
     row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
     row["upstream_max_inflight"] = int(group["upstream_max_inflight"].max())

@@ -236,6 +236,7 @@ POINT_COLUMNS = [
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
     ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
     ("apparatus_cpu_ms_per_req", "lab CPU ms/req", "{:.2f}"),
+    ("server_pss_mb", "PSS MB", "{:.0f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
     ("server_rss_kb_per_conn", "KB/conn", "{:.1f}"),
     ("inferred_inflight", "in flight", "{:.1f}"),

@@ -36,7 +36,7 @@ COLUMNS = [  # (column, header, format)
     ("limited_by", "limited by", "{}"),
     ("errors", "errors", "{}"),
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
-    ("server_rss_mb", "RSS MB", "{:.0f}"),
+    ("server_pss_mb", "PSS MB", "{:.0f}"),
     ("client_cpu_pct", "cli CPU%", "{:.0f}"),
 ]
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from lab.backends.base import CpuLayout
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.limits import LIMITS
 from tests.conftest import lab_cli
+from tests.fixture_run import window
 
 DELAY_MS = 50.0
 
@@ -38,16 +39,7 @@ def step(
     capacity: Capacity | None = None,
 ) -> StepRecord:
     """A 10 s closed-loop step at `rps` ok/s with the upstream's in-flight high-water mark."""
-    failed = sum((errors or {}).values())
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=10.0,
-        requests=round(rps * 10) + failed,
-        ok=round(rps * 10),
-        errors=errors or {},
-        latency_ms={"p50": p50, "p99": 2 * p50},
-        client_cpu_pct=20.0,
-    )
+    measured = window(rps, p50, errors=errors)
     sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=60, upstream_max_inflight=inflight)
     key = StepKey("m", "closed", users, None, 1)
     return assessed(step_record("run", key, measured, sampled, raised), capacity or cap())

@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.record.flags import excluding, tail_excluding
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed, verdict
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import facts_of
 from lab.verdict.table import RULES
+from tests.fixture_run import window
 
 D_MS = 10.0
 CAPS = {"capped", "capped_unexplained"}
@@ -40,16 +41,7 @@ def step(
     **sampled: Any,
 ) -> StepRecord:
     """A 10 s closed-loop step with `rps` answers a second; `sampled`: Sampled's figures."""
-    failed = sum((errors or {}).values())
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=10.0,
-        requests=round(rps * 10) + failed,
-        ok=round(rps * 10),
-        errors=errors or {},
-        latency_ms={"p50": p50, "p99": 2 * p50},
-        client_cpu_pct=client_cpu,
-    )
+    measured = window(rps, p50, errors=errors, client_cpu_pct=client_cpu)
     sampled.setdefault("upstream_max_inflight", -1)
     record = Sampled(server_cpu_pct=cpu, server_rss_mb=60, **sampled)
     key = StepKey("m", "closed", users, None, 1)

@@ -96,6 +96,7 @@ class Sampled:
 
     server_cpu_pct: float = 0.0
     server_rss_mb: float = 0.0
+    server_pss_mb: float = 0.0
     upstream_cpu_pct: float = 0.0
     host_cpu_pct: float = 0.0
     upstream_max_inflight: int = 0
@@ -136,7 +137,7 @@ class StepRecord:
     throughput_rps: float  # ok responses per second of the measured window
     latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean of successful requests
     server_cpu_pct: float  # mean over the window, whole process tree, 100 = one core
-    server_rss_mb: float  # peak over the window, whole process tree
+    server_rss_mb: float  # peak over the window, RSS summed over the process tree
     client_cpu_pct: float  # mean over the window, the load generator, 100 = one core
     upstream_cpu_pct: float
     host_cpu_pct: float  # whole machine, 100 = one core
@@ -196,6 +197,10 @@ class StepRecord:
     generator_touched: dict[str, float] = field(default_factory=dict)
     generator_moved: tuple[str, ...] = ()
     send_lateness_ms: dict[str, float] = field(default_factory=dict)  # open loop: send - intended
+    # Peak memory of the server's process tree as the kernel accounts it, each page once (PSS
+    # summed; a container's cgroup count; 0: unknown). Summed RSS counts the pages a forked
+    # master shares with its workers once per process: models are compared on this instead.
+    server_pss_mb: float = 0.0
     # The verdict's rule table (lab.verdict): the rule that named the limit, its advice, the
     # limits of the later rules that also fired (secondary evidence: `evidence.also_limited_by`),
     # the cores the server could use as judged, and how long its processes waited for a CPU
