@@ -38,8 +38,10 @@ from analysis.noise import (
 )
 from analysis.stats import Change
 from analysis.summary import wide_console
+from lab.record.flags import excluding
 
 Key = tuple[str, str, int]  # (model, mode, concurrency): one point of a run
+FLAGGED = "flagged"  # the basis of a point not a fair result in either run: compared with nothing
 
 
 def _trials(run: Run, key: Key, column: str) -> list[float]:
@@ -77,14 +79,18 @@ def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
         return pd.DataFrame()
     both = ta.merge(tb, on=POINT, suffixes=("_a", "_b"))
     rows = []
+    nan = float("nan")
     for rec in both.to_dict("records"):
         key = (rec["model"], rec["mode"], int(rec["concurrency"]))
         row = {k: rec[k] for k in POINT}
+        unfair = excluding(rec["flags_a"]) or excluding(rec["flags_b"])
         for metric, column, test in (
             ("rps", "rps", _throughput_change),
             ("p99", "p99_ms", _p99_change),
         ):
             change, basis = test(a, b, key, noise)
+            if unfair:  # a step that is not a fair result is never called changed, as never best
+                change, basis = Change(change.mean_a, change.mean_b, change.diff, nan, nan), FLAGGED
             base = rec[f"{column}_a"]
             row[f"{metric}_a"] = base
             row[f"{metric}_b"] = rec[f"{column}_b"]
@@ -127,7 +133,7 @@ def _num(x: float) -> str:
 def _change(r: dict[str, Any], metric: str) -> str:
     """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero; a p99 with too
     few requests beyond it is not compared."""
-    if r[f"{metric}_basis"] == TOO_FEW:
+    if r[f"{metric}_basis"] in (TOO_FEW, FLAGGED):
         return f"{_pct(r[f'{metric}_change'])} [not compared]  "
     lo, hi = _pct(r[f"{metric}_ci_lo"]), _pct(r[f"{metric}_ci_hi"])
     text = f"{_pct(r[f'{metric}_change'])} [{lo}, {hi}]"
@@ -167,9 +173,11 @@ def print_compare(
     p99_sig = int(frame["p99_significant"].sum())
     moved = int((frame["limited_by_a"] != frame["limited_by_b"]).sum())
     few = int((frame["p99_basis"] == TOO_FEW).sum())
+    unfair = int((frame["rps_basis"] == FLAGGED).sum())
     console.print(
         f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
-        f"p99: their 95% interval of the change excludes zero. {few} of {n} p99s not compared "
+        f"p99: their 95% interval of the change excludes zero. {unfair} of {n} not compared "
+        f"(not a fair result in a run), {few} of {n} p99s not compared "
         f"(fewer than {MIN_BEYOND} requests beyond p99); a p99 change within the instrument's "
         f"{BUDGET_SHARE:.0%} or {BUDGET_MS:g} ms is within noise; {noise.words()}. {moved} of "
         f"{n} changed what limits them (A → B).",

@@ -9,8 +9,9 @@ records. Rules:
   (Student's t, n >= 2: the trials carry run-to-run variance) or, for a single trial, from the
   run-to-run floor the lab measured by A/A runs (`analysis.noise`), around that trial's
   per-second throughput interval.
-- A rival ties the best when their intervals overlap (without intervals: within 2%); on p99 also
-  when the two are within the instrument's error (15% or 3 ms). A p99 with fewer than ten
+- A rival ties the best when their intervals overlap (without intervals: within 2%); on p99 when
+  the interval of their difference (its half-width: the two halves in quadrature) or the
+  instrument's error (15% or 3 ms) covers it. A p99 with fewer than ten
   requests beyond it in a trial is compared with nothing: no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
   tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
@@ -164,9 +165,9 @@ def _unread(fair: list[Contender]) -> float:
 
 def _tied(best: Contender, rival: Contender, higher: bool) -> bool:
     if not higher:
-        if rival.p99_ms - best.p99_ms <= budget_ms(best.p99_ms, rival.p99_ms):
-            return True  # within the instrument's own error
-        return not math.isnan(rival.p99_lo) and rival.p99_lo <= best.p99_hi
+        halves = ((c.p99_hi - c.p99_lo) / 2 for c in (best, rival))
+        half = math.hypot(*(0.0 if math.isnan(h) else h for h in halves))  # of the difference
+        return rival.p99_ms - best.p99_ms <= max(half, budget_ms(best.p99_ms, rival.p99_ms))
     if not (math.isnan(rival.rps_hi) or math.isnan(best.rps_lo)):
         return rival.rps_hi >= best.rps_lo
     return abs(rival.rps - best.rps) <= TIE * abs(best.rps)
@@ -208,7 +209,10 @@ def sentence(v: LevelVerdict) -> str:
         why = "; ".join(f"{m} ({', '.join(fs)})" for m, fs in sorted(v.excluded.items()))
         parts.append(f"excluded: {why}")
     if v.trials == 1:
-        parts.append(f"single trial: {floor().words()}; --trials 3 measures the spread instead")
+        parts.append(
+            "single trial: its intervals include the run-to-run floor of the lab's A/A runs "
+            "(docs/trust.md); --trials 3 measures the spread instead"
+        )
     parts += v.notes
     return "; ".join(parts)
 

@@ -33,12 +33,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.compare import compare
+from analysis.compare import FLAGGED, compare
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, point_table
 from analysis.noise import NO_FLOOR, TOO_FEW, Floor, calibrate, floor
 from benchmarks.figures import write_summary
-from lab.record.flags import excluding
 from lab.system import environment
 
 TARGET_CHANGED = 0.05  # at most this share of the points called changed
@@ -48,6 +47,7 @@ HEADERS = [
     "points",
     "rps changed",
     "p99 changed",
+    "not a fair result",
     "p99 not compared",
     "crossovers beyond noise (A / B)",
     "held in the other run",
@@ -103,6 +103,7 @@ def row(name: str, frame: pd.DataFrame, crossing: str, holding: str) -> list[str
         str(n),
         f"{int(frame['rps_significant'].sum())} of {n}",
         f"{int(frame['p99_significant'].sum())} of {n}",
+        f"{int((frame['rps_basis'] == FLAGGED).sum())} of {n}",
         f"{int((frame['p99_basis'] == TOO_FEW).sum())} of {n}",
         crossing,
         holding,
@@ -122,13 +123,13 @@ def rows(a: Run, b: Run, noise: Floor) -> list[list[str]]:
 def write_floor(a: Run, b: Run) -> Floor:
     """The pair's run-to-run floor, over the points fair in both runs, into analysis/noise.toml."""
     frame = compare(a, b, NO_FLOOR)
-    fair = ~(frame["flags"].map(lambda f: bool(excluding(f.split(", ") if f else []))))
+    fair = frame["rps_basis"] != FLAGGED
     p99 = fair & (frame["p99_basis"] != TOO_FEW)
     env = environment.capture()
     noise = Floor(
         rps_sd=round(calibrate(frame.loc[fair, "rps_change"].tolist()), 4),
         p99_sd=round(calibrate(frame.loc[p99, "p99_change"].tolist()), 4),
-        points=int(p99.sum()),
+        points=int(p99.sum()),  # the fewer: the p99's
         runs=(a.run_dir.name, b.run_dir.name),
         machine=f"{env['cpus']} CPUs ({env['cpu_model']})",
     )
