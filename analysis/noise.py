@@ -25,14 +25,15 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from analysis.stats import Change, Second, bootstrap_percentile, t975, welch
 from lab.run.apparatus import GENERATOR_LAG_MS, GENERATOR_LAG_SHARE
-from lab.system.resources import data_file
 
 MIN_BEYOND = 10  # requests beyond a percentile before it is compared (docs/trust.md)
 BUDGET_SHARE = GENERATOR_LAG_SHARE  # the instrument's p99 error budget: 15% of the p99 ...
 BUDGET_MS = GENERATOR_LAG_MS  # ... or 3 ms, whichever is larger
+CALIBRATION = Path(__file__).with_name("noise.toml")
 TOO_FEW = "too few"  # the basis of a p99 comparison refused for too few requests beyond it
 
 
@@ -74,7 +75,7 @@ NO_FLOOR = Floor(0.0, 0.0, 0, (), "")
 @cache
 def floor() -> Floor:
     """The committed calibration (analysis/noise.toml)."""
-    with open(data_file("analysis", "noise.toml"), "rb") as f:
+    with open(CALIBRATION, "rb") as f:
         data = tomllib.load(f)
     return Floor(
         rps_sd=float(data["rps_sd"]),

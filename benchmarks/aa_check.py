@@ -36,12 +36,11 @@ from rich.table import Table
 from analysis.compare import FLAGGED, compare
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, point_table
-from analysis.noise import NO_FLOOR, TOO_FEW, Floor, calibrate, floor
+from analysis.noise import CALIBRATION, NO_FLOOR, TOO_FEW, Floor, calibrate, floor
 from benchmarks.figures import write_summary
 from lab.system import environment
 
 TARGET_CHANGED = 0.05  # at most this share of the points called changed
-NOISE_TOML = Path(__file__).resolve().parent.parent / "analysis" / "noise.toml"
 HEADERS = [
     "intervals",
     "points",
@@ -133,10 +132,10 @@ def write_floor(a: Run, b: Run) -> Floor:
         runs=(a.run_dir.name, b.run_dir.name),
         machine=f"{env['cpus']} CPUs ({env['cpu_model']})",
     )
-    lines = NOISE_TOML.read_text().splitlines()
+    lines = CALIBRATION.read_text().splitlines()
     head = [line for line in lines if line.startswith("#")]
     runs = ", ".join(f'"{r}"' for r in noise.runs)
-    NOISE_TOML.write_text(
+    CALIBRATION.write_text(
         "\n".join(head)
         + f"\nrps_sd = {noise.rps_sd}\np99_sd = {noise.p99_sd}\npoints = {noise.points}\n"
         + f'runs = [{runs}]\nmachine = "{noise.machine}"\n'
