@@ -4,7 +4,9 @@ A pure function of step records (no files, no clock), so every rule is unit-test
 records. Rules:
 
 - A model's steps at a level are excluded when any carries a flag the registry marks as
-  excluding (serialized, a fault, nothing measured...): an excluded model is never "best".
+  excluding (serialized, a fault, nothing measured, or `lab_limited`: the verdict's rule table
+  named the lab's own apparatus or the machine as the limit): an excluded model is never
+  "best", and a level the lab limited says so.
 - Throughput and p99 are the medians of the trials; their 95% intervals come from the trials
   (Student's t, n >= 2: the trials carry run-to-run variance) or, for a single trial, from the
   run-to-run floor the lab measured by A/A runs (`analysis.noise`), around that trial's
@@ -115,6 +117,7 @@ def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdi
         if f in FLAGS and f != "errors"
     )
     best_rps = _winners(fair, higher=True)
+    notes += _labs_own(contenders)
     notes += tuple(
         f"{c.model} is best only as measured: {c.unexplained}"
         for c in fair
@@ -129,6 +132,18 @@ def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdi
         notes=notes,
         trials=min((c.trials for c in contenders), default=0),
         p99_unread=_unread(fair),
+    )
+
+
+def _labs_own(contenders: list[Contender]) -> tuple[str, ...]:
+    """Where the verdict's rules named the lab's own limit, the comparison is the lab's."""
+    labs = [c.model for c in contenders if "lab_limited" in c.excluded_by]
+    if not labs:
+        return ()
+    every = "every model" if len(labs) == len(contenders) else ", ".join(labs)
+    return (
+        f"the lab's own limit at this level for {every} (its apparatus or the machine set the "
+        "figures, not the model): not compared",
     )
 
 

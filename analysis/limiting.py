@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from lab.record.step import StepRecord
-from lab.run.limits import TITLES
+from lab.verdict.limits import TITLES
 
 
 def model_sentences(records: Sequence[StepRecord]) -> list[str]:

@@ -37,6 +37,7 @@ from analysis.stats import Second, estimate, percentiles_of, seconds_of, t975
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
 from lab.record.step import ERROR_KINDS
+from lab.verdict import capacity
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
@@ -44,21 +45,18 @@ Point = tuple[str, str, int]  # (model, mode, concurrency), as Run.seconds keys 
 
 
 def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
-    """CPU cores one model's server has and uses: cores given to it, capped by its process
-    count, or by what it was seen to use if more (threads in C code, a server's own helper
-    threads: uwsgi-threads reached 123% of a core with one process on a 16-core machine).
-
-    Cores given: the server's pinned cores (execution.cpu_layout.server), else every core the run
-    could use. Processes: the run's `processes` knob (a model's own knobs win if it has any).
-    """
+    """CPU cores one model's server has and uses, by the verdict's own count
+    (`lab.verdict.capacity.server_cores`): cores given to it (the server's pinned cores, else
+    every core the run could use), at most one per process (the run's `processes` knob, or the
+    model's own), unless it was seen to use more (C threads beside the GIL)."""
     layout = (manifest.get("execution", {}) or {}).get("cpu_layout", {}) or {}
     env = manifest.get("environment", {}) or {}
     given = len(layout.get("server") or env.get("cpus_usable") or []) or env.get("cpus") or 1
     spec = manifest.get("models", {}).get(model) or {}
     processes = (spec.get("knobs") or manifest.get("knobs") or {}).get("processes")
-    if not isinstance(processes, int):
-        return float(given)
-    return float(min(given, max(processes, observed_cpu_pct / 100)))
+    return capacity.server_cores(
+        given, processes if isinstance(processes, int) else None, observed_cpu_pct
+    )
 
 
 def preflight_status(run: Run) -> dict[str, list[str]]:

@@ -28,11 +28,11 @@ from functools import cache
 from pathlib import Path
 
 from analysis.stats import Change, Second, bootstrap_percentile, t975, welch
-from lab.run.apparatus import GENERATOR_LAG_MS, GENERATOR_LAG_SHARE
+from lab.record.thresholds import T
 
-MIN_BEYOND = 10  # requests beyond a percentile before it is compared (docs/trust.md)
-BUDGET_SHARE = GENERATOR_LAG_SHARE  # the instrument's p99 error budget: 15% of the p99 ...
-BUDGET_MS = GENERATOR_LAG_MS  # ... or 3 ms, whichever is larger
+MIN_BEYOND = T.requests_beyond_percentile  # requests beyond a percentile before it is compared
+BUDGET_SHARE = T.generator_lag_p99_share  # the instrument's p99 error budget: 15% of the p99 ...
+BUDGET_MS = T.generator_lag_ms  # ... or 3 ms, whichever is larger (the same as generator_lag's)
 CALIBRATION = Path(__file__).with_name("noise.toml")
 TOO_FEW = "too few"  # the basis of a p99 comparison refused for too few requests beyond it
 

@@ -25,7 +25,7 @@ from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.noise import floor
 from analysis.plots import Plot, draw_all
 from lab.record.flags import FLAGS
-from lab.run.limits import LIMITS
+from lab.verdict.limits import LIMITS
 
 
 def write_report(

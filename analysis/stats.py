@@ -17,9 +17,10 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
+from lab.record.thresholds import T
 
 BOOTSTRAP_ROUNDS = 400  # redraws of the seconds when comparing percentiles of single trials
-UNSTABLE_SPREAD = 0.10  # (max - min) / median across trials at or above this flags a point
+UNSTABLE_SPREAD = T.trials_unstable_spread_share  # (max - min) / median of trials: `unstable`
 # two-sided 95% Student t critical values, index = degrees of freedom (1..30)
 _T975 = (
     float("nan"),

@@ -36,7 +36,7 @@ class FixtureStep:
     flags: tuple[str, ...] = ()
     mode: str = "closed"
     write_hlog: bool = True
-    limited_by: str = ""  # as lab.run.limits would have assessed it; "" = not assessed
+    limited_by: str = ""  # as lab.verdict would have assessed it; "" = not assessed
 
     @property
     def seconds(self) -> int:

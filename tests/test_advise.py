@@ -18,7 +18,8 @@ from lab.advise.search import Attempt, Bounds, Candidate, Conclusion, Setting, n
 from lab.advise.target import Slo
 from lab.config.models import KnobLimit, Model, load_registry
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.run.limits import Capacity, assessed
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli, lab_run
 
 REGISTRY = load_registry()

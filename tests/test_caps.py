@@ -20,10 +20,12 @@ import pytest
 
 from analysis.judge import judge, sentence
 from lab.record.step import Measured, Sampled, StepKey, StepRecord, step_record
-from lab.run.apparatus import APPARATUS_QUEUED_PCT, saturated
-from lab.run.limits import Capacity, assessed
+from lab.record.thresholds import T
+from lab.run.apparatus import saturated
 from lab.run.preflight import measured_cap
 from lab.system.sampling import HostMeter
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli, lab_run
 
 D_MS = 100.0
@@ -113,7 +115,12 @@ def test_a_partial_overlap_is_a_measured_cap(overlap: float, k: int, cap: int | 
 
 @pytest.mark.parametrize(
     ("busy", "waited", "flagged"),
-    [(87.0, 42.0, True), (60.0, APPARATUS_QUEUED_PCT, True), (45.0, 2.0, False), (87.0, 8, False)],
+    [
+        (87.0, 42.0, True),
+        (60.0, T.apparatus_queued_pct, True),
+        (45.0, 2.0, False),
+        (87.0, 8, False),
+    ],
     ids=["contended-87-42", "at-the-threshold", "idle", "busy-not-waiting"],
 )
 def test_waiting_for_a_cpu_saturates_the_apparatus_whatever_the_mean_busy(
@@ -145,7 +152,7 @@ def test_a_contended_core_is_measured_as_waiting(tmp_path: Path) -> None:
         for p in spinners:
             p.kill()
             p.wait()
-    assert waited >= APPARATUS_QUEUED_PCT, meter.waited
+    assert waited >= T.apparatus_queued_pct, meter.waited
     sampled = Sampled(apparatus_core_pct=100.0, apparatus_wait_pct=waited)
     assert saturated(Measured("", client_cpu_pct=50.0), sampled, D_MS)
 

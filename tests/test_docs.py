@@ -274,9 +274,16 @@ def test_readme_links_every_docs_page_and_stays_short() -> None:
 
 def test_limits_table_is_the_registry() -> None:
     """The limits table in the results page is `markdown_table()` of the limits registry."""
-    from lab.run.limits import markdown_table
+    from lab.verdict.limits import markdown_table
 
     assert markdown_table() in RESULTS_PAGE.read_text()
+
+
+def test_rules_table_is_the_rule_table() -> None:
+    """The verdict's rules in the results page, in precedence order with the live thresholds."""
+    from lab.verdict.limits import rules_table
+
+    assert rules_table() in RESULTS_PAGE.read_text()
 
 
 def test_knob_table_is_the_registry() -> None:

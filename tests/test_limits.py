@@ -14,7 +14,9 @@ import pytest
 
 from lab.backends.base import CpuLayout
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.run.limits import LIMITS, Capacity, assessed
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
+from lab.verdict.limits import LIMITS
 from tests.conftest import lab_cli
 
 DELAY_MS = 50.0
@@ -73,7 +75,13 @@ def step(
             "concurrency_cap",
             None,
         ),
-        (step(1, 20, inflight=-1, raised=(Raised("serialized", "probe"),)), "none", None),
+        # the probe's word excludes the model at every level, tracking the ideal or not: the
+        # limit says why it is excluded (the rule that fired), not "none"
+        (
+            step(1, 20, inflight=-1, raised=(Raised("serialized", "probe"),)),
+            "concurrency_cap",
+            None,
+        ),
     ],
     ids=[
         "tracks-ideal",

@@ -15,7 +15,9 @@ from analysis import load
 from analysis.metrics import point_table
 from analysis.summary import generators_advice
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.run.limits import Capacity, assessed, upstream_inflight
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
+from lab.verdict.facts import upstream_inflight
 
 D_MS = 10.0
 

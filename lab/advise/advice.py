@@ -18,7 +18,8 @@ from lab.advise.search import Attempt, Conclusion, Setting
 from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
 from lab.record.step import StepRecord
-from lab.run.limits import TITLES, upstream_inflight
+from lab.verdict.facts import upstream_inflight
+from lab.verdict.limits import TITLES
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
 EXIT_NONE_MEETS = 1  # `lab advise`: no model meets the target

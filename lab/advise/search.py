@@ -40,15 +40,16 @@ from lab.advise.target import Slo, confirmed, unfair
 from lab.config.models import KNOB_MAX, Knobs, Model
 from lab.config.scenario import LIMITS
 from lab.record.step import StepRecord
+from lab.record.thresholds import T
 from lab.run import generators
-from lab.run.limits import upstream_inflight
+from lab.verdict.facts import upstream_inflight
 
-HEADROOM = 1.5  # the pool over Little's law's in-flight count: bursts, and latency above d
-PLAN_UTIL = 0.80  # the share of each core a candidate plans to keep busy
+HEADROOM = T.advise_pool_over_inflight  # the pool over Little's law's in-flight count
+PLAN_UTIL = T.advise_plan_cpu_share  # the share of each core a candidate plans to keep busy
 CALIBRATION_RPS = 500.0  # above this target, measure the cost per request here first
-BUSY = 0.70  # server CPU at this share of its cores: the CPU, not the pool, makes requests wait
-FULL = 0.90  # requests in flight at this share of the pool: the pool is full
-QUEUED = 3.0  # p99 this many service times: requests waited somewhere
+BUSY = T.advise_busy_cpu_share  # server CPU at this share of its cores: the CPU makes them wait
+FULL = T.advise_full_pool_share  # requests in flight at this share of the pool: it is full
+QUEUED = T.advise_queued_delays  # p99 this many service times: requests waited somewhere
 OUTSTANDING = 2.0  # the generator's cap on requests in flight: rate x this many p99 limits
 MIN_OUTSTANDING = 16
 MAX_STEPS = 5  # per model; a search that has not met the target by then stops
@@ -205,7 +206,7 @@ def sized(model: Model, b: Bounds, rate: float, latency_ms: float, processes: in
 def _costed(step: StepRecord) -> bool:
     """A calibration that measured the server's cost per request: answers, and nothing excludes
     it but the apparatus (the server's own CPU per request stays the server's)."""
-    faults = set(step.excluded_by) - {"apparatus_saturated"}
+    faults = set(step.excluded_by) - {"lab_limited"}
     return step.ok > 0 and not faults and bool(step.server_cpu_ms_per_req)
 
 
@@ -236,7 +237,7 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
     missed = st.slo.misses(step)
     if not missed:
         return Conclusion(True, confirmed(step))
-    faults = set(step.excluded_by) - {"apparatus_saturated"}
+    faults = set(step.excluded_by) - {"lab_limited"}
     if generators.saturated(step) and not faults:  # measured again with more first (confirm.py)
         return Conclusion(False, _not_confirmed(st, step), "apparatus")
     words = "; ".join(missed)

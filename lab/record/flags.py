@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.record.errors import LabError
+from lab.record.thresholds import T
 
 
 @dataclass(frozen=True)
@@ -35,15 +36,19 @@ _FLAGS = (
     ),
     Flag(
         "client_saturated",
-        "the load generator's CPU was >= 90% of a core: throughput may be the client's limit",
+        f"a load generator process used {T.generator_cpu_saturated_pct:g}% of its core or "
+        "more: throughput may be the client's limit; where the verdict's rules name the "
+        "apparatus as the step's limit, the step is `lab_limited` (compared on nothing)",
         ("client_saturated",),
         "lab.run.steps",
         excludes=False,
     ),
     Flag(
         "host_busy",
-        "processes outside the run used half a core or more (kernel network work, softirq, is "
-        "counted apart and not blamed on them): the figures are disturbed",
+        f"processes outside the run used {T.host_busy_pct:g}% of a core or more (kernel "
+        "network work, softirq, is counted apart and not blamed on them): the figures are "
+        "disturbed; where throughput fell short too, the rule `host_busy` names the machine as "
+        "the limit (`lab_limited`)",
         ("host_busy",),
         "lab.run.apparatus",
         excludes=False,
@@ -119,7 +124,7 @@ _FLAGS = (
         "knobs (the lab page raises it live when throughput stays under the ideal with CPU to "
         "spare)",
         ("capped",),
-        "lab.run.limits",
+        "lab.verdict.table",
         excludes=False,
     ),
     Flag(
@@ -128,41 +133,65 @@ _FLAGS = (
         "offered load while latency rose, and no knob explains the ceiling (a pool in the app or "
         "in something it calls, a lock, a semaphore): not the model as configured",
         ("capped_unexplained",),
-        "lab.run.limits",
+        "lab.verdict.table",
         excludes=True,
     ),
     Flag(
         "apparatus_saturated",
-        "a core the load generator or the upstream ran on was 90% busy or more, or either waited "
-        "for a CPU 30% of the window or more, or the upstream's event loop woke late (on average "
-        "5 ms, or 5% of the delay, or more): the lab, not the model, may have set the figures "
-        "(the step's limit says what would lift them: fewer users or more generators, or, where "
-        "the server was at its CPU too, the server closed a connection per request or the host "
-        "had no core left, what more generators cannot)",
+        f"a core the load generator or the upstream ran on was "
+        f"{T.apparatus_core_busy_pct:g}% busy or more, or they waited for a CPU "
+        f"{T.apparatus_queued_pct:g}% of the window or more, or the upstream's event loop woke "
+        f"late (on average {T.upstream_lag_ms:g} ms, or {T.upstream_lag_delay_share:.0%} of the "
+        "delay, whichever is larger): the tail is never compared, and the verdict's rule says "
+        "whether the lab, not the model, set the throughput too (`lab_limited`)",
         ("apparatus_saturated",),
         "lab.run.apparatus",
-        excludes=True,
+        excludes=False,
+        tail=True,
     ),
     Flag(
         "generator_lag",
-        "the load generator's own event loop woke late (p99 of its timers' lateness at least "
-        "3 ms and 15% of the step's p99): its stalls may have set part of the tail, so the step "
-        "is never the basis of a p99 verdict or crossover (its throughput still counts)",
+        f"the load generator's own event loop woke late (p99 of its timers' lateness at least "
+        f"{T.generator_lag_ms:g} ms and {T.generator_lag_p99_share:.0%} of the step's p99): its "
+        "stalls may have set part of the tail, so the step is never the basis of a p99 verdict "
+        "or crossover; its throughput counts unless it stayed below the ideal, where the rule "
+        "`apparatus` names the generator as the limit",
         ("generator_lag",),
         "lab.run.apparatus",
         excludes=False,
         tail=True,
     ),
     Flag(
+        "lab_limited",
+        "the verdict's rule named the lab's own apparatus (generators, upstream) or the machine "
+        "it runs on as the step's limit: the figures are the lab's, not the model's, so the "
+        "step is never best on anything, and a level where every model carries it is the lab's "
+        "limit at that level",
+        ("lab_limited",),
+        "lab.verdict.table",
+        excludes=True,
+    ),
+    Flag(
+        "failed_tail",
+        f"failed or dropped requests were {T.errors_share:.0%} of the step's or more: the p99 "
+        "of the answered ones leaves out more than the share beyond it, so the step is never "
+        "compared on p99 (its throughput, answered requests a second, still counts)",
+        ("failed_tail",),
+        "lab.verdict.table",
+        excludes=False,
+        tail=True,
+    ),
+    Flag(
         "server_saturated",
-        "the server's CPU was at 90% of its cores or more: the model is CPU-bound here",
+        f"the server's CPU was at {T.server_cpu_saturated_share:.0%} of its cores or more: the "
+        "model is CPU-bound here",
         ("server_saturated",),
         "lab.webui.liveflags",
         excludes=False,
     ),
     Flag(
         "unstable",
-        "trials of this point differ by 10% or more",
+        f"trials of this point differ by {T.trials_unstable_spread_share:.0%} or more",
         (),
         "analysis.metrics",
         excludes=False,

@@ -98,6 +98,7 @@ class Sampled:
     apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
+    server_wait_pct: float = 0.0  # the server's processes: the most any waited for a CPU, %
     upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
     upstream_lag_max_ms: float = -1.0
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
@@ -139,7 +140,7 @@ class StepRecord:
     # Added within schema 2, with defaults so that older schema-2 lines still load.
     upstream_lag_ms: float = -1.0  # mean lateness of the upstream's event loop (-1: unknown)
     upstream_lag_max_ms: float = -1.0
-    limited_by: str = ""  # a key of lab.run.limits.LIMITS ("" when not assessed)
+    limited_by: str = ""  # a key of lab.verdict.limits.LIMITS ("" when not assessed)
     limit_reason: str = ""  # the limit in plain words, with its figures
     server_cpu_ms_per_req: float | None = None
     apparatus_cpu_ms_per_req: float | None = None  # load generator + upstream
@@ -171,6 +172,15 @@ class StepRecord:
     # connect and a close, in the generators and the kernel.
     server_connections: int = -1
     server_time_wait: int = -1
+    # The verdict's rule table (lab.verdict): the rule that named the limit, its advice, the
+    # limits of the later rules that also fired (secondary evidence: `evidence.also_limited_by`),
+    # the cores the server could use as judged, and how long its processes waited for a CPU
+    # (the most any of them waited, % of the window: a disturbance where it was not CPU-bound).
+    limit_rule: str = ""
+    limit_advice: str = ""
+    also_limited_by: tuple[str, ...] = ()
+    server_cores: float = 0.0
+    server_wait_pct: float = 0.0
 
     @property
     def key(self) -> StepKey:
@@ -201,7 +211,7 @@ def step_record(
     """The step record of what was measured: errors and no-response flags follow from the
     figures; the rest are raised by the caller with their evidence. `context`: facts a reader
     needs beside the flags' evidence (e.g. an experiment's case). What limited the step and what
-    a request cost are added by `lab.run.limits.assessed`, which knows what the knobs allow."""
+    a request cost are added by `lab.verdict.assess.assessed`, which knows what the knobs allow."""
     open_loop = dict(measured.open_loop or {})
     errors, derived = _from_figures(measured, status)
     everything = (*raised, *derived)
@@ -292,6 +302,7 @@ def from_json(data: Any) -> StepRecord:
     values = {k: v for k, v in data.items() if k in names}
     values["flags"] = tuple(values["flags"])
     values["latency_lower_bounds"] = tuple(values.get("latency_lower_bounds") or ())
+    values["also_limited_by"] = tuple(values.get("also_limited_by") or ())
     record = StepRecord(**values)
     _check_types(record)
     return record

@@ -19,10 +19,11 @@ from typing import Any
 
 from lab.record.errors import LabError
 from lab.record.step import StepRecord
+from lab.record.thresholds import T
 from lab.system import safety
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done, Start
 
-SATURATED_PCT = 90.0  # of one core, per generator process (the flag client_saturated)
+SATURATED_PCT = T.generator_cpu_saturated_pct  # of one core, per process (client_saturated)
 # Arrivals one open-loop generator process offers on time with room to spare. Measured by
 # benchmarks/open_loop_scale.py (docs/benchmarks.md) on the 2-core machine: one process sent up
 # to 6,000 req/s on time, its core then full (0.12-0.25 ms of CPU per arrival, 49% of a core at
@@ -134,15 +135,10 @@ def served(codes: set[int]) -> str:
     return "warmup" if SERVED_WARMUP in codes else "nothing"
 
 
-# The flags that say the generators, not the server, may have set a step's figures.
-# The generators may have been the step's limit: their CPU, the apparatus's core, or their own
-# event loop waking late enough to move the p99 (`generator_lag`: sends and answers wait on it).
-SATURATION_FLAGS = ("client_saturated", "apparatus_saturated", "generator_lag")
-
-
 def saturated(step: StepRecord) -> bool:
-    """Whether the step's generators may have been its limit (more of them may measure more)."""
-    return any(flag in step.flags for flag in SATURATION_FLAGS)
+    """Whether more generators may measure more: the verdict named the apparatus as the
+    step's limit, or the generator's own loop set its tail (`generator_lag`)."""
+    return step.limit_rule == "apparatus" or "generator_lag" in step.flags
 
 
 def needed(client_cpu_pct: float) -> int:

@@ -106,7 +106,8 @@ class Samplers:
     ) -> Samplers:
         upstream_proc = getattr(upstream, "proc", None)
         pids = (gen_pid, *((upstream_proc.pid,) if upstream_proc is not None else ()))
-        cores = HostMeter(apparatus_cores, pids)
+        server_proc = getattr(server, "proc", None)
+        cores = HostMeter(apparatus_cores, pids, server_proc.pid if server_proc else 0)
         conns = tcpconns.ConnectionMeter(urlsplit(server.url).port or 0)
         meters = (Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores))
         return cls(*meters, cores, conns, Sampler(conns))
@@ -120,8 +121,9 @@ class Samplers:
         self.cores.clear()
         self.conns.clear()
 
-    def sampled(self, upstream: UpstreamWindow) -> Sampled:
-        closed, time_wait = self.conns.counted()
+    def sampled(self, upstream: UpstreamWindow, window_s: float | None = None) -> Sampled:
+        """What was sampled; `window_s`: the measured window, which bounds the closes counted."""
+        closed, time_wait = self.conns.counted(window_s)
         return Sampled(
             server_connections=closed,
             server_time_wait=time_wait,
@@ -136,6 +138,7 @@ class Samplers:
             apparatus_core_pct=_mean(self.cores.apparatus),
             host_softirq_pct=_mean(self.cores.softirq),
             apparatus_wait_pct=_mean(self.cores.waited),
+            server_wait_pct=_mean(self.cores.server_waited),
             timeseries={
                 "server_cpu_pct": self.server.cpu,
                 "server_rss_mb": self.server.rss,
@@ -144,6 +147,7 @@ class Samplers:
                 "apparatus_core_pct": list(self.cores.apparatus),
                 "host_softirq_pct": list(self.cores.softirq),
                 "apparatus_wait_pct": list(self.cores.waited),
+                "server_wait_pct": list(self.cores.server_waited),
             },
         )
 

@@ -24,6 +24,7 @@ SLACK = 0.25
 # An overlap under this share of K (and well above 1) is a measured cap: e.g. 3.97 of 8 means
 # about 4 requests run at once, a pool or a lock short of what the knobs allow.
 PARTIAL = 0.75
+TIMED_OUT, FAILED = -1, 0  # a probe request's "status" where no answer came
 
 
 @dataclass
@@ -37,11 +38,24 @@ class Probe:
     limit_s: float
     passed: bool
     cap: float | None = None  # about this many at once, where the overlap fell short of K
+    outcomes: dict[str, int] = field(default_factory=dict)  # served, refused, timed_out, failed
 
     @property
     def words(self) -> str:
         capped = f" (a cap of about {self.cap:g} at once)" if self.cap is not None else ""
-        return f"{self.route} overlap {self.overlap}/{self.k}{capped}"
+        return f"{self.route} overlap {self.overlap}/{self.k}{capped}{self.unserved}"
+
+    @property
+    def unserved(self) -> str:
+        """What the requests not served got, in words ("" when all were served)."""
+        other = {k: v for k, v in self.outcomes.items() if k != "served" and v}
+        if not other:
+            return ""
+        said = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(other.items()))
+        return (
+            f"; {self.outcomes.get('served', 0)} of {self.k} served, {said}: the overlap is "
+            "of the served ones"
+        )
 
 
 @dataclass
@@ -98,30 +112,70 @@ def upstream_served(upstream_url: str) -> int:
 
 def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> Probe:
     """Send k requests at once, each taking delay_ms on the server, and time them (`request`:
-    get()'s method, data and headers)."""
+    get()'s method, data and headers). Only served answers (200) are evidence of overlap: a
+    request refused at once (a 503 from an app shedding load) or failed says nothing about
+    serialisation, so the overlap and the verdict come from the served ones, and what the others
+    got is said beside them."""
     d = delay_ms / 1000
 
-    def one(_: int) -> tuple[int, bytes, float]:
-        return get(base_url, path, timeout_s=10 + k * d, **request)
+    def one(_: int) -> tuple[int, float]:
+        start = time.monotonic()
+        try:
+            status, _body, seconds = get(base_url, path, timeout_s=10 + k * d, **request)
+        except TimeoutError:
+            return TIMED_OUT, time.monotonic() - start
+        except OSError:
+            return FAILED, time.monotonic() - start
+        return status, seconds
 
     with ThreadPoolExecutor(max_workers=k) as pool:
         start = time.monotonic()
         results = list(pool.map(one, range(k)))
         wall = time.monotonic() - start
-    limit = d + (k - 1) * d * SLACK
-    ok = all(status == 200 for status, _, _ in results)
-    overlap = round(k * d / wall, 2)
+    served = [s for status, s in results if status == 200]
+    n = len(served)
+    served_wall = max(served, default=wall)
+    limit = d + (n - 1) * d * SLACK
+    overlap = round(n * d / served_wall, 2) if n else 0.0
     return Probe(
         route=path,
         k=k,
         delay_ms=delay_ms,
-        wall_s=round(wall, 3),
-        latencies_s=[round(s, 3) for _, _, s in results],
+        wall_s=round(served_wall, 3),
+        latencies_s=[round(s, 3) for _, s in results],
         overlap=overlap,
         limit_s=round(limit, 3),
-        passed=ok and wall <= limit,
-        cap=measured_cap(overlap, k) if ok else None,
+        passed=n < 2 or served_wall <= limit,
+        cap=_cap(overlap, n, k),
+        outcomes=outcomes([status for status, _ in results]),
     )
+
+
+def outcomes(statuses: list[int]) -> dict[str, int]:
+    """What k probe requests got: served (200), refused (429 or 5xx), timed out, failed."""
+    out: dict[str, int] = {}
+    for status in statuses:
+        kind = (
+            "served"
+            if status == 200
+            else "timed_out"
+            if status == TIMED_OUT
+            else "refused"
+            if status == 429 or status >= 500
+            else "failed"
+        )
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def _cap(overlap: float, served: int, k: int) -> float | None:
+    """The cap the probe measured: the served ones' overlap where short of K, or, where the
+    server refused the rest at once, the number it served (it sheds load beyond that)."""
+    if served < 2:
+        return None
+    if served < k:
+        return float(served)
+    return measured_cap(overlap, k)
 
 
 def measured_cap(overlap: float, k: int) -> float | None:
@@ -156,7 +210,7 @@ def run(
     if failed:
         result.message = "; ".join(
             f"{p.k} x {p.route} took {p.wall_s:.2f} s (limit {p.limit_s:.2f} s, "
-            f"{p.delay_ms / 1000:.2f} s if concurrent): overlap {p.overlap} of {p.k}"
+            f"{p.delay_ms / 1000:.2f} s if concurrent): overlap {p.overlap} of {p.k}{p.unserved}"
             for p in failed
         )
     return result

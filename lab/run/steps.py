@@ -22,10 +22,11 @@ from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import generators
 from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
-from lab.run.limits import Capacity, assessed
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
 from lab.run.plan import Plan
 from lab.system import http_client, procs, safety
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
@@ -207,7 +208,7 @@ class StepRunner:
         window = UpstreamWindow() if upstream_down else self.upstream.window()
         if self.s.app is not None:  # a user's app waits on its own, not on the upstream
             window = replace(window, max_inflight=-1)
-        sampled = samplers.sampled(window)
+        sampled = samplers.sampled(window, measured.duration_s or None)
         raised += host_busy(measured, sampled) + saturated(measured, sampled, self.s.delay_ms)
         raised += generator_lag(measured)
         record = step_record(

@@ -70,17 +70,24 @@ class HostMeter:
     """
 
     def __init__(
-        self, apparatus_cores: tuple[int, ...] = (), apparatus_pids: tuple[int, ...] = ()
+        self,
+        apparatus_cores: tuple[int, ...] = (),
+        apparatus_pids: tuple[int, ...] = (),
+        server_pid: int = 0,
     ) -> None:
         self.cores = apparatus_cores
         self.procs = [p for p in map(_process, apparatus_pids) if p is not None]
+        self.server = [p for p in (_process(server_pid),) if server_pid and p is not None]
         self.softirq: list[float] = []  # % of one core, per sample
         self.apparatus: list[float] = []  # busy % of the busiest apparatus core, per sample
-        # % of the time the apparatus process that waited most (the generator, or the
-        # upstream) was runnable but not running, per sample
+        # % of the time the apparatus process that waited most (the generator or one of its
+        # worker processes, or the upstream) was runnable but not running, per sample; and the
+        # same for the server's processes (its master and workers)
         self.waited: list[float] = []
+        self.server_waited: list[float] = []
         self.last = self._read()
-        self.last_wait = self._wait()
+        self.last_wait = _waits(self.procs)
+        self.last_server_wait = _waits(self.server)
 
     @staticmethod
     def _read() -> tuple[float, list[tuple[float, float]]]:
@@ -90,18 +97,6 @@ class HostMeter:
             (t.user + t.nice + t.system + t.irq + t.softirq + t.steal, t.softirq) for t in per_core
         ]
         return time.monotonic(), busy
-
-    def _wait(self) -> dict[int, float]:
-        """Seconds each apparatus process spent runnable but waiting for a CPU (schedstat; its
-        threads' waits added: a thread that waits holds up what the process measures)."""
-        waits = {}
-        for proc in self.procs:
-            total = 0.0
-            for task in Path(f"/proc/{proc.pid}/task").glob("*/schedstat"):
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    total += int(task.read_text().split()[1]) / 1e9
-            waits[proc.pid] = total
-        return waits
 
     def _apparatus_cores(self) -> set[int]:
         if self.cores:
@@ -119,6 +114,7 @@ class HostMeter:
         self.softirq.clear()
         self.apparatus.clear()
         self.waited.clear()
+        self.server_waited.clear()
 
     def sample(self) -> tuple[float, float]:
         now = self._read()
@@ -130,11 +126,39 @@ class HostMeter:
         mine = [busy[c] for c in self._apparatus_cores() if c < len(busy)]
         self.softirq.append(round(softirq, 1))
         self.apparatus.append(round(min(max(mine, default=0.0), 100.0), 1))
-        wait = self._wait()
-        most = max((s - self.last_wait.get(pid, s) for pid, s in wait.items()), default=0.0)
-        self.waited.append(round(100 * max(most, 0.0) / wall, 1))
-        self.last_wait = wait
+        wait, server = _waits(self.procs), _waits(self.server)
+        self.waited.append(_most(wait, self.last_wait, wall))
+        self.server_waited.append(_most(server, self.last_server_wait, wall))
+        self.last_wait, self.last_server_wait = wait, server
         return round(sum(busy), 1), 0.0
+
+
+def _waits(roots: list[psutil.Process]) -> dict[int, float]:
+    """Seconds each process of the trees under `roots` spent runnable but waiting for a CPU
+    (schedstat; its threads' waits added: a thread that waits holds up what the process does)."""
+    waits = {}
+    for proc in _trees(roots):
+        total = 0.0
+        for task in Path(f"/proc/{proc.pid}/task").glob("*/schedstat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int(task.read_text().split()[1]) / 1e9
+        waits[proc.pid] = total
+    return waits
+
+
+def _trees(roots: list[psutil.Process]) -> list[psutil.Process]:
+    found = []
+    for root in roots:
+        found.append(root)
+        with contextlib.suppress(psutil.Error):
+            found.extend(root.children(recursive=True))
+    return found
+
+
+def _most(now: dict[int, float], before: dict[int, float], wall: float) -> float:
+    """The largest share of `wall` (%) any one process waited since the last sample."""
+    most = max((s - before.get(pid, s) for pid, s in now.items()), default=0.0)
+    return round(100 * max(most, 0.0) / wall, 1)
 
 
 def _process(pid: int) -> psutil.Process | None:

@@ -61,12 +61,14 @@ class ConnectionMeter:
         self.since = time.monotonic()
         self.closes: dict[str, float] = {}  # connection -> when it last closed (monotonic s)
         self.closed = 0
+        self.close_times: list[float] = []  # when each counted connection closed (monotonic s)
         self.time_wait = -1  # TIME_WAIT sockets on the port at the last sample (-1: unknown)
 
     def clear(self) -> None:
         self.since = time.monotonic()
         self.closes.clear()
         self.closed = 0
+        self.close_times.clear()
 
     def sample(self) -> tuple[float, float]:
         now = time.monotonic()
@@ -78,11 +80,20 @@ class ConnectionMeter:
             last = self.closes.get(key)
             if closed_at >= self.since and (last is None or closed_at - last > SAME_CLOSE_S):
                 self.closed += 1
+                self.close_times.append(closed_at)
             self.closes[key] = closed_at
         self.time_wait = len(found)
         return 0.0, 0.0
 
-    def counted(self) -> tuple[int, int]:
-        """(connections closed in the window, TIME_WAIT sockets now); -1 each where unknown."""
+    def counted(self, window_s: float | None = None) -> tuple[int, int]:
+        """(connections closed in the window, TIME_WAIT sockets now); -1 each where unknown.
+        `window_s`: the measured window's length from `clear()`. Closes after it are not
+        counted: at the step's end every user closes its own connection, which a keep-alive
+        server would otherwise be charged with (400 users, 750 requests: 0.53 per request)."""
         self.sample()
-        return (self.closed, self.time_wait) if self.time_wait >= 0 else (-1, -1)
+        if self.time_wait < 0:
+            return -1, -1
+        if window_s is None:
+            return self.closed, self.time_wait
+        end = self.since + window_s
+        return sum(1 for t in self.close_times if t <= end), self.time_wait

@@ -1,21 +1,23 @@
-"""The lab page's flags, raised live from one model's last seconds (the sweep's rules, live).
+"""The lab page's flags, raised live from one model's last seconds: the sweep's rules, live.
 
-- serialized: at least PROBE_USERS users but about one request per delay: requests do not overlap
-  (late monkey-patching, a blocking call in an event loop); never a fair result.
-- capped: under CAPPED_EFFICIENCY of the ideal while the server's CPU is below SATURATED_PCT: a
-  concurrency limit (threads, greenlets, listen queue), not the CPU, holds the model back.
-- server_saturated: the server's CPU is at SATURATED_PCT of one core or more.
-- client_saturated: locust's own CPU is that high: the figures may be the client's limit.
+The thresholds are the verdict's own (`lab.record.thresholds`), so a flag on the page means what
+the same flag means in a run's summary:
+
+- serialized: at least `live_probe_users` users but about one request per delay: requests do not
+  overlap (late monkey-patching, a blocking call in an event loop); never a fair result.
+- capped: the verdict's plateau seen from outside, live: requests in flight by Little's law
+  (rps x d) at most `plateau_share` of the users while the server's CPU is under
+  `server_cpu_idle_share` of a core: a pool, not the CPU, holds the model back.
+- server_saturated: the server's CPU at `server_cpu_saturated_share` of one core or more.
+- client_saturated: locust's own CPU at `generator_cpu_saturated_pct` or more: the figures may be
+  the client's limit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-PROBE_USERS = 4
-SERIAL_FACTOR = 1.5  # rps at most this many times one request per delay: serialised
-CAPPED_EFFICIENCY = 0.7
-SATURATED_PCT = 90.0
+from lab.record.thresholds import T
 
 
 @dataclass(frozen=True)
@@ -33,16 +35,22 @@ def flags(live: Live) -> dict[str, str]:
     """Flag name -> the evidence, in words, for a model's live figures."""
     out: dict[str, str] = {}
     one_at_a_time = live.ideal_rps / live.users if live.users else 0.0
-    if live.users >= PROBE_USERS and one_at_a_time and live.rps <= SERIAL_FACTOR * one_at_a_time:
+    serial = T.live_serial_factor * one_at_a_time
+    if live.users >= T.live_probe_users and one_at_a_time and live.rps <= serial:
         out["serialized"] = f"{live.rps} rps with {live.users} users: one request per delay"
     cpu = live.server_cpu_pct
-    if cpu is not None and cpu >= SATURATED_PCT:
+    if cpu is not None and cpu >= T.server_cpu_saturated_share * 100:
         out["server_saturated"] = f"server CPU {cpu}%"
-    elif (
-        live.ideal_rps and live.rps < CAPPED_EFFICIENCY * live.ideal_rps and "serialized" not in out
-    ):
+    elif _plateau(live) and "serialized" not in out:
         where = f" with server CPU {cpu}%" if cpu is not None else ""
         out["capped"] = f"{live.rps} of ideal {live.ideal_rps:g} rps{where}"
-    if live.client_cpu_pct is not None and live.client_cpu_pct >= SATURATED_PCT:
+    if live.client_cpu_pct is not None and live.client_cpu_pct >= T.generator_cpu_saturated_pct:
         out["client_saturated"] = f"locust CPU {live.client_cpu_pct}%"
     return out
+
+
+def _plateau(live: Live) -> bool:
+    """In flight by Little's law (rps x d) at most the plateau share of the users, with the
+    server's CPU (where known) under the idle share of a core."""
+    idle = live.server_cpu_pct is None or live.server_cpu_pct < T.server_cpu_idle_share * 100
+    return bool(live.ideal_rps) and live.rps < T.plateau_share * live.ideal_rps and idle

@@ -1,0 +1,89 @@
+"""What a model's knobs and the machine allow a step, and what one request cost.
+
+One notion of the server's cores: `server_cores` is used by the verdict (through `Capacity`) and
+by the analysis's CPU ceiling (`analysis.metrics`), so a step judged CPU-bound and its ceiling use
+the same count.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+
+from lab.config.models import Knobs, Model
+from lab.record.step import StepRecord
+
+MB = 1024 * 1024
+
+
+def server_cores(given: int, processes: int | None, observed_cpu_pct: float = 0.0) -> float:
+    """Cores one model's server has and uses: the cores given to it (0: every core this process
+    may use), at most one per process (a CPython process under the GIL computes on one), unless
+    it was seen to use more (uWSGI's C threads reached 123% of a core in one process)."""
+    usable = given or len(os.sched_getaffinity(0))
+    if processes is None:
+        return float(usable)
+    return float(min(usable, max(processes, observed_cpu_pct / 100)))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the model's knobs allow, to judge a step against."""
+
+    requests: int  # simultaneous requests the knobs allow (processes x concurrency)
+    knob: str  # the same in words, e.g. "50 threads x 1 process"
+    cores: float  # cores the server can use (`server_cores`)
+    delay_ms: float  # the upstream's mean delay: the closed-loop ideal is users / delay
+    memory_mb: float  # the machine's memory
+    idle_rss_mb: float = 0.0  # the server's RSS before any load (0: unknown)
+    processes: int = 1
+    probe_cap: float | None = None  # the probe's overlap where it found a cap below its K
+    host_cores: int = 0  # the machine's cores (0: unknown), to tell a full host
+
+    @classmethod
+    def of(
+        cls,
+        model: Model,
+        knobs: Knobs,
+        cores_given: int,
+        delay_ms: float,
+        idle_rss_mb: float,
+        probe_cap: float | None = None,
+    ) -> Capacity:
+        processes = int(knobs.processes)
+        per = "" if model.unit == "process" else f"{knobs.concurrency} {model.unit}s x "
+        return cls(
+            requests=model.capacity(knobs),
+            knob=f"{per}{processes} process{'es' if processes > 1 else ''}",
+            cores=server_cores(cores_given, processes),
+            delay_ms=delay_ms,
+            memory_mb=psutil.virtual_memory().total / MB,
+            idle_rss_mb=idle_rss_mb,
+            processes=processes,
+            probe_cap=probe_cap,
+            host_cores=psutil.cpu_count() or 0,
+        )
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one request cost, from the step's means (None where it cannot be known)."""
+
+    server_cpu_ms_per_req: float | None
+    apparatus_cpu_ms_per_req: float | None  # load generator + upstream
+    server_rss_kb_per_conn: float | None  # RSS above the idle server, per open connection
+
+
+def cost(r: StepRecord, cap: Capacity, connections: float) -> Cost:
+    """The step's cost per request; `connections`: requests held open at once (users, or the
+    upstream's in-flight count in open loop)."""
+    if r.requests <= 0 or r.duration_s <= 0:
+        return Cost(None, None, None)
+    per_req = r.duration_s * 10 / r.requests  # % of a core -> ms per request
+    kb = None
+    if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and connections > 0:
+        kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / connections, 1)
+    apparatus = (r.client_cpu_pct + r.upstream_cpu_pct) * per_req
+    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb)

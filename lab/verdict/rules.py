@@ -1,0 +1,250 @@
+"""The verdict's rules: each a small named check of a step's facts (the ordered table: `table`).
+
+Each rule is small and named, reads only the step's facts (`lab.verdict.facts`) and the one set
+of thresholds (`lab.record.thresholds`), and says its limit, the evidence it reads, its advice and
+what it does to the comparison:
+
+- `excluded`: the step is compared on nothing (a fault, the lab's own limit, a hidden cap);
+- `tail`: its throughput counts, its tail does not (failed requests the p99 leaves out);
+- `compared`: the model's own limit, a fair result.
+
+The order is the precedence: what makes the figures untrustworthy first (a fault, a serialised
+model), then what the server itself ran out of (memory, CPU: "both full" is the server's rule
+with the apparatus as secondary evidence), then the lab's own apparatus and the host, then failed
+requests, then caps, then the rest. Rules after the first that fire are kept as secondary
+evidence, and a `tail` rule qualifies the comparison wherever it stands. Adding a rule is one
+entry in `lab.verdict.table.RULES` (and, for a new limit, one in `lab.verdict.limits.LIMITS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lab.record.thresholds import T
+from lab.verdict import words
+from lab.verdict.facts import Facts, upstream_lag_limit_ms
+
+EXCLUDED, TAIL, COMPARED = "excluded", "tail", "compared"
+
+
+@dataclass(frozen=True)
+class Finding:
+    reason: str  # plain words with the figures
+    evidence: dict[str, Any] | None = None  # the evidence of the flag the rule raises
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    limit: str  # a key of lab.verdict.limits.LIMITS
+    effect: str  # EXCLUDED, TAIL or COMPARED
+    when: str  # the condition, in words with the live thresholds (the docs' table)
+    advice: str
+    check: Callable[[Facts], Finding | None]
+    flag: str | None = None  # raised where the rule names the limit (TAIL rules: wherever it fires)
+
+
+def nothing_measured(f: Facts) -> Finding | None:
+    if f.measured:
+        return None
+    return Finding(f"nothing measured: {', '.join(f.r.flags) or 'no successful response'}")
+
+
+def upstream_down(f: Facts) -> Finding | None:
+    if "upstream_down" not in f.faults:
+        return None
+    return Finding(f"the upstream went down: {f.r.evidence.get('upstream_down')}")
+
+
+def fault(f: Facts) -> Finding | None:
+    return Finding(f"a fault during the step: {', '.join(f.faults)}") if f.faults else None
+
+
+def serialized(f: Facts) -> Finding | None:
+    if "serialized" not in f.r.flags:
+        return None
+    share = "" if f.share_of_ideal != f.share_of_ideal else f", {f.share_of_ideal:.0%} of the ideal"
+    return Finding(f"serialized: requests ran one at a time (see the flag's evidence){share}")
+
+
+def memory(f: Facts) -> Finding | None:
+    if f.memory_share < T.server_memory_share:
+        return None
+    return Finding(f"server memory {f.r.server_rss_mb:.0f} MB of {f.cap.memory_mb:.0f} MB")
+
+
+def server_cpu(f: Facts) -> Finding | None:
+    if not f.cpu_bound:
+        return None
+    cpu = f"server CPU ({words.cores(f.cap.cores)} at {f.r.server_cpu_pct:.0f}%)"
+    if f.lab_disturbances():
+        return Finding(
+            f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so "
+            "more generators alone cannot raise the throughput; more server cores or less CPU "
+            "per request first"
+        )
+    return Finding(cpu)
+
+
+def _generator_full(f: Facts) -> bool:
+    if "generator_saturated" in f.disturbances:
+        return True
+    own = f.r.client_cpu_pct >= T.apparatus_own_cpu_pct
+    return "apparatus_core" in f.disturbances and own
+
+
+def host_cpu(f: Facts) -> Finding | None:
+    if not (f.host_full and _generator_full(f)):
+        return None
+    return Finding(
+        f"{words.host_full(f)}: more generators on this machine cannot help; run them on "
+        f"another (--remote-generators) ({words.what_saturated(f)})"
+    )
+
+
+def connections(f: Facts) -> Finding | None:
+    per = f.conns_per_request
+    if per is None or per < T.connections_per_request or not _generator_full(f):
+        return None
+    full = f"; {words.host_full(f)}" if f.host_full else ""
+    return Finding(
+        f"{words.closing(f)}: more generators share that work but do not remove it, and a "
+        f"server that keeps connections alive does not pay it{full} ({words.what_saturated(f)})"
+    )
+
+
+def upstream_late(f: Facts) -> Finding | None:
+    if "upstream_late" not in f.disturbances:
+        return None
+    limit = upstream_lag_limit_ms(f.cap.delay_ms)
+    return Finding(
+        f"the upstream's event loop woke {f.r.upstream_lag_ms:g} ms late on average (limit "
+        f"{limit:g} ms): part of every request's wait was the upstream's; give the upstream more "
+        "processes or a core of its own"
+    )
+
+
+def apparatus(f: Facts) -> Finding | None:
+    saturated = {"generator_saturated", "apparatus_core"} & f.disturbances
+    late = "generator_late" in f.disturbances and f.below_ideal
+    if not (saturated or late):
+        return None
+    advice = (
+        "use more generators"
+        if saturated <= {"generator_saturated"}
+        else "fewer users, more generators, or a machine with more cores"
+    )
+    return Finding(f"{words.what_saturated(f)}: {advice}")
+
+
+def host_busy(f: Facts) -> Finding | None:
+    if not ({"host_busy", "server_cpu_wait"} & f.disturbances and f.below_ideal):
+        return None
+    return Finding(f"{words.others(f)}: below the ideal on a disturbed machine")
+
+
+def errors(f: Facts) -> Finding | None:
+    if f.failed_share < T.errors_share:
+        return None
+    kinds = sorted(f.r.errors.items(), key=lambda kv: -kv[1])
+    said = ", ".join(f"{k} {v}" for k, v in kinds)
+    return Finding(
+        f"{f.failed_share:.0%} of requests failed or were dropped ({said})",
+        {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)},
+    )
+
+
+def _plateau(f: Facts) -> dict[str, Any] | None:
+    """In-flight plateaued below the offered load while requests queued, on a server with CPU to
+    spare and nothing else disturbing the step: the cap's evidence, or None. A generator waiting
+    for a CPU a little does not empty the upstream's counter (its users' requests stay in
+    flight), so the counter path ignores that one; the inference from outside does not."""
+    ignored = {"apparatus_cpu_wait"} if f.inflight_seen else set()
+    d = f.cap.delay_ms
+    queueing = T.queueing_delays if f.inflight_seen else T.queueing_inferred_delays
+    if f.inflight < 0 or f.offered < T.min_offered_requests or d <= 0:
+        return None
+    if f.inflight > T.plateau_share * f.offered or f.p50_ms < queueing * d:
+        return None
+    if not f.idle or f.disturbances - ignored:
+        return None
+    evidence: dict[str, Any] = {
+        "ceiling": round(f.inflight, 1),
+        "offered": round(f.offered, 1),
+        "seen_by": "the upstream's in-flight counter"
+        if f.inflight_seen
+        else f"Little's law: {f.r.throughput_rps:g} req/s x {d:g} ms",
+        "queueing": f"~{1 - f.inflight / f.offered:.0%} of requests wait; p50 {f.p50_ms:.0f} ms "
+        f"against d = {d:g} ms",
+        "knobs": f.cap.knob,
+    }
+    if f.cap.probe_cap is not None:
+        evidence["probe"] = f"the probe overlapped about {f.cap.probe_cap:g} requests at once"
+    return evidence
+
+
+def _explained(f: Facts) -> bool:
+    return f.cap.requests <= f.inflight * (1 + T.knob_cap_tolerance_share) + 1
+
+
+def knob_cap(f: Facts) -> Finding | None:
+    evidence = _plateau(f)
+    if evidence is None or not _explained(f):
+        return None
+    where = f"{f.inflight:.0f} requests in flight of {f.offered:g} offered"
+    return Finding(f"{where}: the knobs' {f.cap.knob} explain it", evidence)
+
+
+def hidden_cap(f: Facts) -> Finding | None:
+    evidence = _plateau(f)
+    if evidence is None or _explained(f):
+        return None
+    allows = f"the knobs allow {f.cap.requests}: {f.cap.knob}"
+    probe = (
+        f"; the probe found the same, about {f.cap.probe_cap:g} at once" if f.cap.probe_cap else ""
+    )
+    if f.inflight_seen:
+        return Finding(
+            f"{f.inflight:.0f} requests in flight of {f.offered:g} offered: no knob explains it "
+            f"({allows}){probe}",
+            evidence,
+        )
+    per = f.inflight / max(f.cap.processes, 1)
+    return Finding(
+        f"your app, or something it calls, lets about {per:.0f} requests run at once per process "
+        f"({f.inflight:.1f} in flight by Little's law, of {f.offered:g} offered; {allows}){probe}: "
+        "a connection pool, a lock or a semaphore?",
+        evidence,
+    )
+
+
+def upstream_slow(f: Facts) -> Finding | None:
+    """Every request at the upstream, on time by its own loop, yet slow: only where nothing
+    disturbed the step (else the client's latency is not the upstream's)."""
+    reached = f.inflight_seen and f.inflight >= T.plateau_share * f.offered
+    slow = f.p50_ms >= T.upstream_slow_delays * f.cap.delay_ms
+    if not (reached and f.idle and slow and f.below_ideal) or f.disturbed:
+        return None
+    return Finding(
+        f"every request reached the upstream, which answered in p50 {f.p50_ms:.0f} ms against "
+        f"its {f.cap.delay_ms:g} ms delay, while the server's CPU idled"
+    )
+
+
+def tracks_ideal(f: Facts) -> Finding | None:
+    if f.below_ideal:
+        return None
+    if f.ideal_rps != f.ideal_rps or f.ideal_rps <= 0:
+        return Finding("no resource ran out (no ideal to compare with)")
+    return Finding(f"throughput {f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s")
+
+
+def not_found(f: Facts) -> Finding:
+    return Finding(
+        f"below the ideal with no resource saturated: cause not found (throughput "
+        f"{f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s, server CPU "
+        f"{f.r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}, p50 {f.p50_ms:.0f} ms "
+        f"against d = {f.cap.delay_ms:g} ms)"
+    )

@@ -1,0 +1,207 @@
+"""The ordered table of the verdict's rules: the first that fires names the step's limit.
+
+The order is the precedence (see `lab.verdict.rules` for what each effect means): faults and a
+serialised model first, then what the server ran out of, then the lab's own apparatus and the
+host, then failed requests, then caps, then the rest. Adding a rule is one entry here.
+"""
+
+from __future__ import annotations
+
+from lab.record.thresholds import T
+from lab.verdict.rules import (
+    COMPARED,
+    EXCLUDED,
+    TAIL,
+    Rule,
+    apparatus,
+    connections,
+    errors,
+    fault,
+    hidden_cap,
+    host_busy,
+    host_cpu,
+    knob_cap,
+    memory,
+    not_found,
+    nothing_measured,
+    serialized,
+    server_cpu,
+    tracks_ideal,
+    upstream_down,
+    upstream_late,
+    upstream_slow,
+)
+
+_LAB = "lab_limited"
+_CPU = f"{T.server_cpu_saturated_share:.0%}"
+_GEN = f"{T.generator_cpu_saturated_pct:g}%"
+_IDEAL = f"{T.tracks_ideal_share:.0%} of the ideal"
+_WAIT = f"{T.apparatus_cpu_wait_pct:g}%"
+_CAP_WHEN = (
+    f"in flight at most {T.plateau_share:.0%} of the offered load, p50 at least "
+    f"{T.queueing_delays:g} d (seen by the upstream) or {T.queueing_inferred_delays:g} d "
+    f"(inferred), server CPU under {T.server_cpu_idle_share:.0%} of its cores, nothing disturbing"
+)
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="nothing_measured",
+        limit="errors",
+        effect=EXCLUDED,
+        when="no request was answered, or the step was skipped",
+        advice="see the step's flags: the server did not start, answered wrongly or failed",
+        check=nothing_measured,
+    ),
+    Rule(
+        name="upstream_down",
+        limit="upstream",
+        effect=EXCLUDED,
+        when="the upstream exited or stalled during the step",
+        advice="see the upstream's log",
+        check=upstream_down,
+    ),
+    Rule(
+        name="fault",
+        limit="fault",
+        effect=EXCLUDED,
+        when="the server died or hung, the generator failed, or the step was interrupted",
+        advice="`lab run --resume` measures an owed step again",
+        check=fault,
+    ),
+    Rule(
+        name="serialized",
+        limit="concurrency_cap",
+        effect=EXCLUDED,
+        when="the concurrency probe saw served requests run one at a time",
+        advice="patch before imports (gevent's early monkey-patch), or a driver the loop can see",
+        check=serialized,
+    ),
+    Rule(
+        name="memory",
+        limit="memory",
+        effect=COMPARED,
+        when=f"the server's memory at {T.server_memory_share:.0%} of the machine's or more",
+        advice="fewer connections, or less memory per connection",
+        check=memory,
+    ),
+    Rule(
+        name="server_cpu",
+        limit="server_cpu",
+        effect=COMPARED,
+        when=f"the server's CPU at {_CPU} of the cores it can use (with the apparatus full "
+        "too: both named, the apparatus as secondary evidence)",
+        advice="more cores (processes) or less CPU per request; more concurrency cannot help",
+        check=server_cpu,
+    ),
+    Rule(
+        name="connections",
+        limit="connections",
+        effect=EXCLUDED,
+        when=f"the generator full while the server closed {T.connections_per_request:g} "
+        "connections or more per request",
+        advice="a server that keeps connections alive, or a front that does; more generators "
+        "share the work but do not remove it",
+        check=connections,
+        flag=_LAB,
+    ),
+    Rule(
+        name="host_cpu",
+        limit="host_cpu",
+        effect=EXCLUDED,
+        when=f"the generator full (one process at {_GEN} of its core) on a host whose cores "
+        f"were all {T.host_full_share:.0%} busy",
+        advice="run generators on another machine (--remote-generators): more on this one "
+        "cannot help",
+        check=host_cpu,
+        flag=_LAB,
+    ),
+    Rule(
+        name="upstream_late",
+        limit="upstream",
+        effect=EXCLUDED,
+        when=f"the upstream's loop late on average by {T.upstream_lag_ms:g} ms or "
+        f"{T.upstream_lag_delay_share:.0%} of d, whichever is larger",
+        advice="give the upstream more processes or a core of its own",
+        check=upstream_late,
+        flag=_LAB,
+    ),
+    Rule(
+        name="apparatus",
+        limit="apparatus",
+        effect=EXCLUDED,
+        when=f"a generator process at {_GEN} of its core, a core of the apparatus "
+        f"{T.apparatus_core_busy_pct:g}% busy with the apparatus using "
+        f"{T.apparatus_own_cpu_pct:g}% of it (or waiting {_WAIT}), the apparatus waiting "
+        f"{T.apparatus_queued_pct:g}% of the window for a CPU, or the generator's loop late "
+        f"with throughput below {_IDEAL}",
+        advice="more generators (--generators), fewer users, or a machine with more cores",
+        check=apparatus,
+        flag=_LAB,
+    ),
+    Rule(
+        name="host_busy",
+        limit="host_busy",
+        effect=EXCLUDED,
+        when=f"other processes using {T.host_busy_pct:g}% of a core, or the server waiting "
+        f"{T.server_cpu_wait_pct:g}% of the window for a CPU it was not using, with throughput "
+        f"below {_IDEAL}",
+        advice="measure again on a quiet machine",
+        check=host_busy,
+        flag=_LAB,
+    ),
+    Rule(
+        name="errors",
+        limit="errors",
+        effect=TAIL,
+        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
+        "the answered ones leaves them out",
+        advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
+        check=errors,
+        flag="failed_tail",
+    ),
+    Rule(
+        name="knob_cap",
+        limit="concurrency_cap",
+        effect=COMPARED,
+        when=f"{_CAP_WHEN}, and the knobs allow no more than the plateau (within "
+        f"{T.knob_cap_tolerance_share:.0%} + 1)",
+        advice="a larger pool (the knob named)",
+        check=knob_cap,
+        flag="capped",
+    ),
+    Rule(
+        name="hidden_cap",
+        limit="concurrency_cap",
+        effect=EXCLUDED,
+        when=f"{_CAP_WHEN}, where the knobs allow more",
+        advice="find the pool, lock or semaphore in the app or what it calls",
+        check=hidden_cap,
+        flag="capped_unexplained",
+    ),
+    Rule(
+        name="upstream_slow",
+        limit="upstream",
+        effect=EXCLUDED,
+        when=f"every request at the upstream (its counter at {T.plateau_share:.0%} of the "
+        f"offered load), p50 {T.upstream_slow_delays:g} d or more, an idle server, nothing "
+        "disturbing",
+        advice="a faster upstream",
+        check=upstream_slow,
+        flag=_LAB,
+    ),
+    Rule(
+        name="tracks_ideal",
+        limit="none",
+        effect=COMPARED,
+        when=f"throughput at {_IDEAL} or more",
+        advice="",
+        check=tracks_ideal,
+    ),
+    Rule(
+        name="not_found",
+        limit="unknown",
+        effect=COMPARED,
+        when="none of the above fired",
+        advice="read the reason's figures",
+        check=not_found,
+    ),
+)

@@ -1,0 +1,65 @@
+"""The apparatus's figures in words, for the rules' reasons (what it was, not what to do)."""
+
+from __future__ import annotations
+
+from lab.verdict.facts import Facts
+
+
+def what_saturated(f: Facts) -> str:
+    """The apparatus's saturation or lateness in words, with its figures."""
+    r = f.r
+    parts = []
+    if "generator_saturated" in f.disturbances:
+        parts.append(f"the load generators at {r.client_cpu_pct:.0f}% of a core")
+    if "apparatus_core" in f.disturbances:
+        ev = r.evidence.get("apparatus_saturated")
+        ev = ev if isinstance(ev, dict) else {}
+        parts.append(
+            f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
+            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
+            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU)"
+        )
+    if "upstream_late" in f.disturbances:
+        parts.append(f"the upstream's event loop woke {r.upstream_lag_ms:g} ms late on average")
+    if "generator_late" in f.disturbances:
+        parts.append(f"the generator's loop woke late ({_lag(f)})")
+    return "; ".join(parts) or "the apparatus"
+
+
+def _lag(f: Facts) -> str:
+    lag = f.r.generator_lag_ms
+    return f"p99 {lag.get('p99', 0.0):g} ms, max {lag.get('max', 0.0):g} ms"
+
+
+def closing(f: Facts) -> str:
+    """A server that closed a connection per request, and what that cost, in words."""
+    r = f.r
+    waiting = f", {r.server_time_wait:,} sockets in TIME_WAIT" if r.server_time_wait > 0 else ""
+    return (
+        f"the server closes each connection after its response ({f.conns_per_request or 0:.2f} "
+        f"TCP connections closed per request{waiting}), so every request pays a connect, an "
+        f"accept and a close in the generators and the kernel (softirq "
+        f"{r.host_softirq_pct:.0f}% of a core)"
+    )
+
+
+def host_full(f: Facts) -> str:
+    return f"the host's {f.cap.host_cores} cores were all busy ({f.r.host_cpu_pct:.0f}%)"
+
+
+def others(f: Facts) -> str:
+    """What took the CPU besides the run, in words."""
+    r = f.r
+    parts = []
+    if "host_busy" in f.disturbances:
+        parts.append(str(r.evidence.get("host_busy") or "other processes used a core's share"))
+    if "server_cpu_wait" in f.disturbances:
+        parts.append(
+            f"the server waited for a CPU {r.server_wait_pct:.0f}% of the time while using "
+            f"{r.server_cpu_pct:.0f}% of {cores(f.cap.cores)}"
+        )
+    return "; ".join(parts)
+
+
+def cores(n: float) -> str:
+    return f"{n:g} core" + ("s" if n != 1 else "")

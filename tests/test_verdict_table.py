@@ -1,0 +1,242 @@
+"""The verdict's rule table on the cases where the old accretion of rules contradicted itself
+(issue 32), each with the verdict a careful engineer would give, and its invariants as
+properties: exactly one primary limit, a step compared only where its primary rule allows it,
+a disturbance never read as the app's cap. Hand-built records, 10 ms service time, one core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lab.record.flags import excluding, tail_excluding
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.verdict.assess import assessed, verdict
+from lab.verdict.capacity import Capacity
+from lab.verdict.facts import facts_of
+from lab.verdict.table import RULES
+
+D_MS = 10.0
+CAPS = {"capped", "capped_unexplained"}
+
+
+def capacity(requests: int = 1000, host_cores: int = 2) -> Capacity:
+    return Capacity(
+        requests, f"{requests} threads x 1 process", 1.0, D_MS, 64_000, host_cores=host_cores
+    )
+
+
+def step(
+    users: int,
+    rps: float,
+    *,
+    p50: float,
+    cpu: float,
+    raised: tuple[Raised, ...] = (),
+    errors: dict[str, int] | None = None,
+    client_cpu: float = 20.0,
+    **sampled: Any,
+) -> StepRecord:
+    """A 10 s closed-loop step with `rps` answers a second; `sampled`: Sampled's figures."""
+    failed = sum((errors or {}).values())
+    measured = Measured(
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=10.0,
+        requests=round(rps * 10) + failed,
+        ok=round(rps * 10),
+        errors=errors or {},
+        latency_ms={"p50": p50, "p99": 2 * p50},
+        client_cpu_pct=client_cpu,
+    )
+    sampled.setdefault("upstream_max_inflight", -1)
+    record = Sampled(server_cpu_pct=cpu, server_rss_mb=60, **sampled)
+    key = StepKey("m", "closed", users, None, 1)
+    return assessed(step_record("run", key, measured, record, raised), capacity())
+
+
+GEN_FULL = Raised("client_saturated", {"client_cpu_pct": 97.0, "generators_needed": 2})
+LAG = Raised("generator_lag", {"lag_p99_ms": 40.0})
+HOST = Raised("host_busy", "other processes used 80% of a core")
+LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms": 8.0})
+
+
+@pytest.mark.parametrize(
+    ("record", "limit", "compared", "not_flags"),
+    [
+        # 1: the generator's own queue is not the app's pool
+        (
+            step(200, 2500, p50=80, cpu=40, raised=(GEN_FULL,), client_cpu=97),
+            "apparatus",
+            "no",
+            CAPS,
+        ),
+        # 2: one verdict with the counter or without it: a busy server is no hidden cap
+        (
+            step(50, 2500, p50=20, cpu=85, upstream_max_inflight=25, upstream_served=25000),
+            "unknown",
+            "yes",
+            CAPS,
+        ),
+        (step(50, 2500, p50=20, cpu=85), "unknown", "yes", CAPS),
+        # 3: the upstream's loop was late: the upstream's advice, whatever the server closes
+        (
+            step(50, 2500, p50=20, cpu=30, raised=(LATE,), upstream_lag_ms=8.0),
+            "upstream",
+            "no",
+            CAPS,
+        ),
+        (
+            step(
+                50,
+                2500,
+                p50=20,
+                cpu=30,
+                raised=(LATE,),
+                upstream_lag_ms=8.0,
+                server_connections=25000,
+            ),
+            "upstream",
+            "no",
+            CAPS,
+        ),
+        # 4: other processes took the server's core: the machine, not the app
+        (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "host_busy", "no", CAPS),
+        (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "host_busy", "no", CAPS),
+        (
+            step(
+                50,
+                2000,
+                p50=25,
+                cpu=45,
+                raised=(HOST,),
+                upstream_max_inflight=50,
+                upstream_served=20000,
+            ),
+            "host_busy",
+            "no",
+            CAPS,
+        ),
+        # 5: a lagging generator below the ideal: the generator, not a cap
+        (step(50, 2000, p50=25, cpu=30, raised=(LAG,)), "apparatus", "no", CAPS),
+        # ... and tracking the ideal: throughput counts, the tail does not
+        (step(50, 4900, p50=10.2, cpu=30, raised=(LAG,)), "none", "throughput", CAPS),
+        # 6: a saturated generator alone is never best
+        (
+            step(50, 4000, p50=12, cpu=40, raised=(GEN_FULL,), client_cpu=97),
+            "apparatus",
+            "no",
+            set(),
+        ),
+        # 7: the CPU that caused the timeouts is named; the tail is not compared
+        (
+            step(50, 4000, p50=12, cpu=97, errors={"timeout": 2000}),
+            "server_cpu",
+            "throughput",
+            CAPS,
+        ),
+        # 8: an app that sheds load: its failures are the limit, never "serialized"
+        (step(50, 37.5, p50=100, cpu=5, errors={"http_5xx": 45496}), "errors", "throughput", CAPS),
+    ],
+    ids=[
+        "1-saturated-generator",
+        "2-busy-server-counter",
+        "2-busy-server-inferred",
+        "3-upstream-late",
+        "3-upstream-late-closing",
+        "4-host-busy",
+        "4-server-waited",
+        "4-host-busy-counter-full",
+        "5-generator-lag-below-ideal",
+        "5-generator-lag-at-ideal",
+        "6-client-saturated-alone",
+        "7-cpu-and-timeouts",
+        "8-shedding-app",
+    ],
+)
+def test_the_cases_that_contradicted(
+    record: StepRecord, limit: str, compared: str, not_flags: set[str]
+) -> None:
+    assert record.limited_by == limit, record.limit_reason
+    assert not not_flags & set(record.flags), record.flags
+    whole = not excluding(record.flags)
+    tail = not tail_excluding(record.flags)
+    assert (whole, tail) == {
+        "yes": (True, True),
+        "throughput": (True, False),
+        "no": (False, False),
+    }[compared], (record.flags, record.limit_reason)
+
+
+def test_the_secondary_evidence_is_kept() -> None:
+    r = step(50, 4000, p50=12, cpu=97, errors={"timeout": 2000})
+    assert r.also_limited_by == ("errors",)
+    (also,) = r.evidence["also_limited_by"]
+    assert also["rule"] == "errors" and "timeout 2000" in also["reason"]
+
+
+def test_the_upstream_late_advice_is_the_upstreams() -> None:
+    r = step(50, 2500, p50=20, cpu=30, raised=(LATE,), upstream_lag_ms=8.0)
+    assert "give the upstream more processes" in r.limit_reason
+
+
+def test_assessing_twice_gives_the_same_verdict() -> None:
+    r = step(200, 2500, p50=80, cpu=40, raised=(GEN_FULL,), client_cpu=97)
+    again = assessed(r, capacity())
+    assert (again.flags, again.limited_by, again.limit_reason) == (
+        r.flags,
+        r.limited_by,
+        r.limit_reason,
+    )
+
+
+OBSERVED = ["client_saturated", "generator_lag", "host_busy", "apparatus_saturated", "serialized"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    users=st.integers(1, 400),
+    share=st.floats(0.0, 1.2),
+    p50_delays=st.floats(0.5, 20.0),
+    cpu=st.floats(0.0, 110.0),
+    inflight=st.integers(-1, 400),
+    failed=st.integers(0, 500),
+    flags=st.lists(st.sampled_from(OBSERVED), unique=True),
+    wait=st.floats(0.0, 60.0),
+    lag=st.floats(-1.0, 20.0),
+)
+def test_the_table_invariants(
+    users: int,
+    share: float,
+    p50_delays: float,
+    cpu: float,
+    inflight: int,
+    failed: int,
+    flags: list[str],
+    wait: float,
+    lag: float,
+) -> None:
+    rps = share * users / (D_MS / 1000)
+    raised = tuple(Raised(f, {}) for f in flags)
+    r = step(
+        users,
+        rps,
+        p50=p50_delays * D_MS,
+        cpu=cpu,
+        raised=raised,
+        errors={"timeout": failed} if failed else None,
+        upstream_max_inflight=inflight,
+        upstream_served=round(rps * 10),
+        server_wait_pct=wait,
+        upstream_lag_ms=lag,
+    )
+    v = verdict(facts_of(r, capacity()))
+    # exactly one primary limit, named by the first rule that fired
+    assert r.limited_by == v.rule.limit and r.limit_rule == v.rule.name
+    assert [rule for rule in RULES if rule.check(facts_of(r, capacity()))][0] is v.rule
+    # compared (on anything) only where the primary rule allows it
+    assert bool(excluding(r.flags)) == (v.rule.effect == "excluded"), (r.flags, v.rule.name)
+    # a disturbance never becomes the app's cap
+    if facts_of(r, capacity()).disturbances - {"apparatus_cpu_wait"}:
+        assert not CAPS & set(r.flags), (r.flags, r.limit_reason)
