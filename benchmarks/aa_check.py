@@ -158,11 +158,13 @@ def main() -> None:
         out.add_row(*r)
     console.print(out)
     console.print(noise.words(), highlight=False)
-    points = int(body[1][1])
-    called = max(int(body[1][2].split()[0]), int(body[1][3].split()[0]))
+    points, called = int(body[1][1]), max(int(body[1][i].split()[0]) for i in (2, 3))
+    held_all = [int(x.split()[0]) == int(x.split()[2]) for x in body[1][-1].split(" / ")]
+    met = called <= TARGET_CHANGED * points and all(held_all)
     console.print(
-        f"target: at most {TARGET_CHANGED:.0%} of the points changed ({called} of {points}) "
-        "and every crossover beyond noise held in the other run",
+        f"target {'met' if met else 'NOT met'}: at most {TARGET_CHANGED:.0%} of the points "
+        f"changed (here {called} of {points}) and every crossover beyond noise held in the "
+        "other run",
         highlight=False,
     )
     if args.summary:
