@@ -46,11 +46,15 @@ LABEL org.opencontainers.image.title="concurrency-lab" \
 RUN groupadd --system --gid 10001 lab \
     && useradd --system --uid 10001 --gid lab --no-create-home --home-dir /app \
         --shell /usr/sbin/nologin lab
-# PostgreSQL and Redis for the `databases` profile: Debian base images (docker/build-base.sh) have
-# them; the official python images get them here, from Debian's packages.
-RUN if ! command -v redis-server >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; \
-    then apt-get update -q && apt-get install -y -q --no-install-recommends postgresql redis-server \
-        && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/*/main /etc/postgresql/*/main; fi
+# PostgreSQL and Redis for the `databases` profile, nginx-light for `--front nginx`: Debian base
+# images (docker/build-base.sh) have them; the official python images get them here, from Debian's
+# packages (policy-rc.d: no service is started at install; the lab runs its own per run).
+RUN if ! command -v redis-server nginx >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; \
+    then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d \
+        && apt-get update -q && apt-get install -y -q --no-install-recommends postgresql redis-server \
+            nginx-light \
+        && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/*/main /etc/postgresql/*/main \
+            /usr/sbin/policy-rc.d; fi
 COPY --from=build /opt/lab /opt/lab
 # The lab's own code last and small: a code change rebuilds only these two layers. The editable
 # install adds just the `lab` command and a path entry to the venv; the code stays root-owned.

@@ -33,6 +33,13 @@ def instrument_lines(records: Sequence[StepRecord]) -> list[str]:
             f"generator_lag on {len(lagged)} step(s): the generator's own stalls may have moved "
             f"their p99 (worst: {w.model} {w.key.label}, loop lag p99 "
             f"{w.generator_lag_ms.get('p99', 0.0):.1f} ms against a p99 of "
-            f"{w.latency_ms.get('p99', 0.0):.1f} ms); their p99 is in no verdict or crossover"
+            f"{w.latency_ms.get('p99', 0.0):.1f} ms{_touched(w)}); their p99 is in no verdict "
+            "or crossover"
         )
     return lines
+
+
+def _touched(r: StepRecord) -> str:
+    """The share of the step's requests the generator delayed by its p99's budget (if known)."""
+    share = r.generator_touched.get("p99")
+    return "" if share is None else f", {100 * share:.1f}% of its requests delayed by 15% of it"

@@ -182,11 +182,12 @@ def _histograms_and_series(
     records: list[dict[str, Any]] = []
     for r in rows:
         key = (r["model"], r["mode"], int(r["concurrency"]))
-        intervals = list(read_hlog_safe(run_dir / r["histogram"])) if r.get("histogram") else []
+        every = list(read_hlog_safe(run_dir / r["histogram"])) if r.get("histogram") else []
+        intervals = [h for h in every if h.get_tag() != hist.DRAIN_TAG]  # measured seconds
         compact = [seconds_of(h) for h in intervals]
-        if intervals:
+        if every:
             merged.setdefault(key, hist.new_histogram())
-            for h in intervals:
+            for h in every:  # the drain's latencies too: they are the window's requests
                 merged[key].add(h)
             seconds.setdefault(key, []).extend(compact)
         series = r.get("timeseries") or {}

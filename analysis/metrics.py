@@ -152,6 +152,7 @@ def _point_row(
     }
     row.update(_latency(run, key, group))
     row["p99_trials"] = tuple(float(x) for x in group["p99_ms"])  # the crossovers' intervals
+    row.update(_every_request(group))
     errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
     row.update({f"err_{k}": v for k, v in errs.items()})
     row["errors"] = sum(errs.values())
@@ -190,6 +191,20 @@ def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
         values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
         out[col] = float(values.median()) if values.notna().any() else float("nan")
     return out
+
+
+def _every_request(group: pd.DataFrame) -> dict[str, Any]:
+    """p99 over every request (answers, failures, dropped and unfinished ones' lower bounds),
+    beside the answers' own: the trials' median, NaN where the generator did not record it; and
+    the share of requests that are not answers (the worst trial's, %)."""
+    every = [d["p99"] for d in group.get("latency_all_ms", ()) if isinstance(d, dict) and d]
+    shares = [s for s in group.get("unanswered_share", ()) if s >= 0]
+    bounds = group.get("latency_all_lower_bounds", ())
+    return {
+        "p99_all_ms": float(pd.Series(every).median()) if every else float("nan"),
+        "p99_all_bound": any("p99" in b for b in bounds),
+        "unanswered_pct": 100 * max(shares) if shares else float("nan"),
+    }
 
 
 def _error_kinds(group: pd.DataFrame) -> list[str]:

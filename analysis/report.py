@@ -232,6 +232,7 @@ POINT_COLUMNS = [
     ("p50_ms", "p50 ms", "{:.1f}"),
     ("p90_ms", "p90", "{:.1f}"),
     ("p99_ms", "p99", "{:.1f}"),
+    ("p99_all_ms", "p99 all", "{:.1f}"),
     ("p999_ms", "p99.9", "{:.1f}"),
     ("max_ms", "max", "{:.1f}"),
     ("error_rate", "err %", "{:.2%}"),
@@ -277,7 +278,10 @@ def _points(table: pd.DataFrame) -> str:
 
 
 def _bound(rec: dict[str, Any], key: str) -> str:
-    """'≥' on an open-loop percentile that counts unfinished requests' ages (lower bounds)."""
+    """'≥' on an open-loop percentile that counts unfinished (or, over every request, dropped)
+    requests' lower bounds."""
+    if key == "p99_all_ms":
+        return "≥" if rec.get("p99_all_bound") else ""
     return "≥" if key.endswith("_ms") and key[:-3] in rec.get("latency_lower_bounds", ()) else ""
 
 

@@ -158,13 +158,8 @@ def percentiles_of(second: Second, percentiles: Sequence[float]) -> list[float]:
     if counts.sum() == 0:
         return [float("nan")] * len(percentiles)
     cumulative = counts.cumsum()
-    targets = _target(np.asarray(percentiles, dtype=float), cumulative[-1])
+    targets = hist.rank(np.asarray(percentiles, dtype=float), cumulative[-1])
     return [float(v) for v in values[np.searchsorted(cumulative, targets)]]
-
-
-def _target(percentile: float | np.ndarray, total: float | np.ndarray) -> np.ndarray:
-    """HdrHistogram's count at a percentile: rounded, at least 1."""
-    return np.maximum(np.floor(percentile / 100 * total + 0.5), 1)
 
 
 def bootstrap_percentile(a: list[Second], b: list[Second], percentile: float) -> Change:
@@ -202,7 +197,7 @@ def _counts(grid: np.ndarray, seconds: list[Second]) -> np.ndarray:
 def _percentile(grid: np.ndarray, counts: np.ndarray, percentile: float) -> np.ndarray:
     """Percentile of the counts summed over seconds (axis -2), as HdrHistogram computes it."""
     cumulative = counts.sum(axis=-2).cumsum(axis=-1)
-    target = _target(percentile, cumulative[..., -1:])
+    target = hist.rank(percentile, cumulative[..., -1:])
     picked: np.ndarray = grid[(cumulative < target).sum(axis=-1)]
     return picked
 

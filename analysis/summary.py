@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from analysis.differences import lead, tied
+from analysis.front import front_costs
 from analysis.instrument import instrument_lines
 from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
@@ -31,6 +32,7 @@ COLUMNS = [  # (column, header, format)
     ("efficiency", "eff", "{:.2f}"),
     ("p50_ms", "p50 ms", "{:.1f}"),
     ("p99_ms", "p99 ms", "{:.1f}"),
+    ("p99_all_ms", "p99 all", "{:.1f}"),  # over every request: failures, drops and all
     ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
     ("limited_by", "limited by", "{}"),
     ("errors", "errors", "{}"),
@@ -70,7 +72,9 @@ def summary_table(
         previous = rec["model"]
         cells = [_cell(rec[k], spec) for k, _, spec in COLUMNS]
         for i, (k, _, _) in enumerate(COLUMNS):  # open loop: unfinished requests' ages count
-            if k[:-3] in rec.get("latency_lower_bounds", ()):
+            if k[:-3] in rec.get("latency_lower_bounds", ()) or (
+                k == "p99_all_ms" and rec.get("p99_all_bound")
+            ):
                 cells[i] = "≥" + cells[i]
         if not math.isnan(rec["rps_lo"]):
             cells[2] += f" ±{(rec['rps_hi'] - rec['rps_lo']) / 2:.0f}"
@@ -99,7 +103,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for verdict in (v for v in verdicts if v not in ties):
         console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
-    for line in model_sentences(run.records):
+    for line in [*model_sentences(run.records), *front_costs(run.records)]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in run_answer(run.records, run.manifest):
         console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)

@@ -16,6 +16,10 @@ generator's own loop lag (how late a timer on its event loop fired: p99 and max)
 of its wall time spent in its own periodic work. A tool that is missing is skipped with one line
 (wrk: `apt-get install wrk`; oha: `cargo install oha`).
 
+`--edges` measures where the answer matters most instead (`benchmarks/fidelity_edges.py`): a
+server that sheds load (503 at once beyond a few in flight) and a generator paused a few
+milliseconds once a second, the lab's p99 over every request and its flags beside oha's.
+
 `--summary docs/figures/bench-latency-fidelity.json` also writes the table as the docs' figure
 summary (run id, machine, date, command), which `python -m analysis.docfigures refresh` renders
 into docs/benchmarks.md.
@@ -64,6 +68,8 @@ class Figures:
     lag_p99_ms: float = -1.0  # the lab's generator only
     lag_max_ms: float = -1.0
     periodic_pct: float = -1.0
+    send_late_p50_ms: float = -1.0  # the lab's open loop: actual send - intended
+    send_late_p99_ms: float = -1.0
 
 
 @dataclass(frozen=True)
@@ -92,12 +98,15 @@ def lab(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Pa
     )
     done = run_step(start, workdir / "lab.log", cpus=cpus)
     lag = done.generator_lag_ms
+    late = done.open_loop.send_lateness_ms if done.open_loop else {}
     return Figures(
         done.latency_ms["p99"],
         done.ok / done.duration_s,
         lag.get("p99", -1.0),
         lag.get("max", -1.0),
         done.periodic_pct,
+        late.get("p50", -1.0),
+        late.get("p99", -1.0),
     )
 
 
@@ -158,7 +167,7 @@ def median(runs: list[Figures], field: str) -> float:
 
 
 HEADERS = ["load", "tool", "p99 ms", "req/s", "lab p99 / tool", "lab req/s / tool"]
-HEADERS += ["gen lag p99 / max ms", "periodic work %"]
+HEADERS += ["gen lag p99 / max ms", "periodic work %", "send late p50 / p99 ms"]
 
 
 def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> list[list[str]]:
@@ -170,12 +179,17 @@ def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> 
         lag = f"{median(ours, 'lag_p99_ms'):.2f} / {median(ours, 'lag_max_ms'):.1f}"
         p99, rps = median(ours, "p99_ms"), median(ours, "rps")
         periodic = f"{median(ours, 'periodic_pct'):.2f}"
-        out.append([load.label, "lab", f"{p99:.1f}", f"{rps:.0f}", "", "", lag, periodic])
+        late = (
+            f"{median(ours, 'send_late_p50_ms'):.2f} / {median(ours, 'send_late_p99_ms'):.2f}"
+            if load.mode == "open"
+            else ""
+        )
+        out.append([load.label, "lab", f"{p99:.1f}", f"{rps:.0f}", "", "", lag, periodic, late])
         for tool in tools(load):
             theirs = measured[(load, tool)]
             their_p99, their_rps = median(theirs, "p99_ms"), median(theirs, "rps")
             ratios = [f"{p99 / their_p99:.2f}", f"{rps / their_rps:.2f}"]
-            out.append(["", tool, f"{their_p99:.1f}", f"{their_rps:.0f}", *ratios, "", ""])
+            out.append(["", tool, f"{their_p99:.1f}", f"{their_rps:.0f}", *ratios, "", "", ""])
     return out
 
 
@@ -203,7 +217,15 @@ def main() -> None:
     p.add_argument("--route", default=ROUTE)
     p.add_argument("--concurrency", type=int, default=200, help="the server's concurrency knob")
     p.add_argument("--summary", type=Path, help="also write the table as a docs figure summary")
+    p.add_argument("--edges", action="store_true", help="load shedding and a paused generator")
+    p.add_argument("--shed-limit", type=int, default=20, help="--edges: requests it holds")
+    p.add_argument("--pause-ms", type=float, default=5.0, help="--edges: the pause, once a s")
     args = p.parse_args()
+    if args.edges:
+        from benchmarks.fidelity_edges import edges
+
+        edges(args, OHA)
+        return
     started = time.time()
     MODEL, ROUTE = args.model, args.route
     loads = _levels(args.closed, "closed") + _levels(args.open, "open")

@@ -19,9 +19,11 @@ SUITE=${LAB_BASE_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-bookwor
 REPO=${LAB_BASE_REPO:-concurrency-lab-base}
 RUNTIME_PACKAGES="python3,python3-venv,ca-certificates"
 DB_PACKAGES="postgresql redis-server"  # the Compose `databases` profile's servers
+FRONT_PACKAGES="nginx-light"  # `lab run --front nginx` (the lab starts its own, per run)
 BUILD_PACKAGES="gcc libc6-dev python3-dev"
 # The tags name the package lists, so a changed list builds new images instead of reusing old ones.
-LISTS=$(printf '%s|%s|%s' "$RUNTIME_PACKAGES" "$DB_PACKAGES" "$BUILD_PACKAGES" | sha256sum | cut -c1-8)
+LISTS=$(printf '%s|%s|%s|%s' "$RUNTIME_PACKAGES" "$DB_PACKAGES" "$FRONT_PACKAGES" "$BUILD_PACKAGES" \
+  | sha256sum | cut -c1-8)
 RUNTIME_TAG="$REPO:$SUITE-$LISTS"
 BUILD_TAG="$REPO:$SUITE-$LISTS-build"
 
@@ -146,8 +148,12 @@ import_root() {
 pyver=$(chroot "$root" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 in_root apt-get update -q
 apt_install "libpython$pyver"
+# A chroot shares this host's network: policy-rc.d keeps the packages from starting a service
+# (nginx on the host's port 80) while they install.
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod +x "$root/usr/sbin/policy-rc.d"
 # shellcheck disable=SC2086 # a list of package names
-apt_install $DB_PACKAGES
+apt_install $DB_PACKAGES $FRONT_PACKAGES
+rm -f "$root/usr/sbin/policy-rc.d"
 rm -rf "$root"/var/lib/postgresql/*/main "$root"/etc/postgresql/*/main  # the lab runs its own
 strip_apt
 import_root "$RUNTIME_TAG"

@@ -50,6 +50,8 @@ class Report:
     dropped: int = 0  # open loop: due since the last report while the cap was full
     inflight: int = 0  # open loop: requests outstanding now
     bounds: int = 0  # open loop: unanswered requests' ages in the histogram (not answers)
+    failed: dict[str, str] = field(default_factory=dict)  # failed latencies by kind, encoded
+    late_sends: str = ""  # open loop: its sends' lateness, encoded ("": none)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,17 +67,25 @@ class Report:
         encoded = hist.encode(interval.hist)
         errors = dict(interval.errors)
         lag = hist.encode(interval.lag) if interval.lag is not None else ""
+        late = interval.late_sends
+        late_sends = hist.encode(late) if late is not None else ""
         return cls(
             *(seq, encoded, interval.requests, errors, *live, cpu_pct, cpus),
             *(lag, interval.periodic_s),
             bounds=interval.bounds,
+            failed={k: hist.encode(h) for k, h in interval.failed.items()},
+            late_sends=late_sends,
         )
 
     def interval(self) -> Interval:
         lag = hist.decode(self.lag) if self.lag else None
         errors = Counter(self.errors)
         encoded = hist.decode(self.encoded)
-        return Interval(encoded, self.requests, errors, self.bounds, lag, self.periodic_s)
+        failed = {k: hist.decode(e) for k, e in self.failed.items()}
+        late = hist.decode(self.late_sends) if self.late_sends else None
+        return Interval(
+            *(encoded, self.requests, errors, self.bounds, lag, self.periodic_s, failed, late)
+        )
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,9 @@ class Drained:
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Drained:
         share = data["share"]
-        figures = OpenLoopFigures(**{**share["figures"], "lower_bounds": ()})
+        figures = OpenLoopFigures(
+            **{**share["figures"], "lower_bounds": (), "all_lower_bounds": ()}
+        )
         return cls(Report.from_data(data["report"]), ShareResult(**{**share, "figures": figures}))
 
 

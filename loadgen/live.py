@@ -70,12 +70,7 @@ class ModelIntervals:
     ) -> None:
         status = getattr(response, "status_code", 0) or 0
         kind = classify(exception, status, None, None)
-        interval = self._of(model_of(name))
-        interval.requests += 1
-        if kind is None:
-            hist.record_ms(interval.hist, response_time)
-        else:
-            interval.errors[kind] += 1
+        self._of(model_of(name)).record(kind, response_time)
 
     def add(self, model: str, part: Interval) -> None:
         """Count another process's interval (a worker's) into this second's."""

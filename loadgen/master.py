@@ -22,13 +22,21 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import gevent
+from hdrh.histogram import HdrHistogram
 from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner
 
 from lab.record import hist
 from loadgen import fanout
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
-from loadgen.recording import CpuMeter, Interval, Recorder, lag_figures, run_phases
+from loadgen.recording import (
+    CpuMeter,
+    Interval,
+    Recorder,
+    lag_figures,
+    merge_failed,
+    run_phases,
+)
 from loadgen.request import Request
 from loadgen.users import model_user
 
@@ -102,14 +110,14 @@ class Fleet(Recorder):
     def refresh(self) -> None:
         self.collect()  # settling: live counts only, the intervals are not measured
 
-    def roll(self, start: float, end: float) -> dict[str, Any]:
+    def roll(self, start: float, end: float, drain: bool = False) -> dict[str, Any]:
         parts = self.collect()
         for node, name in self.names.items():
             part = parts.get(name, Interval())
             total = self.totals.setdefault(name, Counter())
             total.update(requests=part.requests, ok=part.hist.get_total_count() - part.bounds)
             self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
-        return self.account(start, end, parts)
+        return self.account(start, end, parts, drain)
 
     def parts(self, window_s: float) -> list[Part]:
         out = []
@@ -142,8 +150,12 @@ def _merged(reports: list[fanout.Report]) -> Interval:
 
 
 def merged(intervals: list[Interval]) -> Interval:
-    """Several intervals as one: counts added, histograms merged exactly (the loop lags too)."""
+    """Several intervals as one: counts added, histograms merged exactly (the loop lags, the
+    failures and the sends' lateness too)."""
     lags = [i.lag for i in intervals if i.lag is not None]
+    late = [i.late_sends for i in intervals if i.late_sends is not None]
+    failed: dict[str, HdrHistogram] = {}
+    merge_failed(failed, (i.failed for i in intervals))
     return Interval(
         hist.merge(i.hist for i in intervals),
         sum(i.requests for i in intervals),
@@ -151,6 +163,8 @@ def merged(intervals: list[Interval]) -> Interval:
         sum(i.bounds for i in intervals),
         hist.merge(lags) if lags else None,
         sum(i.periodic_s for i in intervals),
+        failed,
+        hist.merge(late) if late else None,
     )
 
 

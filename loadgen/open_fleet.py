@@ -83,7 +83,7 @@ class OpenFleet(Fleet):
             self.inbox.setdefault(node, []).append(drained.report)
         drain_s = max(d.share.figures.drain_s for d in self.drained.values())
         cpu = {name: list(series) for name, series in self.cpu_series.items()}
-        self.roll(window_s, window_s + drain_s)
+        self.roll(window_s, window_s + drain_s, drain=True)
         self.cpu_series = cpu  # each part's CPU stays the measured window's
         return drain_s
 
@@ -104,14 +104,16 @@ def run_open_distributed(start: Start) -> Done:
         gevent.sleep(max(0.0, begin_at - time.time()))
         done = run_phases(start, fleet, fleet.tick, cpu=FleetCpu(fleet))
         fleet.finish(done.duration_s)
-        latency = hist.summary_ms(fleet.whole)
-        figures = merge(start.rate_rps, [fleet.drained[n].share for n in nodes], latency)
+        latency = fleet.latency()  # from each request's intended start, unfinished ages included
+        shares = [fleet.drained[n].share for n in nodes]
+        figures = merge(start.rate_rps, shares, latency["latency_ms"], latency["all_latency_ms"])
+        figures = replace(figures, send_lateness_ms=hist.summary_ms(fleet.late_sends))
         return replace(
             done,
             requests=fleet.requests + figures.unfinished,
             ok=fleet.ok,
             errors=dict(fleet.errors),
-            latency_ms=latency,  # from each request's intended start, unfinished ages included
+            **latency,
             open_loop=figures,
             parts=fleet.parts(done.duration_s),
         )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -76,17 +77,34 @@ class OpenLoop:
         self.ok_in_window = 0
         self.unfinished = 0  # still unanswered at the cut-off
         self.lower_bound_floor: float | None = None  # the youngest unfinished request's age, ms
+        # Dropped arrivals' intended times, oldest first: each is timed to the next slot that
+        # frees (it could not have started before), or to the cut-off: a lower bound.
+        self.waiting: deque[float] = deque()
+        self.cut = False  # the drain's cut-off passed: nothing more is recorded
+        self.dropped_floor: float | None = None  # the shortest such bound, ms
+
+    def bound_dropped(self, now: float) -> None:
+        """A slot freed: the oldest dropped arrival waited at least until now."""
+        bound_ms = (now - self.waiting.popleft()) * 1000
+        self.recorder.interval.record_failed("dropped", bound_ms)
+        floor = self.dropped_floor
+        self.dropped_floor = bound_ms if floor is None else min(floor, bound_ms)
 
     def on_request(self, response_time: float, context: dict[str, Any], **kw: Any) -> None:
-        from_intended_ms = (time.perf_counter() - context["intended"]) * 1000
+        if self.cut:  # an answer after the cut-off: its age is already recorded, once
+            return
+        now = time.perf_counter()
+        from_intended_ms = (now - context["intended"]) * 1000
         measured = bool(context["measured"])
-        ok = kw.get("exception") is None
+        kind = self.recorder.on_request(response_time=from_intended_ms, measured=measured, **kw)
+        ok = kind is None  # a wrong body is no answer, in the window or not
         self.ok_in_window += ok and self.recorder.measuring  # whenever it was due
         if measured:
             self.completed += 1
             if ok:
                 hist.record_ms(self.service, response_time)
-        self.recorder.on_request(response_time=from_intended_ms, measured=measured, **kw)
+        if self.waiting:
+            self.bound_dropped(now)
 
     def send(self, intended: float, measured: bool) -> None:
         token = id(gevent.getcurrent())
@@ -95,7 +113,7 @@ class OpenLoop:
         try:
             context = {"intended": intended, "measured": measured}
             req = self.request
-            headers = dict(req.headers) or None
+            headers = req.header_dict
             self.session.request(
                 req.method, req.path, name=req.path, data=req.body, headers=headers, context=context
             )
@@ -112,17 +130,28 @@ class OpenLoop:
             delay = due - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
+            # in the window by its due time: one due before it opened and sent late is not
+            measuring = self.recorder.measuring and due >= self.recorder.opened_at
             if len(self.inflight) >= self.spec.max_outstanding:
-                if self.recorder.measuring:
+                if measuring:
                     self.dropped += 1
                     self.tick_dropped += 1
+                    self.waiting.append(due)
                 continue
-            if self.recorder.measuring:
-                now = time.perf_counter()
-                self.first_sent = self.first_sent or now
-                self.last_sent = now
-                self.started += 1
-            self.inflight.spawn(self.send, due, self.recorder.measuring)
+            if measuring:
+                self.count_send(due)
+            self.inflight.spawn(self.send, due, measuring)
+
+    def count_send(self, due: float) -> None:
+        """A measured send and its lateness (a late one was delayed by this process itself)."""
+        now = time.perf_counter()
+        self.first_sent = self.first_sent or now
+        self.last_sent = now
+        self.started += 1
+        interval = self.recorder.interval
+        if interval.late_sends is None:
+            interval.late_sends = hist.new_histogram()
+        hist.record_ms(interval.late_sends, (now - due) * 1000)
 
     def tick(self) -> dict[str, int]:
         """This second's open-loop figures for the tick line."""
@@ -135,8 +164,16 @@ class OpenLoop:
         span = self.last_sent - self.first_sent
         return (self.started - 1) / span if self.started > 1 and span > 0 else 0.0
 
-    def figures(self, latency: Mapping[str, float], drain_s: float) -> OpenLoopFigures:
-        """This generator's open-loop figures; `latency` marks which keys are lower bounds."""
+    def all_floor(self) -> float | None:
+        """The shortest lower bound among every request (unfinished or dropped), ms."""
+        floors = [f for f in (self.lower_bound_floor, self.dropped_floor) if f is not None]
+        return min(floors) if floors else None
+
+    def figures(
+        self, latency: Mapping[str, float], drain_s: float, everything: Mapping[str, float]
+    ) -> OpenLoopFigures:
+        """This generator's open-loop figures; `latency` (ok requests) and `everything` (every
+        request) mark which keys are lower bounds."""
         assert self.spec.rate_rps is not None
         return OpenLoopFigures(
             rate_rps=self.spec.rate_rps,
@@ -151,6 +188,8 @@ class OpenLoop:
             ok_in_window=self.ok_in_window,
             drain_s=round(drain_s, 3),
             lower_bounds=lower_bounds(latency, self.lower_bound_floor),
+            all_lower_bounds=lower_bounds(everything, self.all_floor()),
+            send_lateness_ms=hist.summary_ms(self.recorder.late_sends),
         )
 
 
@@ -163,20 +202,20 @@ def run_open(spec: Start) -> Done:
         done = run_phases(spec, loop.recorder, loop.tick)
         scheduler.kill()
         drain_s = drain(loop, spec)
-        # the drained answers and the bounds go out as one more histogram interval
-        loop.recorder.roll(done.duration_s, done.duration_s + drain_s)
+        # the drained answers and the bounds go out as one more interval, tagged as the drain
+        loop.recorder.roll(done.duration_s, done.duration_s + drain_s, drain=True)
     finally:
         scheduler.kill()
         loop.inflight.kill(block=True, timeout=5)
     rec = loop.recorder
-    latency = hist.summary_ms(rec.whole)
+    latency = rec.latency()  # from each request's intended start, unfinished ages included
     return replace(
         done,
         requests=rec.requests + loop.unfinished,
         ok=rec.ok,
         errors=dict(rec.errors),
-        latency_ms=latency,  # from each request's intended start, unfinished ages included
-        open_loop=loop.figures(latency, drain_s),
+        **latency,
+        open_loop=loop.figures(latency["latency_ms"], drain_s, latency["all_latency_ms"]),
     )
 
 
@@ -189,7 +228,7 @@ def run_share(loop: OpenLoop) -> float:
     scheduler = gevent.spawn(loop.schedule, begin)
     try:
         _sleep_until(begin + spec.settle_s)
-        loop.recorder.measuring = True
+        loop.recorder.measuring, loop.recorder.opened_at = True, begin + spec.settle_s
         _sleep_until(begin + spec.settle_s + spec.duration_s)
         loop.recorder.measuring = False
         scheduler.kill()
@@ -216,4 +255,7 @@ def drain(loop: OpenLoop, spec: Start) -> float:
         loop.recorder.bound(age)
     loop.unfinished = len(ages)
     loop.lower_bound_floor = min(ages) if ages else None
+    while loop.waiting:
+        loop.bound_dropped(cutoff)
+    loop.cut = True  # killing the unanswered ones yields: a late answer must not count twice
     return cutoff - t0

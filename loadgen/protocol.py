@@ -126,6 +126,9 @@ class Histogram:
     end_s: float
     encoded: str
     source: str = ""  # which generator process measured it ("" when there is one)
+    # Open loop: the drain after the window (its late answers and unfinished requests' ages):
+    # part of the step's latency, never a second of its series nor of the bootstrap.
+    drain: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,8 @@ class OpenLoopFigures:
     ok_in_window: int = 0  # ok answers inside the window, whenever due: the throughput
     drain_s: float = 0.0  # how long the window's requests were waited for after it closed
     lower_bounds: tuple[str, ...] = ()  # latency keys that are lower bounds (unfinished ages)
+    all_lower_bounds: tuple[str, ...] = ()  # all_latency_ms keys that are (dropped, unfinished)
+    send_lateness_ms: dict[str, float] = field(default_factory=dict)  # actual send - intended
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,15 @@ class Done(Window):
     # how late the generators' event loops woke (every load-carrying process's merged; {}: unknown)
     generator_lag_ms: dict[str, float] = field(default_factory=dict)
     periodic_pct: float = -1.0  # the busiest generator's share of the window in periodic work
+    # Every request counted, not only the survivors: failed requests' latency by kind (open
+    # loop: "dropped", arrivals the cap kept back, timed to when a slot freed: a lower bound), and
+    # every request's together (ok, failed, dropped and unfinished).
+    failed_latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    all_latency_ms: dict[str, float] = field(default_factory=dict)
+    # What the instrument's error per request is read from (encoded HdrHistograms, µs; "":
+    # unknown or none): the generators' loop lag over the window, and open-loop sends' lateness.
+    lag: str = ""
+    late_sends: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ once-a-second work is counted, so a step knows when the generator, not the serve
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -44,6 +45,38 @@ class Interval:
     bounds: int = 0  # lower bounds (unfinished open-loop requests' ages) in `hist`
     lag: HdrHistogram | None = None  # the process's loop lag over the interval (None: unknown)
     periodic_s: float = 0.0  # the process's own periodic work since its last interval
+    # Failed requests' latency by kind, from their start (open loop: intended start); "dropped":
+    # open-loop arrivals the cap kept back, a lower bound (`loadgen.open_loop`).
+    failed: dict[str, HdrHistogram] = field(default_factory=dict)
+    # Open loop: each measured send's lateness (actual send - intended), per request.
+    late_sends: HdrHistogram | None = None
+
+    def record(self, kind: str | None, latency_ms: float) -> None:
+        """One request that ended: an answer's latency, or a failure's under its kind. The one
+        place a classified request is recorded (the lab's generators and the lab page's)."""
+        self.requests += 1
+        if kind is None:
+            hist.record_ms(self.hist, latency_ms)
+        else:
+            self.errors[kind] += 1
+            self.record_failed(kind, latency_ms)
+
+    def record_failed(self, kind: str, latency_ms: float) -> None:
+        """One failed request's latency, into its kind's histogram (made on first use: a new
+        HdrHistogram costs ~0.1 ms, a healthy step never pays it)."""
+        h = self.failed.get(kind)
+        if h is None:
+            h = self.failed[kind] = hist.new_histogram()
+        hist.record_ms(h, latency_ms)
+
+
+def merge_failed(
+    into: dict[str, HdrHistogram], parts: Iterable[Mapping[str, HdrHistogram]]
+) -> None:
+    """Failed requests' histograms added into `into`, kind by kind (exact, like every merge)."""
+    for part in parts:
+        for kind, h in part.items():
+            into.setdefault(kind, hist.new_histogram()).add(h)
 
 
 class LoopLag:
@@ -54,6 +87,12 @@ class LoopLag:
     the S / tick timers that would have fired during it, so the percentiles are over time (how late
     the loop was for an event at a random moment: an answer arriving, a send falling due), and a
     stall is weighed by its length, not counted once.
+
+    Read per request: an answer arriving while the loop is X ms late waits X ms more, so the share
+    of the time the loop was at least X late is the share of answers a stall delayed by X or more
+    (answers arrive throughout the window; `lab.record.counted`). A stall shorter than the tick
+    is seen only when a timer falls due inside it, as often as an answer would. Open-loop sends
+    are counted one by one instead (`Interval.late_sends`).
     """
 
     def __init__(self) -> None:
@@ -79,6 +118,7 @@ class Recorder:
     def __init__(self, expected: bytes | None) -> None:
         self.expected = expected
         self.measuring = False
+        self.opened_at = math.inf  # perf_counter when the measured window opened
         self.interval = Interval()
         self.whole = hist.new_histogram()  # every measured second merged
         self.errors: Counter[str] = Counter()
@@ -86,6 +126,8 @@ class Recorder:
         self.ok = 0
         self.live_requests = 0  # every completion, measured or not, for the progress display
         self.live_errors = 0
+        self.failed: dict[str, HdrHistogram] = {}  # every measured second's failures, by kind
+        self.late_sends = hist.new_histogram()  # open loop: measured sends' lateness
         self.loop_lag = LoopLag()
         self.periodic_s = 0.0  # own periodic work not yet handed on in an interval
         self.lags: dict[str, HdrHistogram] = {}  # per source: its loop lag, measured seconds
@@ -98,21 +140,22 @@ class Recorder:
         exception: BaseException | None = None,
         measured: bool | None = None,
         **_: Any,
-    ) -> None:
+    ) -> str | None:
         """`measured`: whether the request counts, when the caller knows better than the clock
-        (open loop: it was due inside the measured window, whenever it completes)."""
+        (open loop: it was due inside the measured window, whenever it completes). Returns its
+        error kind (None: ok)."""
         status = getattr(response, "status_code", 0) or 0
-        content = getattr(response, "content", None) if exception is None else None
-        kind = classify(exception, status, content, self.expected)
+        if exception is None and status < 400 and self.expected is None:
+            kind = None  # what `classify` says, without reading the body nobody checks
+        else:
+            content = getattr(response, "content", None) if exception is None else None
+            kind = classify(exception, status, content, self.expected)
         self.live_requests += 1
         self.live_errors += kind is not None
         if not (self.measuring if measured is None else measured):
-            return
-        self.interval.requests += 1
-        if kind is None:
-            hist.record_ms(self.interval.hist, response_time)
-        else:
-            self.interval.errors[kind] += 1
+            return kind
+        self.interval.record(kind, response_time)
+        return kind
 
     def take(self) -> Interval:
         """End the current interval and start the next one; it carries the loop's lag and the
@@ -129,23 +172,30 @@ class Recorder:
         hist.record_ms(self.interval.hist, age_ms)
         self.interval.bounds += 1
 
-    def roll(self, start: float, end: float) -> dict[str, Any]:
-        """Close the current one-second interval, send its histogram; return its figures."""
-        return self.account(start, end, {"": self.take()})
+    def roll(self, start: float, end: float, drain: bool = False) -> dict[str, Any]:
+        """Close the current one-second interval (or the drain), send its histogram; return
+        its figures."""
+        return self.account(start, end, {"": self.take()}, drain)
 
-    def account(self, start: float, end: float, parts: Mapping[str, Interval]) -> dict[str, Any]:
+    def account(
+        self, start: float, end: float, parts: Mapping[str, Interval], drain: bool = False
+    ) -> dict[str, Any]:
         """Send each part's histogram (one per generator process), add them all to the step's
         totals and return the second's figures, from the exactly merged histogram. Lower bounds
         (unfinished open-loop requests' ages) are in the histogram but not counted as ok."""
         merged = hist.merge(p.hist for p in parts.values())
         for source, part in parts.items():
-            emit(Histogram(round(start, 3), round(end, 3), hist.encode(part.hist), source))
+            encoded = hist.encode(part.hist)
+            emit(Histogram(round(start, 3), round(end, 3), encoded, source, drain))
         errors = sum((p.errors for p in parts.values()), Counter[str]())
         self.whole.add(merged)
         self.requests += sum(p.requests for p in parts.values())
         self.ok += merged.get_total_count() - sum(p.bounds for p in parts.values())
         self.errors.update(errors)
+        merge_failed(self.failed, (p.failed for p in parts.values()))
         summary = hist.summary_ms(merged)
+        if not merged.get_total_count():  # no answer this second: no latency, not 0 ms
+            summary = {**summary, "p50": math.nan, "p99": math.nan}
         span = max(end - start, 1e-9)
         return {
             "rps": round(merged.get_total_count() / span, 1),
@@ -162,9 +212,26 @@ class Recorder:
         if self.measuring:
             for source, lag in lags.items():
                 self.lags.setdefault(source, hist.new_histogram()).add(lag)
+            for p in parts.values():
+                if p.late_sends is not None:
+                    self.late_sends.add(p.late_sends)
             self.busy_s.update({s: p.periodic_s for s, p in parts.items()})
         second = hist.summary_ms(hist.merge(lags.values()))
         return {"lag_p99_ms": second["p99"], "lag_max_ms": second["max"]}
+
+    def latency(self) -> dict[str, Any]:
+        """The step's latency figures: ok requests (`latency_ms`, open loop: unfinished ages
+        included), failed ones by kind, every request together (`all_latency_ms`), and what the
+        generator's own error per request is read from (its loop lag, its sends' lateness)."""
+        everything = hist.merge([self.whole, *self.failed.values()])
+        late = self.late_sends
+        return {
+            "latency_ms": hist.summary_ms(self.whole),
+            "failed_latency_ms": {k: hist.summary_ms(h) for k, h in sorted(self.failed.items())},
+            "all_latency_ms": hist.summary_ms(everything),
+            "lag": hist.encode(hist.merge(self.lags.values())) if self.lags else "",
+            "late_sends": hist.encode(late) if late.get_total_count() else "",
+        }
 
     def lag_ms(self) -> dict[str, float]:
         """The step's loop lag, every generator process's merged: p50, p99, max, mean (ms)."""
@@ -228,7 +295,7 @@ def run_phases(
     emit(Measuring(started_at))
     cpu.lap()
     recorder.take()  # the settle's requests and lag are not measured
-    recorder.measuring = True
+    recorder.measuring, recorder.opened_at = True, time.perf_counter()
     t0 = time.monotonic()
     samples = _measure(start, recorder, cpu, extra_sample)
     recorder.measuring = False
@@ -241,7 +308,7 @@ def run_phases(
         requests=recorder.requests,
         ok=recorder.ok,
         errors=dict(recorder.errors),
-        latency_ms=hist.summary_ms(recorder.whole),
+        **recorder.latency(),
         client_cpu_pct=round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
         timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
         generator_lag_ms=recorder.lag_ms(),

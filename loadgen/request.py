@@ -7,6 +7,7 @@ live recorder, the lab's UI save) never imports locust.
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 from dataclasses import dataclass
 
@@ -30,7 +31,13 @@ class Request:
         body = start.body if start.method != "GET" else None
         return cls(start.path, None, start.method, body, tuple(start.headers.items()))
 
+    @functools.cached_property
+    def header_dict(self) -> dict[str, str] | None:
+        """The headers as the client takes them, built once per request plan, not per send."""
+        return dict(self.headers) or None
 
+
+@functools.lru_cache(maxsize=256)
 def request_name(model: str, path: str) -> str:
     """`<model> <route>`: one statistics row per model and route (the query is left out)."""
     return f"{model} {urllib.parse.urlsplit(path).path}"

@@ -18,7 +18,7 @@ Plain data, HdrHistogram and the standard library: the lab may import this witho
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lab.record import hist
@@ -84,16 +84,21 @@ class ShareResult:
     figures: OpenLoopFigures
     service: str  # HdrHistogram, encoded
     floor_ms: float | None  # None: every request of its window answered
+    all_floor_ms: float | None = None  # the shortest bound, unfinished or dropped (None: none)
 
 
 def merge(
-    rate: float, shares: Sequence[ShareResult], latency: Mapping[str, float]
+    rate: float,
+    shares: Sequence[ShareResult],
+    latency: Mapping[str, float],
+    everything: Mapping[str, float] | None = None,
 ) -> OpenLoopFigures:
     """The step's open-loop figures from every generator's: counts added, rates added, the drain
-    the longest, lower bounds from the youngest unanswered request of any generator."""
+    the longest, lower bounds from the youngest unanswered request of any generator (for
+    `everything`, every request's latency: the shortest bound, dropped ones' too)."""
     figs = [s.figures for s in shares]
-    floors = [s.floor_ms for s in shares if s.floor_ms is not None]
-    floor = min(floors) if floors else None
+    floor = _least(s.floor_ms for s in shares)
+    all_floor = _least(s.all_floor_ms for s in shares)
     service = hist.merge(hist.decode(s.service) for s in shares)
     return OpenLoopFigures(
         rate_rps=rate,
@@ -108,11 +113,18 @@ def merge(
         ok_in_window=sum(f.ok_in_window for f in figs),
         drain_s=max((f.drain_s for f in figs), default=0.0),
         lower_bounds=lower_bounds(latency, floor),
+        all_lower_bounds=lower_bounds(everything or {}, all_floor),
     )
 
 
+def _least(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
 def lower_bounds(latency: Mapping[str, float], floor_ms: float | None) -> tuple[str, ...]:
-    """The latency keys at or past the youngest unanswered request's age: lower bounds (">=")."""
+    """The latency keys at or past the youngest unanswered request's age: lower bounds (">="),
+    and the mean, which every bound pulls down."""
     if floor_ms is None:
         return ()
-    return tuple(k for k, v in latency.items() if v >= floor_ms)
+    return tuple(k for k, v in latency.items() if v >= floor_ms or k == "mean")

@@ -35,15 +35,14 @@ class ModelUser(FastHttpUser):
     def hit(self) -> None:
         req = type(self).plan()
         name = request_name(self.model, req.path)
-        headers = dict(req.headers) or None
+        headers = req.header_dict
+        if req.expected is None:  # the lab's recorder checks bodies itself: no context to open
+            self.client.request(req.method, req.path, name=name, data=req.body, headers=headers)
+            return
         with self.client.request(
             req.method, req.path, name=name, data=req.body, headers=headers, catch_response=True
         ) as response:
-            if (
-                req.expected is not None
-                and response.status_code == 200
-                and response.content != req.expected
-            ):
+            if response.status_code == 200 and response.content != req.expected:
                 response.failure(BadBody(f"unexpected body {(response.content or b'')[:80]!r}"))
 
 

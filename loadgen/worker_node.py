@@ -106,8 +106,9 @@ class Node:
         drain_s = run_share(loop)
         live = (self.recorder.live_requests, self.recorder.live_errors)
         report = self.report(-1, self.recorder.take(), live)  # -1: not an answer to a roll
-        figures = loop.figures({}, drain_s)  # the master marks lower bounds on the merged latency
-        share = ShareResult(figures, hist.encode(loop.service), loop.lower_bound_floor)
+        figures = loop.figures({}, drain_s, {})  # the master marks bounds on the merged latency
+        service = hist.encode(loop.service)
+        share = ShareResult(figures, service, loop.lower_bound_floor, loop.all_floor())
         self.runner.send_message(fanout.DRAINED, fanout.Drained(report, share).to_data())
 
     def leave(self) -> None:

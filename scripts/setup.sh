@@ -53,6 +53,18 @@ if ! command -v ab >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev
     >/dev/null || echo "setup: apache2-utils could not be installed; uwsgi-blog's ab cases need it"
 fi
 
+# nginx (Debian's nginx-light) is the front of `lab run --front nginx`; optional. The lab starts its
+# own per run (own config and prefix, 127.0.0.1): a policy-rc.d keeps the package from starting a
+# system nginx on port 80, and the boot-time service is disabled.
+if ! command -v nginx /usr/sbin/nginx >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  rc=/usr/sbin/policy-rc.d own_rc=0
+  [[ -e $rc ]] || { printf '#!/bin/sh\nexit 101\n' >"$rc" && chmod +x "$rc" && own_rc=1; }
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light) \
+    >/dev/null || echo "setup: nginx-light could not be installed; lab run --front nginx needs it"
+  ((own_rc)) && rm -f "$rc"
+  systemctl disable -q nginx 2>/dev/null || true
+fi
+
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 stamp=.venv/.lab-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)

@@ -74,7 +74,7 @@ def test_a_lagged_step_is_never_crowned_on_p99_but_counts_on_throughput() -> Non
     assert verdict.best_p99 == ("slow",)
     assert verdict.best_rps == ("fast",)
     assert not verdict.excluded
-    assert any("generator's own event loop" in n for n in verdict.notes)
+    assert any("generator's own stalls" in n for n in verdict.notes)
 
 
 def test_a_lagged_point_makes_no_p99_crossover(tmp_path: Path) -> None:

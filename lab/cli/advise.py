@@ -25,6 +25,7 @@ from lab.cli.run_options import (
     APP_OPTIONS,
     DELAY_MS,
     DURATION,
+    FRONT_OPTIONS,
     GENERATOR_OPTIONS,
     MODELS,
     MODELS_FILE,
@@ -33,6 +34,7 @@ from lab.cli.run_options import (
 from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config.models import load_registry
 from lab.config.scenario import Scenario, load_scenario, override
+from lab.front.nginx import Front, variants
 from lab.record.errors import LabError
 from lab.run import generators
 from lab.run.plan import plan_run
@@ -42,7 +44,7 @@ from lab.run.progress import ConsoleProgress
 RESUMABLE = (
     *("rps", "p99_ms", "error_rate", "models", "models_file"),
     *("delay_ms", "duration", "warmup", "budget_min"),
-    *("generators", "remote_generators", "master"),
+    *("generators", "remote_generators", "master", "front", "front_knobs"),
 )
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
 # Each candidate sets processes and the pools: the base knobs start from the least of them, so no
@@ -83,6 +85,7 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
     ),
     *APP_OPTIONS,
     *GENERATOR_OPTIONS,
+    *FRONT_OPTIONS,
     click.option(
         "--allow-remote",
         is_flag=True,
@@ -123,6 +126,7 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
 def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> Advice:
     """Plan the advise run (checking --app first), search every model with the live progress
     display; Ctrl-C keeps every step measured and says how to resume."""
+    front = Front.of(opts["front"], opts["front_knobs"], "native")
     registry = load_registry(opts["models_file"])
     scenario = advise_scenario(opts)
     fixed: dict[str, Any] = {
@@ -138,6 +142,7 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         scenario, chosen = checked.scenario, list(checked.models)
     else:
         chosen = models_to_run({**opts, **fixed}, registry, scenario)
+    chosen = variants(chosen, front.names) if front else chosen
     if not opts["resume"]:
         ensure_writable(opts["out"], "--out")
     plan = plan_run(
@@ -155,7 +160,7 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
             opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"]
         ),
     )
-    backend = make_backend("native", plan, scenario)
+    backend = make_backend("native", plan, scenario, front)
     budget_s = opts["budget_min"] * 60
     console.print(
         f"advise [bold]{plan.run_id}[/] → {plan.run_dir}: {slo.words}, {len(chosen)} model(s), "

@@ -18,6 +18,8 @@ from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config import availability
 from lab.config.models import Knobs, Model, Registry, alias_notes, knob_notes, load_registry
 from lab.config.scenario import Scenario, load_scenario, override
+from lab.front.nginx import Front, variants
+from lab.front.serve import FrontedBackend
 from lab.record.errors import LabError
 from lab.run import generators
 from lab.run.plan import Plan, plan_run, resolve_knobs
@@ -49,6 +51,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario, chosen = checked.scenario, list(checked.models)
     else:
         chosen = models_to_run(opts, registry, scenario)
+    front = Front.of(opts["front"], opts["front_knobs"], opts["backend"])
+    chosen = variants(chosen, front.names) if front else chosen
     check_before_start(opts, scenario, chosen, registry.knobs)
     plan = plan_run(
         scenario,
@@ -72,7 +76,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
     )
     if dbrun.needed(scenario.route) and opts["backend"] != "native":
         raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
-    backend = make_backend(opts["backend"], plan, scenario)
+    backend = make_backend(opts["backend"], plan, scenario, front)
     verb = "resuming" if recorded else "run"
     console.print(
         f"{verb} [bold]{plan.run_id}[/] → {plan.run_dir}  (about "
@@ -149,7 +153,7 @@ def models_to_run(opts: dict[str, Any], registry: Registry, scenario: Scenario) 
     return chosen
 
 
-def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
+def make_backend(name: str, plan: Plan, scenario: Scenario, front: Front | None = None) -> Backend:
     layout = CpuLayout.split(scenario.pin_cpus)
     if name == "docker":
         from lab.backends.containers import DockerBackend  # needs the Docker SDK and an engine
@@ -163,4 +167,6 @@ def make_backend(name: str, plan: Plan, scenario: Scenario) -> Backend:
         interpreters=availability.describe(list(plan.models)),
     )
     backend.ready_path = scenario.health_path
+    if front is not None and front.binary:
+        return FrontedBackend(backend, front.knobs, front.binary)
     return backend

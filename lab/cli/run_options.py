@@ -70,6 +70,8 @@ RESUMABLE = (
     "generators",
     "remote_generators",
     "master",
+    "front",
+    "front_knobs",
 )
 
 
@@ -152,6 +154,27 @@ GENERATOR_OPTIONS = (  # `lab run` and `lab advise`: where the load comes from
         metavar="HOST:PORT",
         help="Where the generator master listens for its workers [default: 127.0.0.1, any port; "
         "127.0.0.1:5557 with --remote-generators]; non-loopback needs --allow-remote.",
+    ),
+)
+
+
+FRONT_OPTIONS = (  # `lab run`, `lab advise` and `lab ui`: nginx in front of each model
+    click.option(
+        "--front",
+        metavar="nginx|bare,nginx",
+        help="Put each model behind nginx, configured as its server's docs recommend (uWSGI "
+        "over uwsgi_pass on a unix socket; the others over proxy_pass, HTTP/1.1, keepalive "
+        "pool); bare,nginx runs both side by side as NAME and NAME+nginx [default: bare].",
+    ),
+    click.option(
+        "--front-knob",
+        "front_knobs",
+        multiple=True,
+        callback=knob_pairs,
+        metavar="NAME=VALUE",
+        help="An nginx knob (repeatable): workers=1, connections=4096 (per worker), "
+        "keepalive=256 (idle server connections per worker), buffering=on, "
+        "client_keepalive_s=75.",
     ),
 )
 
@@ -271,6 +294,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="With --app: check and probe the app under every model, then stop (no sweep).",
     ),
     *GENERATOR_OPTIONS,
+    *FRONT_OPTIONS,
 )
 
 

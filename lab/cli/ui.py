@@ -17,12 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 from types import FrameType
+from typing import cast
 
 import click
 
-from lab.backends.base import HOST, CpuLayout, NativeBackend
+from lab.backends.base import HOST, Backend, CpuLayout, LocalServer, NativeBackend
+from lab.cli.run_options import FRONT_OPTIONS
 from lab.config.models import alias_notes, load_registry
 from lab.config.scenario import LIMITS, UpstreamSpec
+from lab.front.nginx import Front, variants
+from lab.front.serve import FrontedBackend, FrontedServer
 from lab.record.errors import LabError
 from lab.system import procs
 from lab.system.procstats import PIDS_ENV
@@ -59,18 +63,32 @@ def locust_argv(port: int, out: Path) -> list[str]:
 
 
 def start_all(
-    models: list[str], port: int, concurrency: int, delay_ms: float, out: Path, logs: Path
-) -> tuple[NativeBackend, procs.Proc]:
-    """Upstream, each model, then locust; a failure stops what was started (by the caller)."""
+    models: list[str],
+    port: int,
+    concurrency: int,
+    delay_ms: float,
+    out: Path,
+    logs: Path,
+    front: Front | None = None,
+) -> tuple[Backend, procs.Proc]:
+    """Upstream, each model (behind nginx too, with a front), then locust; a failure stops
+    what was started (by the caller)."""
     registry = load_registry()
     chosen = registry.pick(models)
     knobs = registry.knobs.resolve(concurrency)
     for model in chosen:
         model.check_installed(knobs)
+    chosen = variants(chosen, front.names) if front else chosen
     procs.ensure_port_free(HOST, port, "locust web UI")
-    backend = NativeBackend(logs, CpuLayout.split(pin=True))
+    native = NativeBackend(logs, CpuLayout.split(pin=True))
+    backend: Backend = native
+    if front is not None and front.binary:
+        backend = FrontedBackend(native, front.knobs, front.binary)
     upstream = backend.start_upstream(UpstreamSpec(delay_ms=delay_ms), procs.free_port())
-    servers = [backend.start_server(m, knobs, upstream.url, procs.free_port()) for m in chosen]
+    servers = [
+        cast(LocalServer | FrontedServer, backend.start_server(m, knobs, upstream.url, port_))
+        for m, port_ in ((m, procs.free_port()) for m in chosen)
+    ]
     env = {
         **os.environ,
         "LAB_UPSTREAM_URL": upstream.url,
@@ -83,7 +101,7 @@ def start_all(
         log_path=logs / "logs" / "locust.log",
         env=env,
         cwd=ROOT,
-        cpus=backend.layout.client,
+        cpus=native.layout.client,
     )
     procs.wait_http(ui, f"http://{HOST}:{port}/", 60)
     return backend, ui
@@ -125,11 +143,21 @@ def start_all(
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the lab page's Save button writes result directories.",
 )
+@FRONT_OPTIONS[0]
+@FRONT_OPTIONS[1]
 def ui(
-    port: int, models: str, concurrency: int, workers: int | None, delay_ms: float, out: Path
+    port: int,
+    models: str,
+    concurrency: int,
+    workers: int | None,
+    delay_ms: float,
+    out: Path,
+    front: str | None,
+    front_knobs: dict[str, int | str],
 ) -> None:
     """Start the models, the upstream and the locust web UI with the lab page on 127.0.0.1."""
     names = [m.strip() for m in models.split(",") if m.strip()]
+    fronted = Front.of(front, front_knobs, "native")
     if workers is not None:
         concurrency = workers
         for note in alias_notes({"workers": workers}):
@@ -137,7 +165,9 @@ def ui(
     logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        backend, locust = start_all(names, port, concurrency, delay_ms, out.resolve(), logs)
+        backend, locust = start_all(
+            names, port, concurrency, delay_ms, out.resolve(), logs, fronted
+        )
         click.echo(
             f"lab ui: http://{HOST}:{port}  (lab page: /lab/; logs in {logs}); "
             "Ctrl-C stops everything",

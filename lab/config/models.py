@@ -114,6 +114,7 @@ class Model:
     requires: tuple[str, ...] = ()  # distributions the server needs besides the app's
     python: str = ""  # interpreter to run under in a lab-made venv; "" = the lab's own
     bridge: str = ""  # how an ASGI server reaches a WSGI app ("" = it serves its app natively)
+    front: str = ""  # "nginx": served behind it (lab/front); "" = bare, clients reach the server
 
     def runs_app(self) -> str:
         """`runs_app()` of this model: a model fitted to a user's app (`target`) serves an app of

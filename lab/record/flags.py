@@ -54,6 +54,14 @@ _FLAGS = (
         excludes=False,
     ),
     Flag(
+        "front_limited",
+        "nginx in front said in its error log that it ran out (worker_connections are not "
+        "enough, or its file descriptors): the front, not the model, limited the step",
+        ("front_limited",),
+        "lab.run.steps",
+        excludes=False,
+    ),
+    Flag(
         "errors",
         "at least one request failed (kinds in `errors`)",
         ("errors",),
@@ -151,15 +159,25 @@ _FLAGS = (
     ),
     Flag(
         "generator_lag",
-        f"the load generator's own event loop woke late (p99 of its timers' lateness at least "
-        f"{T.generator_lag_ms:g} ms and {T.generator_lag_p99_share:.0%} of the step's p99): its "
-        "stalls may have set part of the tail, so the step is never the basis of a p99 verdict "
-        "or crossover; its throughput counts unless it stayed below the ideal, where the rule "
-        "`apparatus` names the generator as the limit",
+        "the load generator's own stalls (its event loop waking late, or an open-loop send "
+        f"leaving late) delayed more than 1% of the requests by at least "
+        f"{T.generator_lag_p99_share:.0%} of the step's p99 (1 ms at least): they may have set "
+        "the p99, so the step is never the basis of a p99 verdict or crossover; its throughput "
+        "counts unless it stayed below the ideal, where the rule `apparatus` names the generator "
+        "as the limit",
         ("generator_lag",),
         "lab.run.apparatus",
         excludes=False,
         tail=True,
+    ),
+    Flag(
+        "generator_lag_extremes",
+        "the load generator's own stalls touched more than 0.1% of the requests by 15% of the "
+        "p99.9, or any one by 15% of the max: the p99.9 or the max may be the generator's (the "
+        "p99 is not: no verdict is based on the others)",
+        ("generator_lag_extremes",),
+        "lab.run.apparatus",
+        excludes=False,
     ),
     Flag(
         "lab_limited",

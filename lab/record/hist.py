@@ -19,6 +19,9 @@ from hdrh.log import HistogramLogReader, HistogramLogWriter
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour: no request the lab makes can be slower than that
 SIGNIFICANT_DIGITS = 3
+# An `.hlog` interval that is not a measured second: open loop's drain after the window (its
+# latencies count in the step, never in its per-second series or the bootstrap's seconds).
+DRAIN_TAG = "drain"
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 
@@ -38,6 +41,12 @@ def record_corrected_ms(hist: HdrHistogram, latency_ms: float, interval_ms: floa
     hist.record_corrected_value(value, round(interval_ms * 1000))
 
 
+def rank(percentile: float | np.ndarray, total: float | np.ndarray) -> np.ndarray:
+    """The count at a percentile, as HdrHistogram defines it: rounded, at least 1. The one rank
+    every percentile of the lab uses (the generator's seconds, the analysis, the bootstrap)."""
+    return np.maximum(np.floor(np.asarray(percentile) / 100 * total + 0.5), 1)
+
+
 def summary_ms(hist: HdrHistogram) -> dict[str, float]:
     """p50, p90, p99, p999, max and mean in milliseconds; zeros for an empty histogram.
 
@@ -49,13 +58,12 @@ def summary_ms(hist: HdrHistogram) -> dict[str, float]:
         return {**{k: 0.0 for k in PERCENTILES}, "max": 0.0, "mean": 0.0}
     values, counts = bins(hist)
     cumulative = counts.cumsum()
-    total = cumulative[-1]
-    targets = np.maximum(np.floor(np.array(list(PERCENTILES.values())) / 100 * total + 0.5), 1)
+    targets = rank(np.array(list(PERCENTILES.values())), cumulative[-1])
     at = values[np.searchsorted(cumulative, targets)]
     out = {k: float(v) / 1000 for k, v in zip(PERCENTILES, at, strict=True)}
     out["max"] = hist.get_max_value() / 1000
     medians = _index_values(*_layout(hist))[1][np.nonzero(_counts(hist))[0]]
-    out["mean"] = round(float(np.dot(medians, counts) / total) / 1000, 3)
+    out["mean"] = round(float(np.dot(medians, counts) / cumulative[-1]) / 1000, 3)
     return out
 
 
@@ -125,6 +133,9 @@ class HlogWriter:
         self.writer.output_legend()
 
     def write(self, start_s: float, end_s: float, hist: HdrHistogram) -> None:
+        """One interval; a tagged one (the drain) keeps its tag (hdrh's reader reads it)."""
+        if tag := hist.get_tag():
+            self.file.write(f"Tag={tag},")
         self.writer.output_interval_histogram(hist, start_s, end_s, max_value_unit_ratio=1000.0)
         self.file.flush()
 
@@ -153,6 +164,7 @@ def read_hlog(path: Path) -> Iterator[HdrHistogram]:
         copy.add(hist)
         copy.set_start_time_stamp(hist.get_start_time_stamp())
         copy.set_end_time_stamp(hist.get_end_time_stamp())
+        copy.set_tag(hist.get_tag())
         yield copy
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from lab.record import counted
 from lab.record import flags as flag_registry
 from lab.record.errors import LabError
 
@@ -81,6 +82,12 @@ class Measured:
     open_loop: Mapping[str, Any] | None = None  # achieved rate, sent, dropped, unfinished, ...
     generator_lag_ms: Mapping[str, float] = field(default_factory=dict)
     generator_periodic_pct: float = -1.0
+    all_latency_ms: Mapping[str, float] = field(default_factory=dict)  # every request's
+    failed_latency_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # by kind
+    # The generators' error per request is read from these (encoded HdrHistograms; "": unknown):
+    # their loop lag over the window, and open-loop sends' lateness (`lab.record.counted`).
+    generator_lag: str = ""
+    late_sends: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,8 @@ class Sampled:
     server_wait_pct: float = 0.0  # the server's processes: the most any waited for a CPU, %
     upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
     upstream_lag_max_ms: float = -1.0
+    front_cpu_pct: float = -1.0  # nginx in front of the server, 100 = one core (-1: no front)
+    front_rss_mb: float = -1.0
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
 
 
@@ -172,6 +181,21 @@ class StepRecord:
     # connect and a close, in the generators and the kernel.
     server_connections: int = -1
     server_time_wait: int = -1
+    # Every request counted (`lab.record.counted`): latency over every request (answers,
+    # failures, and dropped and unfinished ones' lower bounds; {}: not recorded), failures' by
+    # kind, the share of requests that are not answers (-1: unknown) and the percentiles it
+    # can set on its own (never compared on those: `failed_tail`).
+    latency_all_ms: dict[str, float] = field(default_factory=dict)
+    latency_all_lower_bounds: tuple[str, ...] = ()
+    failed_latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    unanswered_share: float = -1.0
+    unanswered_hides: tuple[str, ...] = ()
+    # The instrument's error per request: for p99, p999 and max, the share of requests a
+    # generator stall (or, open loop, a late send) at least that percentile's error budget long
+    # touched ({}: unknown), and the percentiles it could move (`generator_lag`: p99).
+    generator_touched: dict[str, float] = field(default_factory=dict)
+    generator_moved: tuple[str, ...] = ()
+    send_lateness_ms: dict[str, float] = field(default_factory=dict)  # open loop: send - intended
     # The verdict's rule table (lab.verdict): the rule that named the limit, its advice, the
     # limits of the later rules that also fired (secondary evidence: `evidence.also_limited_by`),
     # the cores the server could use as judged, and how long its processes waited for a CPU
@@ -181,6 +205,11 @@ class StepRecord:
     also_limited_by: tuple[str, ...] = ()
     server_cores: float = 0.0
     server_wait_pct: float = 0.0
+    # nginx in front of the server (`lab run --front nginx`), measured apart from it: its CPU
+    # (mean, 100 = one core), its peak RSS and its CPU per request (-1, None: no front).
+    front_cpu_pct: float = -1.0
+    front_rss_mb: float = -1.0
+    front_cpu_ms_per_req: float | None = None
 
     @property
     def key(self) -> StepKey:
@@ -214,6 +243,15 @@ def step_record(
     a request cost are added by `lab.verdict.assess.assessed`, which knows what the knobs allow."""
     open_loop = dict(measured.open_loop or {})
     errors, derived = _from_figures(measured, status)
+    dropped = int(open_loop.get("dropped") or 0)
+    counts = counted.facts(
+        (measured.requests, measured.ok, dropped),
+        measured.latency_ms,
+        measured.all_latency_ms,
+        measured.failed_latency_ms,
+        (measured.generator_lag, measured.late_sends),
+        open_loop,
+    )
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))
     evidence = _evidence(everything, context, measured.open_loop)
@@ -241,6 +279,7 @@ def step_record(
         generator_periodic_pct=measured.generator_periodic_pct,
         **_sampled_figures(sampled),
         **_open_loop_fields(open_loop),
+        **counts,
     )
     return record
 
@@ -301,8 +340,10 @@ def from_json(data: Any) -> StepRecord:
         raise LabError(f"a step lacks {', '.join(missing)}")
     values = {k: v for k, v in data.items() if k in names}
     values["flags"] = tuple(values["flags"])
-    values["latency_lower_bounds"] = tuple(values.get("latency_lower_bounds") or ())
-    values["also_limited_by"] = tuple(values.get("also_limited_by") or ())
+    for name in ("latency_lower_bounds", "latency_all_lower_bounds", "also_limited_by"):
+        values[name] = tuple(values.get(name) or ())
+    for name in ("unanswered_hides", "generator_moved"):
+        values[name] = tuple(values.get(name) or ())
     record = StepRecord(**values)
     _check_types(record)
     return record

@@ -9,6 +9,7 @@ p99: its throughput may stand, its tail is not the server's.
 
 from __future__ import annotations
 
+from lab.record import counted
 from lab.record.step import Measured, Raised, Sampled
 from lab.record.thresholds import T
 
@@ -17,6 +18,7 @@ def host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
     """Processes outside the run; kernel softirq (network) work is charged to no process, so
     it is counted apart instead of blamed on them."""
     apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
+    apparatus += max(sampled.front_cpu_pct, 0.0)  # nginx in front is part of the run
     others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
     if others < T.host_busy_pct:
         return []
@@ -55,18 +57,38 @@ def saturated(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Rai
 
 
 def generator_lag(measured: Measured) -> list[Raised]:
-    """The generator's own event loop woke late enough, at p99, to have moved the step's p99:
-    the tail may be the instrument's, so the step is never the basis of a p99 verdict."""
+    """The generator's own stalls touched enough requests, by enough, to have moved the step's
+    p99 (`generator_lag`: never the basis of a p99 verdict) or only its p99.9 or max
+    (`generator_lag_extremes`), counted per request (`lab.record.counted`). A generator that
+    reports no per-request count (an older one) is judged by its lag p99 over time as before."""
+    dropped = int((measured.open_loop or {}).get("dropped") or 0)
+    total = measured.requests + dropped
+    stalls = (measured.generator_lag, measured.late_sends)
+    shares = counted.touched_shares(stalls, total, measured.latency_ms)
+    if not shares:
+        return _lag_over_time(measured)
+    moved = counted.moved_by_stalls(shares)
+    if not moved:
+        return []
+    evidence = {
+        "touched_pct": {k: round(100 * v, 3) for k, v in shares.items()},
+        "moved": list(moved),
+        "latency_ms": {k: measured.latency_ms.get(k, 0.0) for k in counted.ABSORBS},
+        "lag_p99_ms": measured.generator_lag_ms.get("p99", 0.0),
+        "lag_max_ms": measured.generator_lag_ms.get("max", 0.0),
+        "periodic_pct": measured.generator_periodic_pct,
+    }
+    flag = "generator_lag" if "p99" in moved else "generator_lag_extremes"
+    return [Raised(flag, evidence)]
+
+
+def _lag_over_time(measured: Measured) -> list[Raised]:
+    """The older rule, for a generator without a per-request count: its loop's lag p99 (a share
+    of time) against the step's p99."""
     lag_p99 = measured.generator_lag_ms.get("p99", 0.0)
     p99 = measured.latency_ms.get("p99", 0.0)
     limit = max(T.generator_lag_ms, T.generator_lag_p99_share * p99)
-    if lag_p99 < limit:
+    if not measured.generator_lag_ms or lag_p99 < limit:
         return []
-    evidence = {
-        "lag_p99_ms": lag_p99,
-        "lag_max_ms": measured.generator_lag_ms.get("max", 0.0),
-        "limit_ms": round(limit, 2),
-        "latency_p99_ms": p99,
-        "periodic_pct": measured.generator_periodic_pct,
-    }
+    evidence = {"lag_p99_ms": lag_p99, "limit_ms": round(limit, 2), "latency_p99_ms": p99}
     return [Raised("generator_lag", evidence)]

@@ -98,6 +98,7 @@ class IntervalMerger:
         self.sink, self.counted = sink, counted
         self.key: tuple[float, float] | None = None
         self.parts: list[HdrHistogram] = []
+        self.drain = False
 
     def add(self, message: Histogram) -> None:
         if (message.start_s, message.end_s) != self.key:
@@ -106,11 +107,16 @@ class IntervalMerger:
         part = hist.decode(message.encoded)
         self.counted[message.source] += part.get_total_count()
         self.parts.append(part)
+        self.drain = message.drain
 
     def flush(self) -> None:
+        """Hand the second on; the drain's interval carries the tag the `.hlog` keeps."""
         if self.key is not None and self.sink is not None:
-            self.sink(*self.key, hist.merge(self.parts))
-        self.key, self.parts = None, []
+            merged = hist.merge(self.parts)
+            if self.drain:
+                merged.set_tag(hist.DRAIN_TAG)
+            self.sink(*self.key, merged)
+        self.key, self.parts, self.drain = None, [], False
 
 
 def follow(
@@ -171,7 +177,13 @@ def measured_from(done: Done | None) -> Measured:
     open_loop = vars(done.open_loop) if done.open_loop else None
     measured = measured_of(done, done.client_cpu_pct, done.timeseries, open_loop)
     return replace(
-        measured, generator_lag_ms=done.generator_lag_ms, generator_periodic_pct=done.periodic_pct
+        measured,
+        generator_lag_ms=done.generator_lag_ms,
+        generator_periodic_pct=done.periodic_pct,
+        all_latency_ms=done.all_latency_ms,
+        failed_latency_ms=done.failed_latency_ms,
+        generator_lag=done.lag,
+        late_sends=done.late_sends,
     )
 
 

@@ -18,6 +18,7 @@ from lab.config.models import AS_IS as AS_IS
 from lab.config.models import ASYNC_PORT as ASYNC_PORT
 from lab.config.models import BRIDGED as BRIDGED
 from lab.config.models import Knobs, Model, canonical_knobs, runs_app
+from lab.front.nginx import behind
 from lab.record.errors import LabError
 from lab.record.step import SCHEMA_VERSION
 from lab.run.plan import Plan
@@ -78,8 +79,11 @@ def model_entry(model: Model, knobs: Knobs) -> dict[str, Any]:
         "unit": model.unit,
         "baseline": model.baseline,
         "capacity": model.capacity(knobs),
-        "argv": model.command(knobs, "HOST", 0),
+        "argv": behind(model.command(knobs, "HOST", 0), "SOCKET")[0]
+        if model.front
+        else model.command(knobs, "HOST", 0),
         "env": dict(model.env),
+        **({"front": model.front} if model.front else {}),
     }
 
 

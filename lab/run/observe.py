@@ -99,6 +99,7 @@ class Samplers:
     cores: HostMeter
     conns: tcpconns.ConnectionMeter
     closed: Sampler
+    front: Sampler  # nginx in front of the server (no meter: no front)
 
     @classmethod
     def of(
@@ -110,10 +111,12 @@ class Samplers:
         cores = HostMeter(apparatus_cores, pids, server_proc.pid if server_proc else 0)
         conns = tcpconns.ConnectionMeter(urlsplit(server.url).port or 0)
         meters = (Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores))
-        return cls(*meters, cores, conns, Sampler(conns))
+        front_meter = getattr(server, "front_meter", None)
+        front = Sampler(front_meter() if front_meter is not None else None)
+        return cls(*meters, cores, conns, Sampler(conns), front)
 
     def each(self) -> tuple[Sampler, ...]:
-        return self.server, self.upstream, self.host, self.closed
+        return self.server, self.upstream, self.host, self.closed, self.front
 
     def start(self) -> None:
         for each in self.each():
@@ -139,6 +142,7 @@ class Samplers:
             host_softirq_pct=_mean(self.cores.softirq),
             apparatus_wait_pct=_mean(self.cores.waited),
             server_wait_pct=_mean(self.cores.server_waited),
+            **self.front_figures(),
             timeseries={
                 "server_cpu_pct": self.server.cpu,
                 "server_rss_mb": self.server.rss,
@@ -150,6 +154,12 @@ class Samplers:
                 "server_wait_pct": list(self.cores.server_waited),
             },
         )
+
+    def front_figures(self) -> dict[str, Any]:
+        """nginx's CPU and RSS, apart from the server's (none without a front)."""
+        if self.front.meter is None:
+            return {}
+        return {"front_cpu_pct": self.front.mean_cpu(), "front_rss_mb": self.front.peak_rss()}
 
 
 def _mean(xs: list[float]) -> float:

@@ -52,7 +52,10 @@ class StepRunner:
         layout = self.backend.describe().get("cpu_layout") or {}
         given = len(layout.get("server") or ())
         probe_cap = self.probe_caps.get(model.name)
-        return Capacity.of(model, self.plan.knobs, given, self.s.delay_ms, self.idle[1], probe_cap)
+        capacity = Capacity.of(
+            model, self.plan.knobs, given, self.s.delay_ms, self.idle[1], probe_cap
+        )
+        return replace(capacity, front_workers=getattr(server, "front_workers", 0))
 
     def start_message(self, server: Server, point: Point, warmup: bool) -> Start:
         """What the generator is asked to do: users in closed loop, a rate in open loop."""
@@ -110,6 +113,7 @@ class StepRunner:
         key = StepKey(model.name, self.s.mode, _users(point), point.rate_rps, trial)
         start = self.start_message(server, point, warmup)
         capacity = self.capacity(server, model)
+        front_log = getattr(server, "front_log", None)  # nginx's error log, with a front
         outcome = Outcome()
         with self._generator(start) as (gen, watchdog), self._hlog(key, warmup) as hlog:
             cpus = self.backend.loadgen_cpus()
@@ -118,7 +122,7 @@ class StepRunner:
                 follow(
                     gen,
                     outcome,
-                    on_measuring=lambda _: self._measuring(samplers),
+                    on_measuring=lambda _: self._measuring(samplers, front_log),
                     on_sample=lambda m: self._progress(model, point, warmup, m),
                     on_histogram=hlog,
                 )
@@ -132,6 +136,8 @@ class StepRunner:
         if warmup:
             return None
         raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
+        if front_log is not None and (said := front_log.since()):
+            raised.append(Raised("front_limited", said))
         return self._record(key, point, outcome, samplers, raised, context, capacity)
 
     @contextlib.contextmanager
@@ -159,9 +165,11 @@ class StepRunner:
         with self.plan.run.hlog_writer(key) as writer:
             yield writer.write
 
-    def _measuring(self, samplers: Samplers) -> None:
+    def _measuring(self, samplers: Samplers, front_log: Any) -> None:
         self.upstream.reset()
         samplers.start()
+        if front_log is not None:
+            front_log.mark()
 
     def _progress(self, model: Model, point: Point, warmup: bool, sample: Sample) -> None:
         phase = "warmup" if warmup else sample.phase

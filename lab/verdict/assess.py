@@ -89,6 +89,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
         server_cpu_ms_per_req=spent.server_cpu_ms_per_req,
         apparatus_cpu_ms_per_req=spent.apparatus_cpu_ms_per_req,
         server_rss_kb_per_conn=spent.server_rss_kb_per_conn,
+        front_cpu_ms_per_req=spent.front_cpu_ms_per_req,
     )
 
 

@@ -41,6 +41,7 @@ class Capacity:
     processes: int = 1
     probe_cap: float | None = None  # the probe's overlap where it found a cap below its K
     host_cores: int = 0  # the machine's cores (0: unknown), to tell a full host
+    front_workers: int = 0  # nginx workers in front, on the server's cores (0: no front)
 
     @classmethod
     def of(
@@ -74,6 +75,7 @@ class Cost:
     server_cpu_ms_per_req: float | None
     apparatus_cpu_ms_per_req: float | None  # load generator + upstream
     server_rss_kb_per_conn: float | None  # RSS above the idle server, per open connection
+    front_cpu_ms_per_req: float | None = None  # nginx in front (None: no front)
 
 
 def cost(r: StepRecord, cap: Capacity, connections: float) -> Cost:
@@ -86,4 +88,5 @@ def cost(r: StepRecord, cap: Capacity, connections: float) -> Cost:
     if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and connections > 0:
         kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / connections, 1)
     apparatus = (r.client_cpu_pct + r.upstream_cpu_pct) * per_req
-    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb)
+    front = round(r.front_cpu_pct * per_req, 3) if r.front_cpu_pct >= 0 else None
+    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb, front)

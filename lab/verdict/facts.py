@@ -101,7 +101,13 @@ def facts_of(r: StepRecord, cap: Capacity) -> Facts:
         inflight_seen=seen >= 0,
         p50_ms=r.latency_ms.get("p50", 0.0),
         conns_per_request=connections_per_request(r),
-        failed_share=failed / r.requests if r.requests > 0 else 0.0,
+        # every request that is not an answer (dropped and unfinished too) of every request,
+        # where the generator counted them (`lab.record.counted`); older records: the errors
+        failed_share=r.unanswered_share
+        if r.unanswered_share >= 0
+        else failed / r.requests
+        if r.requests > 0
+        else 0.0,
         memory_share=r.server_rss_mb / cap.memory_mb if cap.memory_mb else 0.0,
         host_full=cap.host_cores > 0 and r.host_cpu_pct >= T.host_full_share * 100 * cap.host_cores,
         disturbances=disturbances(r, cpu_share, cap.delay_ms),

@@ -14,6 +14,8 @@ LIMITS: dict[str, str] = {
     "greenlets, connections) is full and the rest queue; the reason names the knob, or says "
     "that none explains it",
     "memory": "the server's memory approached the machine's",
+    "front": "nginx in front of the server ran out (its CPU, its worker_connections or its file "
+    "descriptors): the front, not the model behind it, set the figures",
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
     "less CPU per request can",
     "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy: "
@@ -35,6 +37,7 @@ TITLES = {
     "fault": "a fault",
     "concurrency_cap": "a concurrency cap",
     "memory": "memory",
+    "front": "the front (nginx)",
     "server_cpu": "server CPU",
     "host_cpu": "the host's cores",
     "connections": "a new connection per request",

@@ -88,6 +88,27 @@ def server_cpu(f: Facts) -> Finding | None:
     return Finding(cpu)
 
 
+def front(f: Facts) -> Finding | None:
+    """nginx in front ran out, not the model behind it: its error log said so during the window
+    (flag `front_limited`: worker_connections are not enough, or its own file descriptors),
+    its workers' CPU was full, or the cores it shares with the server were full and it used more
+    of them than the server did."""
+    r, workers, full = f.r, f.cap.front_workers, T.server_cpu_saturated_share * 100
+    if r.front_cpu_pct < 0:
+        return None
+    if "front_limited" in r.flags:
+        return Finding(f"nginx's error log: {r.evidence.get('front_limited')}")
+    own = r.front_cpu_pct >= full * max(workers, 1)
+    shared = r.server_cpu_pct + r.front_cpu_pct >= full * f.cap.cores
+    if not (own or (shared and r.front_cpu_pct >= r.server_cpu_pct)):
+        return None
+    return Finding(
+        f"nginx in front used {r.front_cpu_pct:.0f}% CPU ({workers} worker"
+        f"{'s' if workers != 1 else ''}) beside the server's {r.server_cpu_pct:.0f}% on "
+        f"{words.cores(f.cap.cores)}: the front, not the model, ran out"
+    )
+
+
 def _generator_full(f: Facts) -> bool:
     if "generator_saturated" in f.disturbances:
         return True

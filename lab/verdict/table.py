@@ -17,6 +17,7 @@ from lab.verdict.rules import (
     connections,
     errors,
     fault,
+    front,
     hidden_cap,
     host_busy,
     host_cpu,
@@ -74,6 +75,18 @@ RULES: tuple[Rule, ...] = (
         when="the concurrency probe saw served requests run one at a time",
         advice="patch before imports (gevent's early monkey-patch), or a driver the loop can see",
         check=serialized,
+    ),
+    Rule(
+        name="front",
+        limit="front",
+        effect=COMPARED,
+        when="nginx in front (`--front nginx`) said in its error log that it ran out "
+        "(worker_connections are not enough, or its file descriptors), or its CPU was at "
+        f"{_CPU} of its workers' cores, or of the cores it shares with the server while it "
+        "used more of them than the server",
+        advice="more nginx workers (--front-knob workers=N) or connections, or cores for the "
+        "front; the model behind it did not limit this step",
+        check=front,
     ),
     Rule(
         name="memory",

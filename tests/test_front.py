@@ -1,0 +1,161 @@
+"""nginx in front of each model (`lab run --front`), with the real nginx from Debian's package.
+
+Each model's generated config passes `nginx -t`; a sweep of bare and fronted twins at low load
+gives the same answers (responses verified through the front) while the client's connections to
+the uWSGI model stop closing per request; a front too small for its load is named as the limit;
+bad front options are refused before anything starts; Ctrl-C and a killed lab leave no nginx.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lab.config.models import Registry
+from lab.front import nginx
+from lab.record.errors import LabError
+from tests.conftest import lab_cli, lab_run
+from tests.labrun import LabRun, read_jsonl
+
+pytestmark = pytest.mark.skipif(
+    not any(Path(d, "nginx").is_file() for d in ("/usr/sbin", "/usr/bin")),
+    reason="nginx is not installed (scripts/setup.sh installs it)",
+)
+
+SCENARIO = """\
+description = "front tests: low load, short steps"
+models = {models}
+levels = {levels}
+duration_s = 2
+warmup_s = 0
+settle_s = 0.5
+request_timeout_s = 2
+start_timeout_s = 10
+probe_k = 4
+probe_delay_ms = 100
+pin_cpus = false
+
+[upstream]
+delay_ms = 20
+"""
+
+
+def scenario(tmp: Path, models: list[str], levels: list[int]) -> str:
+    path = tmp / "front.toml"
+    path.write_text(SCENARIO.format(models=json.dumps(models), levels=json.dumps(levels)))
+    return str(path)
+
+
+def test_every_models_config_passes_nginx_t(registry: Registry, tmp_path: Path) -> None:
+    """uWSGI models over uwsgi_pass to a unix socket, the others over proxy_pass HTTP/1.1 with
+    an upstream keepalive pool; nginx itself checks each."""
+    binary = nginx.binary()
+    for model in registry.models.values():
+        argv, uwsgi = nginx.behind(
+            model.command(registry.knobs.resolve(10), "127.0.0.1", 9), "/tmp/x.sock"
+        )
+        address = "unix:/tmp/x.sock" if uwsgi else "127.0.0.1:9"
+        site = nginx.Site("127.0.0.1:8", 2048, address, uwsgi, 5)
+        prefix = tmp_path / model.name
+        prefix.mkdir()
+        text = nginx.config(nginx.FrontKnobs(), site, prefix)
+        (prefix / "nginx.conf").write_text(text)
+        nginx.check(binary, prefix)
+        assert ("uwsgi_pass app;" in text) == uwsgi == model.name.startswith("uwsgi")
+        assert ("--socket" in argv and "--http-socket" not in argv) == uwsgi
+        assert uwsgi or ("keepalive 256;" in text and "proxy_http_version 1.1;" in text)
+
+
+def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path) -> None:
+    models = ["uwsgi-threads", "gunicorn-gthread"]
+    path = scenario(tmp_path, models, [4])
+    run, done = lab_run(tmp_path / "out", "--scenario", path, "--front", "bare,nginx")
+    steps = {s["model"]: s for s in read_jsonl(run / "steps.jsonl")}
+    checks = [json.loads(line) for line in (run / "preflight.jsonl").read_text().splitlines()]
+    assert all(c["ok"] for c in checks) and len(checks) == 4, checks  # answers verified
+    for name in models:
+        bare, front = steps[name], steps[name + nginx.SUFFIX]
+        assert bare["errors"] == front["errors"] == {}
+        assert front["throughput_rps"] == pytest.approx(bare["throughput_rps"], rel=0.25)
+        assert bare["front_cpu_pct"] == -1.0 and front["front_cpu_pct"] >= 0
+        assert front["front_cpu_ms_per_req"] is not None
+        assert front["server_connections"] / front["requests"] < 0.5  # clients keep alive
+    for name in models:  # the summary says what the front cost, where both steps were fair
+        flags = set(steps[name]["flags"]) | set(steps[name + nginx.SUFFIX]["flags"])
+        assert flags - {"host_busy"} or f"behind nginx, {name} at c=4: front CPU" in done.stdout
+    bare_uwsgi = steps["uwsgi-threads"]
+    assert bare_uwsgi["server_connections"] / bare_uwsgi["requests"] > 0.5  # closes each one
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["execution"]["front"]["knobs"] == vars(nginx.FrontKnobs())
+    assert "--socket" in manifest["models"]["uwsgi-threads+nginx"]["argv"]
+    assert not list((run / "pids").glob("*.pid"))
+
+
+def test_a_front_too_small_is_named_the_limit(tmp_path: Path) -> None:
+    path = scenario(tmp_path, ["gunicorn-gthread"], [24])
+    run, _ = lab_run(
+        tmp_path / "out", "--scenario", path, "--front", "nginx",
+        "--front-knob", "connections=16", "--knob", "concurrency=24",
+    )  # fmt: skip
+    (step,) = read_jsonl(run / "steps.jsonl")
+    assert step["limited_by"] == "front", step["limit_reason"]
+    assert "worker_connections are not enough" in str(step["evidence"]["front_limited"])
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--front", "apache"), "choose from bare, nginx"),
+        (("--front", "nginx", "--front-knob", "workers=0"), "out of range"),
+        (("--front", "nginx", "--front-knob", "cache=1"), "unknown"),
+        (("--front", "nginx", "--front-knob", "buffering=maybe"), "whole number"),
+        (("--front-knob", "workers=2"), "only with --front"),
+        (("--front", "nginx", "--backend", "docker"), "needs --backend native"),
+    ],
+    ids=["unknown-front", "zero-workers", "unknown-knob", "bad-buffering", "knob-alone", "docker"],
+)
+def test_bad_front_options_refused_before_anything_starts(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        lab_cli("run", "--models", "gunicorn-gthread", "--out", str(out), *args),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and says in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_missing_nginx_says_how_to_install(tmp_path: Path) -> None:
+    with pytest.raises(LabError, match="apt-get install nginx-light"):
+        nginx.binary(search=str(tmp_path))
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "lab-killed"])
+def test_no_nginx_left_behind(tmp_path: Path, how: str) -> None:
+    path = scenario(tmp_path, ["gunicorn-gthread"], [2, 3, 4])
+    (tmp_path / "out").mkdir()
+    run = LabRun(tmp_path / "out", "--scenario", path, "--front", "nginx")
+    front = "gunicorn-gthread+nginx-front"
+    try:
+        run.wait_until("nginx started", lambda: run.pid(front))
+        record = run.pid(front)
+        assert record is not None and record.is_running()
+        if how == "ctrl-c":
+            run.popen.send_signal(signal.SIGINT)
+            assert run.finish() == 130, run.output()
+        else:
+            run.kill()  # nothing of the lab cleans up: the next run removes the leftovers
+            again = subprocess.run(
+                lab_cli("run", "--models", "nope", "--out", str(tmp_path / "out")),
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert "leftover" in again.stdout + again.stderr, again
+        assert not record.is_running()
+    finally:
+        run.kill()
