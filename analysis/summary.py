@@ -19,6 +19,7 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from analysis.noise import floor
 from lab.record.step import StepRecord
 from lab.run import generators
 from lab.run.manifest import models_run_app
@@ -121,6 +122,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(
             f"[bold red]not a fair result, excluded from the verdict: {', '.join(unfair)}"
         )
+    if any(v.trials == 1 for v in verdicts):
+        console.print(floor().words(), markup=False, highlight=False, soft_wrap=True)
     for line in instrument_lines(run.records):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if advice := generators_advice(run.records):

@@ -61,7 +61,9 @@ def report(run_dir: Path, level: int | None) -> None:
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
 def compare_runs(run_a: Path, run_b: Path) -> None:
-    """Show per model and level how RUN_B differs from RUN_A, and whether the change is real."""
+    """Show per model and level how RUN_B differs from RUN_A, and whether the change is real
+    (docs/trust.md: with one trial, the lab's run-to-run floor; p99 only where 10 requests lie
+    beyond it)."""
     a, b = _load(run_a), _load(run_b)
     from analysis.compare import compare, print_compare
 
