@@ -106,7 +106,7 @@ def test_cost_per_request() -> None:
 
 
 def test_old_schema_2_lines_still_load() -> None:
-    from lab.record.step import from_json
+    from lab.record.stepjson import from_json
 
     data = json.loads(step(10, 100, inflight=10).to_json())
     for name in ("limited_by", "limit_reason", "scheduled", "latency_lower_bounds"):

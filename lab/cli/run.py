@@ -68,13 +68,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts),
-        generators=generators.choose(
-            opts["generators"],
-            opts["remote_generators"],
-            opts["master"],
-            opts["allow_remote"],
-            scenario.max_outstanding if scenario.mode == "open" else None,
-        ),
+        generators=_generators(opts, scenario),
     )
     if dbrun.needed(scenario.route) and opts["backend"] != "native":
         raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
@@ -93,6 +87,13 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario.host,
     )
     sweep_and_summarise(plan, backend, recorded, databases)
+
+
+def _generators(opts: dict[str, Any], scenario: Scenario) -> generators.Generators:
+    cap = scenario.max_outstanding if scenario.mode == "open" else None
+    return generators.choose(
+        opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"], cap
+    )
 
 
 def sweep_and_summarise(
