@@ -194,7 +194,9 @@ def test_crossovers_on_throughput_and_p99(two: Path) -> None:
         (r.metric, r.overtaker, r.overtaken, r.from_concurrency, r.concurrency)
         for r in found.itertuples()
     }
-    assert got == {("rps", "b", "a", 1, 10), ("p99_ms", "b", "a", 1, 10)}
+    # b's p99 at c=10 is no evidence (its generator was saturated: its own queue is in every
+    # latency it timed), so the p99 crossover is seen between c=1 and c=100
+    assert got == {("rps", "b", "a", 1, 10), ("p99_ms", "b", "a", 1, 100)}
     clear = dict(zip(found["metric"], found["clear"], strict=True))
     assert clear == {"rps": True, "p99_ms": False}  # 540 requests a point: 5.4 beyond p99
 

@@ -2,7 +2,7 @@
 
 The order is the precedence (see `lab.verdict.rules` for what each effect means): faults and a
 serialised model first, then what the server ran out of, then the lab's own apparatus and the
-host, then failed requests, then caps, then the rest. Adding a rule is one entry here.
+host, then caps, then failed requests, then the rest. Adding a rule is one entry here.
 """
 
 from __future__ import annotations
@@ -162,16 +162,6 @@ RULES: tuple[Rule, ...] = (
         flag=_LAB,
     ),
     Rule(
-        name="errors",
-        limit="errors",
-        effect=TAIL,
-        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
-        "the answered ones leaves them out",
-        advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
-        check=errors,
-        flag="failed_tail",
-    ),
-    Rule(
         name="knob_cap",
         limit="concurrency_cap",
         effect=COMPARED,
@@ -200,6 +190,16 @@ RULES: tuple[Rule, ...] = (
         advice="a faster upstream",
         check=upstream_slow,
         flag=_LAB,
+    ),
+    Rule(
+        name="errors",
+        limit="errors",
+        effect=TAIL,
+        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
+        "the answered ones leaves them out",
+        advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
+        check=errors,
+        flag="failed_tail",
     ),
     Rule(
         name="tracks_ideal",
