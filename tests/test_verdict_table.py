@@ -95,7 +95,14 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
             CAPS,
         ),
         # 4: other processes took the server's core: the machine, not the app
-        (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "host_busy", "no", CAPS),
+        (
+            step(50, 2000, p50=25, cpu=45, raised=(HOST,), server_wait_pct=35.0),
+            "host_busy",
+            "no",
+            CAPS,
+        ),
+        # ... other processes busy, but nothing of the run waited: no cap, no blame, not found
+        (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "unknown", "yes", CAPS),
         (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "host_busy", "no", CAPS),
         (
             step(
@@ -104,6 +111,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
                 p50=25,
                 cpu=45,
                 raised=(HOST,),
+                server_wait_pct=35.0,
                 upstream_max_inflight=50,
                 upstream_served=20000,
             ),
@@ -139,6 +147,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         "3-upstream-late",
         "3-upstream-late-closing",
         "4-host-busy",
+        "4-host-busy-nothing-waited",
         "4-server-waited",
         "4-host-busy-counter-full",
         "5-generator-lag-below-ideal",

@@ -163,7 +163,11 @@ def apparatus(f: Facts) -> Finding | None:
 
 
 def host_busy(f: Facts) -> Finding | None:
-    if not ({"host_busy", "server_cpu_wait"} & f.disturbances and f.below_ideal):
+    """Below the ideal while the run's processes waited for a CPU that others took: other
+    processes busy alone (a core the run did not need) are no evidence it was slowed."""
+    d = f.disturbances
+    took = "server_cpu_wait" in d or {"host_busy", "apparatus_cpu_wait"} <= d
+    if not (f.below_ideal and took):
         return None
     return Finding(f"{words.others(f)}: below the ideal on a disturbed machine")
 
