@@ -66,7 +66,7 @@ def test_every_models_config_passes_nginx_t(registry: Registry, tmp_path: Path) 
         (prefix / "nginx.conf").write_text(text)
         nginx.check(binary, prefix)
         assert ("uwsgi_pass app;" in text) == uwsgi == model.name.startswith("uwsgi")
-        assert ("--socket" in argv and "--http-socket" not in argv) == uwsgi
+        assert ("--socket" in argv and not set(nginx.UWSGI_HTTP_SOCKETS) & set(argv)) == uwsgi
         assert uwsgi or ("keepalive 256;" in text and "proxy_http_version 1.1;" in text)
 
 

@@ -156,13 +156,17 @@ http {{
 """
 
 
+UWSGI_HTTP_SOCKETS = ("--http-socket", "--http11-socket")  # uWSGI speaking HTTP itself
+
+
 def behind(argv: list[str], socket: str) -> tuple[list[str], bool]:
     """A server's argv as nginx reaches it, and whether over the uwsgi protocol: uWSGI's HTTP
     socket becomes its own protocol on a unix socket (`--socket`, as uWSGI's docs put nginx in
     front); HTTP servers keep their command line, on a private port."""
-    if "--http-socket" not in argv:
+    found = [flag for flag in UWSGI_HTTP_SOCKETS if flag in argv]
+    if not found:
         return list(argv), False
-    at = argv.index("--http-socket")
+    at = argv.index(found[0])
     return [*argv[:at], "--socket", socket, *argv[at + 2 :]], True
 
 
