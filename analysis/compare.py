@@ -1,12 +1,14 @@
 """Compare two runs point by point: the change in throughput and p99, and whether it is real.
 
-A change is significant when its 95% interval excludes zero. With at least two trials per point
-in both runs the interval is Welch's over the trials (throughput and per-trial p99). With single
-trials (`quick`) both use the step's seconds: Welch over per-second throughput, and a block
-bootstrap of the per-second histograms for p99 (slow requests come in bursts, so resampling
-single requests would overclaim). A step has few seconds, so "significant" there is a strong
-hint rather than proof. The basis columns say which was used. The values shown are
-always each run's point values (median throughput, merged-histogram p99).
+A change is significant when its 95% interval excludes zero, the interval built by
+`analysis.noise`: with at least two trials per point in both runs, Welch's over the trials
+(throughput and per-trial p99); with single trials (`quick`), the step's seconds (Welch over
+per-second throughput, a block bootstrap of the per-second histograms for p99: slow requests come
+in bursts) widened by the run-to-run floor the lab measured by A/A runs, since a step's seconds
+cannot see what differs between runs. A p99 is compared only where ten or more requests lie
+beyond it in both runs, and never finer than the instrument's 15% / 3 ms. The basis column says
+which was used. The values shown are always each run's point values (median throughput,
+merged-histogram p99).
 
 What limits each point (`limited_by`) is shown for both runs: a change in throughput that comes
 with a change of limit (`none -> server_cpu`) says why it changed, not only that it did.
@@ -24,10 +26,22 @@ from rich.table import Table
 
 from analysis.loading import POINT, Run
 from analysis.metrics import point_table
-from analysis.stats import Change, bootstrap_percentile, welch
+from analysis.noise import (
+    BUDGET_MS,
+    BUDGET_SHARE,
+    MIN_BEYOND,
+    TOO_FEW,
+    Floor,
+    floor,
+    p99_change,
+    rps_change,
+)
+from analysis.stats import Change
 from analysis.summary import wide_console
+from lab.record.flags import excluding
 
 Key = tuple[str, str, int]  # (model, mode, concurrency): one point of a run
+FLAGGED = "flagged"  # the basis of a point not a fair result in either run: compared with nothing
 
 
 def _trials(run: Run, key: Key, column: str) -> list[float]:
@@ -46,38 +60,37 @@ def _seconds(run: Run, key: Key) -> list[float]:
     return values
 
 
-def _throughput_change(a: Run, b: Run, key: Key) -> tuple[Change, str]:
-    ta, tb = _trials(a, key, "throughput_rps"), _trials(b, key, "throughput_rps")
-    if len(ta) >= 2 and len(tb) >= 2:
-        return welch(ta, tb), "trials"
-    return welch(_seconds(a, key), _seconds(b, key)), "seconds"
+def _throughput_change(a: Run, b: Run, key: Key, noise: Floor) -> tuple[Change, str]:
+    trials = (_trials(a, key, "throughput_rps"), _trials(b, key, "throughput_rps"))
+    return rps_change(trials, (_seconds(a, key), _seconds(b, key)), noise)
 
 
-def _p99_change(a: Run, b: Run, key: Key) -> tuple[Change, str]:
-    ta, tb = _trials(a, key, "p99_ms"), _trials(b, key, "p99_ms")
-    if len(ta) >= 2 and len(tb) >= 2:
-        return welch(ta, tb), "trials"
-    sa, sb = a.seconds.get(key), b.seconds.get(key)
-    if not sa or not sb:
-        return welch([], []), "none"
-    return bootstrap_percentile(sa, sb, 99.0), "seconds"
+def _p99_change(a: Run, b: Run, key: Key, noise: Floor) -> tuple[Change, str]:
+    trials = (_trials(a, key, "p99_ms"), _trials(b, key, "p99_ms"))
+    return p99_change((a.seconds.get(key, []), b.seconds.get(key, [])), trials, noise)
 
 
-def compare(a: Run, b: Run) -> pd.DataFrame:
-    """One row per point present in both runs: values, relative change, its interval, verdict."""
+def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
+    """One row per point present in both runs: values, relative change, its interval, verdict
+    (`noise`: the run-to-run floor, the committed calibration unless given)."""
+    noise = floor() if noise is None else noise
     ta, tb = point_table(a), point_table(b)
     if ta.empty or tb.empty:
         return pd.DataFrame()
     both = ta.merge(tb, on=POINT, suffixes=("_a", "_b"))
     rows = []
+    nan = float("nan")
     for rec in both.to_dict("records"):
         key = (rec["model"], rec["mode"], int(rec["concurrency"]))
         row = {k: rec[k] for k in POINT}
+        unfair = excluding(rec["flags_a"]) or excluding(rec["flags_b"])
         for metric, column, test in (
             ("rps", "rps", _throughput_change),
             ("p99", "p99_ms", _p99_change),
         ):
-            change, basis = test(a, b, key)
+            change, basis = test(a, b, key, noise)
+            if unfair:  # a step that is not a fair result is never called changed, as never best
+                change, basis = Change(change.mean_a, change.mean_b, change.diff, nan, nan), FLAGGED
             base = rec[f"{column}_a"]
             row[f"{metric}_a"] = base
             row[f"{metric}_b"] = rec[f"{column}_b"]
@@ -118,14 +131,20 @@ def _num(x: float) -> str:
 
 
 def _change(r: dict[str, Any], metric: str) -> str:
-    """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero."""
+    """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero; a p99 with too
+    few requests beyond it is not compared."""
+    if r[f"{metric}_basis"] in (TOO_FEW, FLAGGED):
+        return f"{_pct(r[f'{metric}_change'])} [not compared]  "
     lo, hi = _pct(r[f"{metric}_ci_lo"]), _pct(r[f"{metric}_ci_hi"])
     text = f"{_pct(r[f'{metric}_change'])} [{lo}, {hi}]"
     return f"[bold]{text} *[/]" if r[f"{metric}_significant"] else f"{text}  "
 
 
-def print_compare(frame: pd.DataFrame, title: str, console: Console | None = None) -> None:
+def print_compare(
+    frame: pd.DataFrame, title: str, console: Console | None = None, noise: Floor | None = None
+) -> None:
     console = console or wide_console()
+    noise = floor() if noise is None else noise
     if frame.empty:
         console.print("no point was measured in both runs")
         return
@@ -134,7 +153,7 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
         left = header in ("model", "basis", "limited by", "flags")
         out.add_column(header, justify="left" if left else "right", no_wrap=header != "flags")
     for r in frame.to_dict("records"):
-        basis = {r["rps_basis"], r["p99_basis"]} - {"none"}
+        basis = {r["rps_basis"], r["p99_basis"]} - {"none", TOO_FEW}
         out.add_row(
             r["model"],
             str(r["concurrency"]),
@@ -153,10 +172,16 @@ def print_compare(frame: pd.DataFrame, title: str, console: Console | None = Non
     rps_sig = int(frame["rps_significant"].sum())
     p99_sig = int(frame["p99_significant"].sum())
     moved = int((frame["limited_by_a"] != frame["limited_by_b"]).sum())
+    few = int((frame["p99_basis"] == TOO_FEW).sum())
+    unfair = int((frame["rps_basis"] == FLAGGED).sum())
     console.print(
         f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
-        f"p99: their 95% interval of the change excludes zero. {moved} of {n} changed what "
-        "limits them (A → B)."
+        f"p99: their 95% interval of the change excludes zero. {unfair} of {n} not compared "
+        f"(not a fair result in a run), {few} of {n} p99s not compared "
+        f"(fewer than {MIN_BEYOND} requests beyond p99); a p99 change within the instrument's "
+        f"{BUDGET_SHARE:.0%} or {BUDGET_MS:g} ms is within noise; {noise.words()}. {moved} of "
+        f"{n} changed what limits them (A → B).",
+        highlight=False,
     )
 
 

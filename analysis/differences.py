@@ -4,8 +4,9 @@ On a small machine and an I/O-bound app every model often reaches the same throu
 ties them at every level, and seven per-level verdicts naming seven tied models say nothing one
 line cannot. So the summary and the report say the tie once, then what does separate the models
 at the highest tied level (the most load): the server CPU a request cost, the memory a connection
-cost and p99, whose extremes are called apart only when a block bootstrap of their per-second
-histograms shows it; and they point to `lab advise`, which answers a target load with the cheapest
+cost and p99, whose extremes are called apart only when the interval of their difference
+(`analysis.noise`: enough requests beyond p99, the instrument's error, run-to-run variance)
+excludes zero; and they point to `lab advise`, which answers a target load with the cheapest
 configuration per model.
 """
 
@@ -18,7 +19,8 @@ import pandas as pd
 
 from analysis.judge import LevelVerdict
 from analysis.metrics import Point
-from analysis.stats import Second, bootstrap_percentile
+from analysis.noise import TOO_FEW, floor, p99_change
+from analysis.stats import Second
 
 ADVISE = (
     "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest "
@@ -86,15 +88,17 @@ def _spread(rows: pd.DataFrame, column: str, what: str, unit: str, spec: str) ->
 
 
 def _p99(rows: pd.DataFrame, v: LevelVerdict, seconds: Mapping[Point, list[Second]]) -> str:
-    """p99 from its lowest to its highest model, and whether the seconds show them apart (only
+    """p99 from its lowest to its highest model, and whether they are apart beyond noise (only
     points whose tail is the server's: none the generator's own lag may have moved)."""
     known = rows[rows["p99_ms"].map(lambda x: not math.isnan(x)) & rows["fair_p99"]]
     if len(known) < 2:
         return ""
     low, high = known.loc[known["p99_ms"].idxmin()], known.loc[known["p99_ms"].idxmax()]
     a, b = (seconds.get((str(r["model"]), v.mode, round(v.level)), []) for r in (low, high))
-    apart = bootstrap_percentile(a, b, 99.0).significant
-    words = "apart beyond noise" if apart else "within noise"
+    change, basis = p99_change((a, b), (low["p99_trials"], high["p99_trials"]), floor())
+    words = "apart beyond noise" if change.significant else "within noise"
+    if basis == TOO_FEW:
+        words = "too few requests beyond p99 to tell"
     return (
         f"p99 {low['p99_ms']:,.0f} ms ({low['model']}) to {high['p99_ms']:,.0f} ms "
         f"({high['model']}), {words}"

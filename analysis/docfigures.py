@@ -117,13 +117,20 @@ def view_quick_table(s: Summary) -> str:
     return table(headers, rows, ["---", "---", *["---:"] * (len(headers) - 3), "---"])
 
 
+def _quick_levels(s: Summary) -> tuple[list[Any], list[int], list[Any], list[Any], float]:
+    """A sweep summary's points, its levels, the fair points, the fair ones at the top level, and
+    the lowest efficiency of a fair point below it (what the caption and the answer both say)."""
+    pts, levels = s["points"], sorted({int(p["users"]) for p in s["points"]})
+    fair = [p for p in pts if p["fair"]]
+    below = [p["efficiency"] for p in fair if int(p["users"]) < levels[-1]]
+    at_top = [p for p in fair if int(p["users"]) == levels[-1]]
+    return pts, levels, fair, at_top, min(below, default=0)
+
+
 def view_quick_caption(s: Summary) -> str:
     """What the README says under its plot, every number from the summary."""
-    pts, levels = s["points"], sorted({int(p["users"]) for p in s["points"]})
-    top, below = levels[-1], [c for c in levels if c < levels[-1]]
-    fair = [p for p in pts if p["fair"]]
-    worst_below = min((p["efficiency"] for p in fair if int(p["users"]) in below), default=0)
-    at_top = [p for p in fair if int(p["users"]) == top]
+    pts, levels, fair, at_top, worst_below = _quick_levels(s)
+    top, below = levels[-1], levels[:-1]
     eff = [p["efficiency"] for p in at_top]
     p50 = [p["p50_ms"] for p in at_top]
     flagged = {f: sum(f in p["flags"] for p in pts) for p in pts for f in p["flags"]}
@@ -136,8 +143,26 @@ def view_quick_caption(s: Summary) -> str:
         f"{1 - worst_below:.0%} of the ideal (dashed: users / delay) up to {below[-1]} users and "
         f"reaches {min(eff):.0%}-{max(eff):.0%} of it at {top} (p50 "
         f"{min(p50):.0f}-{max(p50):.0f} ms against the {s['delay_ms']:g} ms delay). Flags: "
-        f"{flags or 'none'}. " + " ".join(f"{line[0].upper()}{line[1:]}." for line in s["answer"])
+        f"{flags or 'none'}. The answer it gives is [above](#the-answer-and-why)."
     )
+
+
+def view_quick_answer(s: Summary) -> str:
+    """The README's short answer and why: the run's own answer lines (the best model that runs
+    the app unchanged, ties named, the async port beside it as a port) and the figures that
+    explain it, every number from the summary."""
+    _, levels, _, at_top, worst_below = _quick_levels(s)
+    top, below = levels[-1], levels[:-1]
+    cpu = [p["server_cpu_pct"] for p in at_top]
+    lines = [f"- {line[0].upper()}{line[1:]}." for line in s["answer"]]
+    why = (
+        f"- Why: the app waits {s['delay_ms']:g} ms on its upstream per request, so a model that "
+        f"holds the users in flight serves about users / delay, whatever its kind: every fair "
+        f"step stays within {1 - worst_below:.0%} of that up to {below[-1]} users. The models "
+        f"part only at {top} users, where the server's CPU per request starts to count "
+        f"({min(cpu):.0f}-{max(cpu):.0f}% of a core): there the order above is decided."
+    )
+    return "\n".join([*lines, why])
 
 
 def view_samples(s: Summary) -> str:
@@ -176,6 +201,7 @@ VIEWS: dict[str, Callable[[Summary], str]] = {
     "run-text": view_run_text,
     "quick-table": view_quick_table,
     "quick-caption": view_quick_caption,
+    "quick-answer": view_quick_answer,
     "image": view_image,
     "samples": view_samples,
 }
@@ -186,7 +212,9 @@ def render(source: str, view: str | None, root: Path = ROOT) -> str:
     body = VIEWS[view or s.get("view", "table")](s)
     if view == "image":
         return body
-    return f"{body} {provenance(s)}" if view == "quick-caption" else f"{provenance(s)}\n\n{body}"
+    if view == "quick-caption":
+        return f"{body} {provenance(s)}"
+    return f"{provenance(s)}\n\n{body}"
 
 
 def refreshed(text: str, root: Path = ROOT) -> str:

@@ -7,10 +7,14 @@ records. Rules:
   excluding (serialized, a fault, nothing measured, or `lab_limited`: the verdict's rule table
   named the lab's own apparatus or the machine as the limit): an excluded model is never
   "best", and a level the lab limited says so.
-- Throughput is the median of the trials; its 95% interval comes from the trials (Student's t,
-  n >= 2) or, for a single trial, from that trial's per-second throughput.
-- A rival ties the best when their intervals overlap (without intervals: within 2%); on p99,
-  when it is within 10% (p99 has no interval here).
+- Throughput and p99 are the medians of the trials; their 95% intervals come from the trials
+  (Student's t, n >= 2: the trials carry run-to-run variance) or, for a single trial, from the
+  run-to-run floor the lab measured by A/A runs (`analysis.noise`), around that trial's
+  per-second throughput interval.
+- A rival ties the best when their intervals overlap (without intervals: within 2%); on p99 when
+  the interval of their difference (its half-width: the two halves in quadrature) or the
+  instrument's error (15% or 3 ms) covers it. A p99 with fewer than ten
+  requests beyond it in a trial is compared with nothing: no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
   tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
 - A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
@@ -24,12 +28,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from analysis.noise import MIN_BEYOND, beyond, budget_ms, floor
 from analysis.stats import UNSTABLE_SPREAD, t975
 from lab.record.flags import FLAGS, excluding, tail_excluding
 from lab.record.step import StepRecord
 
 TIE = 0.02  # throughput: within 2% with no interval to tell them apart is a tie
-P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is a tie
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class Contender:
     excluded_by: tuple[str, ...]
     p99_excluded_by: tuple[str, ...] = ()  # flags that keep its p99 out of the p99 verdict
     unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
+    p99_lo: float = math.nan  # 95% interval of the p99 (nan when there is none)
+    p99_hi: float = math.nan
+    p99_beyond: float = math.inf  # requests beyond p99 in its thinnest trial
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class LevelVerdict:
     excluded: dict[str, tuple[str, ...]]  # model -> the flags that exclude it
     notes: tuple[str, ...]
     trials: int  # the fewest trials among the contenders
+    p99_unread: float = math.nan  # no best p99: the most requests beyond p99 any fair model had
 
     @property
     def label(self) -> str:
@@ -79,6 +87,8 @@ def contender(model: str, records: Sequence[StepRecord]) -> Contender:
     centre = statistics.median(rps)
     lo, hi = _interval(rps) if len(rps) > 1 else _seconds_interval(records[0], centre)
     p99 = [r.latency_ms.get("p99", math.nan) for r in records if r.ok]
+    p99_centre = statistics.median(p99) if p99 else math.nan
+    p99_lo, p99_hi = _p99_interval(p99, p99_centre)
     flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
     if len(rps) > 1 and centre > 0 and (max(rps) - min(rps)) / centre >= UNSTABLE_SPREAD:
         flags += ("unstable",)
@@ -88,11 +98,14 @@ def contender(model: str, records: Sequence[StepRecord]) -> Contender:
         rps=centre,
         rps_lo=lo,
         rps_hi=hi,
-        p99_ms=statistics.median(p99) if p99 else math.nan,
+        p99_ms=p99_centre,
         flags=flags,
         excluded_by=tuple(excluding(flags)),
         p99_excluded_by=tuple(tail_excluding(flags)),
         unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
+        p99_lo=p99_lo,
+        p99_hi=p99_hi,
+        p99_beyond=min(beyond(r.ok) for r in records),
     )
 
 
@@ -118,6 +131,7 @@ def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdi
         excluded={c.model: c.excluded_by for c in contenders if c.excluded_by},
         notes=notes,
         trials=min((c.trials for c in contenders), default=0),
+        p99_unread=_unread(fair),
     )
 
 
@@ -138,8 +152,7 @@ def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
     if higher:
         ranked = sorted(fair, key=lambda c: -c.rps)
     else:
-        known = (c for c in fair if not math.isnan(c.p99_ms) and not c.p99_excluded_by)
-        ranked = sorted(known, key=lambda c: c.p99_ms)
+        ranked = sorted(_p99_known(fair), key=lambda c: c.p99_ms)
     if not ranked or (higher and ranked[0].rps <= 0):
         return ()
     best = ranked[0]
@@ -147,9 +160,29 @@ def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
     return (best.model, *sorted(tied))
 
 
+def _p99_known(fair: list[Contender]) -> list[Contender]:
+    """The contenders whose p99 can be compared: measured, the server's own tail, and with
+    enough requests beyond it (docs/trust.md)."""
+    return [
+        c
+        for c in fair
+        if not math.isnan(c.p99_ms) and not c.p99_excluded_by and c.p99_beyond >= MIN_BEYOND
+    ]
+
+
+def _unread(fair: list[Contender]) -> float:
+    """Where no fair p99 can be compared for too few requests beyond it: the most there were."""
+    measured = [c for c in fair if not math.isnan(c.p99_ms) and not c.p99_excluded_by]
+    if not measured or _p99_known(fair):
+        return math.nan
+    return max(c.p99_beyond for c in measured)
+
+
 def _tied(best: Contender, rival: Contender, higher: bool) -> bool:
     if not higher:
-        return abs(rival.p99_ms - best.p99_ms) <= P99_TIE * best.p99_ms
+        halves = ((c.p99_hi - c.p99_lo) / 2 for c in (best, rival))
+        half = math.hypot(*(0.0 if math.isnan(h) else h for h in halves))  # of the difference
+        return rival.p99_ms - best.p99_ms <= max(half, budget_ms(best.p99_ms, rival.p99_ms))
     if not (math.isnan(rival.rps_hi) or math.isnan(best.rps_lo)):
         return rival.rps_hi >= best.rps_lo
     return abs(rival.rps - best.rps) <= TIE * abs(best.rps)
@@ -164,22 +197,37 @@ def _interval(xs: Sequence[float]) -> tuple[float, float]:
 
 
 def _seconds_interval(record: StepRecord, centre: float) -> tuple[float, float]:
-    """A single trial's interval, from its per-second throughput around the step's figure."""
+    """A single trial's interval: its per-second throughput's, widened by the run-to-run floor."""
     seconds = [float(x) for x in record.timeseries.get("rps", [])]
     if len(seconds) < 2:
         return math.nan, math.nan
     lo, hi = _interval(seconds)
-    return centre - (hi - lo) / 2, centre + (hi - lo) / 2
+    half = math.hypot((hi - lo) / 2, floor().point("rps", centre))
+    return centre - half, centre + half
+
+
+def _p99_interval(p99: list[float], centre: float) -> tuple[float, float]:
+    """The trials' t interval, or for one trial the run-to-run floor around it (nan: none)."""
+    if len(p99) > 1:
+        return _interval(p99)
+    half = floor().point("p99", centre) if p99 else 0.0
+    return (centre - half, centre + half) if half else (math.nan, math.nan)
 
 
 def sentence(v: LevelVerdict) -> str:
     """The verdict at one level in plain words, for the terminal and the report."""
-    parts = [f"{v.label} ({v.mode}): best rps {_names(v.best_rps)}, best p99 {_names(v.best_p99)}"]
+    p99 = _names(v.best_p99)
+    if not math.isnan(v.p99_unread):
+        p99 = f"none (at most {v.p99_unread:.1f} requests beyond p99: {MIN_BEYOND} needed)"
+    parts = [f"{v.label} ({v.mode}): best rps {_names(v.best_rps)}, best p99 {p99}"]
     if v.excluded:
         why = "; ".join(f"{m} ({', '.join(fs)})" for m, fs in sorted(v.excluded.items()))
         parts.append(f"excluded: {why}")
     if v.trials == 1:
-        parts.append("single trial: run more trials before trusting a difference under ~10%")
+        parts.append(
+            "single trial: its intervals include the run-to-run floor of the lab's A/A runs "
+            "(docs/trust.md); --trials 3 measures the spread instead"
+        )
     parts += v.notes
     return "; ".join(parts)
 

@@ -32,7 +32,8 @@ from typing import Any
 import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
-from analysis.stats import Second, bootstrap_percentile, estimate, percentiles_of, seconds_of, t975
+from analysis.noise import floor, p99_change
+from analysis.stats import Second, estimate, percentiles_of, seconds_of, t975
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
 from lab.record.step import ERROR_KINDS
@@ -40,7 +41,6 @@ from lab.verdict import capacity
 
 MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
 TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
-P99_TIE = 0.10  # p99 has no interval here and is noisy: closer than 10% is no crossover
 Point = tuple[str, str, int]  # (model, mode, concurrency), as Run.seconds keys its points
 
 
@@ -118,7 +118,7 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
         table = table.assign(
             flags=table["flags"].map(", ".join),
             latency_lower_bounds=table["latency_lower_bounds"].map(", ".join),
-        )
+        ).drop(columns="p99_trials")
     paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
     table.to_csv(paths[0], index=False)
     table.to_parquet(paths[1], index=False)
@@ -132,8 +132,8 @@ def _point_row(
     rps = estimate(group["throughput_rps"].tolist())
     ci_basis = "trials"
     lo, hi = rps.lo, rps.hi
-    if rps.n == 1:  # one trial: the interval comes from its per-second throughput
-        lo, hi, ci_basis = *_seconds_ci(run, key, rps.median), "seconds"
+    if rps.n == 1:  # one trial: its per-second throughput and the run-to-run floor
+        lo, hi, ci_basis = *_seconds_ci(run, key, rps.median), "seconds+floor"
     requests = int(group["requests"].sum())
     row: dict[str, Any] = {
         "model": model,
@@ -151,6 +151,7 @@ def _point_row(
         "ok": int(group["ok"].sum()),
     }
     row.update(_latency(run, key, group))
+    row["p99_trials"] = tuple(float(x) for x in group["p99_ms"])  # the crossovers' intervals
     row.update(_every_request(group))
     errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
     row.update({f"err_{k}": v for k, v in errs.items()})
@@ -162,6 +163,7 @@ def _point_row(
     row["cpu_ms_per_req"] = float(per_req.median())
     row.update(_limits_and_cost(group))
     row["server_rss_mb"] = float(group["server_rss_mb"].median())
+    row["server_pss_mb"] = float(group["server_pss_mb"].median())  # 0: not measured (older runs)
     row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
     row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
     row["upstream_max_inflight"] = int(group["upstream_max_inflight"].max())
@@ -219,7 +221,8 @@ def _ideal(run: Run, mode: str, conc: int, group: pd.DataFrame) -> float:
 
 
 def _seconds_ci(run: Run, key: tuple[Any, ...], centre: float) -> tuple[float, float]:
-    """95% half-width of the mean per-second throughput, around the step's throughput."""
+    """95% half-width of the mean per-second throughput, widened by the run-to-run floor
+    (`analysis.noise`), around the step's throughput."""
     ts = run.timeseries
     if ts.empty:
         return float("nan"), float("nan")
@@ -229,7 +232,7 @@ def _seconds_ci(run: Run, key: tuple[Any, ...], centre: float) -> tuple[float, f
         return float("nan"), float("nan")
     mean = sum(xs) / len(xs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    half = t975(len(xs) - 1) * sd / math.sqrt(len(xs))
+    half = math.hypot(t975(len(xs) - 1) * sd / math.sqrt(len(xs)), floor().point("rps", centre))
     return centre - half, centre + half
 
 
@@ -300,19 +303,16 @@ def _rss_per_conn(table: pd.DataFrame) -> pd.Series:
     return out
 
 
-def crossovers(
-    table: pd.DataFrame, seconds: Mapping[Point, list[Second]] | None = None
-) -> pd.DataFrame:
+def crossovers(table: pd.DataFrame, seconds: Mapping[Point, list[Second]]) -> pd.DataFrame:
     """Where one model overtakes another: higher throughput, or lower p99, from a level on.
 
     Only fair points count (on p99, not one whose tail may be the generator's own either). A
     crossover is reported at the first level where the order of a pair
     flips relative to the level before (both models measured at both levels). `clear` says the
-    two are apart at that level beyond noise: non-overlapping 95% intervals for throughput (2%
-    without intervals); for p99, 10% apart and, given the points' per-second histograms
-    (`Run.seconds`), a block bootstrap of their seconds whose 95% interval of the difference
-    excludes zero. p99 has no interval of its own: one 5-second window per model gives p99s 10%
-    apart by chance, so without the seconds' spread showing it a p99 crossover is not clear.
+    two are apart at that level beyond noise: non-overlapping 95% intervals for throughput (they
+    include the run-to-run floor for one trial; 2% without intervals); for p99, the interval of
+    the difference from `analysis.noise` (the points' per-second histograms, `Run.seconds`, or
+    their trials; ten requests beyond p99 in each; never finer than the instrument) excludes zero.
     """
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "clear"]
     if table.empty:
@@ -336,27 +336,31 @@ def crossovers(
                             and (d > 0) != (prev_d > 0)
                         ):
                             win, lose = (a, b) if d > 0 else (b, a)
-                            clear = _apart(rows.loc[(c, win)], rows.loc[(c, lose)], metric)
-                            if clear and metric == "p99_ms" and seconds is not None:
-                                points = ((m, str(mode), int(c)) for m in (win, lose))
-                                clear = _p99_apart(*(seconds.get(p, []) for p in points))
+                            pair = (rows.loc[(c, win)], rows.loc[(c, lose)])
+                            clear = (
+                                _apart(*pair)
+                                if metric == "rps"
+                                else _p99_apart(
+                                    *pair,
+                                    *(seconds.get((m, str(mode), int(c)), []) for m in (win, lose)),
+                                )
+                            )
                             found.append([metric, mode, int(c), int(prev_c or 0), win, lose, clear])
                         if d != 0:
                             prev_c, prev_d = c, d
     return pd.DataFrame(found, columns=cols)
 
 
-def _apart(win: pd.Series, lose: pd.Series, metric: str) -> bool:
-    if metric == "p99_ms":
-        return bool(abs(win[metric] - lose[metric]) >= P99_TIE * max(win[metric], lose[metric]))
+def _apart(win: pd.Series, lose: pd.Series) -> bool:
     if not any(math.isnan(v) for v in (win["rps_lo"], lose["rps_hi"])):
         return bool(win["rps_lo"] > lose["rps_hi"])
     return bool(abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"]))
 
 
-def _p99_apart(win: list[Second], lose: list[Second]) -> bool:
-    """The block bootstrap of the two points' seconds puts the p99 difference away from zero."""
-    return bootstrap_percentile(lose, win, 99.0).significant
+def _p99_apart(win: pd.Series, lose: pd.Series, win_s: list[Second], lose_s: list[Second]) -> bool:
+    """The interval of the p99 difference (`analysis.noise.p99_change`) excludes zero."""
+    change, _ = p99_change((lose_s, win_s), (lose["p99_trials"], win["p99_trials"]), floor())
+    return change.significant
 
 
 def flagged(table: pd.DataFrame) -> pd.DataFrame:

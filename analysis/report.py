@@ -22,6 +22,7 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from analysis.noise import floor
 from analysis.plots import Plot, draw_all
 from lab.record.flags import FLAGS
 from lab.verdict.limits import LIMITS
@@ -141,6 +142,8 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
     ties = tied(table, judged)
     verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.seconds)]
     verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
+    if any(v.trials == 1 for v in judged):
+        verdicts.append(f"<li>{_e(floor().words())}</li>")
     limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
     instrument = [f"<li>{_e(line)}</li>" for line in instrument_lines(run.records)]
     answer = [f"<li>{_e(line)}</li>" for line in run_answer(run.records, run.manifest)]
@@ -236,6 +239,7 @@ POINT_COLUMNS = [
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
     ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
     ("apparatus_cpu_ms_per_req", "lab CPU ms/req", "{:.2f}"),
+    ("server_pss_mb", "PSS MB", "{:.0f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
     ("server_rss_kb_per_conn", "KB/conn", "{:.1f}"),
     ("inferred_inflight", "in flight", "{:.1f}"),

@@ -19,6 +19,7 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from analysis.noise import floor
 from lab.record.step import StepRecord
 from lab.run import generators
 from lab.run.manifest import models_run_app
@@ -36,7 +37,7 @@ COLUMNS = [  # (column, header, format)
     ("limited_by", "limited by", "{}"),
     ("errors", "errors", "{}"),
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
-    ("server_rss_mb", "RSS MB", "{:.0f}"),
+    ("server_pss_mb", "PSS MB", "{:.0f}"),
     ("client_cpu_pct", "cli CPU%", "{:.0f}"),
 ]
 
@@ -121,6 +122,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(
             f"[bold red]not a fair result, excluded from the verdict: {', '.join(unfair)}"
         )
+    if any(v.trials == 1 for v in verdicts):
+        console.print(floor().words(), markup=False, highlight=False, soft_wrap=True)
     for line in instrument_lines(run.records):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if advice := generators_advice(run.records):

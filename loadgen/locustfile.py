@@ -53,6 +53,14 @@ def target_urls(models: list[str], overrides: str) -> dict[str, str]:
     return {name.strip(): url.strip() for name, _, url in (p.partition("=") for p in pairs)}
 
 
+def runs_app(table: dict[str, Any]) -> str:
+    """How the model serves a Flask app, from its registry table (the lab's own rule,
+    lab.config.models, read without importing the lab: the users must not)."""
+    if table.get("bridge"):
+        return "bridged"
+    return "as is" if table.get("app") == "wsgi" else "async port"
+
+
 def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "/health", timeout=HEALTH_TIMEOUT_S) as reply:
@@ -80,8 +88,10 @@ def _classes() -> dict[str, type[ModelUser]]:
     for name, url in urls.items():
         table = registry.get(name, {})
         kind = "baseline: Compose profile 'baselines'" if table.get("baseline") else "model"
-        doc = f"{table.get('description', name)} ({kind})"
-        out[name] = model_user(name, url, Plan.next, doc=doc)
+        how = runs_app(table) if table else ""
+        label = f"; your app: {how}" if how else ""
+        doc = f"{table.get('description', name)} ({kind}{label})"
+        out[name] = model_user(name, url, Plan.next, doc=doc, runs_app=how)
     return out
 
 

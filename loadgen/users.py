@@ -29,6 +29,9 @@ class ModelUser(FastHttpUser):
     abstract = True
     wait_time = constant(0)
     model = ""
+    # How the model serves the user's app: "as is", "bridged" or "async port" (its
+    # ASGI twin, which the user would have to write): the web UI labels every model with it.
+    runs_app = ""
     plan: RequestPlan = staticmethod(lambda: Request("/io"))
 
     @task
@@ -55,11 +58,13 @@ def model_user(
     connect_timeout_s: float = 30.0,
     doc: str = "",
     weight: int = 1,
+    runs_app: str = "",
 ) -> type[ModelUser]:
     """A concrete user class named after `model` (what the class picker and `-u` runs show)."""
     attrs = {
         "host": host,
         "model": model,
+        "runs_app": runs_app,
         "plan": staticmethod(plan),
         "network_timeout": timeout_s,
         "connection_timeout": connect_timeout_s,

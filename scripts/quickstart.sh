@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to an answer: set up, run the `quick` sweep, write the report.
-# Extra arguments go to `lab run`, e.g. scripts/quickstart.sh --levels 1,10,100
+# Extra arguments go to `lab run`, e.g. scripts/quickstart.sh --levels 1,10,100 --out /tmp/lab
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-before=$(ls -d results/*/ 2>/dev/null || true)
+out=results  # lab run's --out: the run directory this sweep makes is the new one in there
+args=("$@")
+for i in "${!args[@]}"; do
+  case ${args[i]} in
+    --out) out=${args[i + 1]:-$out} ;;
+    --out=*) out=${args[i]#--out=} ;;
+  esac
+done
+listing() { find "$out" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort; }
+before=$(listing)
 .venv/bin/lab run --scenario quick "$@"
-run=$(ls -td results/*/ | head -n 1)
-[[ "$before" == *"$run"* ]] && { echo "no new run directory found" >&2; exit 1; }
+run=$(comm -13 <(echo "$before") <(listing))
+[[ -n $run && $run != *$'\n'* ]] || { echo "quickstart: no new run directory in $out" >&2; exit 1; }
 .venv/bin/lab report "$run"

@@ -5,52 +5,78 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-need_apt=()
-command -v "$PYTHON" >/dev/null || need_apt+=(python3)
-"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
-command -v gcc >/dev/null || need_apt+=(gcc)  # uWSGI compiles from source
-# Real databases behind the /db and /cache routes (lab/backends/databases.py starts them per run): installed
-# when we are root, otherwise only needed for those routes, so a note instead of a stop.
-db_apt=()
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
-  || db_apt+=(postgresql)
-command -v redis-server >/dev/null || db_apt+=(redis-server)
-if ((${#db_apt[@]})); then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    need_apt+=("${db_apt[@]}")
-  else
-    echo "setup: note: the /db and /cache routes need: sudo apt-get install ${db_apt[*]}" >&2
-  fi
-fi
-"$PYTHON" - <<'PY' 2>/dev/null || need_apt+=(python3-dev)
-import sysconfig, pathlib, sys
-sys.exit(0 if pathlib.Path(sysconfig.get_paths()["include"], "Python.h").exists() else 1)
-PY
-if ((${#need_apt[@]})); then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    echo "setup: installing ${need_apt[*]} with apt-get"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
-  else
-    echo "setup: please install: ${need_apt[*]} (e.g. sudo apt-get install ${need_apt[*]})" >&2
-    exit 1
-  fi
-fi
+root_apt() { [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; }
+apt_updated=
+apt_install() {  # the package lists are read once per setup, however many installs follow
+  [[ -n $apt_updated ]] || { apt-get update -qq && apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
 
+# Python first: nothing is installed for an interpreter the lab cannot use.
+if ! command -v "$PYTHON" >/dev/null; then
+  root_apt || { echo "setup: please install Python 3.11 or newer (or set PYTHON=...)" >&2; exit 1; }
+  echo "setup: installing python3 with apt-get"
+  apt_install python3
+fi
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
   echo "setup: Python 3.11 or newer is needed ($("$PYTHON" --version) found); set PYTHON=..." >&2
   exit 1
 }
 
-# wrk (an independent load tool) measures the upstream in benchmarks/upstream_capacity.py; optional.
-if ! command -v wrk >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk) >/dev/null \
-    || echo "setup: wrk could not be installed; benchmarks/upstream_capacity.py needs it"
+need_apt=()
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+command -v gcc >/dev/null || need_apt+=(gcc)  # uWSGI compiles from source
+"$PYTHON" - <<'PY' 2>/dev/null || need_apt+=(python3-dev)
+import sysconfig, pathlib, sys
+sys.exit(0 if pathlib.Path(sysconfig.get_paths()["include"], "Python.h").exists() else 1)
+PY
+if ((${#need_apt[@]})); then
+  root_apt || {
+    echo "setup: please install: ${need_apt[*]} (e.g. sudo apt-get install ${need_apt[*]})" >&2
+    exit 1
+  }
+  echo "setup: installing ${need_apt[*]} with apt-get"
+  apt_install "${need_apt[@]}"
 fi
-# ApacheBench (ab, in apache2-utils) is the blog's own client in `lab reproduce uwsgi-blog`;
-# optional: without it those cases are skipped with one line.
-if ! command -v ab >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils) \
-    >/dev/null || echo "setup: apache2-utils could not be installed; uwsgi-blog's ab cases need it"
+
+# Real databases behind the /db and /cache routes: the lab starts its own server per run
+# (lab/backends/databases.py) and needs only their programs. Debian starts a package's service
+# when it is installed and at every boot: a system database running beside the benchmark would
+# take CPU and memory from it. So the install runs with policy-rc.d forbidding service starts,
+# and the services are disabled at boot; a database that was already installed is left alone.
+# Installed when we are root, otherwise only needed for those routes: a note, not a stop.
+db_apt=()
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
+  || db_apt+=(postgresql)
+command -v redis-server >/dev/null || db_apt+=(redis-server)
+install_stopped() {  # apt_install with no service started; each package's service (named as
+  # the package, as postgresql's and redis-server's are) stays off at boot too
+  local policy=/usr/sbin/policy-rc.d placed= status=0
+  [[ -e $policy ]] || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && placed=1; }
+  apt_install "$@" || status=$?
+  [[ -z $placed ]] || rm -f "$policy"
+  if [[ -d /run/systemd/system ]]; then
+    systemctl disable --now -q "$@" 2>/dev/null || true
+  fi
+  return "$status"
+}
+if ((${#db_apt[@]})); then
+  if root_apt; then
+    echo "setup: installing ${db_apt[*]} with apt-get (no service started: the lab runs its own)"
+    install_stopped "${db_apt[@]}"
+  else
+    echo "setup: note: the /db and /cache routes need: sudo apt-get install ${db_apt[*]}" >&2
+  fi
+fi
+
+# Optional tools, each skipped with one line when it cannot be installed: wrk (an independent
+# load tool) measures the upstream in benchmarks/upstream_capacity.py; ApacheBench (ab, in
+# apache2-utils) is the blog's own client in `lab reproduce uwsgi-blog`.
+if root_apt; then
+  command -v wrk >/dev/null || apt_install wrk >/dev/null \
+    || echo "setup: wrk could not be installed; benchmarks/upstream_capacity.py needs it"
+  command -v ab >/dev/null || apt_install apache2-utils >/dev/null \
+    || echo "setup: apache2-utils could not be installed; uwsgi-blog's ab cases need it"
 fi
 
 # nginx (Debian's nginx-light) is the front of `lab run --front nginx`; optional. The lab starts its

@@ -18,6 +18,25 @@ from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step
 
 RUN_ID = "fixture"
 T0 = 1_700_000_000.0  # start of the first interval, seconds since the epoch
+STARTED = "2026-01-01T00:00:00+00:00"
+
+
+def window(
+    rps: float,
+    p50: float = 100.0,
+    *,
+    seconds: float = 10.0,
+    errors: dict[str, int] | None = None,
+    **more: Any,
+) -> Measured:
+    """What a generator measured in a window of `seconds`: `rps` answers a second, the `errors`
+    beside them, p99 twice p50 unless `latency_ms` is given; the verdict tests' shared step."""
+    failed = sum((errors or {}).values())
+    figures: dict[str, Any] = {"latency_ms": {"p50": p50, "p99": 2 * p50}, "client_cpu_pct": 20.0}
+    answered = round(rps * seconds)
+    return Measured(
+        STARTED, seconds, answered + failed, answered, errors or {}, **{**figures, **more}
+    )
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,11 @@ from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Bounds, Candidate, Conclusion, Setting, next_move
 from lab.advise.target import Slo
 from lab.config.models import KnobLimit, Model, load_registry
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli, lab_run
+from tests.fixture_run import window
 
 REGISTRY = load_registry()
 THREADS = REGISTRY.models["uwsgi-threads"]
@@ -41,13 +42,12 @@ def step(
     raised: tuple[Raised, ...] = (),
 ) -> StepRecord:
     """An open-loop step of `pool` threads at `rate`, assessed as the lab assesses one."""
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=5.0,
-        requests=round(rps * 5),
-        ok=round(rps * 5),
+    measured = window(
+        rps,
+        seconds=5.0,
         latency_ms={"p50": 102.0, "p99": p99, "mean": 104.0},
         open_loop={"scheduled": round(rate * 5), "ok_in_window": round(rps * 5)},
+        client_cpu_pct=0.0,
     )
     sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=70, upstream_max_inflight=inflight)
     key = StepKey("m", "open", None, rate, 1)
@@ -153,21 +153,21 @@ def test_the_cheapest_is_recommended_and_ties_are_called_ties() -> None:
             (advice("uvicorn", True, 1, 55, "async port"), advice("uwsgi", True, 1, 69)),
             ("uwsgi",),
             ("uvicorn",),
-            "recommended for your app as it is: uwsgi (1 core, 69 MB); if you port it to async "
-            "(ASGI): uvicorn (1 core, 55 MB)",
+            "recommended for your app as it is: uwsgi (1 core, 69 MB PSS); if you port it to async "
+            "(ASGI): uvicorn (1 core, 55 MB PSS)",
         ),
         (
             (advice("uvicorn", True, 1, 55, "async port"), advice("uwsgi", False, 1, 69)),
             (),
             ("uvicorn",),
             "no model that runs your app as it is meets the target; if you port it to async "
-            "(ASGI): uvicorn (1 core, 55 MB)",
+            "(ASGI): uvicorn (1 core, 55 MB PSS)",
         ),
         (
             (advice("bridge", True, 1, 60, "bridged"), advice("uwsgi", True, 2, 69)),
             ("bridge",),
             (),
-            "recommended for your app as it is: bridge through a bridge (1 core, 60 MB)",
+            "recommended for your app as it is: bridge through a bridge (1 core, 60 MB PSS)",
         ),
     ],
     ids=["port-is-cheaper-but-beside", "only-the-port-meets", "a-bridge-runs-it-unchanged"],
@@ -220,7 +220,7 @@ def test_a_feasible_target_on_two_models_is_met_and_each_advice_holds(tmp_path: 
     assert found["if_ported"] in ([m for m in meeting if m == "gunicorn-asyncio"] or [None])
     run = Path(found["run_dir"])
     for m in found["models"]:
-        assert m["cores"] == 1 and m["rss_mb"] > 0 and m["confirm"]["errors"] == 0
+        assert m["cores"] == 1 and m["pss_mb"] > 0 and m["confirm"]["errors"] == 0
         assert m["confirm"]["p99_ms"] <= 300 and m["confirm"]["rate_rps"] == 200
         assert m["projection"].startswith("projection:")
         assert m["command"].split()[0].endswith(m["model"].split("-")[0])

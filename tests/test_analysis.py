@@ -20,6 +20,7 @@ from analysis.metrics import (
     server_cores,
     unmeasured,
 )
+from analysis.noise import TOO_FEW, floor
 from analysis.stats import (
     bootstrap_percentile,
     estimate,
@@ -89,8 +90,9 @@ def test_trial_interval_and_unstable_flag(known: Path) -> None:
 def test_single_trial_interval_from_seconds(tmp_path: Path) -> None:
     run = build_run(tmp_path, [FixtureStep("m", 5, 1, (9.0, 10.0, 11.0))])
     row = _row(point_table(load(run)), "m", 5)
-    assert row["ci_basis"] == "seconds"
-    assert row["rps_lo"] == pytest.approx(10.0 - 4.303 / math.sqrt(3), rel=1e-4)
+    assert row["ci_basis"] == "seconds+floor"  # its seconds, widened by the run-to-run floor
+    half = math.hypot(4.303 / math.sqrt(3), floor().point("rps", 10.0))
+    assert row["rps_lo"] == pytest.approx(10.0 - half, rel=1e-4)
 
 
 def test_errors_cpu_and_memory_cost(known: Path) -> None:
@@ -186,13 +188,17 @@ def two(tmp_path_factory) -> Path:
 
 
 def test_crossovers_on_throughput_and_p99(two: Path) -> None:
-    found = crossovers(point_table(load(two)))
+    run = load(two)
+    found = crossovers(point_table(run), run.seconds)
     got = {
         (r.metric, r.overtaker, r.overtaken, r.from_concurrency, r.concurrency)
         for r in found.itertuples()
     }
-    assert got == {("rps", "b", "a", 1, 10), ("p99_ms", "b", "a", 1, 10)}
-    assert found["clear"].all()
+    # b's p99 at c=10 is no evidence (its generator was saturated: its own queue is in every
+    # latency it timed), so the p99 crossover is seen between c=1 and c=100
+    assert got == {("rps", "b", "a", 1, 10), ("p99_ms", "b", "a", 1, 100)}
+    clear = dict(zip(found["metric"], found["clear"], strict=True))
+    assert clear == {"rps": True, "p99_ms": False}  # 540 requests a point: 5.4 beyond p99
 
 
 def test_verdict_ranges_and_flags_visible(two: Path) -> None:
@@ -216,7 +222,7 @@ def test_serialized_model_is_shown_but_excluded(tmp_path: Path) -> None:
     assert len(table) == 6  # nothing dropped
     assert not table[table["model"] == "b"]["fair"].any()
     assert {v.best_rps for v in judge(loaded.records)} == {("a",)}
-    assert crossovers(table).empty
+    assert crossovers(table, loaded.seconds).empty
     why = flagged(table)
     assert (why["model"] == "b").sum() == 3 and why["why"].str.contains("not a fair result").all()
 
@@ -232,7 +238,7 @@ def test_compare_same_run_and_a_real_change(two: Path, tmp_path: Path) -> None:
     assert len(changed) == 1
     row = changed.iloc[0]
     assert row["rps_change"] == pytest.approx(1.0, rel=0.01) and row["rps_significant"]
-    assert row["rps_basis"] == "trials" and row["p99_basis"] == "trials"
+    assert row["rps_basis"] == "trials" and row["p99_basis"] == TOO_FEW  # 5.4 beyond p99
     assert (row["limited_by_a"], row["limited_by_b"]) == ("", "server_cpu")  # why it changed
 
 
@@ -309,7 +315,7 @@ def test_block_bootstrap_of_p99_tells_noise_from_change() -> None:
 def test_compare_single_trials_uses_seconds(tmp_path: Path) -> None:
     runs = [build_run(tmp_path / n, [FixtureStep("m", 10, 1, (90.0, 100.0, 110.0))]) for n in "ab"]
     row = compare(load(runs[0]), load(runs[1])).iloc[0]
-    assert (row["rps_basis"], row["p99_basis"]) == ("seconds", "seconds")
+    assert (row["rps_basis"], row["p99_basis"]) == ("seconds+floor", TOO_FEW)
     assert not row["rps_significant"] and not row["p99_significant"]
 
 

@@ -27,6 +27,7 @@ from lab.system.sampling import HostMeter
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli, lab_run
+from tests.fixture_run import window
 
 D_MS = 100.0
 POOL = 4
@@ -63,14 +64,7 @@ def capacity(requests: int = 50, processes: int = 1, probe: float | None = None)
 
 def user_step(users: int, rps: float, p50: float, cpu: float = 2.0, **cap: int) -> StepRecord:
     """A closed-loop step of a user's app: the upstream's in-flight count is unknown (-1)."""
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=10.0,
-        requests=round(rps * 10),
-        ok=round(rps * 10),
-        latency_ms={"p50": p50, "p99": 2 * p50},
-        client_cpu_pct=5.0,
-    )
+    measured = window(rps, p50, client_cpu_pct=5.0)
     sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=60, upstream_max_inflight=-1)
     key = StepKey("m", "closed", users, None, 1)
     return assessed(step_record("run", key, measured, sampled), capacity(**cap))

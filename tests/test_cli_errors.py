@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 
 import pytest
 
@@ -157,4 +158,7 @@ def test_lab_serve_binds_loopback_unless_allowed_remote():
     """`lab serve` (the container entry point) listens on 127.0.0.1 by default, like every
     listener the lab starts; another address needs --allow-remote, as compose.yaml gives it."""
     done = run_lab("serve", "uwsgi-threads", "--host", "0.0.0.0")
-    assert_clean_error(done, "not a loopback address", "--allow-remote", code=1)
+    assert_clean_error(done, "not a loopback address", "--allow-remote")
+    module = [sys.executable, "-m", "lab.cli.serve", "uwsgi-threads", "--host", "0.0.0.0"]
+    as_in_compose = subprocess.run(module, capture_output=True, text=True, timeout=60)
+    assert_clean_error(as_in_compose, "not a loopback address", "--allow-remote")

@@ -86,8 +86,8 @@ class FakeContainer:
 def test_meter_reports_cpu_percent_and_memory_like_docker_stats(monkeypatch) -> None:
     clock = iter([10.0, 11.0])
     monkeypatch.setattr("lab.backends.containers.time.monotonic", lambda: next(clock))
-    cpu, mem = ContainerMeter(FakeContainer()).sample()
-    assert (cpu, mem) == (50.0, 80.0)
+    now = ContainerMeter(FakeContainer()).sample()
+    assert (now.cpu_pct, now.rss_mb, now.pss_mb) == (50.0, 80.0, 80.0)  # the cgroup: pages once
 
 
 def test_container_command_passes_every_resolved_knob() -> None:

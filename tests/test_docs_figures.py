@@ -26,7 +26,6 @@ UNRECORDED_RUN_IDS = {
     "docs/figures/bench-loadgen-overhead.json",
     "docs/figures/bench-upstream-aiohttp-1000.json",
     "docs/figures/bench-upstream-capacity.json",
-    "docs/figures/bench-advise.json",
 }
 MEASURE = re.compile(
     r"^[\s≥~<>+-]*(\d[\d,]*(\.\d+)?\s*(ms|s|min|µs|%|MB|GB|kB|req/s|rps|x)?[\s,/()+-]*)+$"

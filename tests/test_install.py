@@ -135,3 +135,19 @@ def test_quick_sweep_from_another_directory(installed: Path, tmp_path: Path) -> 
     )
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
     assert (run_dir / "report.html").stat().st_size > 1000
+
+
+def test_quickstart_reports_the_run_it_made(tmp_path: Path) -> None:
+    """scripts/quickstart.sh with --out reports the run directory its sweep made there, not the
+    newest one under results/ (which another run may have written)."""
+    args = ("--models", "gunicorn-gevent", "--levels", "1", "--duration", "1", "--warmup", "0")
+    done = subprocess.run(
+        ["bash", "scripts/quickstart.sh", *args, "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (made,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert f"report: {made / 'report.html'}" in done.stdout, done.stdout[-2000:]

@@ -18,6 +18,7 @@ import pytest
 
 from lab.system import procs
 from lab.system.procstats import RemoteMeter, meters
+from lab.system.sampling import TreeMeter
 from tests.conftest import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,11 +50,14 @@ def test_meter_reads_the_servers_cpu_and_rss_from_outside_its_tree(served) -> No
     meter = RemoteMeter(meter_url)
     with ThreadPoolExecutor(8) as pool:  # some load, so the server spends CPU
         list(pool.map(lambda _: urllib.request.urlopen(url + "/io?delay_ms=5").read(), range(200)))
-    cpu_pct, rss_mb = meter.sample()
-    assert cpu_pct > 0 and rss_mb > 10
+    now = meter.sample()
+    assert now.cpu_pct > 0 and now.rss_mb > 10 and 0 < now.pss_mb <= now.rss_mb
     server_tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))}
     meter_pids = [p.pid for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
     assert meter_pids and not set(meter_pids) & server_tree  # its own use is never counted
+    conns = psutil.Process(meter_pids[0]).net_connections("tcp")
+    (listening,) = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
+    assert listening == ("127.0.0.1", meter_port)  # the server's address: loopback by default
 
 
 def test_lab_page_finds_the_meter_from_the_models_url(served, monkeypatch) -> None:  # noqa: ANN001
@@ -61,7 +65,7 @@ def test_lab_page_finds_the_meter_from_the_models_url(served, monkeypatch) -> No
     monkeypatch.setenv("LAB_METER_PORT", str(meter_port))
     found = meters({"gunicorn-gevent": url, "uwsgi-gevent": "http://[::1]:1"})
     assert list(found) == ["gunicorn-gevent"]  # a model without a meter shows no figures
-    assert found["gunicorn-gevent"].sample()[1] > 10
+    assert found["gunicorn-gevent"].sample().pss_mb > 10
 
 
 def test_meter_exits_when_the_server_is_gone(served) -> None:  # noqa: ANN001
@@ -76,3 +80,25 @@ def test_meter_exits_when_the_server_is_gone(served) -> None:  # noqa: ANN001
 def _is_meter(p: psutil.Process, port: int) -> bool:
     cmdline = p.info["cmdline"] or []
     return "lab.webui.meter" in cmdline and str(port) in cmdline
+
+
+def test_a_forked_tree_counts_its_shared_pages_once_in_pss() -> None:
+    """A master that filled 64 MB and forked three workers: summed RSS counts those pages four
+    times, PSS summed once (the figure models are compared on)."""
+    code = (
+        "import os, time\n"
+        "shared = bytearray(os.urandom(64 * 2**20))\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(30); os._exit(0)\n"
+        "print('ready', flush=True); time.sleep(30)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        now = TreeMeter(proc.pid).sample()
+    finally:
+        procs.stop_group(proc.pid, 5, proc.wait)
+    assert now.rss_mb > 4 * 64 and now.pss_mb < 64 + 3 * 20, now

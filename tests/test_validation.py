@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from lab.config.scenario import load_scenario
 from tests.conftest import lab_cli
 from tests.hostile_input import Outcome, models_doc, stubbed_lab, toml_doc
 
@@ -372,3 +373,10 @@ def test_a_real_subprocess_prints_no_traceback(write, tmp_path):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "nan.toml" in done.stderr and "duration_s" in done.stderr and "finite" in done.stderr
+
+
+def test_standard_measures_every_model_quick_shows() -> None:
+    """`standard` is the scenario for trusting a difference `quick` shows: it must have them all."""
+    quick, standard = load_scenario("quick"), load_scenario("standard")
+    assert set(quick.models) <= set(standard.models)
+    assert standard.trials > 1

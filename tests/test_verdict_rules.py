@@ -9,15 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixture_run import FixtureStep, build_run
 
 from analysis import load
 from analysis.metrics import point_table
 from analysis.summary import generators_advice
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import upstream_inflight
+from tests.fixture_run import FixtureStep, build_run, window
 
 D_MS = 10.0
 
@@ -47,14 +47,7 @@ def step(
     **more: float,
 ) -> StepRecord:
     """A 10 s closed-loop step: `rps` answers a second, the upstream's counters as given."""
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=10.0,
-        requests=round(rps * 10),
-        ok=round(rps * 10),
-        latency_ms={"p50": p50, "p99": 2 * p50},
-        client_cpu_pct=client_cpu,
-    )
+    measured = window(rps, p50, client_cpu_pct=client_cpu)
     sampled = Sampled(
         server_cpu_pct=cpu,
         server_rss_mb=60,

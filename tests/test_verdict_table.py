@@ -12,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.record.flags import excluding, tail_excluding
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed, verdict
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import facts_of
 from lab.verdict.table import RULES
+from lab.webui.liveflags import Live, flags
+from tests.fixture_run import window
 
 D_MS = 10.0
 CAPS = {"capped", "capped_unexplained"}
@@ -40,16 +42,7 @@ def step(
     **sampled: Any,
 ) -> StepRecord:
     """A 10 s closed-loop step with `rps` answers a second; `sampled`: Sampled's figures."""
-    failed = sum((errors or {}).values())
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=10.0,
-        requests=round(rps * 10) + failed,
-        ok=round(rps * 10),
-        errors=errors or {},
-        latency_ms={"p50": p50, "p99": 2 * p50},
-        client_cpu_pct=client_cpu,
-    )
+    measured = window(rps, p50, errors=errors, client_cpu_pct=client_cpu)
     sampled.setdefault("upstream_max_inflight", -1)
     record = Sampled(server_cpu_pct=cpu, server_rss_mb=60, **sampled)
     key = StepKey("m", "closed", users, None, 1)
@@ -102,7 +95,14 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
             CAPS,
         ),
         # 4: other processes took the server's core: the machine, not the app
-        (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "host_busy", "no", CAPS),
+        (
+            step(50, 2000, p50=25, cpu=45, raised=(HOST,), server_wait_pct=35.0),
+            "host_busy",
+            "no",
+            CAPS,
+        ),
+        # ... other processes busy, but nothing of the run waited: no cap, no blame, not found
+        (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "unknown", "yes", CAPS),
         (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "host_busy", "no", CAPS),
         (
             step(
@@ -111,6 +111,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
                 p50=25,
                 cpu=45,
                 raised=(HOST,),
+                server_wait_pct=35.0,
                 upstream_max_inflight=50,
                 upstream_served=20000,
             ),
@@ -146,6 +147,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         "3-upstream-late",
         "3-upstream-late-closing",
         "4-host-busy",
+        "4-host-busy-nothing-waited",
         "4-server-waited",
         "4-host-busy-counter-full",
         "5-generator-lag-below-ideal",
@@ -240,3 +242,91 @@ def test_the_table_invariants(
     # a disturbance never becomes the app's cap
     if facts_of(r, capacity()).disturbances - {"apparatus_cpu_wait"}:
         assert not CAPS & set(r.flags), (r.flags, r.limit_reason)
+
+
+@pytest.mark.parametrize(
+    ("record", "limit", "compared"),
+    [
+        # a cap the upstream's counter saw stays the limit when requests also failed
+        (
+            step(50, 1000, p50=50, cpu=20, upstream_max_inflight=10, upstream_served=10000),
+            "concurrency_cap",
+            "no",
+        ),
+        (
+            step(
+                50,
+                1000,
+                p50=50,
+                cpu=20,
+                upstream_max_inflight=10,
+                upstream_served=10000,
+                errors={"timeout": 200},
+            ),
+            "concurrency_cap",
+            "no",
+        ),
+        # from outside, Little's law counts answered requests only: the failures are the limit
+        (step(50, 1000, p50=50, cpu=20, errors={"timeout": 200}), "errors", "throughput"),
+        # both full: the server is the limit, the saturated generator's queue set part of the tail
+        (
+            step(50, 3000, p50=16, cpu=97, raised=(GEN_FULL,), client_cpu=97),
+            "server_cpu",
+            "throughput",
+        ),
+    ],
+    ids=[
+        "counter-cap",
+        "counter-cap-with-timeouts",
+        "inferred-cap-with-timeouts",
+        "both-full-client-saturated",
+    ],
+)
+def test_failures_never_make_a_step_more_comparable(
+    record: StepRecord, limit: str, compared: str
+) -> None:
+    assert record.limited_by == limit, record.limit_reason
+    whole, tail = not excluding(record.flags), not tail_excluding(record.flags)
+    assert (whole, tail) == {"throughput": (True, False), "no": (False, False)}[compared]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    users=st.integers(2, 400),
+    share=st.floats(0.05, 1.2),
+    p50_delays=st.floats(0.5, 20.0),
+    cpu=st.floats(0.0, 110.0),
+    seen=st.floats(0.0, 1.0),
+    failed=st.integers(1, 5000),
+)
+def test_failed_requests_never_lift_an_exclusion(
+    users: int, share: float, p50_delays: float, cpu: float, seen: float, failed: int
+) -> None:
+    """With the upstream's counter (direct evidence of in-flight), adding failed requests to a
+    step never makes it more comparable than the same step without them."""
+    rps = share * users / (D_MS / 1000)
+    figures: dict[str, Any] = {
+        "p50": p50_delays * D_MS,
+        "cpu": cpu,
+        "upstream_max_inflight": max(1, round(seen * users)),  # 0: the load did not pass it
+        "upstream_served": round(rps * 10),
+    }
+    clean = step(users, rps, **figures)
+    failing = step(users, rps, errors={"timeout": failed}, **figures)
+    assert excluding(failing.flags) or not excluding(clean.flags), failing.limit_reason
+    assert tail_excluding(failing.flags) or not tail_excluding(clean.flags)
+
+
+@pytest.mark.parametrize(
+    ("live", "shown"),
+    [
+        (Live(200, 2500, 20000, 40, 97), {"client_saturated"}),
+        (Live(200, 2500, 20000, 40, 20), {"capped"}),
+        (Live(50, 4000, 5000, 97, 97), {"server_saturated", "client_saturated"}),
+    ],
+    ids=["1-saturated-generator-live", "cap-live", "both-full-live"],
+)
+def test_the_live_flags_read_a_saturated_generator_as_the_verdict_does(
+    live: Live, shown: set[str]
+) -> None:
+    assert set(flags(live)) == shown

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,29 @@ def test_a_master_saves_what_its_workers_measured(start_model, upstream, tmp_pat
     for step in steps:  # the measured part (after the ramp) of what the workers sent
         assert 0.5 * sent[step["model"]] <= step["ok"] <= sent[step["model"]], (step, sent)
         assert step["users"] == 2 and step["server_cpu_pct"] > 0, step
+
+
+def test_the_lab_page_labels_an_async_port_as_one(start_model, upstream, tmp_path: Path) -> None:  # noqa: ANN001
+    """Every model the page lists says how it serves a Flask app: an ASGI model is an async
+    port (its twin, which you would write), never offered as if it ran the app unchanged."""
+    servers = [start_model(m) for m in ("uwsgi-threads", "gunicorn-asyncio")]
+    env = {
+        **os.environ,
+        "LAB_TARGETS": ",".join(f"{s.name}={s.url}" for s in servers),
+        "LAB_UPSTREAM_URL": upstream.url,
+        "LAB_SERVER_PIDS": ",".join(f"{s.name}={s.proc.pid}" for s in servers),
+    }
+    port = procs.free_port()
+    argv = _locust("--web-host", "127.0.0.1", "--web-port", str(port), "--lab-out", str(tmp_path))
+    log = open(tmp_path / "locust.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_answer(f"http://127.0.0.1:{port}/lab/data", proc, 60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab/data", timeout=5) as reply:
+            rows = json.load(reply)["models"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+    labels = {r["model"]: r["your_app"] for r in rows}
+    assert labels == {"uwsgi-threads": "as is", "gunicorn-asyncio": "async port"}

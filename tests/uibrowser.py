@@ -117,7 +117,7 @@ def _read_statistics(page: Any, w: Walk) -> None:
     page.screenshot(path=str(SHOTS / f"{w.label}-lab-tab.png"))
 
 
-COLUMNS = ("model", "users", "rps", "ideal", "of_ideal", "p50", "p99", "errors", "cpu", "rss")
+COLUMNS = ("model", "users", "rps", "ideal", "of_ideal", "p50", "p99", "errors", "cpu", "pss")
 COLUMNS += ("flags",)  # the lab page's table, left to right
 
 
@@ -139,7 +139,7 @@ def _lab_figures(lab: Any, models: tuple[str, ...]) -> dict[str, dict[str, str]]
 
 def check_figures(seen: Seen, w: Walk, metered: bool) -> None:
     """Per model: its share of the users, the ideal users / delay, throughput near it, p50 at
-    least the delay, and (where a meter or a pid is known) the server's CPU and RSS."""
+    least the delay, and (where a meter or a pid is known) the server's CPU and PSS."""
     per_model = w.users // len(w.models)
     for model in w.models:
         cells = seen.figures[model]
@@ -148,7 +148,7 @@ def check_figures(seen: Seen, w: Walk, metered: bool) -> None:
         assert 0.3 * ideal < float(cells["rps"]) <= 1.2 * ideal, cells
         assert 0.95 * w.delay_ms <= float(cells["p50"]) < 10 * w.delay_ms, cells
         if metered:
-            assert float(cells["cpu"]) > 0 and float(cells["rss"]) > 10, cells
+            assert float(cells["cpu"]) > 0 and float(cells["pss"]) > 10, cells
 
 
 def report(run_dir: Path) -> str:

@@ -17,14 +17,13 @@ from typing import Any
 from lab.advise.search import Attempt, Conclusion, Setting
 from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
+from lab.record.errors import EXIT_NO_ANSWER, EXIT_NOT_CONFIRMED, EXIT_ONLY_PORT
 from lab.record.step import StepRecord
 from lab.verdict.facts import upstream_inflight
 from lab.verdict.limits import TITLES
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
-EXIT_NONE_MEETS = 1  # `lab advise`: no model meets the target
-EXIT_NOT_CONFIRMED = 4  # none confirmed, and for some the lab's own generators were the limit
-TIE_RSS = 0.10  # models on as many cores whose RSS is within this share of the cheapest: a tie
+TIE_MEMORY = 0.10  # models on as many cores whose PSS is within this share of the cheapest: a tie
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
 
 
@@ -49,7 +48,7 @@ class ModelAdvice:
     command: str
     cores: int  # cores the configuration takes: its processes, at most the server's cores
     cpu_pct: float  # server CPU measured, % of one core
-    rss_mb: float  # peak RSS of the server's process tree
+    pss_mb: float  # peak memory of the server's process tree, each page once (PSS summed)
     confirm: Confirm | None
     limited_by: str
     limit: str  # what limits it, with figures
@@ -76,7 +75,7 @@ def model_advice(
             command="",
             cores=0,
             cpu_pct=0.0,
-            rss_mb=0.0,
+            pss_mb=0.0,
             confirm=None,
             limited_by=end.limited_by,
             limit=end.reason if end.limited_by else "",
@@ -108,7 +107,7 @@ def model_advice(
         command=shlex.join(model.command(knobs, COMMAND_HOST, COMMAND_PORT)),
         cores=min(attempt.candidate.processes, st.bounds.cores),
         cpu_pct=step.server_cpu_pct,
-        rss_mb=step.server_rss_mb,
+        pss_mb=step.server_pss_mb or step.server_rss_mb,  # a step without PSS: RSS, its bound
         confirm=confirm,
         limited_by=limited_by,
         limit=limit,
@@ -179,8 +178,9 @@ class Advice:
 
     def recommended(self) -> tuple[str, ...]:
         """The cheapest model that meets the target and runs the user's app unchanged (as it is,
-        or through a bridge): fewest cores, then least memory; then those tied with it; () when
-        none does."""
+        or through a bridge): fewest cores, then least memory (PSS, shared pages counted once,
+        so a pre-fork master and worker are not charged twice); then those tied with it; ()
+        when none does."""
         return self._cheapest(UNCHANGED)
 
     def if_ported(self) -> tuple[str, ...]:
@@ -193,14 +193,14 @@ class Advice:
 
     def _cheapest(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
         candidates = (m for m in self.models if m.meets and m.runs_app in kinds)
-        meeting = sorted(candidates, key=lambda m: (m.cores, m.rss_mb))
+        meeting = sorted(candidates, key=lambda m: (m.cores, m.pss_mb))
         if not meeting:
             return ()
         best = meeting[0]
         tied = [
             m.model
             for m in meeting[1:]
-            if m.cores == best.cores and m.rss_mb <= best.rss_mb * (1 + TIE_RSS)
+            if m.cores == best.cores and m.pss_mb <= best.pss_mb * (1 + TIE_MEMORY)
         ]
         return (best.model, *tied)
 
@@ -209,9 +209,13 @@ class Advice:
         return tuple(m for m in self.models if not m.meets and m.limited_by == "apparatus")
 
     def exit_code(self) -> int:
-        if self.meets():
+        """0 only when a model runs the app as it is: a CI gate must not pass a Flask app that
+        nothing serves unchanged because an async port of it would meet the target."""
+        if self.recommended():
             return 0
-        return EXIT_NOT_CONFIRMED if self.held_back() else EXIT_NONE_MEETS
+        if self.if_ported():
+            return EXIT_ONLY_PORT
+        return EXIT_NOT_CONFIRMED if self.held_back() else EXIT_NO_ANSWER
 
     def sentence(self) -> str:
         """The recommendation for the app as it is, and beside it what an async port buys; no
@@ -238,11 +242,11 @@ class Advice:
         best = next(m for m in self.models if m.model == picked[0])
         how = " through a bridge" if best.runs_app == BRIDGED else ""
         tied = (
-            f"; tied with {', '.join(picked[1:])} (as many cores, RSS within {TIE_RSS:.0%})"
+            f"; tied with {', '.join(picked[1:])} (as many cores, PSS within {TIE_MEMORY:.0%})"
             if picked[1:]
             else ""
         )
-        return f"{best.model}{how} ({_cores(best.cores)}, {best.rss_mb:,.0f} MB){tied}"
+        return f"{best.model}{how} ({_cores(best.cores)}, {best.pss_mb:,.0f} MB PSS){tied}"
 
     def to_json(self) -> dict[str, Any]:
         picked = self.recommended()

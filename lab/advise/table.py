@@ -18,7 +18,7 @@ HEADERS = (
     "configuration",
     "cores",
     "CPU %",
-    "RSS MB",
+    "PSS MB",
     "offered",
     "rps",
     "p99 ms",
@@ -45,7 +45,7 @@ def _cells(m: ModelAdvice) -> tuple[str, ...]:
         if c
         else ("-",) * 4
     )
-    measured = (f"{m.cores}", f"{m.cpu_pct:.0f}", f"{m.rss_mb:.0f}") if c else ("-",) * 3
+    measured = (f"{m.cores}", f"{m.cpu_pct:.0f}", f"{m.pss_mb:.0f}") if c else ("-",) * 3
     meets = "yes" if m.meets else "no"
     app = m.runs_app
     return (m.model, app, meets, m.configuration or "-", *measured, *figures, m.limited_by or "-")

@@ -24,7 +24,7 @@ from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
 from lab.record.errors import LabError
 from lab.system.procs import StartFailed, wait_http
-from lab.system.sampling import MB
+from lab.system.sampling import MB, Reading
 from lab.system.tuning import read_nofile, read_sysctls
 
 RUN_LABEL = "concurrency-lab.run"
@@ -86,12 +86,15 @@ class ContainerMeter:
         cache = detail.get("total_inactive_file", detail.get("inactive_file", 0))
         return cpu_ns, max(memory.get("usage", 0) - cache, 0) / MB
 
-    def sample(self) -> tuple[float, float]:
+    def sample(self) -> Reading:
+        """The cgroup counts each page once, as PSS summed does: it stands for both figures."""
         cpu_ns, mem_mb = self._read()
         now = time.monotonic()
         wall, self.last_wall = now - self.last_wall, now
         delta, self.last_cpu_ns = cpu_ns - self.last_cpu_ns, cpu_ns
-        return round(100 * delta / 1e9 / max(wall, 1e-9), 1), round(mem_mb, 1)
+        return Reading(
+            round(100 * delta / 1e9 / max(wall, 1e-9), 1), round(mem_mb, 1), round(mem_mb, 1)
+        )
 
 
 @dataclass

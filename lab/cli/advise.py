@@ -17,7 +17,13 @@ from lab.advise.confirm import Advisor
 from lab.advise.table import advice_table, details
 from lab.advise.target import Slo
 from lab.cli.app import check_user_app
-from lab.cli.options import console, ensure_writable, positive, results_dir_option
+from lab.cli.options import (
+    console,
+    ensure_writable,
+    positive,
+    results_dir_option,
+    resume_option,
+)
 from lab.cli.resume import decode_invocation, encode_invocation, reopened, same_options
 from lab.cli.run import make_backend, models_to_run
 from lab.cli.run_options import (
@@ -78,11 +84,7 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
     ),
     results_dir_option("Directory that receives the run directory."),
     click.option("--json", "as_json", is_flag=True, help="Print the advice as JSON on stdout."),
-    click.option(
-        "--resume",
-        type=click.Path(file_okay=False, exists=True, path_type=Path),
-        help="Continue the advise run in this directory, reusing the steps it measured.",
-    ),
+    resume_option("Continue the advise run in this directory, reusing the steps it measured."),
     *APP_OPTIONS,
     *GENERATOR_OPTIONS,
     *FRONT_OPTIONS,
@@ -106,8 +108,10 @@ def advise_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def advise(ctx: click.Context, /, **_: Any) -> None:
     """Find, per model, the cheapest configuration that serves --rps with p99 under --p99-ms,
-    confirmed by open-loop steps; exit 1 when no model meets the target, 4 when none was
-    confirmed because the lab's own generators were the limit."""
+    confirmed by open-loop steps, and recommend the cheapest that runs your app unchanged (an
+    async port is shown beside it, labelled, never instead); exit 5 when only an async port
+    meets the target, 1 when no model does, 4 when none was confirmed because the lab's own
+    generators were the limit."""
     opts = dict(ctx.params)
     recorded = resumed_advice(ctx) if opts["resume"] else None
     if recorded is not None:

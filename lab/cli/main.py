@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
-from rich.markup import escape
 
 from lab.cli import generator as remote_generators
 from lab.cli.advise import advise
 from lab.cli.doctor import doctor
 from lab.cli.models import list_models
-from lab.cli.options import console
+from lab.cli.options import standalone
 from lab.cli.report import compare_runs, report
 from lab.cli.reproduce import reproduce
 from lab.cli.run import run
 from lab.cli.serve import serve
 from lab.cli.ui import ui
 from lab.cli.upstream import upstream
-from lab.record.errors import LabError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,8 +42,4 @@ main.add_command(remote_generators.generator)
 
 def entry(argv: list[str] | None = None) -> None:
     """The console script; `argv` (default: sys.argv[1:]) lets tests call it in-process."""
-    try:
-        main(args=argv, standalone_mode=True)
-    except LabError as e:
-        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
-        sys.exit(e.exit_code)
+    standalone(main, argv)

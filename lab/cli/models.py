@@ -9,15 +9,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from lab.cli.run_options import MODELS_FILE
 from lab.config.models import load_registry
 
 
 @click.command("models")
-@click.option(
-    "--models-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML file of extra models (same shape as servers/models.toml).",
-)
+@MODELS_FILE
 @click.option(
     "--commands",
     "top_level",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from lab.config.models import parse_knobs
 from lab.record.errors import LabError, Refused
@@ -16,6 +18,17 @@ from lab.record.errors import LabError, Refused
 RESULTS_DIR = Path("results")
 
 console = Console(stderr=True, soft_wrap=True)  # what the commands say; results go to stdout
+
+
+def standalone(command: click.Command, argv: list[str] | None = None) -> None:
+    """Run a command as a program (the `lab` script, or `python -m lab.cli.serve` in a
+    container): a LabError is one line and its own exit code (docs/running.md's table), never a
+    traceback."""
+    try:
+        command(args=argv, standalone_mode=True)
+    except LabError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        sys.exit(e.exit_code)
 
 
 def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:
@@ -37,6 +50,20 @@ def results_dir_option(help: str) -> Callable[[Callable[..., Any]], Callable[...
         callback=_out_dir,
         metavar="DIR",
         help=help,
+    )
+
+
+def port_option(default: int, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--port N`: where a command's own listener binds (lab serve, lab ui, lab upstream)."""
+    return click.option(
+        "--port", default=default, show_default=True, type=click.IntRange(1, 65535), help=help
+    )
+
+
+def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--resume DIR`: an existing run directory to continue (lab run, lab advise)."""
+    return click.option(
+        "--resume", type=click.Path(file_okay=False, exists=True, path_type=Path), help=help
     )
 
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lab.record.errors import Refused
+
 if TYPE_CHECKING:
     from analysis.loading import Run
 
@@ -36,7 +38,8 @@ def _load(path: Path) -> Run:
     "--level",
     type=int,
     default=None,
-    help="Concurrency for the percentile-spectrum plot (default: highest common level).",
+    help="Level of the percentile-spectrum plot: users (closed loop) or rate (open loop) "
+    "[default: the highest level every model has].",
 )
 def report(run_dir: Path, level: int | None) -> None:
     """Print the summary table of RUN_DIR and write its self-contained report.html."""
@@ -49,8 +52,8 @@ def report(run_dir: Path, level: int | None) -> None:
     try:
         export_summary(run, table)
         path = write_report(run, level=level, table=table)
-    except OSError as exc:
-        raise click.ClickException(f"cannot write the report into {run_dir}: {exc}") from exc
+    except OSError as exc:  # the machine's state, not the arguments: exit 3
+        raise Refused(f"cannot write the report into {run_dir}: {exc.strerror or exc}") from None
     click.echo(f"report: {path}")
 
 
@@ -58,7 +61,9 @@ def report(run_dir: Path, level: int | None) -> None:
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
 def compare_runs(run_a: Path, run_b: Path) -> None:
-    """Show per model and level how RUN_B differs from RUN_A, and whether the change is real."""
+    """Show per model and level how RUN_B differs from RUN_A, and whether the change is real
+    (docs/trust.md: with one trial, the lab's run-to-run floor; p99 only where 10 requests lie
+    beyond it)."""
     a, b = _load(run_a), _load(run_b)
     from analysis.compare import compare, print_compare
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
 import click
@@ -20,7 +21,7 @@ from lab.config.models import Knobs, Model, Registry, alias_notes, knob_notes, l
 from lab.config.scenario import Scenario, load_scenario, override
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend
-from lab.record.errors import LabError
+from lab.record.errors import EXIT_NO_ANSWER, LabError
 from lab.run import generators
 from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
@@ -32,7 +33,8 @@ from lab.system import safety
 @run_options
 @click.pass_context
 def run(ctx: click.Context, /, **_: Any) -> None:
-    """Sweep concurrency levels for each model and write results/<run-id>/."""
+    """Sweep load levels (users, or arrival rates in open loop) for each model and write
+    results/<run-id>/."""
     opts = dict(ctx.params)
     recorded = resumed_run(ctx) if opts["resume"] else None
     if recorded is not None:
@@ -66,13 +68,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts),
-        generators=generators.choose(
-            opts["generators"],
-            opts["remote_generators"],
-            opts["master"],
-            opts["allow_remote"],
-            scenario.max_outstanding if scenario.mode == "open" else None,
-        ),
+        generators=_generators(opts, scenario),
     )
     if dbrun.needed(scenario.route) and opts["backend"] != "native":
         raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
@@ -91,6 +87,13 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario.host,
     )
     sweep_and_summarise(plan, backend, recorded, databases)
+
+
+def _generators(opts: dict[str, Any], scenario: Scenario) -> generators.Generators:
+    cap = scenario.max_outstanding if scenario.mode == "open" else None
+    return generators.choose(
+        opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"], cap
+    )
 
 
 def sweep_and_summarise(
@@ -115,6 +118,11 @@ def sweep_and_summarise(
     except RunError as e:  # e.g. the upstream never started: nothing was measured
         console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
+    if not any(step.status != "skipped" for step in plan.run.steps()):
+        console.print(
+            "[red]no model ran:[/] every step was skipped (its flags in steps.jsonl say why)"
+        )
+        sys.exit(EXIT_NO_ANSWER)
 
 
 def check_before_start(

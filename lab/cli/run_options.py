@@ -16,6 +16,7 @@ from lab.cli.options import (
     positive,
     rate_list,
     results_dir_option,
+    resume_option,
 )
 from lab.config.scenario import ROUTES, builtin_names
 from servers.common import DB_DRIVERS
@@ -190,7 +191,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
     MODELS,
     click.option(
-        "--levels", callback=int_list, help="Comma-separated concurrency levels, e.g. 1,10,100."
+        "--levels", callback=int_list, help="Closed loop: numbers of users, e.g. 1,10,100."
     ),
     click.option(
         "--mode",
@@ -269,11 +270,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         callback=positive,
         help="Seconds a server gets to answer /health, else start_failed [default: 30].",
     ),
-    click.option(
-        "--resume",
-        type=click.Path(file_okay=False, exists=True, path_type=Path),
-        help="Continue the run in this directory, skipping its completed steps.",
-    ),
+    resume_option("Continue the run in this directory, skipping its completed steps."),
     click.option(
         "--allow-remote",
         is_flag=True,

@@ -3,9 +3,8 @@
 Why: in a container the server must be the main process (so signals, `init: true` and healthchecks
 reach it), and its command line must be the one the native sweep uses, not a hand-typed copy that
 drifts. This command renders the registry's argv template and replaces itself with the server.
-With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and RSS on that port, for
-the
-web UI's lab page, which has no Docker socket to ask.
+With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and memory on that port,
+on the server's own address, for the web UI's lab page, which has no Docker socket to ask.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from pathlib import Path
 
 import click
 
+from lab.cli.options import port_option, standalone
+from lab.cli.run_options import MODELS_FILE
 from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
-from lab.record.errors import LabError
 from lab.system import safety
 from lab.webui.meter import detach
 
@@ -30,7 +30,7 @@ def serve_argv(
     host: str,
     port: int,
     knob_pairs: tuple[str, ...],
-    max_concurrency: int,
+    max_users: int,
     models_file: Path | None,
     upstream_url: str,
 ) -> tuple[list[str], dict[str, str], Knobs]:
@@ -40,7 +40,7 @@ def serve_argv(
     overrides = parse_knobs(knob_pairs)
     for note in alias_notes(overrides):
         print(f"lab serve {model_name}: note: {note}", file=sys.stderr, flush=True)
-    knobs = registry.knobs.updated(overrides, "--knob").resolve(max_concurrency)
+    knobs = registry.knobs.updated(overrides, "--knob").resolve(max_users)
     model.check_installed(knobs)
     return model.command(knobs, host, port), server_env(model, knobs, upstream_url), knobs
 
@@ -59,13 +59,7 @@ def serve_argv(
     help="Allow a non-loopback --host (inside a container, whose ports Compose publishes on "
     "127.0.0.1).",
 )
-@click.option(
-    "--port",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Port to listen on.",
-)
+@port_option(8000, "Port to listen on.")
 @click.option(
     "--knob",
     "knobs",
@@ -74,22 +68,20 @@ def serve_argv(
     help="Override a knob (repeatable), e.g. concurrency=200 or processes=2.",
 )
 @click.option(
-    "--max-concurrency",
+    "--max-users",
     default=200,
     show_default=True,
     type=click.IntRange(min=1),
-    help='What "auto" knobs resolve to: the highest concurrency you will drive.',
+    help='What "auto" knobs resolve to: the most simultaneous users you will drive.',
 )
-@click.option(
-    "--models-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML file of extra models (same shape as servers/models.toml).",
-)
+# The old name, hidden: "concurrency" is the per-process knob only (--knob concurrency=N).
+@click.option("--max-concurrency", type=click.IntRange(min=1), hidden=True)
+@MODELS_FILE
 @click.option(
     "--meter-port",
     default=0,
     type=click.IntRange(0, 65535),
-    help="Serve the server's CPU and RSS on this port (lab.webui.meter); 0: no meter.",
+    help="Serve the server's CPU, RSS and PSS on this port (lab.webui.meter); 0: no meter.",
 )
 @click.option(
     "--upstream-url",
@@ -103,26 +95,26 @@ def serve(
     host: str,
     port: int,
     knobs: tuple[str, ...],
-    max_concurrency: int,
+    max_users: int,
+    max_concurrency: int | None,
     models_file: Path | None,
     meter_port: int,
     upstream_url: str,
     allow_remote: bool,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point)."""
-    try:
-        safety.check_host(host, "--host", allow_remote=allow_remote)
-        argv, env, resolved = serve_argv(
-            model, host, port, knobs, max_concurrency, models_file, upstream_url
-        )
-    except LabError as e:
-        raise click.ClickException(str(e)) from None
+    safety.check_host(host, "--host", allow_remote=allow_remote)
+    if max_concurrency is not None:
+        max_users = max_concurrency
+        print(f"lab serve: note: --max-concurrency is now --max-users={max_users}", file=sys.stderr)
+    argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
-    if meter_port:
-        meter = ["--pid", str(os.getpid()), "--port", str(meter_port)]
-        detach([sys.executable, "-m", "lab.webui.meter", *meter])
+    if meter_port:  # on the server's own address: loopback unless --allow-remote
+        meter = ["--pid", str(os.getpid()), "--host", host, "--port", str(meter_port)]
+        remote = ["--allow-remote"] if allow_remote else []
+        detach([sys.executable, "-m", "lab.webui.meter", *meter, *remote])
     os.execvpe(argv[0], argv, env)
 
 
-if __name__ == "__main__":
-    serve()
+if __name__ == "__main__":  # compose.yaml's entry point: errors exit as `lab serve`'s do
+    standalone(serve)

@@ -22,6 +22,7 @@ from typing import cast
 import click
 
 from lab.backends.base import HOST, Backend, CpuLayout, LocalServer, NativeBackend
+from lab.cli.options import port_option
 from lab.cli.run_options import FRONT_OPTIONS
 from lab.config.models import alias_notes, load_registry
 from lab.config.scenario import LIMITS, UpstreamSpec
@@ -108,13 +109,7 @@ def start_all(
 
 
 @click.command("ui")
-@click.option(
-    "--port",
-    default=8089,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Port of the locust web UI on 127.0.0.1.",
-)
+@port_option(8089, "Port of the locust web UI on 127.0.0.1.")
 @click.option(
     "--models",
     default=DEFAULT_MODELS,

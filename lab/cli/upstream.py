@@ -13,8 +13,8 @@ import sys
 
 import click
 
+from lab.cli.options import port_option
 from lab.config.scenario import LIMITS
-from lab.record.errors import LabError
 from lab.system import procs, safety
 from lab.system.resources import CODE_ROOT
 from servers.upstream_model import DISTRIBUTIONS
@@ -23,7 +23,7 @@ ENGINES = ("auto", "fast", "aiohttp")
 
 
 @click.command("upstream")
-@click.option("--port", default=18081, show_default=True, type=click.IntRange(1, 65535))
+@port_option(18081, "Port to listen on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--delay-ms", default=100.0, show_default=True, type=click.FloatRange(0, LIMITS["delay_ms"])
@@ -70,11 +70,8 @@ def upstream(
     allow_remote: bool,
 ) -> None:
     """Run the mock upstream in the foreground (GET /delay?ms=N, /stats, POST /stats/reset)."""
-    try:
-        safety.check_host(host, "--host", allow_remote=allow_remote)
-        procs.ensure_port_free(host, port, "upstream")
-    except LabError as e:
-        raise click.BadParameter(str(e)) from None
+    safety.check_host(host, "--host", allow_remote=allow_remote)
+    procs.ensure_port_free(host, port, "upstream")  # busy: Refused, exit 3
     argv = [
         sys.executable,
         "-m",

@@ -1,11 +1,16 @@
 """Exceptions for every problem the user can fix: the CLI prints them, never a traceback.
 
-Exit codes (the table in docs/running.md): 2 for bad input (click's convention for usage errors, and
-LabError), 3 for a refusal caused by the machine's state rather than the arguments (`Refused`).
+Exit codes (the table in docs/running.md, walked by tests/test_exit_codes.py), owned here: 1 when
+a command ran but has no answer, 2 for bad input (click's convention for usage errors, and
+LabError), 3 for a refusal caused by the machine's state rather than the arguments (`Refused`),
+4 and 5 for `lab advise`'s two answers that are not "use this model".
 """
 
+EXIT_NO_ANSWER = 1  # lab run: no model ran; lab advise: no model meets the target
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
+EXIT_NOT_CONFIRMED = 4  # lab advise: none confirmed; the lab's own generators were the limit
+EXIT_ONLY_PORT = 5  # lab advise: only models that need the app ported to async meet the target
 
 
 class LabError(Exception):

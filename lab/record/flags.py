@@ -37,11 +37,14 @@ _FLAGS = (
     Flag(
         "client_saturated",
         f"a load generator process used {T.generator_cpu_saturated_pct:g}% of its core or "
-        "more: throughput may be the client's limit; where the verdict's rules name the "
-        "apparatus as the step's limit, the step is `lab_limited` (compared on nothing)",
+        "more: throughput may be the client's limit, and its own queue set part of every "
+        "latency, so the tail is never compared (as `apparatus_saturated`); where the verdict's "
+        "rules name the apparatus as the step's limit, the step is `lab_limited` (compared on "
+        "nothing)",
         ("client_saturated",),
         "lab.run.steps",
         excludes=False,
+        tail=True,
     ),
     Flag(
         "host_busy",

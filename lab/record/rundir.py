@@ -30,7 +30,8 @@ from typing import Any
 from lab.record import hist
 from lab.record.errors import LabError
 from lab.record.flags import owed
-from lab.record.step import StepKey, StepRecord, from_json
+from lab.record.step import StepKey, StepRecord
+from lab.record.stepjson import from_json
 
 MAX_TRIALS = 1000  # a manifest planning more is not one the lab wrote: no plan is read from it
 

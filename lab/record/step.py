@@ -2,7 +2,8 @@
 
 `step_record` is the only constructor of a `StepRecord` from measurements: sweeps, interrupted
 steps, models that could not start, experiments and test fixtures all go through it, so a field
-added here reaches every writer at once. `from_json` reads every schema the lab ever wrote.
+added here reaches every writer at once. `lab.record.stepjson.from_json` reads every schema the lab
+ever wrote.
 
 Schema 2 names what a step's load was: `users` in closed loop, `rate_rps` and `max_outstanding`
 in open loop. Schema 1 (before 2026-11) had one `concurrency` field meaning users in closed loop
@@ -13,12 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from lab.record import counted
 from lab.record import flags as flag_registry
-from lab.record.errors import LabError
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -96,6 +96,7 @@ class Sampled:
 
     server_cpu_pct: float = 0.0
     server_rss_mb: float = 0.0
+    server_pss_mb: float = 0.0
     upstream_cpu_pct: float = 0.0
     host_cpu_pct: float = 0.0
     upstream_max_inflight: int = 0
@@ -136,7 +137,7 @@ class StepRecord:
     throughput_rps: float  # ok responses per second of the measured window
     latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean of successful requests
     server_cpu_pct: float  # mean over the window, whole process tree, 100 = one core
-    server_rss_mb: float  # peak over the window, whole process tree
+    server_rss_mb: float  # peak over the window, RSS summed over the process tree
     client_cpu_pct: float  # mean over the window, the load generator, 100 = one core
     upstream_cpu_pct: float
     host_cpu_pct: float  # whole machine, 100 = one core
@@ -196,6 +197,10 @@ class StepRecord:
     generator_touched: dict[str, float] = field(default_factory=dict)
     generator_moved: tuple[str, ...] = ()
     send_lateness_ms: dict[str, float] = field(default_factory=dict)  # open loop: send - intended
+    # Peak memory of the server's process tree as the kernel accounts it, each page once (PSS
+    # summed; a container's cgroup count; 0: unknown). Summed RSS counts the pages a forked
+    # master shares with its workers once per process: models are compared on this instead.
+    server_pss_mb: float = 0.0
     # The verdict's rule table (lab.verdict): the rule that named the limit, its advice, the
     # limits of the later rules that also fired (secondary evidence: `evidence.also_limited_by`),
     # the cores the server could use as judged, and how long its processes waited for a CPU
@@ -317,84 +322,3 @@ def _open_loop_fields(open_loop: dict[str, Any]) -> dict[str, Any]:
     """The open-loop counts and which percentiles are lower bounds (nothing in closed loop)."""
     counts = {k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop}
     return {"latency_lower_bounds": tuple(open_loop.get("lower_bounds", ())), **counts}
-
-
-def from_json(data: Any) -> StepRecord:
-    """A record from one parsed line of `steps.jsonl`, of any schema this lab can read."""
-    if not isinstance(data, dict):
-        raise LabError(f"a step must be a JSON object, got {type(data).__name__}")
-    version = data.get("schema_version", 1)
-    if version not in READABLE_SCHEMAS:
-        raise LabError(
-            f"step schema {version!r} is not one this lab reads ({READABLE_SCHEMAS}); "
-            "a newer lab wrote it"
-        )
-    if version == 1:
-        data = _from_schema_1(data)
-    names = {f.name for f in fields(StepRecord)}
-    required = {
-        f.name for f in fields(StepRecord) if f.default is MISSING and f.default_factory is MISSING
-    }
-    missing = sorted(n for n in required if n not in data)
-    if missing:
-        raise LabError(f"a step lacks {', '.join(missing)}")
-    values = {k: v for k, v in data.items() if k in names}
-    values["flags"] = tuple(values["flags"])
-    for name in ("latency_lower_bounds", "latency_all_lower_bounds", "also_limited_by"):
-        values[name] = tuple(values.get(name) or ())
-    for name in ("unanswered_hides", "generator_moved"):
-        values[name] = tuple(values.get(name) or ())
-    record = StepRecord(**values)
-    _check_types(record)
-    return record
-
-
-def _from_schema_1(old: dict[str, Any]) -> dict[str, Any]:
-    """Schema 1 had `concurrency` (users, or the open-loop cap) and no status."""
-    data = dict(old)
-    concurrency = data.pop("concurrency", None)
-    is_open = data.get("mode") == "open"
-    data.setdefault("users", None if is_open else concurrency)
-    data.setdefault("max_outstanding", concurrency if is_open else None)
-    data.setdefault("rate_rps", None)
-    data.setdefault("upstream_cpu_pct", 0.0)
-    data.setdefault("host_cpu_pct", 0.0)
-    data.setdefault("histogram", "")
-    data.setdefault("timeseries", {})
-    data.setdefault("evidence", {})
-    flags = data.get("flags") or []
-    unmeasured = {"start_failed", "preflight_failed"} & set(flags)
-    data.setdefault(
-        "status", "partial" if "interrupted" in flags else "skipped" if unmeasured else "measured"
-    )
-    data["schema_version"] = 1
-    return data
-
-
-_TYPES: dict[str, type | tuple[type, ...]] = {
-    "run_id": str,
-    "model": str,
-    "mode": str,
-    "trial": int,
-    "status": str,
-    "started_at": str,
-    "duration_s": (int, float),
-    "requests": int,
-    "ok": int,
-    "errors": dict,
-    "throughput_rps": (int, float),
-    "latency_ms": dict,
-    "flags": tuple,
-    "histogram": str,
-    "timeseries": dict,
-    "evidence": dict,
-}
-
-
-def _check_types(record: StepRecord) -> None:
-    for name, kind in _TYPES.items():
-        value = getattr(record, name)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise LabError(f"a step's {name} has the wrong type ({type(value).__name__})")
-    if record.mode not in ("closed", "open"):
-        raise LabError(f"a step's mode must be closed or open, got {record.mode!r}")

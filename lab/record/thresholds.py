@@ -79,6 +79,9 @@ class Thresholds:
     # --- trials ------------------------------------------------------------------------------
     # (max - min) / median of a point's trials at or above this: the point is `unstable`.
     trials_unstable_spread_share: float = 0.10
+    # A percentile is compared only where this many answered requests lie beyond it in each
+    # point (docs/trust.md; `analysis.noise`): fewer, and it is one request's luck.
+    requests_beyond_percentile: int = 10
     # --- the web UI's live view ---------------------------------------------------------------
     # At least this many users before "about one request per delay" reads as serialised, and
     # throughput at most this many times one request per delay.

@@ -132,6 +132,7 @@ class Samplers:
             server_time_wait=time_wait,
             server_cpu_pct=self.server.mean_cpu(),
             server_rss_mb=self.server.peak_rss(),
+            server_pss_mb=self.server.peak_pss(),
             upstream_cpu_pct=self.upstream.mean_cpu(),
             host_cpu_pct=self.host.mean_cpu(),
             upstream_max_inflight=upstream.max_inflight,
@@ -146,6 +147,7 @@ class Samplers:
             timeseries={
                 "server_cpu_pct": self.server.cpu,
                 "server_rss_mb": self.server.rss,
+                "server_pss_mb": self.server.pss,
                 "upstream_cpu_pct": self.upstream.cpu,
                 "host_cpu_pct": self.host.cpu,
                 "apparatus_core_pct": list(self.cores.apparatus),

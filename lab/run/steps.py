@@ -48,7 +48,7 @@ class StepRunner:
         """What the model's knobs allow, and the server's RSS before this runner loaded it."""
         if self.idle is None or self.idle[0] is not server:
             meter = server.meter()
-            self.idle = (server, meter.sample()[1] if meter is not None else 0.0)
+            self.idle = (server, meter.sample().rss_mb if meter is not None else 0.0)
         layout = self.backend.describe().get("cpu_layout") or {}
         given = len(layout.get("server") or ())
         probe_cap = self.probe_caps.get(model.name)

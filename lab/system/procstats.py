@@ -14,10 +14,11 @@ import os
 import time
 import urllib.parse
 import urllib.request
+from dataclasses import replace
 
 import psutil
 
-from lab.system.sampling import Meter, TreeMeter
+from lab.system.sampling import Meter, Reading, TreeMeter
 
 PIDS_ENV = "LAB_SERVER_PIDS"  # model=pid,... of the native servers
 METER_PORT_ENV = "LAB_METER_PORT"  # the port of each model container's meter (lab.webui.meter)
@@ -37,16 +38,16 @@ class RemoteMeter:
         self.url = url
         self.last = self._read()
 
-    def _read(self) -> tuple[float, float, float]:
+    def _read(self) -> tuple[float, float, Reading]:
         with urllib.request.urlopen(self.url, timeout=METER_TIMEOUT_S) as reply:
             body = json.load(reply)
-        return time.monotonic(), float(body["cpu_s"]), float(body["rss_mb"])
+        memory = Reading(0.0, float(body["rss_mb"]), float(body["pss_mb"]))
+        return time.monotonic(), float(body["cpu_s"]), memory
 
-    def sample(self) -> tuple[float, float]:
-        """(cpu_pct since the last sample, rss_mb now)."""
-        (t0, cpu0, _), (t1, cpu1, rss) = self.last, (now := self._read())
+    def sample(self) -> Reading:
+        (t0, cpu0, _), (t1, cpu1, memory) = self.last, (now := self._read())
         self.last = now
-        return round(100 * (cpu1 - cpu0) / max(t1 - t0, 1e-9), 1), rss
+        return replace(memory, cpu_pct=round(100 * (cpu1 - cpu0) / max(t1 - t0, 1e-9), 1))
 
 
 def meters(targets: dict[str, str]) -> dict[str, Meter]:

@@ -1,10 +1,19 @@
-"""Resource use of a process tree, sampled once a second while a step is measured."""
+"""Resource use of a process tree, sampled once a second while a step is measured.
+
+Memory is read two ways. RSS summed over a tree counts a page shared by N processes N times: a
+forked master and its workers share their code and the app's imported modules, so summed RSS
+makes a pre-fork server look dearer than a one-process server using the same pages. PSS
+(proportional set size, /proc/PID/smaps_rollup) splits each shared page between the processes
+that map it, so PSS summed over the tree counts every page once, as the kernel charges the
+tree: that is the figure the lab compares models on (`server_pss_mb`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -13,17 +22,25 @@ import psutil
 MB = 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One sample of a meter (memory 0.0 where the meter has none)."""
+
+    cpu_pct: float  # since the last sample, 100 = one core
+    rss_mb: float = 0.0  # RSS summed: a shared page counted once per process mapping it
+    pss_mb: float = 0.0  # each page counted once (PSS summed; a container's cgroup count)
+
+
 class Meter(Protocol):
-    def sample(self) -> tuple[float, float]:
-        """(cpu_pct since the last sample, rss_mb now)."""
-        ...
+    def sample(self) -> Reading: ...
 
 
 class TreeMeter:
-    """CPU% (100 = one core) and RSS of a process and all its descendants.
+    """CPU% (100 = one core), RSS and PSS of a process and all its descendants.
 
     CPU is counted per pid between samples, so workers that start or exit between samples are
-    neither lost nor counted twice.
+    neither lost nor counted twice. A process whose smaps cannot be read (another user's) counts
+    its RSS as its PSS, the most it could be.
     """
 
     def __init__(self, pid: int) -> None:
@@ -39,15 +56,16 @@ class TreeMeter:
         except psutil.Error:
             return []
 
-    def sample(self) -> tuple[float, float]:
-        """(cpu_pct since the last sample, rss_mb now)."""
-        cpu_delta, rss = 0.0, 0
+    def sample(self) -> Reading:
+        cpu_delta, rss, pss = 0.0, 0, 0
         seen: dict[int, float] = {}
         for proc in self._tree():
             try:
                 t = proc.cpu_times()
                 total = t.user + t.system
-                rss += proc.memory_info().rss
+                used = proc.memory_info().rss
+                pss += _pss(proc, used)
+                rss += used
             except psutil.Error:
                 continue
             seen[proc.pid] = total
@@ -56,7 +74,16 @@ class TreeMeter:
         wall, self.last_wall = now - self.last_wall, now
         self.cpu_seen = seen
         self.cpu_s += cpu_delta
-        return round(100 * cpu_delta / max(wall, 1e-9), 1), round(rss / MB, 1)
+        return Reading(
+            round(100 * cpu_delta / max(wall, 1e-9), 1), round(rss / MB, 1), round(pss / MB, 1)
+        )
+
+
+def _pss(proc: psutil.Process, rss: int) -> int:
+    try:
+        return int(proc.memory_full_info().pss)
+    except psutil.AccessDenied:
+        return rss
 
 
 class HostMeter:
@@ -116,7 +143,7 @@ class HostMeter:
         self.waited.clear()
         self.server_waited.clear()
 
-    def sample(self) -> tuple[float, float]:
+    def sample(self) -> Reading:
         now = self._read()
         (w0, b0), (w1, b1) = self.last, now
         self.last = now
@@ -130,7 +157,7 @@ class HostMeter:
         self.waited.append(_most(wait, self.last_wait, wall))
         self.server_waited.append(_most(server, self.last_server_wait, wall))
         self.last_wait, self.last_server_wait = wait, server
-        return round(sum(busy), 1), 0.0
+        return Reading(round(sum(busy), 1))
 
 
 def _waits(roots: list[psutil.Process]) -> dict[int, float]:
@@ -176,6 +203,7 @@ class Sampler:
         self.interval_s = interval_s
         self.cpu: list[float] = []
         self.rss: list[float] = []
+        self.pss: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -186,9 +214,10 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            cpu, rss = self.meter.sample()  # type: ignore[union-attr]
-            self.cpu.append(cpu)
-            self.rss.append(rss)
+            reading = self.meter.sample()  # type: ignore[union-attr]
+            self.cpu.append(reading.cpu_pct)
+            self.rss.append(reading.rss_mb)
+            self.pss.append(reading.pss_mb)
 
     def stop(self) -> None:
         self._stop.set()
@@ -200,3 +229,6 @@ class Sampler:
 
     def peak_rss(self) -> float:
         return max(self.rss, default=0.0)
+
+    def peak_pss(self) -> float:
+        return max(self.pss, default=0.0)

@@ -20,6 +20,8 @@ import contextlib
 import time
 from pathlib import Path
 
+from lab.system.sampling import Reading
+
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 TIME_WAIT = "06"
 TIME_WAIT_S = 60.0  # TCP_TIMEWAIT_LEN
@@ -70,11 +72,11 @@ class ConnectionMeter:
         self.closed = 0
         self.close_times.clear()
 
-    def sample(self) -> tuple[float, float]:
+    def sample(self) -> Reading:
         now = time.monotonic()
         found = time_wait(self.port)
         if found is None:
-            return 0.0, 0.0
+            return Reading(0.0)
         for key, left in found:
             closed_at = now - (TIME_WAIT_S - left)
             last = self.closes.get(key)
@@ -83,7 +85,7 @@ class ConnectionMeter:
                 self.close_times.append(closed_at)
             self.closes[key] = closed_at
         self.time_wait = len(found)
-        return 0.0, 0.0
+        return Reading(0.0)
 
     def counted(self, window_s: float | None = None) -> tuple[int, int]:
         """(connections closed in the window, TIME_WAIT sockets now); -1 each where unknown.

@@ -10,10 +10,12 @@ what it does to the comparison:
 
 The order is the precedence: what makes the figures untrustworthy first (a fault, a serialised
 model), then what the server itself ran out of (memory, CPU: "both full" is the server's rule
-with the apparatus as secondary evidence), then the lab's own apparatus and the host, then failed
-requests, then caps, then the rest. Rules after the first that fire are kept as secondary
-evidence, and a `tail` rule qualifies the comparison wherever it stands. Adding a rule is one
-entry in `lab.verdict.table.RULES` (and, for a new limit, one in `lab.verdict.limits.LIMITS`).
+with the apparatus as secondary evidence), then the lab's own apparatus and the host, then caps,
+then failed requests (a cap the upstream's counter saw stays the limit when requests also failed:
+failures never make a step more comparable), then the rest. Rules after the first that fire
+are kept as secondary evidence, and a `tail` rule qualifies the comparison wherever it stands.
+Adding a rule is one entry in `lab.verdict.table.RULES` (and, for a new limit, one in
+`lab.verdict.limits.LIMITS`).
 """
 
 from __future__ import annotations
@@ -161,7 +163,11 @@ def apparatus(f: Facts) -> Finding | None:
 
 
 def host_busy(f: Facts) -> Finding | None:
-    if not ({"host_busy", "server_cpu_wait"} & f.disturbances and f.below_ideal):
+    """Below the ideal while the run's processes waited for a CPU that others took: other
+    processes busy alone (a core the run did not need) are no evidence it was slowed."""
+    d = f.disturbances
+    took = "server_cpu_wait" in d or {"host_busy", "apparatus_cpu_wait"} <= d
+    if not (f.below_ideal and took):
         return None
     return Finding(f"{words.others(f)}: below the ideal on a disturbed machine")
 
@@ -183,6 +189,10 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
     for a CPU a little does not empty the upstream's counter (its users' requests stay in
     flight), so the counter path ignores that one; the inference from outside does not."""
     ignored = {"apparatus_cpu_wait"} if f.inflight_seen else set()
+    # Little's law counts answered requests only: refused or timed-out ones held slots (or
+    # none) unseen, so where many failed an in-flight count from outside is no evidence.
+    if not f.inflight_seen and f.failed_share >= T.errors_share:
+        return None
     d = f.cap.delay_ms
     queueing = T.queueing_delays if f.inflight_seen else T.queueing_inferred_delays
     if f.inflight < 0 or f.offered < T.min_offered_requests or d <= 0:

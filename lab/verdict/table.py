@@ -2,7 +2,7 @@
 
 The order is the precedence (see `lab.verdict.rules` for what each effect means): faults and a
 serialised model first, then what the server ran out of, then the lab's own apparatus and the
-host, then failed requests, then caps, then the rest. Adding a rule is one entry here.
+host, then caps, then failed requests, then the rest. Adding a rule is one entry here.
 """
 
 from __future__ import annotations
@@ -154,22 +154,13 @@ RULES: tuple[Rule, ...] = (
         name="host_busy",
         limit="host_busy",
         effect=EXCLUDED,
-        when=f"other processes using {T.host_busy_pct:g}% of a core, or the server waiting "
-        f"{T.server_cpu_wait_pct:g}% of the window for a CPU it was not using, with throughput "
-        f"below {_IDEAL}",
+        when=f"the server waiting {T.server_cpu_wait_pct:g}% of the window for a CPU it was "
+        f"not using, or other processes using {T.host_busy_pct:g}% of a core while the "
+        f"apparatus waited {T.apparatus_cpu_wait_pct:g}% for a CPU, with throughput below "
+        f"{_IDEAL}",
         advice="measure again on a quiet machine",
         check=host_busy,
         flag=_LAB,
-    ),
-    Rule(
-        name="errors",
-        limit="errors",
-        effect=TAIL,
-        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
-        "the answered ones leaves them out",
-        advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
-        check=errors,
-        flag="failed_tail",
     ),
     Rule(
         name="knob_cap",
@@ -200,6 +191,16 @@ RULES: tuple[Rule, ...] = (
         advice="a faster upstream",
         check=upstream_slow,
         flag=_LAB,
+    ),
+    Rule(
+        name="errors",
+        limit="errors",
+        effect=TAIL,
+        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
+        "the answered ones leaves them out",
+        advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
+        check=errors,
+        flag="failed_tail",
     ),
     Rule(
         name="tracks_ideal",

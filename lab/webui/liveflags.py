@@ -7,7 +7,8 @@ the same flag means in a run's summary:
   overlap (late monkey-patching, a blocking call in an event loop); never a fair result.
 - capped: the verdict's plateau seen from outside, live: requests in flight by Little's law
   (rps x d) at most `plateau_share` of the users while the server's CPU is under
-  `server_cpu_idle_share` of a core: a pool, not the CPU, holds the model back.
+  `server_cpu_idle_share` of a core: a pool, not the CPU, holds the model back; never beside
+  client_saturated (as in the verdict's rules, a saturated generator's own queue is not a cap).
 - server_saturated: the server's CPU at `server_cpu_saturated_share` of one core or more.
 - client_saturated: locust's own CPU at `generator_cpu_saturated_pct` or more: the figures may be
   the client's limit.
@@ -38,14 +39,14 @@ def flags(live: Live) -> dict[str, str]:
     serial = T.live_serial_factor * one_at_a_time
     if live.users >= T.live_probe_users and one_at_a_time and live.rps <= serial:
         out["serialized"] = f"{live.rps} rps with {live.users} users: one request per delay"
+    if live.client_cpu_pct is not None and live.client_cpu_pct >= T.generator_cpu_saturated_pct:
+        out["client_saturated"] = f"locust CPU {live.client_cpu_pct}%"
     cpu = live.server_cpu_pct
     if cpu is not None and cpu >= T.server_cpu_saturated_share * 100:
         out["server_saturated"] = f"server CPU {cpu}%"
-    elif _plateau(live) and "serialized" not in out:
+    elif _plateau(live) and not {"serialized", "client_saturated"} & out.keys():
         where = f" with server CPU {cpu}%" if cpu is not None else ""
         out["capped"] = f"{live.rps} of ideal {live.ideal_rps:g} rps{where}"
-    if live.client_cpu_pct is not None and live.client_cpu_pct >= T.generator_cpu_saturated_pct:
-        out["client_saturated"] = f"locust CPU {live.client_cpu_pct}%"
     return out
 
 

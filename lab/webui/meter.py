@@ -6,7 +6,8 @@ container runs this meter beside its server (`lab serve --meter-port`). It sits 
 server's process tree and measures that tree with the same `TreeMeter` that `lab ui` uses for
 native servers, so the meter's own CPU and memory are never counted.
 
-GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now}. A reader takes the
+GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now, "pss_mb": its PSS
+now}. A reader takes the
 CPU rate from two answers (`lab.system.procstats.RemoteMeter`), so several readers never disturb
 each
 other. The meter exits when the server is gone.
@@ -24,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psutil
 
+from lab.record.errors import LabError
+from lab.system import safety
 from lab.system.sampling import TreeMeter
 
 POLL_S = 1.0
@@ -48,8 +51,9 @@ def handler(meter: TreeMeter, lock: threading.Lock) -> type[BaseHTTPRequestHandl
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             with lock:
-                _, rss_mb = meter.sample()
-                body = json.dumps({"cpu_s": round(meter.cpu_s, 4), "rss_mb": rss_mb}).encode()
+                now = meter.sample()
+                memory = {"rss_mb": now.rss_mb, "pss_mb": now.pss_mb}
+                body = json.dumps({"cpu_s": round(meter.cpu_s, 4), **memory}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -82,12 +86,14 @@ def _alive(pid: int) -> bool:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.webui.meter", description=__doc__)
     parser.add_argument("--pid", type=int, required=True, help="the server's main process")
-    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--host", default="127.0.0.1", help="non-loopback needs --allow-remote")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     args = parser.parse_args(argv)
     try:
+        safety.check_host(args.host, "--host", allow_remote=args.allow_remote)
         serve(args.pid, args.host, args.port)
-    except (OSError, psutil.Error) as e:
+    except (OSError, psutil.Error, LabError) as e:
         print(f"lab meter: {e}", file=sys.stderr)
         return 1
     return 0

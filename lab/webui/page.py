@@ -36,6 +36,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from lab.record.errors import LabError
 from lab.system import http_client, procstats
+from lab.system.sampling import Reading
 from lab.webui.liveflags import Live, flags
 from lab.webui.save import UiRun, save_run
 from loadgen import fanout
@@ -60,7 +61,7 @@ class LabPage:
         self.recorder = LiveRecorder(Path(tempfile.mkdtemp(prefix="lab-ui-")), time.monotonic)
         targets = {c.__name__: c.host or "" for c in environment.user_classes}
         self.meters = procstats.meters(targets)
-        self.samples: dict[str, tuple[float, float]] = {}
+        self.samples: dict[str, Reading] = {}
         self.client = psutil.Process()
         self.client.cpu_percent()
         self.client_cpu = 0.0  # the busiest locust process: this one or a worker
@@ -109,10 +110,11 @@ class LabPage:
         self.worker_cpu[str(msg.node_id)] = report.cpu_pct
 
     def _extra(self, model: str) -> dict[str, float]:
-        cpu, rss = self.samples.get(model, (-1.0, 0.0))
+        now = self.samples.get(model, Reading(-1.0))
         return {
-            "server_cpu_pct": cpu,
-            "server_rss_mb": rss,
+            "server_cpu_pct": now.cpu_pct,
+            "server_rss_mb": now.rss_mb,
+            "server_pss_mb": now.pss_mb,
             "client_cpu_pct": self.client_cpu,
             "upstream_inflight": float(self.upstream.get("inflight", -1)),
         }
@@ -128,21 +130,24 @@ class LabPage:
         delay_s = self.params.mean_delay_s
         counts = self.users()
         out = []
-        for model in sorted(c.__name__ for c in self.env.user_classes):
+        for cls in sorted(self.env.user_classes, key=lambda c: c.__name__):
+            model = cls.__name__
             users = counts.get(model, 0)
             live = self.recorder.live(model)
             ideal = round(users / delay_s, 1) if delay_s else 0.0
-            cpu, rss = self.samples.get(model, (None, None))
+            now = self.samples.get(model)
+            cpu, pss = (now.cpu_pct, now.pss_mb) if now else (None, None)
             raised = flags(Live(users, live["rps"], ideal, cpu, self.client_cpu))
             out.append(
                 {
                     "model": model,
+                    "your_app": getattr(cls, "runs_app", ""),
                     "users": users,
                     **live,
                     "ideal_rps": ideal,
                     "efficiency": round(min(live["rps"] / ideal, 1.0), 2) if ideal else None,
                     "server_cpu_pct": cpu,
-                    "server_rss_mb": rss,
+                    "server_pss_mb": pss,
                     "flags": ", ".join(f"{k} ({v})" for k, v in raised.items()),
                 }
             )
@@ -200,6 +205,7 @@ def _extend_locust_ui(page: LabPage, web_ui: Any) -> None:
     """A "Lab" tab in locust's own UI, fed with the stats it polls anyway."""
     columns = [
         "model",
+        "your_app",
         "users",
         "rps",
         "ideal_rps",
@@ -208,7 +214,7 @@ def _extend_locust_ui(page: LabPage, web_ui: Any) -> None:
         "p99_ms",
         "errors_per_s",
         "server_cpu_pct",
-        "server_rss_mb",
+        "server_pss_mb",
         "flags",
     ]
     web_ui.template_args["extendedTabs"] = [{"title": "Lab", "key": "lab"}]

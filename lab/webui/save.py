@@ -60,6 +60,7 @@ def _step(run_id: str, seg: Segment, key: StepKey, rel: str, params: RunParams) 
     sampled = Sampled(
         server_cpu_pct=_mean(cpu),
         server_rss_mb=max(series.get("server_rss_mb", []), default=0.0),
+        server_pss_mb=max(series.get("server_pss_mb", []), default=0.0),
         upstream_max_inflight=int(max(series.get("upstream_inflight", []), default=-1)),
     )
     rps = round(seg.ok / seg.duration_s, 2) if seg.duration_s else 0.0
