@@ -58,9 +58,10 @@ class OpenFleet(Fleet):
 
     def refresh(self) -> None:
         """Settling: a worker's window may open a little before the master's; keep what it
-        measured for the first measured second."""
+        measured for the first measured second (its requests, each counted by its due time),
+        not the settle's loop lag and periodic work."""
         for name, part in self.collect().items():
-            self.early.setdefault(name, []).append(part)
+            self.early.setdefault(name, []).append(replace(part, lag=None, periodic_s=0.0))
 
     def collect(self) -> dict[str, Interval]:
         parts = super().collect()

@@ -224,7 +224,9 @@ def run_share(loop: OpenLoop) -> float:
     common start, its measured window timed by that same start (the master's rolls collect the
     intervals), then its drain. Returns how long the drain took."""
     spec = loop.spec
-    begin = time.perf_counter() + max(0.0, spec.begin_at - time.time())
+    # The common start on this clock, in the past if START came late: the schedule is not
+    # shifted; the sends already due leave at once and count as late (`send_lateness_ms`).
+    begin = time.perf_counter() + (spec.begin_at - time.time() if spec.begin_at else 0.0)
     scheduler = gevent.spawn(loop.schedule, begin)
     try:
         _sleep_until(begin + spec.settle_s)
