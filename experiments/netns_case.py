@@ -29,11 +29,13 @@ client's connections to nginx; nginx's own error log says what it met behind it.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -52,6 +54,7 @@ from lab.system.resources import child_env
 
 PORT = "{port}"  # in the server's argv and the URLs: the port, chosen inside the namespace
 SOCKET = "{socket}"  # in a fronted server's argv: its unix socket, in the case's own temp dir
+REASON = re.compile(r"failed \((\d+: [^)]*)\)")  # nginx's error log: why a connect/read failed
 NGINX_BACKLOG = 511  # nginx's listen backlog when its config names none (Linux, NGX_LISTEN_BACKLOG)
 HOST_SCOPE = "host (counters shared with everything else on this machine)"
 CONTAINER_PORT = 3000  # the blog's `docker run -p 3000:3000`
@@ -169,15 +172,18 @@ def serve(spec: CaseSpec, port: str, ready_url: str) -> Iterator[tuple[Path, Pat
 
 
 def front_evidence(error_log: Path, kept: Path) -> dict[str, Any]:
-    """nginx as the case ran it, and the errors it logged (its refusals, the server's socket
-    full): counted, with the last few lines."""
+    """nginx as the case ran it, and the errors it logged, by the reason nginx gives (a full
+    listen queue on the server's socket: "11: Resource temporarily unavailable"), with the last
+    few lines."""
     lines = kept.read_text(errors="replace").splitlines() if kept.exists() else []
     errors = [line for line in lines if "[error]" in line or "[crit]" in line]
+    reasons = Counter(m.group(1) for line in errors if (m := REASON.search(line)))
     return {
         "kind": "nginx",
         "backlog": NGINX_BACKLOG,
         "knobs": asdict(nginx.FrontKnobs()),
         "error_lines": len(errors),
+        "reasons": dict(reasons.most_common()),
         "last_errors": errors[-3:],
         "error_log": kept.name,
     }
