@@ -133,7 +133,7 @@ def measure(spec: CaseSpec) -> dict[str, Any]:
         before = netns.counters()
         r = load(spec, base)
         after = netns.counters()
-    extra = {"nginx": front_evidence(*front)} if front else {}
+    extra = {"nginx": front_evidence(front)} if front else {}
     return {
         **r,
         "counters": netns.delta(before, after),
@@ -143,9 +143,9 @@ def measure(spec: CaseSpec) -> dict[str, Any]:
 
 
 @contextmanager
-def serve(spec: CaseSpec, port: str, ready_url: str) -> Iterator[tuple[Path, Path] | None]:
-    """The case's server on `port`, or behind nginx there (yields nginx's error log and where
-    it is kept once the case ends); used once `ready_url` answers."""
+def serve(spec: CaseSpec, port: str, ready_url: str) -> Iterator[Path | None]:
+    """The case's server on `port`, or behind nginx there (yields where nginx's error log is
+    kept once the case ends); used once `ready_url` answers."""
     log, cpus, env = Path(spec.log), spec.server_cpus or None, dict(spec.env)
     if not spec.front:
         argv = [arg.replace(PORT, port) for arg in spec.server]
@@ -164,14 +164,14 @@ def serve(spec: CaseSpec, port: str, ready_url: str) -> Iterator[tuple[Path, Pat
         try:
             front_log = log.with_name(f"{log.stem}-nginx.log")
             with serving(nginx.argv(binary, prefix), ready_url, front_log, cpus, timeout_s=60):
-                yield prefix / "error.log", kept
+                yield kept
         finally:
             server.stop()
             if (prefix / "error.log").exists():
                 shutil.copyfile(prefix / "error.log", kept)
 
 
-def front_evidence(error_log: Path, kept: Path) -> dict[str, Any]:
+def front_evidence(kept: Path) -> dict[str, Any]:
     """nginx as the case ran it, and the errors it logged, by the reason nginx gives (a full
     listen queue on the server's socket: "11: Resource temporarily unavailable"), with the last
     few lines."""

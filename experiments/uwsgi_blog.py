@@ -18,6 +18,9 @@ runs the variants that decide the outcome, each measured:
 - the published 1000/1000 cases with the server in a container reached through a port published
   on 127.0.0.1, as the blog ran it (`docker run -p 3000:3000`, ab on the host), where a userland
   proxy may take the connects and meet the listen queue itself (lab.backends.published).
+- the published 1000/1000 cases behind nginx, the post's production shape: uWSGI on a unix
+  socket in its own protocol (`--socket`, no HTTP router) and nginx's `uwsgi_pass` in front, as
+  uWSGI's docs deploy it, nginx configured by lab.front.nginx inside the case's namespace.
 
 Every case runs in its own network namespace (experiments/netns_case.py) where the kernel allows
 one, so a case can take another machine's TCP settings without changing this host, and the TCP
