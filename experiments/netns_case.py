@@ -18,15 +18,26 @@ host (lab.backends.published): its settings become the container's sysctls, the 
 on both sides of the port (inside the container's namespace with `docker exec`, where its listen
 queue drops SYNs; in the host's, where a userland proxy's SYN retransmissions are counted), and
 the result names the path the connections took. No engine or image: "unavailable" likewise.
+
+A case with a `front` ("nginx") runs its server on a unix socket (SOCKET in its argv) behind
+nginx, both started inside the namespace: nginx's config is lab.front.nginx's (uwsgi_pass, the
+knobs' documented defaults), its listen queue nginx's own default. The TCP counters are then the
+client's connections to nginx; nginx's own error log says what it met behind it. No nginx:
+"unavailable" likewise.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,10 +46,16 @@ from experiments import apachebench, netns
 from experiments.common import free_port, run_child, serving
 from lab.backends.containers import connect
 from lab.backends.published import exec_text, image_or_why, port_path, published
+from lab.front import nginx
 from lab.record.errors import LabError
 from lab.system.environment import read_sysctl
+from lab.system.procs import start
+from lab.system.resources import child_env
 
 PORT = "{port}"  # in the server's argv and the URLs: the port, chosen inside the namespace
+SOCKET = "{socket}"  # in a fronted server's argv: its unix socket, in the case's own temp dir
+REASON = re.compile(r"failed \((\d+: [^)]*)\)")  # nginx's error log: why a connect/read failed
+NGINX_BACKLOG = 511  # nginx's listen backlog when its config names none (Linux, NGX_LISTEN_BACKLOG)
 HOST_SCOPE = "host (counters shared with everything else on this machine)"
 CONTAINER_PORT = 3000  # the blog's `docker run -p 3000:3000`
 CONTAINER_SCOPE = "container (its own namespace; host_counters: this host's, shared)"
@@ -65,6 +82,7 @@ class CaseSpec:
     client_cpus: tuple[int, ...] = ()
     client: str = "lab"  # "lab": experiments.abclient; "ab": ApacheBench
     image: str = ""  # the server runs in this Docker image, reached through a published port
+    front: str = ""  # "nginx": the server on a unix socket (SOCKET) behind nginx on the port
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -109,21 +127,66 @@ def measure(spec: CaseSpec) -> dict[str, Any]:
     """Serve, load, and count: the client's result with the namespace's counter deltas."""
     port = str(free_port())
     base = f"http://127.0.0.1:{port}"
-    argv = [arg.replace(PORT, port) for arg in spec.server]
     t0 = time.perf_counter()
-    with serving(
-        argv,
-        base + spec.ready_path,
-        Path(spec.log),
-        cpus=spec.server_cpus or None,
-        env=dict(spec.env),
-        timeout_s=60,
-    ):
+    with serve(spec, port, base + spec.ready_path) as front:
         ready_s = time.perf_counter() - t0  # what starting the server (1,000 threads) cost
         before = netns.counters()
         r = load(spec, base)
         after = netns.counters()
-    return {**r, "counters": netns.delta(before, after), "server_ready_s": round(ready_s, 3)}
+    extra = {"nginx": front_evidence(front)} if front else {}
+    return {
+        **r,
+        "counters": netns.delta(before, after),
+        "server_ready_s": round(ready_s, 3),
+        **extra,
+    }
+
+
+@contextmanager
+def serve(spec: CaseSpec, port: str, ready_url: str) -> Iterator[Path | None]:
+    """The case's server on `port`, or behind nginx there (yields where nginx's error log is
+    kept once the case ends); used once `ready_url` answers."""
+    log, cpus, env = Path(spec.log), spec.server_cpus or None, dict(spec.env)
+    if not spec.front:
+        argv = [arg.replace(PORT, port) for arg in spec.server]
+        with serving(argv, ready_url, log, cpus=cpus, env=env, timeout_s=60):
+            yield None
+        return
+    binary = nginx.binary()  # a LabError that says how to install it, before anything starts
+    with tempfile.TemporaryDirectory(prefix="lab-blog-front-") as tmp:  # short: a socket path
+        prefix, kept = Path(tmp), log.with_name(f"{log.stem}-nginx-error.log")
+        sock = prefix / "app.sock"
+        site = nginx.Site(f"127.0.0.1:{port}", NGINX_BACKLOG, f"unix:{sock}", True, 0)
+        (prefix / "nginx.conf").write_text(nginx.config(nginx.FrontKnobs(), site, prefix))
+        nginx.check(binary, prefix)
+        argv = [arg.replace(SOCKET, str(sock)) for arg in spec.server]
+        server = start(log.stem, argv, log_path=log, env={**child_env(), **env}, cpus=cpus or ())
+        try:
+            front_log = log.with_name(f"{log.stem}-nginx.log")
+            with serving(nginx.argv(binary, prefix), ready_url, front_log, cpus, timeout_s=60):
+                yield kept
+        finally:
+            server.stop()
+            if (prefix / "error.log").exists():
+                shutil.copyfile(prefix / "error.log", kept)
+
+
+def front_evidence(kept: Path) -> dict[str, Any]:
+    """nginx as the case ran it, and the errors it logged, by the reason nginx gives (a full
+    listen queue on the server's socket: "11: Resource temporarily unavailable"), with the last
+    few lines."""
+    lines = kept.read_text(errors="replace").splitlines() if kept.exists() else []
+    errors = [line for line in lines if "[error]" in line or "[crit]" in line]
+    reasons = Counter(m.group(1) for line in errors if (m := REASON.search(line)))
+    return {
+        "kind": "nginx",
+        "backlog": NGINX_BACKLOG,
+        "knobs": asdict(nginx.FrontKnobs()),
+        "error_lines": len(errors),
+        "reasons": dict(reasons.most_common()),
+        "last_errors": errors[-3:],
+        "error_log": kept.name,
+    }
 
 
 def in_container(spec: CaseSpec) -> dict[str, Any]:
@@ -185,7 +248,11 @@ def main() -> None:
     except netns.Unavailable as e:
         print(json.dumps({"unavailable": f"no private network namespace: {e}"}), flush=True)
         return
-    result = measure(spec)
+    try:
+        result = measure(spec)
+    except LabError as e:  # no nginx, or a config it refused: before anything started
+        print(json.dumps({"unavailable": str(e)}), flush=True)
+        return
     print(json.dumps({**result, "namespace": scope, "settings": settings}), flush=True)
 
 

@@ -18,6 +18,9 @@ runs the variants that decide the outcome, each measured:
 - the published 1000/1000 cases with the server in a container reached through a port published
   on 127.0.0.1, as the blog ran it (`docker run -p 3000:3000`, ab on the host), where a userland
   proxy may take the connects and meet the listen queue itself (lab.backends.published).
+- the published 1000/1000 cases behind nginx, the post's production shape: uWSGI on a unix
+  socket in its own protocol (`--socket`, no HTTP router) and nginx's `uwsgi_pass` in front, as
+  uWSGI's docs deploy it, nginx configured by lab.front.nginx inside the case's namespace.
 
 Every case runs in its own network namespace (experiments/netns_case.py) where the kernel allows
 one, so a case can take another machine's TCP settings without changing this host, and the TCP
@@ -43,18 +46,9 @@ from typing import Any
 
 from experiments import apachebench
 from experiments.common import Reproduction, Row, RunDir, load_published, no_answer, run_child
-from experiments.netns_case import PORT, CaseSpec
-from experiments.uwsgi_blog_gaps import (
-    DOCKERISED,
-    EXPONENTIAL,
-    ORIGINAL,
-    PUBLISHED_SIZE,
-    QUEUES_128,
-    Settings,
-    conclude,
-    details,
-    explain,
-)
+from experiments.netns_case import PORT, SOCKET, CaseSpec
+from experiments.uwsgi_blog_cases import CASES, Case
+from experiments.uwsgi_blog_gaps import PUBLISHED_SIZE, conclude, details, explain
 from lab.backends.containers import DEFAULT_IMAGE
 from lab.record.rundir import RunDir as LabRunDir
 from lab.record.step import Sampled, StepKey
@@ -63,106 +57,12 @@ from lab.system.resources import CODE_ROOT
 MODELS = {
     "uwsgi-threads": "uwsgi --http --master --threads N, Flask app",
     "uwsgi-gevent": "uwsgi --http --master --gevent N with --gevent[-early]-monkey-patch",
+    "uwsgi-threads+nginx": "uwsgi --socket (unix) --master --threads N behind nginx uwsgi_pass",
+    "uwsgi-gevent+nginx": "uwsgi --socket (unix) --master --gevent N behind nginx uwsgi_pass",
 }
-BODY = "Hello, World!"
-
-
-@dataclass(frozen=True)
-class Case:
-    """One measured configuration: a uWSGI model at c workers/greenlets, ab -c c -n n."""
-
-    name: str
-    model: str  # "threads" | "gevent"
-    c: int
-    n: int
-    patch: str = ""  # gevent only: "late" (--gevent-monkey-patch) or "early"
-    listen: int = 100
-    one_core: bool = False  # server pinned to one CPU, client to another
-    lookup: str = "module"  # where the view finds sleep: "module" (import at top) or "view"
-    published: str = ""  # key in uwsgi_blog.toml [figures]
-    settings: Settings = ()  # the case's network namespace's sysctls (netns.SETTINGS)
-    shared_cpu: bool = False  # server and client both on one CPU, as on a one-CPU VM
-    client: str = "lab"  # "lab" (experiments.abclient) or "ab" (ApacheBench)
-    seconds: bool = False  # always at the published 1 s sleep, compared in seconds
-    docker: bool = False  # the server in the lab image, the client here on its published port
-
-
 # Where the lab image (Dockerfile) keeps uWSGI's virtualenv and the lab's code.
 IMAGE_VENV, IMAGE_CODE = "/opt/lab", "/app"
-
-
-def original(name: str, model: str, client: str = "lab", published: str = "") -> Case:
-    """A 1000/1000 case under ORIGINAL conditions; gevent as in the published case."""
-    gevent = model == "gevent"
-    return Case(
-        name,
-        model,
-        1000,
-        2000,
-        "late" if gevent else "",
-        lookup="view" if gevent else "module",
-        published=published,
-        settings=ORIGINAL,
-        shared_cpu=True,
-        client=client,
-        seconds=True,
-    )
-
-
-CASES: tuple[Case, ...] = (
-    Case("threads 10", "threads", 10, 100, published="threads_10"),
-    Case(
-        "gevent 10, late patch, sleep looked up in view",
-        "gevent",
-        10,
-        100,
-        "late",
-        lookup="view",
-        published="gevent_10",
-    ),
-    Case("threads 1000", "threads", 1000, 2000, published="threads_1000", seconds=True),
-    Case(
-        "gevent 1000, late patch, sleep looked up in view",
-        "gevent",
-        1000,
-        2000,
-        "late",
-        lookup="view",
-        published="gevent_1000",
-        seconds=True,
-    ),
-    Case("gevent 1000, late patch, module-level import", "gevent", 1000, 2000, "late"),
-    Case("gevent 1000, early patch", "gevent", 1000, 2000, "early"),
-    Case("threads 1000, listen 4096", "threads", 1000, 2000, listen=4096),
-    Case("gevent 1000, early patch, listen 4096", "gevent", 1000, 2000, "early", listen=4096),
-    Case("threads 1000, server on one core", "threads", 1000, 2000, one_core=True),
-    Case(
-        "gevent 1000, early patch, server on one core", "gevent", 1000, 2000, "early", one_core=True
-    ),
-    original("threads 1000, original conditions", "threads", published="threads_1000"),
-    original("gevent 1000, original conditions", "gevent", published="gevent_1000"),
-    original("threads 1000, original conditions, ab", "threads", "ab", published="threads_1000"),
-    original("gevent 1000, original conditions, ab", "gevent", "ab", published="gevent_1000"),
-    Case("threads 1000, somaxconn 128", "threads", 1000, 2000, settings=QUEUES_128, seconds=True),
-    Case(
-        "threads 1000, exponential SYN backoff",
-        "threads",
-        1000,
-        2000,
-        settings=EXPONENTIAL,
-        seconds=True,
-    ),
-    Case("threads 1000, one CPU for both", "threads", 1000, 2000, shared_cpu=True, seconds=True),
-)
-
-
-def through_docker(case: Case) -> Case:
-    """`case` with its server in the lab image, reached through a published port (the blog's
-    `docker run -p 3000:3000`, ab on the host)."""
-    return replace(case, name=f"{case.name}, published Docker port", docker=True)
-
-
-CASES += tuple(through_docker(c) for c in CASES if c.name in DOCKERISED)
+BODY = "Hello, World!"
 
 
 @dataclass(frozen=True)
@@ -186,14 +86,16 @@ PROTOCOLS = {
 
 
 def uwsgi_argv(case: Case, port: str) -> list[str]:
-    """uWSGI as the case runs it: here on loopback, or in the lab image on every address."""
+    """uWSGI as the case runs it: here on loopback, in the lab image on every address, or behind
+    nginx on a unix socket in its own protocol (`--socket`, no HTTP router: uWSGI's docs)."""
     if case.docker:
         exe, venv, code, host = f"{IMAGE_VENV}/bin/uwsgi", IMAGE_VENV, IMAGE_CODE, "0.0.0.0"
     else:
         exe = shutil.which("uwsgi") or str(Path(sys.executable).with_name("uwsgi"))
         venv, code, host = sys.prefix, str(CODE_ROOT), "127.0.0.1"
+    bind = ["--socket", SOCKET] if case.front else ["--http", f"{host}:{port}"]
     argv = [
-        *[exe, "--http", f"{host}:{port}", "--master", "--virtualenv", venv],
+        *[exe, *bind, "--master", "--virtualenv", venv],
         *["--pythonpath", code, "--module", "experiments.uwsgi_blog_app:app"],
         *["--listen", str(case.listen), "--die-on-term", "--need-app", "--no-orphans"],
         "--disable-logging",
@@ -235,6 +137,7 @@ def spec(p: Protocol, run: RunDir, index: int, case: Case, key: StepKey) -> Case
         client_cpus=client_cpus,
         client=case.client,
         image=p.image if case.docker else "",
+        front=case.front,
     )
 
 
@@ -244,7 +147,8 @@ def measure(
     """One case in its own namespace; {"case", "skipped": why} where it cannot be run here,
     {"case", "failed": why} where its client is broken (`broken`: client -> why, checked before
     the experiment started) or answered nothing."""
-    key = StepKey(f"uwsgi-{case.model}", "closed", case.c, None, index)
+    model = f"uwsgi-{case.model}" + (f"+{case.front}" if case.front else "")
+    key = StepKey(model, "closed", case.c, None, index)
     if case.client in broken:
         return failed(run, case, index, broken[case.client])
     s = spec(p, run, index, case, key)
@@ -301,7 +205,7 @@ def evidence(m: dict[str, Any]) -> dict[str, Any]:
         "connect_ms": {k: v for k, v in m["connect_ms"].items() if k in ("p50", "p99", "max")},
         "listen_queue_full_lines": m["listen_queue_full_lines"],
         "server_ready_s": m["server_ready_s"],
-        **{k: m[k] for k in ("path", "host_counters", "host_settings") if k in m},
+        **{k: m[k] for k in ("path", "host_counters", "host_settings", "nginx") if k in m},
     }
 
 
@@ -322,6 +226,9 @@ def note(m: dict[str, Any]) -> str:
     )
     if m.get("ab_aborted"):
         said += f", ab aborted: {m['ab_aborted']}"
+    if "nginx" in m:
+        front = m["nginx"]
+        said += f", behind nginx (backlog {front['backlog']}), nginx errors x{front['error_lines']}"
     if m["listen_queue_full_lines"]:
         said += f", uWSGI 'listen queue full' x{m['listen_queue_full_lines']}"
     if "path" in m:

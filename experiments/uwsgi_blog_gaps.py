@@ -45,6 +45,11 @@ DOCKERISED = (
     "gevent 1000, original conditions, ab",
 )
 DOCKER = ", published Docker port"
+# The published 1000/1000 cases behind nginx (uwsgi_pass to a unix socket), as the post's
+# production ran its service; each beside its bare case, the name without FRONT.
+FRONT = ", behind nginx"
+EAGAIN = "11: Resource temporarily unavailable"  # nginx's words for a full unix socket queue
+FRONTED = (THREADS + FRONT, "gevent 1000, late patch, sleep looked up in view" + FRONT)
 # The cases that change one condition at a time (then all), with what each changes.
 CANDIDATES = (
     ("threads 1000, somaxconn 128", "listen queues capped at 128"),
@@ -169,6 +174,8 @@ def explain(row: Row, by: dict[str, dict[str, Any]], pub: dict[str, Any]) -> str
         return said
     if m and m.get("docker"):
         return docker_gap(m, pub[m["published"]])
+    if m and "nginx" in m:
+        return front_gap(m, by.get(row.section.removesuffix(FRONT)), pub[m["published"]])
     if row.published == pub["threads_1000"] and THREADS in by:
         return threads_gap(by, pub)
     if row.published == pub["gevent_1000"]:
@@ -198,6 +205,40 @@ def docker_gap(m: dict[str, Any], published: float) -> str:
         f"{'' if k == 1 else 's'} on its path, at this host's backoff (tcp_syn_linear_timeouts "
         f"{linear}; {exponential:g} s for as many with the blog's exponential one). "
         f"{published} s would need one SYN dropped five times in a row (31 s of backoff)."
+    )
+
+
+def front_gap(m: dict[str, Any], bare: dict[str, Any] | None, published: float) -> str:
+    """What a case behind nginx shows against `published`: its time beside the bare case's,
+    what the kernel did to the client's connects to nginx, and what nginx met behind it."""
+    front, k = m["nginx"], m["counters"]
+    head = f"Behind nginx (uwsgi_pass to a unix socket, as the post ran it) it took {took(m)}"
+    if reproduces(m, published):
+        head += f", ratio {m['time_taken_s'] / published:.2f}"
+    if bare:
+        head += f"; bare, the same case took {took(bare)}"
+    return (
+        f"{head}. nginx's listen queue ({front['backlog']}, its default) took the client's "
+        f"{m['n']} connects, {m['c']} at a time: the kernel counted {overflows(m)} "
+        f"({k['ListenDrops']} ListenDrops), the longest connect {m['connect_ms']['max']:.0f} ms. "
+        + behind(m)
+        + ("" if reproduces(m, published) else f" The front adds no wait near {published} s.")
+    )
+
+
+def behind(m: dict[str, Any]) -> str:
+    """What nginx met at uWSGI's socket: a full listen queue there refuses a connect at once
+    (EAGAIN), where TCP drops the SYN for the client to resend, so nginx answers 502 at once."""
+    front = m["nginx"]
+    full = front["reasons"].get(EAGAIN, 0)
+    said = f"nginx logged {front['error_lines']} errors reaching uWSGI"
+    if not full:
+        return said + "."
+    return (
+        f"{said}, {full} of them connect() to its unix socket refused ({EAGAIN}): the "
+        f"socket's listen queue (uWSGI's --listen {m['listen']}) was full, and a unix socket "
+        "refuses at once where TCP drops the SYN for the client to resend, so those requests "
+        f"failed fast (the client counted {sum(m['errors'].values())} errors) instead of waiting."
     )
 
 
@@ -258,6 +299,7 @@ PAIRS = (
         "threads 1000, original conditions, ab" + DOCKER,
         "gevent 1000, original conditions, ab" + DOCKER,
     ),
+    FRONTED,
 )
 
 

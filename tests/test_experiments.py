@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
@@ -21,6 +22,7 @@ from experiments import (
 )
 from experiments.common import Experiment, load_published, reproduce
 from experiments.registry import EXPERIMENTS
+from experiments.uwsgi_blog_gaps import FRONT, FRONTED
 from lab.cli.reproduce import reproduce as reproduce_cmd
 
 COLUMNS = {"section", "metric", "unit", "published", "measured", "ratio"}
@@ -142,6 +144,32 @@ def test_uwsgi_blog_conditions_rows_carry_their_evidence(ran: tuple) -> None:
     threads = rows["threads 1000"]
     assert threads["gap"] and "ListenOverflows" in threads["explanation"]
     assert "threads 1000: time taken for tests" not in table["unexplained_gaps"]
+
+
+@pytest.mark.parametrize("ran", ["uwsgi-blog"], indirect=True)
+def test_uwsgi_blog_behind_nginx_sits_beside_its_bare_row(ran: tuple) -> None:
+    """The post's production shape: threads and gevent at 1000 behind nginx (uwsgi_pass to a
+    unix socket), each row beside the published figure its bare row has, every response
+    verified through the front, and no nginx left running once the run ends."""
+    _, path = ran
+    table = json.loads((path / "reproduction.json").read_text())
+    rows = {r["section"]: r for r in table["rows"]}
+    kept = [json.loads(line) for line in (path / "measurements.jsonl").read_text().splitlines()]
+    done = {m["case"]: m for m in kept if "ok" in m}
+    for name in FRONTED:
+        fronted, bare = rows[name], rows[name.removesuffix(FRONT)]
+        assert fronted["published"] == bare["published"] is not None
+        if str(fronted["measured"]).startswith("skipped: "):  # no nginx or no namespace here
+            assert "\n" not in fronted["measured"]
+            continue
+        ev = fronted["evidence"]
+        assert ev["namespace"] == "private" and ev["nginx"]["error_lines"] == 0
+        assert "behind nginx" in fronted["note"] and "nginx" not in bare["evidence"]
+        m = done[name]
+        assert m["ok"] == m["n"] and sum(m["errors"].values()) == 0  # each body checked
+        assert (path / "logs" / ev["nginx"]["error_log"]).exists()
+    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])]
+    assert not [c for c in left if c and any("lab-blog-front-" in arg for arg in c)]
 
 
 def test_artifacts_exist(ran: tuple) -> None:
