@@ -23,7 +23,6 @@ from rich.console import Console
 
 from experiments import uwsgi_blog
 from experiments.common import reproduce
-from experiments.registry import EXPERIMENTS
 from lab.backends.base import CpuLayout
 from lab.backends.containers import (
     RUN_LABEL,
@@ -33,6 +32,7 @@ from lab.backends.containers import (
     serve_command,
 )
 from lab.backends.published import port_path, proxy_of
+from lab.cli.reproduce import EXPERIMENTS
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec, load_scenario, override
 from lab.run.plan import plan_run

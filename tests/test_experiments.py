@@ -21,8 +21,8 @@ from experiments import (
     uwsgi_blog_postgres,
 )
 from experiments.common import Experiment, load_published, reproduce
-from experiments.registry import EXPERIMENTS
 from experiments.uwsgi_blog_gaps import FRONT, FRONTED
+from lab.cli.reproduce import EXPERIMENTS
 from lab.cli.reproduce import reproduce as reproduce_cmd
 
 COLUMNS = {"section", "metric", "unit", "published", "measured", "ratio"}

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from experiments import apachebench, uwsgi_blog
 from experiments.common import Row, no_answer, reproduce, unexplained
-from experiments.registry import EXPERIMENTS
+from lab.cli.reproduce import EXPERIMENTS
 from lab.record.rundir import RunDir
 from lab.record.step import Measured, Raised, StepKey, step_record
 
