@@ -5,6 +5,7 @@ a disturbance never read as the app's cap. Hand-built records, 10 ms service tim
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -43,6 +44,8 @@ def step(
 ) -> StepRecord:
     """A 10 s closed-loop step with `rps` answers a second; `sampled`: Sampled's figures."""
     measured = window(rps, p50, errors=errors, client_cpu_pct=client_cpu)
+    for lag in (r.evidence.get("lag_p99_ms", 40.0) for r in raised if r.flag == "generator_lag"):
+        measured = replace(measured, generator_lag_ms={"p99": lag, "max": 2 * lag})
     sampled.setdefault("upstream_max_inflight", -1)
     record = Sampled(server_cpu_pct=cpu, server_rss_mb=60, **sampled)
     key = StepKey("m", "closed", users, None, 1)
@@ -51,6 +54,7 @@ def step(
 
 GEN_FULL = Raised("client_saturated", {"client_cpu_pct": 97.0, "generators_needed": 2})
 LAG = Raised("generator_lag", {"lag_p99_ms": 40.0})
+SHORT_LAG = Raised("generator_lag", {"lag_p99_ms": 4.0})
 HOST = Raised("host_busy", "other processes used 80% of a core")
 LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms": 8.0})
 
@@ -121,6 +125,8 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         ),
         # 5: a lagging generator below the ideal: the generator, not a cap
         (step(50, 2000, p50=25, cpu=30, raised=(LAG,)), "apparatus", "no", CAPS),
+        # ... a short lag (under d) below the ideal moves the tail only: no cap, cause not found
+        (step(50, 2000, p50=25, cpu=30, raised=(SHORT_LAG,)), "unknown", "throughput", CAPS),
         # ... and tracking the ideal: throughput counts, the tail does not
         (step(50, 4900, p50=10.2, cpu=30, raised=(LAG,)), "none", "throughput", CAPS),
         # 6: a saturated generator alone is never best
@@ -151,6 +157,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         "4-server-waited",
         "4-host-busy-counter-full",
         "5-generator-lag-below-ideal",
+        "5-short-lag-below-ideal",
         "5-generator-lag-at-ideal",
         "6-client-saturated-alone",
         "7-cpu-and-timeouts",

@@ -74,6 +74,10 @@ class Thresholds:
     connections_per_request: float = 0.5
     # The generator's loop lag p99 at least this, and this share of the step's p99: its stalls
     # may have set the tail (the instrument's budget against wrk and oha: 15% or 3 ms).
+    # The generator's loop lag p99 at least this many delays d, below the ideal: it held sends
+    # and answers back long enough to lower the throughput too (the rule `apparatus`); shorter
+    # lags move only the tail (`generator_lag`).
+    generator_lag_throughput_delays: float = 1.0
     generator_lag_ms: float = 3.0
     generator_lag_p99_share: float = 0.15
     # --- trials ------------------------------------------------------------------------------

@@ -151,7 +151,9 @@ def upstream_late(f: Facts) -> Finding | None:
 
 def apparatus(f: Facts) -> Finding | None:
     saturated = {"generator_saturated", "apparatus_core"} & f.disturbances
-    late = "generator_late" in f.disturbances and f.below_ideal
+    lag_ms = f.r.generator_lag_ms.get("p99", 0.0)
+    held = lag_ms >= T.generator_lag_throughput_delays * f.cap.delay_ms
+    late = "generator_late" in f.disturbances and f.below_ideal and held
     if not (saturated or late):
         return None
     advice = (

@@ -145,7 +145,7 @@ RULES: tuple[Rule, ...] = (
         f"{T.apparatus_core_busy_pct:g}% busy with the apparatus using "
         f"{T.apparatus_own_cpu_pct:g}% of it (or waiting {_WAIT}), the apparatus waiting "
         f"{T.apparatus_queued_pct:g}% of the window for a CPU, or the generator's loop late "
-        f"with throughput below {_IDEAL}",
+        f"(p99 {T.generator_lag_throughput_delays:g} d or more) with throughput below {_IDEAL}",
         advice="more generators (--generators), fewer users, or a machine with more cores",
         check=apparatus,
         flag=_LAB,
