@@ -148,7 +148,7 @@ def test_a_cap_no_knob_explains_is_flagged_and_never_best(tmp_path: Path) -> Non
     by_users = {s["users"]: s for s in steps}
     assert "capped_unexplained" not in by_users[10]["flags"]
     capped = by_users[50]
-    assert "capped_unexplained" in capped["flags"], capped["flags"]
+    assert "capped_unexplained" in capped["flags"], (capped["flags"], capped["limit_reason"])
     evidence = capped["evidence"]["capped_unexplained"]
     assert evidence["ceiling"] == 10 and evidence["offered"] == 50
     assert "c=50 (closed): best rps none (no fair result)" in stdout

@@ -107,7 +107,8 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         ),
         # ... other processes busy, but nothing of the run waited: no cap, no blame, not found
         (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "unknown", "yes", CAPS),
-        (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "host_busy", "no", CAPS),
+        # ... a server that waited on its own threads, nothing else busy: its own queue, read as usual
+        (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "concurrency_cap", "no", set()),
         (
             step(
                 50,
@@ -154,7 +155,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         "3-upstream-late-closing",
         "4-host-busy",
         "4-host-busy-nothing-waited",
-        "4-server-waited",
+        "4-server-waited-on-itself",
         "4-host-busy-counter-full",
         "5-generator-lag-below-ideal",
         "5-short-lag-below-ideal",

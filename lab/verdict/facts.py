@@ -123,8 +123,11 @@ def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> fro
         "generator_late": "generator_lag" in r.flags,
         "host_busy": "host_busy" in r.flags,
         "apparatus_cpu_wait": r.apparatus_wait_pct >= T.apparatus_cpu_wait_pct,
+        # A server's own threads and processes queue for its cores too (a pool of 10 threads
+        # on one core waits on itself): its wait is a disturbance only beside other processes.
         "server_cpu_wait": r.server_wait_pct >= T.server_cpu_wait_pct
-        and server_cpu_share < T.server_cpu_saturated_share,
+        and server_cpu_share < T.server_cpu_saturated_share
+        and "host_busy" in r.flags,
     }
     return frozenset(name for name, yes in found.items() if yes)
 

@@ -154,10 +154,9 @@ RULES: tuple[Rule, ...] = (
         name="host_busy",
         limit="host_busy",
         effect=EXCLUDED,
-        when=f"the server waiting {T.server_cpu_wait_pct:g}% of the window for a CPU it was "
-        f"not using, or other processes using {T.host_busy_pct:g}% of a core while the "
-        f"apparatus waited {T.apparatus_cpu_wait_pct:g}% for a CPU, with throughput below "
-        f"{_IDEAL}",
+        when=f"other processes using {T.host_busy_pct:g}% of a core while the server waited "
+        f"{T.server_cpu_wait_pct:g}% of the window for a CPU it was not using, or the "
+        f"apparatus {T.apparatus_cpu_wait_pct:g}%, with throughput below {_IDEAL}",
         advice="measure again on a quiet machine",
         check=host_busy,
         flag=_LAB,
