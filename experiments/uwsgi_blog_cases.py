@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from experiments.uwsgi_blog_gaps import (
     DOCKERISED,
     EXPONENTIAL,
+    FRONT,
     FRONTED,
     ORIGINAL,
     QUEUES_128,
@@ -114,17 +115,8 @@ def through_docker(case: Case) -> Case:
 CASES += tuple(through_docker(c) for c in CASES if c.name in DOCKERISED)
 # The post's production shape: its service ran uWSGI behind nginx, which is how uWSGI's docs
 # deploy it (uwsgi_pass to --socket, no HTTP router). The published 1000/1000 cases behind it.
-CASES += (
-    Case(FRONTED[0], "threads", 1000, 2000, published="threads_1000", seconds=True, front="nginx"),
-    Case(
-        FRONTED[1],
-        "gevent",
-        1000,
-        2000,
-        "late",
-        lookup="view",
-        published="gevent_1000",
-        seconds=True,
-        front="nginx",
-    ),
+CASES += tuple(
+    replace(c, name=c.name + FRONT, front="nginx")
+    for c in CASES
+    if c.name + FRONT in FRONTED and not c.docker
 )
