@@ -107,7 +107,7 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         ),
         # ... other processes busy, but nothing of the run waited: no cap, no blame, not found
         (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "unknown", "yes", CAPS),
-        # ... a server that waited on its own threads, nothing else busy: its own queue, read as usual
+        # ... a server that waited on its own threads, nothing else busy: its own queue, as usual
         (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "concurrency_cap", "no", set()),
         (
             step(
