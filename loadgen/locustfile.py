@@ -11,15 +11,20 @@ figures, `loadgen.fanout`), since the master itself makes no requests.
 
 Environment:
   LAB_TARGETS    model=URL,... (default: every model of servers/models.toml at http://MODEL:8000,
-                 its Compose service name); `lab ui` and remote workers set it
+                 its Compose service name, and MODEL+nginx at http://MODEL-nginx:8000, the
+                 `front` profile's); `lab ui` and remote workers set it
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import random
+import socket
+import time
 import tomllib
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,8 @@ from loadgen.users import ModelUser, model_user
 
 MODELS_TOML = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
 HEALTH_TIMEOUT_S = 2.0
+STARTING_WAIT_S = 30.0  # how long a target that exists (its name resolves) may take to answer
+FRONTED = "+nginx"  # a model behind nginx (lab.front.nginx.SUFFIX; the users do not import lab)
 log = logging.getLogger("concurrency-lab")
 
 
@@ -49,7 +56,8 @@ def target_urls(models: list[str], overrides: str) -> dict[str, str]:
     """Each model's base URL. With LAB_TARGETS set, exactly the models it names."""
     pairs = [p.strip() for p in overrides.split(",") if p.strip()]
     if not pairs:
-        return {name: f"http://{name}:8000" for name in models}
+        bare = {name: f"http://{name}:8000" for name in models}
+        return bare | {name + FRONTED: f"http://{name}-nginx:8000" for name in models}
     return {name.strip(): url.strip() for name, _, url in (p.partition("=") for p in pairs)}
 
 
@@ -62,10 +70,30 @@ def runs_app(table: dict[str, Any]) -> str:
 
 
 def healthy(url: str) -> bool:
+    """Whether the target answers /health; one named by a host name that resolves (a Compose
+    service that is up, maybe still starting) gets STARTING_WAIT_S to answer. An address
+    (`lab ui`'s, started and ready before locust) is asked once."""
+    deadline = time.monotonic() + STARTING_WAIT_S
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=HEALTH_TIMEOUT_S) as reply:
+                return bool(reply.status == 200)
+        except OSError:
+            if time.monotonic() > deadline or not _named_and_resolves(url):
+                return False
+        gevent.sleep(1.0)
+
+
+def _named_and_resolves(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
     try:
-        with urllib.request.urlopen(url + "/health", timeout=HEALTH_TIMEOUT_S) as reply:
-            return bool(reply.status == 200)
-    except OSError:
+        ipaddress.ip_address(host)
+        return False
+    except ValueError:
+        pass
+    try:
+        return bool(socket.getaddrinfo(host, None))
+    except (OSError, UnicodeError):
         return False
 
 
@@ -86,8 +114,9 @@ def _classes() -> dict[str, type[ModelUser]]:
     urls = target_urls(list(registry), os.environ.get("LAB_TARGETS", ""))
     out = {}
     for name, url in urls.items():
-        table = registry.get(name, {})
+        table = registry.get(name.removesuffix(FRONTED), {})
         kind = "baseline: Compose profile 'baselines'" if table.get("baseline") else "model"
+        kind = "behind nginx: Compose profile 'front'" if name.endswith(FRONTED) else kind
         how = runs_app(table) if table else ""
         label = f"; your app: {how}" if how else ""
         doc = f"{table.get('description', name)} ({kind}{label})"

@@ -10,6 +10,7 @@ hardening, and checks that `down` leaves nothing behind.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -84,7 +85,9 @@ def host_ips(ports: list) -> list[str]:
 
 @needs_compose
 @pytest.mark.parametrize(
-    "profiles", [(), ("baselines",), ("sweep",)], ids=["default", "baselines", "sweep"]
+    "profiles",
+    [(), ("baselines",), ("sweep",), ("front",)],
+    ids=["default", "baselines", "sweep", "front"],
 )
 def test_compose_config_is_valid(profiles: tuple[str, ...]) -> None:
     services = resolved_config(*profiles)["services"]
@@ -98,6 +101,7 @@ def test_baselines_and_sweep_sit_behind_profiles() -> None:
     assert services["gunicorn-sync"]["profiles"] == ["baselines"]
     assert services["sweep"]["profiles"] == ["sweep"]
     assert all("profiles" not in services[name] for name in CORE_MODELS)
+    assert all(services[f"{name}-nginx"]["profiles"] == ["front"] for name in CORE_MODELS)
 
 
 @needs_compose
@@ -129,9 +133,13 @@ def test_limits_mirror_tuning_files() -> None:
 
 @needs_compose
 def test_model_services_are_served_from_the_registry() -> None:
-    services = resolved_config("baselines")["services"]
+    services = resolved_config("baselines", "front")["services"]
     for name in (*CORE_MODELS, "gunicorn-gthread", "gunicorn-sync"):
         assert services[name]["command"][:4] == ["python", "-m", "lab.cli.serve", name]
+    for name in CORE_MODELS:  # the same command, behind nginx
+        fronted = services[f"{name}-nginx"]["command"]
+        assert fronted[:6] == ["python", "-m", "lab.cli.serve", name, "--front", "nginx"]
+        assert fronted[6:] == services[name]["command"][4:]
 
 
 # ---- the smoke run (engine + image, opt-in) ------------------------------------------------
@@ -334,6 +342,47 @@ def test_databases_profile_serves_db_and_cache_routes() -> None:
     finally:
         down = ("--profile", "databases", "down", "-v", "--remove-orphans", "-t", "5")
         compose(*down, project=project, env=env)
+    assert project_ids(project) == [] and project_ids(project, kind="network") == []
+
+
+@needs_docker
+def test_front_profile_serves_models_behind_nginx_with_its_cpu_apart() -> None:
+    """`--profile front`: a uWSGI model (uwsgi_pass, unix socket) and an HTTP one (proxy_pass)
+    behind nginx in their containers, non-root and read-only: exact bodies over one kept-alive
+    client connection, and each meter reports nginx's CPU and memory apart from the server's."""
+    project = f"labfront{os.getpid()}"
+    services = ("uwsgi-threads-nginx", "gunicorn-asyncio-nginx")
+    ports = {name: free_port() for name in services}
+    env = {"LAB_IMAGE": IMAGE, "LAB_UPSTREAM_PORT": str(free_port()), "LAB_DELAY_MS": "20"}
+    env |= {f"LAB_PORT_{n.upper().replace('-', '_')}": str(p) for n, p in ports.items()}
+    start = time.monotonic()
+    try:
+        up = compose("--profile", "front", "up", "-d", *services, project=project, env=env)
+        pending = wait_healthy(project, start + HEALTHY_WITHIN_S)
+        assert up.returncode == 0 and not pending, f"up: {up.stderr[-2000:]}\nunhealthy: {pending}"
+        for name, port in ports.items():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            for _ in range(3):  # one connection: nginx keeps clients alive for every model
+                conn.request("GET", "/io?delay_ms=10")
+                reply = conn.getresponse()
+                assert reply.status == 200 and reply.read() == io_body(200)[0], name
+            conn.close()
+            meter = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9100/').read().decode())"
+            said = compose("exec", "-T", name, "python", "-c", meter, project=project, env=env)
+            answer = json.loads(said.stdout)
+            assert answer["rss_mb"] > 0 and answer["front"]["rss_mb"] > 0, (name, said.stderr)
+    finally:
+        compose(
+            "--profile",
+            "front",
+            "down",
+            "-v",
+            "--remove-orphans",
+            "-t",
+            "5",
+            project=project,
+            env=env,
+        )
     assert project_ids(project) == [] and project_ids(project, kind="network") == []
 
 

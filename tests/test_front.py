@@ -9,17 +9,23 @@ bad front options are refused before anything starts; Ctrl-C and a killed lab le
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lab.config.models import Registry
 from lab.front import nginx
 from lab.record.errors import LabError
-from tests.conftest import lab_cli, lab_run
+from lab.system import procs
+from tests.conftest import lab_cli, lab_run, wait_answer
 from tests.labrun import LabRun, read_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(
     not any(Path(d, "nginx").is_file() for d in ("/usr/sbin", "/usr/bin")),
@@ -159,3 +165,56 @@ def test_no_nginx_left_behind(tmp_path: Path, how: str) -> None:
         assert not record.is_running()
     finally:
         run.kill()
+
+
+def test_lab_serve_front_is_what_compose_runs_and_the_lab_page_shows_nginx_cpu(
+    upstream,
+    tmp_path: Path,  # noqa: ANN001
+) -> None:
+    """`lab serve MODEL --front nginx --meter-port M` (Compose's `front` profile) natively: the
+    model answers through nginx, a headless locust with the lab page reads nginx's CPU from the
+    meter apart from the server's and saves it, and SIGTERM leaves no process behind."""
+    port, meter = procs.free_port(), procs.free_port()
+    argv = lab_cli(
+        "serve", "uwsgi-threads", "--front", "nginx", "--port", str(port),
+        "--meter-port", str(meter), "--upstream-url", upstream.url, "--max-users", "8",
+    )  # fmt: skip
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
+    serve = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_answer(f"http://127.0.0.1:{meter}/", serve, 60)
+        started = {p.pid for p in psutil.Process(serve.pid).children(recursive=True)}
+        env = {
+            **os.environ,
+            "LAB_TARGETS": f"uwsgi-threads{nginx.SUFFIX}=http://127.0.0.1:{port}",
+            "LAB_UPSTREAM_URL": upstream.url,
+            "LAB_METER_PORT": str(meter),
+        }
+        headless = ("--headless", "-u", "4", "-r", "4", "-t", "6s", "--lab-delay-ms", "50")
+        locust = [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py,lab/webui/page.py"]
+        out = tmp_path / "results"
+        done = subprocess.run(
+            [*locust, *headless, "--lab-out", str(out)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        (run_dir,) = out.iterdir()
+        (step,) = read_jsonl(run_dir / "steps.jsonl")
+        assert step["ok"] > 0 and not step["errors"], step
+        assert step["front_cpu_pct"] >= 0 and step["front_rss_mb"] > 0, step
+        assert step["server_rss_mb"] > step["front_rss_mb"], step  # each measured apart
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        code = serve.wait(timeout=30)
+        log.close()
+    assert code == 128 + signal.SIGTERM, (tmp_path / "serve.log").read_text()[-2000:]
+    assert not [pid for pid in started if psutil.pid_exists(pid)]
+
+
+def test_lab_serve_takes_one_front(tmp_path: Path) -> None:
+    done = subprocess.run(
+        lab_cli("serve", "uwsgi-threads", "--front", "bare,nginx"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "use --front nginx" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

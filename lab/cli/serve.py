@@ -5,20 +5,35 @@ reach it), and its command line must be the one the native sweep uses, not a han
 drifts. This command renders the registry's argv template and replaces itself with the server.
 With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and memory on that port,
 on the server's own address, for the web UI's lab page, which has no Docker socket to ask.
+
+With `--front nginx` the model is served as deployed (Compose's `front` profile): nginx on the
+port, the server behind it as `lab run --front nginx` starts it (`lab.front.serve`), and this
+command stays in the foreground to stop both on SIGTERM or when either exits; the meter reports
+nginx's CPU and memory apart from the server's.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import signal
 import sys
+import tempfile
+import time
 from pathlib import Path
+from types import FrameType
+from typing import cast
 
 import click
 
+from lab.backends.base import CpuLayout, NativeBackend
 from lab.cli.options import port_option, standalone
-from lab.cli.run_options import MODELS_FILE
+from lab.cli.run_options import FRONT_OPTIONS, MODELS_FILE
 from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
+from lab.front.nginx import Front, variants
+from lab.front.serve import FrontedBackend, FrontedServer
+from lab.record.errors import LabError
 from lab.system import safety
 from lab.webui.meter import detach
 
@@ -90,6 +105,8 @@ def serve_argv(
     show_default=True,
     help="Base URL of the mock upstream (env LAB_UPSTREAM_URL).",
 )
+@FRONT_OPTIONS[0]
+@FRONT_OPTIONS[1]
 def serve(
     model: str,
     host: str,
@@ -101,19 +118,81 @@ def serve(
     meter_port: int,
     upstream_url: str,
     allow_remote: bool,
+    front: str | None,
+    front_knobs: dict[str, int | str],
 ) -> None:
-    """Run MODEL's server in the foreground (the container entry point)."""
+    """Run MODEL's server in the foreground (the container entry point); with --front nginx,
+    behind nginx, as deployed."""
     safety.check_host(host, "--host", allow_remote=allow_remote)
+    fronted = Front.of(front, front_knobs, "native")
+    if fronted is not None and fronted.names != ("nginx",):
+        raise LabError(f"lab serve --front {front}: one server, one front: use --front nginx")
     if max_concurrency is not None:
         max_users = max_concurrency
         print(f"lab serve: note: --max-concurrency is now --max-users={max_users}", file=sys.stderr)
     argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)
+    meter = Meter(host, meter_port, allow_remote)
+    if fronted is not None:
+        sys.exit(
+            serve_fronted(model, models_file, resolved, fronted, upstream_url, (host, port), meter)
+        )
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
-    if meter_port:  # on the server's own address: loopback unless --allow-remote
-        meter = ["--pid", str(os.getpid()), "--host", host, "--port", str(meter_port)]
-        remote = ["--allow-remote"] if allow_remote else []
-        detach([sys.executable, "-m", "lab.webui.meter", *meter, *remote])
+    meter.start(os.getpid())
     os.execvpe(argv[0], argv, env)
+
+
+class Meter:
+    """The meter beside the server (`lab.webui.meter`), on the server's own address: loopback
+    unless --allow-remote; port 0: none."""
+
+    def __init__(self, host: str, port: int, allow_remote: bool) -> None:
+        self.host, self.port, self.allow_remote = host, port, allow_remote
+
+    def start(self, pid: int, front_pid: int = 0) -> None:
+        if not self.port:
+            return
+        argv = ["--pid", str(pid), "--host", self.host, "--port", str(self.port)]
+        argv += ["--front-pid", str(front_pid)] if front_pid else []
+        argv += ["--allow-remote"] if self.allow_remote else []
+        detach([sys.executable, "-m", "lab.webui.meter", *argv])
+
+
+def _stop(signum: int, _: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def serve_fronted(
+    name: str,
+    models_file: Path | None,
+    knobs: Knobs,
+    front: Front,
+    upstream_url: str,
+    where: tuple[str, int],
+    meter: Meter,
+) -> int:
+    """MODEL behind nginx until SIGTERM (or either exits); both stopped on the way out. The
+    exit code: 128 + the signal, or 1 when a process died."""
+    (model,) = variants(load_registry(models_file).pick([name]), ("nginx",))
+    run_dir = Path(tempfile.mkdtemp(prefix="lab-serve-"))  # logs, nginx's prefix, the socket
+    native = NativeBackend(run_dir, CpuLayout(), host=where[0])
+    backend = FrontedBackend(native, front.knobs, front.binary)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    try:
+        server = cast(FrontedServer, backend.start_server(model, knobs, upstream_url, where[1]))
+        said = f"lab serve {model.name}: {knobs}, nginx {front.knobs}\n  {shlex.join(server.argv)}"
+        print(said, flush=True)
+        meter.start(server.proc.pid, server.front.pid)
+        while server.alive():
+            time.sleep(1.0)
+        print(f"lab serve {model.name}: a process exited; logs in {run_dir}", file=sys.stderr)
+        return 1
+    except SystemExit:  # stopped by a signal: nothing to keep (a failure keeps its logs)
+        backend.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    finally:
+        backend.close()
 
 
 if __name__ == "__main__":  # compose.yaml's entry point: errors exit as `lab serve`'s do

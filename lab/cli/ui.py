@@ -30,7 +30,7 @@ from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend, FrontedServer
 from lab.record.errors import LabError
 from lab.system import procs
-from lab.system.procstats import PIDS_ENV
+from lab.system.procstats import FRONT_PIDS_ENV, PIDS_ENV
 from lab.system.resources import CODE_ROOT
 
 ROOT = CODE_ROOT
@@ -95,6 +95,9 @@ def start_all(
         "LAB_UPSTREAM_URL": upstream.url,
         "LAB_TARGETS": ",".join(f"{s.name}={s.url}" for s in servers),
         PIDS_ENV: ",".join(f"{s.name}={s.proc.pid}" for s in servers),
+        FRONT_PIDS_ENV: ",".join(
+            f"{s.name}={s.front.pid}" for s in servers if isinstance(s, FrontedServer)
+        ),
     }
     ui = procs.start(
         "locust",

@@ -21,6 +21,7 @@ import psutil
 from lab.system.sampling import Meter, Reading, TreeMeter
 
 PIDS_ENV = "LAB_SERVER_PIDS"  # model=pid,... of the native servers
+FRONT_PIDS_ENV = "LAB_FRONT_PIDS"  # model=pid,... of nginx's masters in front of them
 METER_PORT_ENV = "LAB_METER_PORT"  # the port of each model container's meter (lab.webui.meter)
 METER_TIMEOUT_S = 1.0
 
@@ -32,15 +33,17 @@ def pairs(text: str) -> dict[str, str]:
 
 
 class RemoteMeter:
-    """A `lab.webui.meter` over HTTP: CPU% from two readings of its CPU seconds, RSS as read."""
+    """A `lab.webui.meter` over HTTP: CPU% from two readings of its CPU seconds, RSS as read.
+    `part` "front": the nginx in front of the server (a KeyError where there is none)."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, part: str = "") -> None:
+        self.url, self.part = url, part
         self.last = self._read()
 
     def _read(self) -> tuple[float, float, Reading]:
         with urllib.request.urlopen(self.url, timeout=METER_TIMEOUT_S) as reply:
             body = json.load(reply)
+        body = body[self.part] if self.part else body
         memory = Reading(0.0, float(body["rss_mb"]), float(body["pss_mb"]))
         return time.monotonic(), float(body["cpu_s"]), memory
 
@@ -50,11 +53,12 @@ class RemoteMeter:
         return replace(memory, cpu_pct=round(100 * (cpu1 - cpu0) / max(t1 - t0, 1e-9), 1))
 
 
-def meters(targets: dict[str, str]) -> dict[str, Meter]:
+def meters(targets: dict[str, str], front: bool = False) -> dict[str, Meter]:
     """A meter per model (model -> its base URL) that can be measured; one with none shows no
-    CPU or RSS."""
+    CPU or RSS. `front`: the nginx in front of each model that has one, instead."""
     out: dict[str, Meter] = {}
-    for model, pid in pairs(os.environ.get(PIDS_ENV, "")).items():
+    part = "front" if front else ""
+    for model, pid in pairs(os.environ.get(FRONT_PIDS_ENV if front else PIDS_ENV, "")).items():
         with contextlib.suppress(psutil.Error, ValueError):
             out[model] = TreeMeter(int(pid))
     if port := os.environ.get(METER_PORT_ENV, ""):
@@ -63,5 +67,5 @@ def meters(targets: dict[str, str]) -> dict[str, Meter]:
             if model not in out and host:
                 host = f"[{host}]" if ":" in host else host
                 with contextlib.suppress(OSError, ValueError, KeyError):
-                    out[model] = RemoteMeter(f"http://{host}:{port}/")
+                    out[model] = RemoteMeter(f"http://{host}:{port}/", part)
     return out

@@ -7,10 +7,10 @@ server's process tree and measures that tree with the same `TreeMeter` that `lab
 native servers, so the meter's own CPU and memory are never counted.
 
 GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now, "pss_mb": its PSS
-now}. A reader takes the
-CPU rate from two answers (`lab.system.procstats.RemoteMeter`), so several readers never disturb
-each
-other. The meter exits when the server is gone.
+now}, and, for a model behind nginx (`lab serve --front nginx`, `--front-pid`), the same three for
+nginx's tree under "front", so the page shows the front's cost apart from the server's. A reader
+takes the CPU rate from two answers (`lab.system.procstats.RemoteMeter`), so several readers never
+disturb each other. The meter exits when the server is gone.
 """
 
 from __future__ import annotations
@@ -47,13 +47,22 @@ def detach(argv: list[str]) -> None:
     os.waitpid(child, 0)
 
 
-def handler(meter: TreeMeter, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
+def reading(meter: TreeMeter) -> dict[str, float]:
+    """One tree's answer: CPU seconds so far, RSS and PSS now."""
+    now = meter.sample()
+    return {"cpu_s": round(meter.cpu_s, 4), "rss_mb": now.rss_mb, "pss_mb": now.pss_mb}
+
+
+def handler(
+    meter: TreeMeter, front: TreeMeter | None, lock: threading.Lock
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             with lock:
-                now = meter.sample()
-                memory = {"rss_mb": now.rss_mb, "pss_mb": now.pss_mb}
-                body = json.dumps({"cpu_s": round(meter.cpu_s, 4), **memory}).encode()
+                answer: dict[str, object] = dict(reading(meter))
+                if front is not None:
+                    answer["front"] = reading(front)
+                body = json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -66,10 +75,10 @@ def handler(meter: TreeMeter, lock: threading.Lock) -> type[BaseHTTPRequestHandl
     return Handler
 
 
-def serve(pid: int, host: str, port: int) -> None:
+def serve(pid: int, host: str, port: int, front_pid: int = 0) -> None:
     """Answer until process `pid` is gone."""
-    meter = TreeMeter(pid)
-    server = ThreadingHTTPServer((host, port), handler(meter, threading.Lock()))
+    meter, front = TreeMeter(pid), TreeMeter(front_pid) if front_pid else None
+    server = ThreadingHTTPServer((host, port), handler(meter, front, threading.Lock()))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     while _alive(pid):
         time.sleep(POLL_S)
@@ -86,13 +95,14 @@ def _alive(pid: int) -> bool:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.webui.meter", description=__doc__)
     parser.add_argument("--pid", type=int, required=True, help="the server's main process")
+    parser.add_argument("--front-pid", type=int, default=0, help="nginx's master, if fronted")
     parser.add_argument("--host", default="127.0.0.1", help="non-loopback needs --allow-remote")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     args = parser.parse_args(argv)
     try:
         safety.check_host(args.host, "--host", allow_remote=args.allow_remote)
-        serve(args.pid, args.host, args.port)
+        serve(args.pid, args.host, args.port, args.front_pid)
     except (OSError, psutil.Error, LabError) as e:
         print(f"lab meter: {e}", file=sys.stderr)
         return 1

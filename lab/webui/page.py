@@ -36,7 +36,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from lab.record.errors import LabError
 from lab.system import http_client, procstats
-from lab.system.sampling import Reading
+from lab.system.sampling import Meter, Reading
 from lab.webui.liveflags import Live, flags
 from lab.webui.save import UiRun, save_run
 from loadgen import fanout
@@ -61,7 +61,9 @@ class LabPage:
         self.recorder = LiveRecorder(Path(tempfile.mkdtemp(prefix="lab-ui-")), time.monotonic)
         targets = {c.__name__: c.host or "" for c in environment.user_classes}
         self.meters = procstats.meters(targets)
+        self.front_meters = procstats.meters(targets, front=True)  # nginx, for fronted models
         self.samples: dict[str, Reading] = {}
+        self.front_samples: dict[str, Reading] = {}
         self.client = psutil.Process()
         self.client.cpu_percent()
         self.client_cpu = 0.0  # the busiest locust process: this one or a worker
@@ -78,12 +80,10 @@ class LabPage:
         return RunParams.of(self.env.parsed_options)
 
     def tick(self) -> None:
-        """Once a second: sample the servers, locust and the upstream; close the interval."""
-        for model, meter in self.meters.items():
-            try:
-                self.samples[model] = meter.sample()
-            except Exception:  # the server is gone: show nothing rather than stop the page
-                self.samples.pop(model, None)
+        """Once a second: sample the servers, their fronts, locust and the upstream; close the
+        interval."""
+        _sample(self.meters, self.samples)
+        _sample(self.front_meters, self.front_samples)
         self.client_cpu = max([self.client.cpu_percent(), *self.worker_cpu.values()])
         self.worker_cpu = {}
         try:
@@ -111,10 +111,13 @@ class LabPage:
 
     def _extra(self, model: str) -> dict[str, float]:
         now = self.samples.get(model, Reading(-1.0))
+        front = self.front_samples.get(model, Reading(-1.0, -1.0))
         return {
             "server_cpu_pct": now.cpu_pct,
             "server_rss_mb": now.rss_mb,
             "server_pss_mb": now.pss_mb,
+            "front_cpu_pct": front.cpu_pct,
+            "front_rss_mb": front.rss_mb,
             "client_cpu_pct": self.client_cpu,
             "upstream_inflight": float(self.upstream.get("inflight", -1)),
         }
@@ -137,6 +140,7 @@ class LabPage:
             ideal = round(users / delay_s, 1) if delay_s else 0.0
             now = self.samples.get(model)
             cpu, pss = (now.cpu_pct, now.pss_mb) if now else (None, None)
+            front = self.front_samples.get(model)
             raised = flags(Live(users, live["rps"], ideal, cpu, self.client_cpu))
             out.append(
                 {
@@ -148,6 +152,7 @@ class LabPage:
                     "efficiency": round(min(live["rps"] / ideal, 1.0), 2) if ideal else None,
                     "server_cpu_pct": cpu,
                     "server_pss_mb": pss,
+                    "front_cpu_pct": front.cpu_pct if front else None,
                     "flags": ", ".join(f"{k} ({v})" for k, v in raised.items()),
                 }
             )
@@ -173,6 +178,15 @@ class LabPage:
         run_dir = save_run(out, segments, UiRun(self.params, path, backend, sys.argv))
         self.saved.append(str(run_dir))
         return run_dir
+
+
+def _sample(meters: dict[str, Meter], into: dict[str, Reading]) -> None:
+    """Each meter's reading into `into`; a gone process shows nothing rather than stop the page."""
+    for model, meter in meters.items():
+        try:
+            into[model] = meter.sample()
+        except Exception:  # the process is gone
+            into.pop(model, None)
 
 
 def blueprint(page: LabPage, out: Path) -> Blueprint:

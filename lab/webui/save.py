@@ -8,6 +8,7 @@ records
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,9 +53,14 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 1) if values else 0.0
 
 
+def _measured(series: Mapping[str, list[float]], name: str) -> list[float]:
+    """A series' measured seconds (-1: nothing measured that second)."""
+    return [v for v in series.get(name, []) if v >= 0]
+
+
 def _step(run_id: str, seg: Segment, key: StepKey, rel: str, params: RunParams) -> StepRecord:
     series = seg.timeseries
-    cpu = [v for v in series.get("server_cpu_pct", []) if v >= 0]
+    cpu = _measured(series, "server_cpu_pct")
     client = _mean(series.get("client_cpu_pct", []))
     measured = measured_of(seg, client, series)
     sampled = Sampled(
@@ -62,6 +68,8 @@ def _step(run_id: str, seg: Segment, key: StepKey, rel: str, params: RunParams) 
         server_rss_mb=max(series.get("server_rss_mb", []), default=0.0),
         server_pss_mb=max(series.get("server_pss_mb", []), default=0.0),
         upstream_max_inflight=int(max(series.get("upstream_inflight", []), default=-1)),
+        front_cpu_pct=_mean(front) if (front := _measured(series, "front_cpu_pct")) else -1.0,
+        front_rss_mb=max(series.get("front_rss_mb", []), default=-1.0),
     )
     rps = round(seg.ok / seg.duration_s, 2) if seg.duration_s else 0.0
     ideal = seg.users / params.mean_delay_s if params.mean_delay_s else 0.0
