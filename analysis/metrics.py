@@ -181,16 +181,20 @@ def _point_row(
 
 
 def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
-    """The most common limit among the trials, and the cost per request the steps recorded."""
+    """The most common limit among the trials, and the cost per request the steps recorded
+    (nginx's apart, where a front ran: NaN otherwise)."""
     limits = [str(x) for x in group.get("limited_by", pd.Series(dtype=str)) if x]
     bounds = {k for ks in group.get("latency_lower_bounds", pd.Series(dtype=object)) for k in ks}
     out: dict[str, Any] = {
         "limited_by": max(set(limits), key=limits.count) if limits else "",
         "latency_lower_bounds": tuple(sorted(bounds)),
     }
-    for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn"):
+    for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn", "front_cpu_ms_per_req"):
         values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
         out[col] = float(values.median()) if values.notna().any() else float("nan")
+    front = pd.to_numeric(group.get("front_cpu_pct", pd.Series(dtype=float)), errors="coerce")
+    front = front.where(front >= 0)  # -1: no nginx in front of this model
+    out["front_cpu_pct"] = float(front.median()) if front.notna().any() else float("nan")
     return out
 
 

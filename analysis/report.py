@@ -239,6 +239,8 @@ POINT_COLUMNS = [
     ("server_cpu_pct", "srv CPU%", "{:.0f}"),
     ("cpu_ms_per_req", "CPU ms/req", "{:.2f}"),
     ("apparatus_cpu_ms_per_req", "lab CPU ms/req", "{:.2f}"),
+    ("front_cpu_pct", "nginx CPU%", "{:.0f}"),
+    ("front_cpu_ms_per_req", "nginx ms/req", "{:.2f}"),
     ("server_pss_mb", "PSS MB", "{:.0f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
     ("server_rss_kb_per_conn", "KB/conn", "{:.1f}"),
@@ -264,7 +266,9 @@ def fmt(value: object, spec: str) -> str:
 def _points(table: pd.DataFrame) -> str:
     if table.empty:
         return "<p>No points.</p>"
-    head = "".join(f"<th>{_e(title)}</th>" for _, title, _ in POINT_COLUMNS)
+    fronted = "front_cpu_pct" in table and bool(table["front_cpu_pct"].notna().any())
+    columns = [c for c in POINT_COLUMNS if fronted or not c[0].startswith("front_")]
+    head = "".join(f"<th>{_e(title)}</th>" for _, title, _ in columns)
     rows = []
     for rec in table.to_dict("records"):
         cls = "unfair" if not rec["fair"] else ("warn" if rec["flags"] else "")
@@ -272,7 +276,7 @@ def _points(table: pd.DataFrame) -> str:
             f"<td class='l n'>{_e(fmt(rec[k], spec))}</td>"
             if k in ("model", "flags", "limited_by")
             else f"<td>{_e(_bound(rec, k) + fmt(rec[k], spec))}</td>"
-            for k, _, spec in POINT_COLUMNS
+            for k, _, spec in columns
         )
         rows.append(f"<tr class='{cls}'>{cells}</tr>")
     return f"<div class=wide><table><tr>{head}</tr>{''.join(rows)}</table></div>" + _legend()

@@ -40,8 +40,10 @@ def step(
     inflight: int,
     pool: int = 45,
     raised: tuple[Raised, ...] = (),
+    front_cpu: float = -1.0,
 ) -> StepRecord:
-    """An open-loop step of `pool` threads at `rate`, assessed as the lab assesses one."""
+    """An open-loop step of `pool` threads at `rate` (behind nginx using `front_cpu`, 100 = one
+    core, of the server's cores), assessed as the lab assesses one."""
     measured = window(
         rps,
         seconds=5.0,
@@ -49,7 +51,12 @@ def step(
         open_loop={"scheduled": round(rate * 5), "ok_in_window": round(rps * 5)},
         client_cpu_pct=0.0,
     )
-    sampled = Sampled(server_cpu_pct=cpu, server_rss_mb=70, upstream_max_inflight=inflight)
+    sampled = Sampled(
+        server_cpu_pct=cpu,
+        server_rss_mb=70,
+        upstream_max_inflight=inflight,
+        front_cpu_pct=front_cpu,
+    )
     key = StepKey("m", "open", None, rate, 1)
     record = step_record("run", key, measured, sampled, raised, generators=7)
     record = replace(record, max_outstanding=500)
@@ -73,6 +80,17 @@ def test_a_target_beyond_the_calibration_rate_measures_the_cost_first() -> None:
     cheap = next_move(THREADS, setting(1_200), [(move, costly)])
     assert isinstance(cheap, Attempt) and cheap.role == "confirm" and cheap.rate == 1_200
     assert cheap.candidate.processes == 1  # 0.61 cores: one core is enough
+
+
+def test_behind_nginx_the_cost_per_request_counts_the_fronts_cpu_too() -> None:
+    """nginx runs on the server's cores: sizing projects from the CPU both spend per request."""
+    move = next_move(THREADS, setting(20_000), [])
+    assert isinstance(move, Attempt)
+    fronted = step(500, 495, 130, cpu=25, inflight=52, pool=75, front_cpu=25)
+    assert fronted.deployed_cpu_ms_per_req == pytest.approx(1.01, abs=0.01)
+    end = next_move(THREADS, setting(20_000), [(move, fronted)])
+    assert isinstance(end, Conclusion) and "20.2 cores" in end.reason
+    assert "server and nginx CPU 50% of a core" in end.reason
 
 
 def test_knob_limits_that_cannot_hold_the_target_conclude_without_a_step() -> None:

@@ -106,7 +106,7 @@ def model_advice(
         configuration=attempt.candidate.words(model),
         command=shlex.join(model.command(knobs, COMMAND_HOST, COMMAND_PORT)),
         cores=min(attempt.candidate.processes, st.bounds.cores),
-        cpu_pct=step.server_cpu_pct,
+        cpu_pct=step.deployed_cpu_pct,
         pss_mb=step.server_pss_mb or step.server_rss_mb,  # a step without PSS: RSS, its bound
         confirm=confirm,
         limited_by=limited_by,
@@ -121,7 +121,7 @@ def model_advice(
 def projection(model: Model, st: Setting, attempt: Attempt, step: StepRecord, meets: bool) -> str:
     """What the measured cost per request projects: what runs out next where the target is met,
     what the target would need where it is not."""
-    cost = step.server_cpu_ms_per_req
+    cost = step.deployed_cpu_ms_per_req  # nginx's too, where it ran on the server's cores
     if not cost or step.ok <= 0:
         return ""
     latency = max(st.service_ms, step.latency_ms.get("mean", 0.0))

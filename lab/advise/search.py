@@ -207,11 +207,16 @@ def _costed(step: StepRecord) -> bool:
     """A calibration that measured the server's cost per request: answers, and nothing excludes
     it but the apparatus (the server's own CPU per request stays the server's)."""
     faults = set(step.excluded_by) - {"lab_limited"}
-    return step.ok > 0 and not faults and bool(step.server_cpu_ms_per_req)
+    return step.ok > 0 and not faults and bool(step.deployed_cpu_ms_per_req)
+
+
+def _cpu(step: StepRecord) -> str:
+    """Whose CPU: where nginx ran beside the server on its cores, it counts with the server's."""
+    return "server and nginx CPU" if step.front_cpu_pct >= 0 else "server CPU"
 
 
 def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
-    cost = step.server_cpu_ms_per_req or 0.0
+    cost = step.deployed_cpu_ms_per_req or 0.0
     latency = max(st.service_ms, step.latency_ms.get("mean", 0.0))
     cores = st.slo.rps * cost / 1000
     if cores > st.bounds.cores:
@@ -220,7 +225,7 @@ def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
             False,
             f"server CPU: {st.slo.rps:,g} req/s x {cost:.2f} ms = {cores:,.1f} cores, more than "
             f"the {_n(st.bounds.cores, 'core')} this server may use, full at about {top:,.0f} "
-            f"req/s (measured: {step.server_cpu_pct:.0f}% of a core at "
+            f"req/s (measured: {_cpu(step)} {step.deployed_cpu_pct:.0f}% of a core at "
             f"{step.throughput_rps:,.0f} req/s)",
             "server_cpu",
         )
@@ -245,9 +250,9 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
         return Conclusion(False, f"{words}: {step.limit_reason or 'nothing measured'}")
     c = attempt.candidate
     cores = min(c.processes, st.bounds.cores)
-    if step.server_cpu_pct >= BUSY * 100 * cores:
+    if step.deployed_cpu_pct >= BUSY * 100 * cores:
         if st.bounds.one_per_process or c.processes >= st.bounds.processes[1]:
-            cpu = f"server CPU {step.server_cpu_pct:.0f}% of {_n(cores, 'core')}"
+            cpu = f"{_cpu(step)} {step.deployed_cpu_pct:.0f}% of {_n(cores, 'core')}"
             return Conclusion(False, f"{words}: {cpu}, and no more cores for this server")
         p = c.processes + 1
         more = Candidate(p, _clamp(math.ceil(c.holds() / p), st.bounds.workers))
@@ -264,7 +269,7 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
         return Attempt(_doubled(c, st.bounds), attempt.rate, "confirm", why)
     return Conclusion(
         False,
-        f"{words}, with CPU and pool to spare ({step.server_cpu_pct:.0f}% CPU, "
+        f"{words}, with CPU and pool to spare ({_cpu(step)} {step.deployed_cpu_pct:.0f}%, "
         f"{_inflight(step):.0f} of {c.holds()} in flight): no knob changes that "
         f"({step.limit_reason})",
     )

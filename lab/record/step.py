@@ -221,6 +221,19 @@ class StepRecord:
         return StepKey(self.model, self.mode, self.users, self.rate_rps, self.trial)
 
     @property
+    def deployed_cpu_ms_per_req(self) -> float | None:
+        """CPU per request on the server's cores as deployed: the server's, plus nginx's where a
+        front ran beside it on those cores (None: not measured). What sizing projects from."""
+        if self.server_cpu_ms_per_req is None:
+            return None
+        return self.server_cpu_ms_per_req + (self.front_cpu_ms_per_req or 0.0)
+
+    @property
+    def deployed_cpu_pct(self) -> float:
+        """The server's CPU plus its front's (100 = one core): how busy the server's cores were."""
+        return self.server_cpu_pct + max(self.front_cpu_pct, 0.0)
+
+    @property
     def excluded_by(self) -> list[str]:
         """The flags that keep this step out of the verdict."""
         return flag_registry.excluding(self.flags)
