@@ -90,6 +90,8 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
         assert bare["front_cpu_pct"] == -1.0 and front["front_cpu_pct"] >= 0
         assert front["front_cpu_ms_per_req"] is not None
         assert front["server_connections"] / front["requests"] < 0.5  # clients keep alive
+        pooled = front["front_server_connections"]  # nginx -> an HTTP server: kept alive too
+        assert pooled == -1 if name.startswith("uwsgi") else 0 <= pooled < 0.1 * front["requests"]
     for name in models:  # the summary says what the front cost, where both steps were fair
         flags = set(steps[name]["flags"]) | set(steps[name + nginx.SUFFIX]["flags"])
         assert flags - {"host_busy"} or f"behind nginx, {name} at c=4: front CPU" in done.stdout
@@ -99,6 +101,19 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
     assert manifest["execution"]["front"]["knobs"] == vars(nginx.FrontKnobs())
     assert "--socket" in manifest["models"]["uwsgi-threads+nginx"]["argv"]
     assert not list((run / "pids").glob("*.pid"))
+
+
+def test_a_keepalive_pool_too_small_shows_as_new_server_connections(tmp_path: Path) -> None:
+    """keepalive=1: nginx keeps one idle connection to the server, so where answers to 16 users
+    come back together the rest are closed and the next requests open new ones (about 13% of
+    requests here), counted on the server's private port; the default pool keeps them all."""
+    path = scenario(tmp_path, ["gunicorn-gthread"], [16])
+    run, _ = lab_run(
+        tmp_path / "out", "--scenario", path, "--front", "nginx", "--front-knob", "keepalive=1"
+    )
+    (step,) = read_jsonl(run / "steps.jsonl")
+    assert step["errors"] == {}, step
+    assert step["front_server_connections"] > 0.05 * step["requests"], step
 
 
 def test_a_front_too_small_is_named_the_limit(tmp_path: Path) -> None:

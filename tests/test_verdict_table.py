@@ -338,3 +338,21 @@ def test_the_live_flags_read_a_saturated_generator_as_the_verdict_does(
     live: Live, shown: set[str]
 ) -> None:
     assert set(flags(live)) == shown
+
+
+@pytest.mark.parametrize(
+    ("rps", "p50", "closed", "limit"),
+    [
+        (2000, 25.0, 5000, "front"),  # a new server connection for 25% of requests, below ideal
+        (2000, 25.0, 0, "concurrency_cap"),  # the pool held: read as the bare model would be
+        (4900, 10.2, 24500, "none"),  # churning but tracking the ideal: the pool limited nothing
+    ],
+    ids=["pool-full-below-ideal", "pool-held", "pool-full-at-ideal"],
+)
+def test_a_full_keepalive_pool_behind_nginx_names_the_front(
+    rps: float, p50: float, closed: int, limit: str
+) -> None:
+    record = step(50, rps, p50=p50, cpu=45, front_cpu_pct=10.0, front_server_connections=closed)
+    assert record.limited_by == limit, record.limit_reason
+    if limit == "front":
+        assert "keepalive pool was full" in record.limit_reason

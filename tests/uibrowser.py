@@ -117,8 +117,8 @@ def _read_statistics(page: Any, w: Walk) -> None:
     page.screenshot(path=str(SHOTS / f"{w.label}-lab-tab.png"))
 
 
-COLUMNS = ("model", "users", "rps", "ideal", "of_ideal", "p50", "p99", "errors", "cpu", "pss")
-COLUMNS += ("flags",)  # the lab page's table, left to right
+COLUMNS = ("model", "your_app", "users", "rps", "ideal", "of_ideal", "p50", "p99", "errors")
+COLUMNS += ("cpu", "pss", "front_cpu", "flags")  # the lab page's table, left to right
 
 
 def _lab_figures(lab: Any, models: tuple[str, ...]) -> dict[str, dict[str, str]]:

@@ -67,6 +67,7 @@ class FrontedServer:
     prefix: Path  # nginx's prefix in the run directory: its config, error log and temp paths
     front_workers: int = 1
     scratch: Path | None = None  # a short temp dir for uWSGI's socket (a long run dir path)
+    private_port: int = 0  # an HTTP server's own port behind nginx (0: uWSGI's unix socket)
     front_log: FrontLog = field(init=False)
 
     def __post_init__(self) -> None:
@@ -166,6 +167,7 @@ class FrontedBackend:
         scratch = sock.parent if sock.parent != prefix else None
         workers = self.knobs.workers
         fronted = FrontedServer(model.name, url, argv, server, front, prefix, workers, scratch)
+        fronted.private_port = 0 if uwsgi else private
         try:
             procs.wait_http(fronted, fronted.url + inner.ready_path, inner.ready_timeout_s)
         except procs.StartFailed:

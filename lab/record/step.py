@@ -111,6 +111,7 @@ class Sampled:
     upstream_lag_max_ms: float = -1.0
     front_cpu_pct: float = -1.0  # nginx in front of the server, 100 = one core (-1: no front)
     front_rss_mb: float = -1.0
+    front_server_connections: int = -1  # nginx -> an HTTP server, closed in the window (-1: none)
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
 
 
@@ -215,6 +216,9 @@ class StepRecord:
     front_cpu_pct: float = -1.0
     front_rss_mb: float = -1.0
     front_cpu_ms_per_req: float | None = None
+    # Connections nginx opened and closed to an HTTP server behind it in the window (-1: no
+    # front, or uWSGI over a unix socket): beyond its keepalive pool, each request pays a new one.
+    front_server_connections: int = -1
 
     @property
     def key(self) -> StepKey:

@@ -72,6 +72,9 @@ class Thresholds:
     host_full_share: float = 0.90
     # New TCP connections per request at or above this: the server closes connections.
     connections_per_request: float = 0.5
+    # nginx opening and closing a connection to an HTTP server behind it for at least this share
+    # of requests, below the ideal: its keepalive pool was full, and the front set the cost.
+    front_pool_churn_share: float = 0.1
     # The generator's loop lag p99 at least this, and this share of the step's p99: its stalls
     # may have set the tail (the instrument's budget against wrk and oha: 15% or 3 ms).
     # The generator's loop lag p99 at least this many delays d, below the ideal: it held sends

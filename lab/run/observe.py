@@ -100,6 +100,9 @@ class Samplers:
     conns: tcpconns.ConnectionMeter
     closed: Sampler
     front: Sampler  # nginx in front of the server (no meter: no front)
+    # connections nginx closed to an HTTP server behind it: its keepalive pool was full (no
+    # meter: no front, or uWSGI's unix socket, one connection per request by design)
+    pool: Sampler
 
     @classmethod
     def of(
@@ -113,16 +116,20 @@ class Samplers:
         meters = (Sampler(server.meter()), Sampler(upstream.meter()), Sampler(cores))
         front_meter = getattr(server, "front_meter", None)
         front = Sampler(front_meter() if front_meter is not None else None)
-        return cls(*meters, cores, conns, Sampler(conns), front)
+        private = getattr(server, "private_port", 0)
+        pool = Sampler(tcpconns.ConnectionMeter(private) if private else None)
+        return cls(*meters, cores, conns, Sampler(conns), front, pool)
 
     def each(self) -> tuple[Sampler, ...]:
-        return self.server, self.upstream, self.host, self.closed, self.front
+        return self.server, self.upstream, self.host, self.closed, self.front, self.pool
 
     def start(self) -> None:
         for each in self.each():
             each.start()
         self.cores.clear()
         self.conns.clear()
+        if isinstance(self.pool.meter, tcpconns.ConnectionMeter):
+            self.pool.meter.clear()
 
     def sampled(self, upstream: UpstreamWindow, window_s: float | None = None) -> Sampled:
         """What was sampled; `window_s`: the measured window, which bounds the closes counted."""
@@ -143,7 +150,7 @@ class Samplers:
             host_softirq_pct=_mean(self.cores.softirq),
             apparatus_wait_pct=_mean(self.cores.waited),
             server_wait_pct=_mean(self.cores.server_waited),
-            **self.front_figures(),
+            **self.front_figures(window_s),
             timeseries={
                 "server_cpu_pct": self.server.cpu,
                 "server_rss_mb": self.server.rss,
@@ -157,11 +164,15 @@ class Samplers:
             },
         )
 
-    def front_figures(self) -> dict[str, Any]:
-        """nginx's CPU and RSS, apart from the server's (none without a front)."""
+    def front_figures(self, window_s: float | None) -> dict[str, Any]:
+        """nginx's CPU and RSS, apart from the server's, and the connections it closed to an
+        HTTP server in the window (none without a front)."""
         if self.front.meter is None:
             return {}
-        return {"front_cpu_pct": self.front.mean_cpu(), "front_rss_mb": self.front.peak_rss()}
+        out = {"front_cpu_pct": self.front.mean_cpu(), "front_rss_mb": self.front.peak_rss()}
+        if isinstance(self.pool.meter, tcpconns.ConnectionMeter):
+            out["front_server_connections"] = self.pool.meter.counted(window_s)[0]
+        return out
 
 
 def _mean(xs: list[float]) -> float:

@@ -14,8 +14,8 @@ LIMITS: dict[str, str] = {
     "greenlets, connections) is full and the rest queue; the reason names the knob, or says "
     "that none explains it",
     "memory": "the server's memory approached the machine's",
-    "front": "nginx in front of the server ran out (its CPU, its worker_connections or its file "
-    "descriptors): the front, not the model behind it, set the figures",
+    "front": "nginx in front of the server ran out (its CPU, its worker_connections, its file "
+    "descriptors or its keepalive pool): the front, not the model behind it, set the figures",
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
     "less CPU per request can",
     "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy: "

@@ -93,13 +93,21 @@ def server_cpu(f: Facts) -> Finding | None:
 def front(f: Facts) -> Finding | None:
     """nginx in front ran out, not the model behind it: its error log said so during the window
     (flag `front_limited`: worker_connections are not enough, or its own file descriptors),
-    its workers' CPU was full, or the cores it shares with the server were full and it used more
-    of them than the server did."""
+    its keepalive pool to an HTTP server was full below the ideal (a new connection for many
+    requests), its workers' CPU was full, or the cores it shares with the server were full and it
+    used more of them than the server did."""
     r, workers, full = f.r, f.cap.front_workers, T.server_cpu_saturated_share * 100
     if r.front_cpu_pct < 0:
         return None
     if "front_limited" in r.flags:
         return Finding(f"nginx's error log: {r.evidence.get('front_limited')}")
+    churn = r.front_server_connections / r.requests if r.requests > 0 else 0.0
+    if churn >= T.front_pool_churn_share and f.below_ideal:
+        return Finding(
+            f"nginx opened and closed {r.front_server_connections} connections to the server "
+            f"for {r.requests} requests ({churn:.0%}): its keepalive pool was full, so requests "
+            "paid a new connection each"
+        )
     own = r.front_cpu_pct >= full * max(workers, 1)
     shared = r.server_cpu_pct + r.front_cpu_pct >= full * f.cap.cores
     if not (own or (shared and r.front_cpu_pct >= r.server_cpu_pct)):

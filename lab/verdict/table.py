@@ -83,9 +83,12 @@ RULES: tuple[Rule, ...] = (
         when="nginx in front (`--front nginx`) said in its error log that it ran out "
         "(worker_connections are not enough, or its file descriptors), or its CPU was at "
         f"{_CPU} of its workers' cores, or of the cores it shares with the server while it "
-        "used more of them than the server",
-        advice="more nginx workers (--front-knob workers=N) or connections, or cores for the "
-        "front; the model behind it did not limit this step",
+        "used more of them than the server, or (below the ideal) it opened a new connection "
+        f"to an HTTP server for {T.front_pool_churn_share:.0%} of requests or more: its "
+        "keepalive pool was full",
+        advice="more nginx workers (--front-knob workers=N), connections or keepalive (its pool "
+        "of idle server connections), or cores for the front; the model behind it did not "
+        "limit this step",
         check=front,
     ),
     Rule(
