@@ -70,8 +70,11 @@ def lead(
 
 
 def _levels(ties: Sequence[LevelVerdict]) -> str:
-    labels = [v.label for v in ties]
-    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
+    """Closed loop: "1, 10 and 50 users"; otherwise each level's own label."""
+    closed = all(v.mode == "closed" for v in ties)
+    labels = [f"{v.level:g}" if closed else v.label for v in ties]
+    said = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
+    return f"{said} user{'s' if ties[-1].level != 1 else ''}" if closed else said
 
 
 def _spread(rows: pd.DataFrame, column: str, what: str, unit: str, spec: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 from analysis.interfaces import run_answer
 from analysis.loading import load
 from analysis.metrics import point_table
+from lab.record.step import level_label
 from lab.run.manifest import models_run_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,12 +89,13 @@ def _points(s: Summary) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def view_quick_table(s: Summary) -> str:
-    """Throughput per level (efficiency against c/d from 100 users on), then p99, server and
+    """Throughput per level (efficiency against users/d from 100 users on), then p99, server and
     client CPU at the top level, flags on the model's steps, and how it runs a Flask app."""
     points, levels = _points(s), sorted({int(p["users"]) for p in s["points"]})
     top = levels[-1]
-    headers = ["model", "your app", *[f"c={c}" for c in levels]]
-    headers += [f"p99 at c={top}", f"server CPU at c={top}", f"client CPU at c={top}", "flags"]
+    at = level_label(top)
+    headers = ["model", "your app", *[level_label(c) for c in levels]]
+    headers += [f"p99 at {at}", f"server CPU at {at}", f"client CPU at {at}", "flags"]
     rows = []
     for model in s["models"]:
         cells = []
@@ -175,7 +177,7 @@ def view_samples(s: Summary) -> str:
         low, high = min(counts), max(counts)
         rows.append(
             [
-                f"c={c}",
+                level_label(c),
                 f"{low:,.0f}-{high:,.0f}",
                 f"{low / 100:,.1f}-{high / 100:,.1f}",
                 f"{low / 1000:,.2f}-{high / 1000:,.2f}",

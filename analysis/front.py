@@ -13,7 +13,7 @@ from collections import defaultdict
 from statistics import mean
 
 from lab.front.nginx import SUFFIX
-from lab.record.step import StepRecord
+from lab.record.step import StepRecord, level_label
 
 NOISE = 0.10  # a single trial's throughput differs by up to ~10% run to run (the summary says so)
 
@@ -45,7 +45,8 @@ def front_costs(records: list[StepRecord]) -> list[str]:
         if model.endswith(SUFFIX) or front is None:
             continue
         lines.append(
-            f"behind nginx, {model} at c={users}: front CPU {front['front_ms']:.2f} ms/req, "
+            f"behind nginx, {model} at {level_label(users)}: "
+            f"front CPU {front['front_ms']:.2f} ms/req, "
             f"server CPU {bare['server_ms']:.2f} -> {front['server_ms']:.2f} ms/req, "
             f"p50 {front['p50'] - bare['p50']:+.1f} ms, p99 {front['p99'] - bare['p99']:+.1f} ms, "
             f"{bare['rps']:.0f} -> {front['rps']:.0f} req/s"
@@ -73,4 +74,4 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], users: int) -> st
     ]
     said = f"changes ({'; '.join(flipped)} swap places)" if flipped else "unchanged by the front"
     order = f"bare {' > '.join(bare)}; behind nginx {' > '.join(front)}"
-    return f"ranking at c={users} by req/s: {order}: {said}"
+    return f"ranking at {level_label(users)} by req/s: {order}: {said}"

@@ -32,7 +32,7 @@ KIND_WORDS = {"wsgi": "WSGI (Flask)", "asgi": "ASGI"}
 class Pick:
     """The best model of one group at one level, with its figures."""
 
-    label: str  # "c=200" or "300 req/s"
+    label: str  # "200 users" or "300 req/s"
     level: float  # users or arrival rate
     best: Contender
     tied: tuple[str, ...]

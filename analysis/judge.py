@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from analysis.noise import MIN_BEYOND, beyond, budget_ms, floor
 from analysis.stats import UNSTABLE_SPREAD, t975
 from lab.record.flags import FLAGS, excluding, tail_excluding
-from lab.record.step import StepRecord
+from lab.record.step import StepRecord, level_label
 
 TIE = 0.02  # throughput: within 2% with no interval to tell them apart is a tie
 
@@ -68,7 +68,7 @@ class LevelVerdict:
 
     @property
     def label(self) -> str:
-        return f"c={self.level:g}" if self.mode == "closed" else f"{self.level:g} req/s"
+        return level_label(self.level, None if self.mode == "closed" else self.level)
 
 
 def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from analysis.loading import Run  # noqa: E402
+from lab.record.step import level_label  # noqa: E402
 
 MARKERS = {  # flag -> (marker, colour, legend text); drawn over the point, largest first
     "serialized": ("X", "red", "serialized (not fair)"),
@@ -180,7 +181,9 @@ def _spectrum(run: Run, table: pd.DataFrame, level: int, colours: dict[str, str]
             label=f"{_label(model, sub)} (n={n:,})",
         )
     if at.empty:
-        ax.text(0.5, 0.5, f"no histograms at c={level}", ha="center", transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, f"no histograms at {level_label(level)}", ha="center", transform=ax.transAxes
+        )
     labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: reach + 1]
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels)
@@ -204,7 +207,9 @@ def _errors(table: pd.DataFrame) -> Figure:
         ax.set_axis_off()
         return fig
     sub = table[table[kinds].sum(axis=1) > 0]
-    labels = [f"{m}\nc={c}" for m, c in zip(sub["model"], sub["concurrency"], strict=True)]
+    labels = [
+        f"{m}\n{level_label(c)}" for m, c in zip(sub["model"], sub["concurrency"], strict=True)
+    ]
     bottom = pd.Series(0.0, index=sub.index)
     for kind in kinds:
         ax.bar(labels, sub[kind], bottom=bottom, label=kind[4:])
@@ -256,7 +261,7 @@ def _timeseries(run: Run, model: str) -> Figure:
                 label=f"t{trial}" + ("" if mode == "closed" else f" {mode}"),
             )
             right.plot(one["second"], one["p99_ms"], ":", alpha=0.7)
-        ax.set_title(f"c={level}", fontsize=9)
+        ax.set_title(level_label(level), fontsize=9)
         ax.set_ylim(bottom=0)
         right.set_ylim(bottom=0)
         ax.tick_params(labelsize=7)
@@ -340,7 +345,7 @@ def draw_all(run: Run, table: pd.DataFrame, out: Path, level: int | None = None)
         ("latency", "p50 and p99 vs concurrency", _LATENCY, _latency(table, colours)),
         (
             "spectrum",
-            f"Latency percentile spectrum at c={chosen}",
+            f"Latency percentile spectrum at {level_label(chosen)}",
             _SPECTRUM,
             _spectrum(run, table, chosen, colours),
         ),

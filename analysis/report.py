@@ -25,6 +25,7 @@ from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.noise import floor
 from analysis.plots import Plot, draw_all
 from lab.record.flags import FLAGS
+from lab.record.step import level_label
 from lab.verdict.limits import LIMITS
 
 
@@ -182,7 +183,8 @@ def _verdict(run: Run, table: pd.DataFrame) -> str:
 def _crossings(cross: pd.DataFrame) -> str:
     return "".join(
         f"<li>{'throughput' if r.metric == 'rps' else 'p99'} ({r.mode}): <b>{_e(r.overtaker)}</b>"
-        f" overtakes {_e(r.overtaken)} between c={r.from_concurrency} and c={r.concurrency}</li>"
+        f" overtakes {_e(r.overtaken)} between {r.from_concurrency} and "
+        f"{level_label(r.concurrency)}</li>"
         for r in cross.itertuples()
     )
 
@@ -195,7 +197,7 @@ SOURCE_OVERHEAD = (
 
 
 def _at(row: pd.Series) -> str:
-    return f"{fmt(row['overhead'], '{:.2f}')} (c={row['concurrency']})"
+    return f"{fmt(row['overhead'], '{:.2f}')} ({level_label(row['concurrency'])})"
 
 
 def _overhead(table: pd.DataFrame) -> str:
@@ -220,7 +222,7 @@ def _overhead(table: pd.DataFrame) -> str:
 
 POINT_COLUMNS = [
     ("model", "model", "{}"),
-    ("concurrency", "c", "{}"),
+    ("concurrency", "users", "{}"),
     ("trials", "trials", "{}"),
     ("rps", "rps", "{:.1f}"),
     ("rps_lo", "95% lo", "{:.1f}"),

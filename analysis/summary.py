@@ -20,7 +20,7 @@ from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.noise import floor
-from lab.record.step import StepRecord
+from lab.record.step import StepRecord, level_label
 from lab.run import generators
 from lab.run.manifest import models_run_app
 
@@ -112,7 +112,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         what = "throughput" if rec["metric"] == "rps" else "p99"
         console.print(
             f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} "
-            f"between c={rec['from_concurrency']} and c={rec['concurrency']}"
+            f"between {rec['from_concurrency']} and {level_label(rec['concurrency'])}"
         )
     if (~cross["clear"]).any():
         noisy = int((~cross["clear"]).sum())

@@ -44,13 +44,14 @@ def test_a_tie_of_every_model_is_said_once_then_what_separates_them(tmp_path: Pa
     assert len(tied(table, verdicts)) == 2
     first, separate, pointer = lead(table, verdicts, run.seconds)
     assert first.startswith("all 3 models tie on throughput at every level; one trial each")
-    assert separate.startswith("what separates them at c=10: server CPU per request 3.00 ms (a)")
+    said = "what separates them at 10 users: server CPU per request 3.00 ms (a)"
+    assert separate.startswith(said)
     assert "to 5.50 ms (c)" in separate and "p99 100 ms (b) to 130 ms (a)" in separate
     assert pointer == ADVISE and "lab advise --rps R --p99-ms L" in pointer
     console = Console(record=True, width=200)
     print_summary(run, console)
     said = console.export_text()
-    assert "all 3 models tie" in said and "c=1 (closed): best rps" not in said
+    assert "all 3 models tie" in said and "1 user (closed): best rps" not in said
 
 
 def second(p99_ms: float) -> Second:

@@ -94,7 +94,7 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
         assert pooled == -1 if name.startswith("uwsgi") else 0 <= pooled < 0.1 * front["requests"]
     for name in models:  # the summary says what the front cost, where both steps were fair
         flags = set(steps[name]["flags"]) | set(steps[name + nginx.SUFFIX]["flags"])
-        assert flags - {"host_busy"} or f"behind nginx, {name} at c=4: front CPU" in done.stdout
+        assert flags - {"host_busy"} or f"behind nginx, {name} at 4 users: front CPU" in done.stdout
     bare_uwsgi = steps["uwsgi-threads"]
     assert bare_uwsgi["server_connections"] / bare_uwsgi["requests"] > 0.5  # closes each one
     manifest = json.loads((run / "manifest.json").read_text())

@@ -99,7 +99,7 @@ def test_the_summary_names_the_instrument(tmp_path: Path) -> None:
     lines = instrument_lines([lagged, run.records[1]])
     assert lines[0].startswith("the instrument: the generator's event loop woke 9.0-9.0 ms")
     assert "longest stall 80 ms" in lines[0] and "0.25%" in lines[0]
-    assert lines[1].startswith("generator_lag on 1 step(s)") and "a c=1" in lines[1]
+    assert lines[1].startswith("generator_lag on 1 step(s)") and "a 1 user" in lines[1]
 
 
 def test_each_generator_process_reports_its_loop_lag(upstream: LocalServer, tmp_path: Path) -> None:

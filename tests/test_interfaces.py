@@ -96,10 +96,11 @@ def test_the_recommendation_runs_the_app_unchanged_and_the_port_stands_beside_it
     said = "\n".join(lines)
     assert lines[0].startswith("your app is WSGI (Flask): runs your WSGI (Flask) app as it is: ")
     assert "needs an async port (ASGI, like the lab's Quart twin): uvicorn" in lines[0]
-    assert lines[1].startswith("for your app as it is, at c=100: uwsgi-threads, 800.0 rps"), said
-    assert lines[2].startswith("if you port it to async, at c=100: uvicorn, 900.0 rps"), said
+    unchanged = "for your app as it is, at 100 users: uwsgi-threads, 800.0 rps"
+    assert lines[1].startswith(unchanged), said
+    assert lines[2].startswith("if you port it to async, at 100 users: uvicorn, 900.0 rps"), said
     assert "+12% throughput" in lines[2] and "against uwsgi-threads" in lines[2]
-    assert lines[3].startswith("through the bridge, c=100: uvicorn-wsgi-bridge, 10.0 rps"), said
+    assert lines[3].startswith("through the bridge, 100 users: uvicorn-wsgi-bridge, 10.0 rps"), said
     assert "-99% throughput" in lines[3] and "serialized: excluded from the verdict" in lines[3]
 
 
@@ -109,7 +110,7 @@ def test_an_excluded_model_is_never_the_recommendation(tmp_path: Path) -> None:
         [*steps("uwsgi-threads", 800, 120, ("serialized",)), *steps("gunicorn-gevent", 600, 130)],
     )
     lines = answer(load(run_dir).records, CLASSES, "wsgi")
-    assert "for your app as it is, at c=100: gunicorn-gevent" in lines[1]
+    assert "for your app as it is, at 100 users: gunicorn-gevent" in lines[1]
 
 
 def test_a_run_reads_its_classes_from_the_manifest(tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def test_a_cap_no_knob_explains_is_flagged_and_never_best(tmp_path: Path) -> Non
     assert "capped_unexplained" in capped["flags"], (capped["flags"], capped["limit_reason"])
     evidence = capped["evidence"]["capped_unexplained"]
     assert evidence["ceiling"] == 10 and evidence["offered"] == 50
-    assert "c=50 (closed): best rps none (no fair result)" in stdout
+    assert "50 users (closed): best rps none (no fair result)" in stdout
     if {"apparatus_saturated", "lab_limited"} & set(capped["flags"]):
         return  # a busy shared machine: the lab's own limit (or the machine's) comes first
     assert capped["limited_by"] == "concurrency_cap" and "no knob" in capped["limit_reason"]

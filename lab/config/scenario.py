@@ -9,6 +9,7 @@ from typing import Any
 
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError, Refused
+from lab.record.step import level_label
 from lab.system.resources import data_file
 
 SCENARIO_DIR = data_file("loadgen", "scenarios")
@@ -83,7 +84,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return f"c={self.users}" if self.rate_rps is None else f"{self.rate_rps:g} req/s"
+        return level_label(self.users, self.rate_rps)
 
     @property
     def load(self) -> float:

@@ -36,6 +36,14 @@ ERROR_KINDS = (
 STATUSES = ("measured", "partial", "skipped")
 
 
+def level_label(users: float | None, rate_rps: float | None = None) -> str:
+    """A load level in words: "10 users" (closed loop) or "300 req/s" (open loop). Users, not
+    "concurrency": that word is the per-process knob."""
+    if rate_rps is not None:
+        return f"{rate_rps:g} req/s"
+    return f"{users or 0:g} user{'' if users == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class StepKey:
     """What identifies a step: model, mode, the point's load and the trial."""
@@ -48,7 +56,7 @@ class StepKey:
 
     @property
     def label(self) -> str:
-        return f"c={self.users}" if self.rate_rps is None else f"{self.rate_rps:g} req/s"
+        return level_label(self.users, self.rate_rps)
 
     @property
     def level(self) -> float:
