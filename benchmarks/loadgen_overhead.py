@@ -3,8 +3,9 @@
 Reports, side by side in one run (these machines are noisy, so only ratios measured together mean
 anything):
 
-1. Hook overhead: the lab's load generator (locust FastHttpUser + the HdrHistogram request hook +
-   body check) against plain locust FastHttpUser run by locust's own CLI, on the same fast target
+1. Hook overhead: the lab's load generator (locust FastHttpSession users without a cookie jar +
+   the HdrHistogram request hook + body check: `loadgen.closed_loop`) against plain locust
+   FastHttpUser run by locust's own CLI, on the same fast target
    (the upstream's /health), alternating A/B rounds, each pinned to the same core.
 2. The upstream at 1,000+ concurrent connections: added delay (latency minus the requested delay)
    and capacity, with its CPU use, driven by the lab's generator.
@@ -21,12 +22,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.figures import write_summary
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.scenario import UpstreamSpec
 from lab.run.generator import run_step
@@ -138,7 +141,9 @@ def main() -> None:
     p.add_argument("--users", type=int, default=50, help="users for the hook-overhead rounds")
     p.add_argument("--connections", type=int, default=1000)
     p.add_argument("--hook-only", action="store_true", help="skip the upstream at 1,000+ part")
+    p.add_argument("--summary", type=Path, help="Write the hook table as a docs figure summary.")
     args = p.parse_args()
+    started = time.time()
     console = Console()
     layout = CpuLayout.split(pin=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,39 +162,46 @@ def main() -> None:
         finally:
             backend.close()
 
-    print_hook_table(console, args, layout, m)
+    rows = print_hook_table(console, args, layout, m)
+    if args.summary:
+        kept = f"{args.users} users, {args.rounds} alternating rounds of {args.seconds:.0f} s"
+        write_summary(args.summary, "loadgen-overhead", HOOK_HEADERS, rows, kept, started)
     if ups:
         print_upstream_table(console, args, ups)
 
 
+HOOK_HEADERS = ["generator", "rps per round", "median rps", "vs plain", "CPU per request"]
+GENERATORS = {
+    "plain": "plain locust FastHttpUser (locust's CLI)",
+    "lab": "lab generator (FastHttpSession users, no cookie jar, HdrHistogram hook, body check)",
+}
+
+
 def print_hook_table(
     console: Console, args: argparse.Namespace, layout: CpuLayout, m: dict[str, Any]
-) -> None:
+) -> list[list[str]]:
+    """The table, printed; its rows. CPU per request is the lab generator's (median of the
+    rounds): what its own work per request costs, to compare builds with."""
     t = Table(
         title=f"load generator on cores {list(layout.client)}, target on {list(layout.server)}"
         f": {args.users} users, {args.rounds} alternating rounds of {args.seconds:.0f} s"
     )
-    for col in ("generator", "rps per round", "median rps", "vs plain"):
+    for col in HOOK_HEADERS:
         t.add_column(col)
     plain = statistics.median(m["plain"])
+    per_request = [cpu * 10 / rps for cpu, rps in zip(m["lab_cpu"], m["lab"], strict=True) if rps]
+    cost = f"{statistics.median(per_request) * 1000:.0f} µs" if per_request else "no answers"
+    rows = []
     for name in ("plain", "lab"):
         med = statistics.median(m[name])
-        t.add_row(
-            f"{name} locust FastHttpUser" + (" + HdrHistogram hook" if name == "lab" else ""),
-            ", ".join(f"{v:.0f}" for v in m[name]),
-            f"{med:.0f}",
-            f"{med / plain:.2f}",
-        )
+        rounds = ", ".join(f"{v:.0f}" for v in m[name])
+        rows.append([GENERATORS[name], rounds, f"{med:.0f}", f"{med / plain:.2f}", "-"])
+    rows[-1][-1] = cost
+    for row in rows:
+        t.add_row(*row)
     console.print(t)
     console.print(f"lab generator CPU per round: {m['lab_cpu']} % of one core")
-    per_request = [cpu * 10 / rps for cpu, rps in zip(m["lab_cpu"], m["lab"], strict=True) if rps]
-    console.print(  # what the generator's own work per request costs: compare builds with it
-        "lab generator CPU per request: "
-        f"{', '.join(f'{v * 1000:.0f}' for v in per_request)} µs "
-        f"(median {statistics.median(per_request) * 1000:.0f} µs)"
-        if per_request
-        else "lab generator CPU per request: no answers"
-    )
+    return rows
 
 
 UPSTREAM_COLUMNS = {

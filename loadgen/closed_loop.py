@@ -1,39 +1,48 @@
-"""One closed-loop load step: locust users against one URL, each sending its next request as soon
-as the last one answered (no think time, like `ab -c N`).
+"""One closed-loop load step: N users against one URL, each sending its next request as soon as
+the last one answered (no think time, like `ab -c N`).
 
 Runs inside the generator process (`python -m loadgen`), which has monkey-patched with gevent.
-Phases: spawn all users, settle (connections open, nothing recorded), measure for exactly the
+Phases: start every user, settle (connections open, nothing recorded), measure for exactly the
 window (every completed request's latency recorded from locust's request event), stop.
+
+Each user is a greenlet with its own locust FastHttpSession (one connection), not a locust User:
+a User's task scheduling and wait between tasks cost about 8% of the generator's CPU per request
+against a fast target, for nothing a step uses (benchmarks/loadgen_overhead.py). The request,
+its event and its error handling are locust's. Several generator processes (`loadgen.master`)
+and the web UI run locust's own users.
 """
 
 from __future__ import annotations
 
-from locust.env import Environment
+import gevent
+from gevent.pool import Group
+from locust.contrib.fasthttp import FastHttpSession
+from locust.event import EventHook
 
-from loadgen.lean import drop_locust_stats
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request
-from loadgen.users import model_user
+from loadgen.session import lab_session
 
 
 def run_closed(start: Start) -> Done:
     expected = start.expected_body.encode() if start.expected_body is not None else None
     recorder = Recorder(expected)
-    request = Request.of(start)
-    user = model_user(
-        "lab",
-        start.base_url,
-        lambda: request,  # the recorder checks each body against `expected`
-        timeout_s=start.timeout_s,
-        connect_timeout_s=start.timeout_s,
-    )
-    env = Environment(user_classes=[user])
-    env.events.request.add_listener(recorder.on_request)
-    runner = env.create_local_runner()
-    drop_locust_stats(env)
-    runner.start(start.users, spawn_rate=start.users)
+    events = EventHook()
+    events.add_listener(recorder.on_request)
+    request = Request.of(start)  # the recorder checks each body against `expected`
+    users = Group()
+    for _ in range(start.users):
+        users.spawn(user, lab_session(start, events, 1), request)
     try:
         return run_phases(start, recorder)
     finally:
-        runner.quit()
+        users.kill(block=True, timeout=5)
+
+
+def user(session: FastHttpSession, req: Request) -> None:
+    """One closed-loop user until killed. The yield between requests keeps a request that fails
+    at once (a refused connection) from starving the event loop, as locust's wait does."""
+    while True:
+        session.request(req.method, req.path, name=req.path, data=req.body, headers=req.header_dict)
+        gevent.sleep(0)

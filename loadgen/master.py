@@ -197,7 +197,9 @@ def fleet_for(start: Start, make: Callable[[MasterRunner], F]) -> Iterator[F]:
     stopped afterwards, whatever happens."""
     host, port = address(start.master)
     request = Request.of(start)
-    user = model_user("lab", start.base_url, lambda: request, timeout_s=start.timeout_s)
+    user = model_user(
+        "lab", start.base_url, lambda: request, timeout_s=start.timeout_s, cookies=False
+    )
     env = Environment(user_classes=[user], host=start.base_url)
     runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)
     fleet = make(runner)

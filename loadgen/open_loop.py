@@ -36,14 +36,15 @@ from typing import Any
 
 import gevent
 from gevent.pool import Group
-from locust.contrib.fasthttp import FastHttpSession
-from locust.env import Environment
+from locust.event import EventHook
 
 from lab.record import hist
 from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request
+from loadgen.session import lab_session
 from loadgen.shares import intended_offsets, lower_bounds
+from loadgen.timer import DueTimer
 
 DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
 
@@ -57,16 +58,9 @@ class OpenLoop:
         expected = spec.expected_body.encode() if spec.expected_body is not None else None
         self.recorder = Recorder(expected)
         self.service = hist.new_histogram()  # send-to-answer time, what closed loop would show
-        env = Environment()
-        env.events.request.add_listener(self.on_request)
-        self.session = FastHttpSession(
-            spec.base_url,
-            env.events.request,
-            user=None,
-            concurrency=spec.max_outstanding,
-            network_timeout=spec.timeout_s,
-            connection_timeout=spec.timeout_s,
-        )
+        events = EventHook()
+        events.add_listener(self.on_request)
+        self.session = lab_session(spec, events, spec.max_outstanding)
         self.inflight = Group()
         self.started = 0  # requests sent while measuring
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
@@ -121,26 +115,33 @@ class OpenLoop:
             self.pending.pop(token, None)
 
     def schedule(self, start: float) -> None:
-        """Issue requests at their intended times until killed; catch up at once when late."""
+        """Issue requests at their intended times until killed; catch up at once when late.
+        Each waits on a timerfd (`loadgen.timer`): sends leave within tens of microseconds of
+        their due time, not libev's millisecond."""
         rng = random.Random(self.spec.seed)
         assert self.spec.rate_rps is not None
         offsets = intended_offsets(self.spec.rate_rps, self.spec.arrival, rng, self.spec.offset_s)
-        for offset in offsets:
-            due = start + offset
-            delay = due - time.perf_counter()
-            if delay > 0:
-                gevent.sleep(delay)
-            # in the window by its due time: one due before it opened and sent late is not
-            measuring = self.recorder.measuring and due >= self.recorder.opened_at
-            if len(self.inflight) >= self.spec.max_outstanding:
-                if measuring:
-                    self.dropped += 1
-                    self.tick_dropped += 1
-                    self.waiting.append(due)
-                continue
+        timer = DueTimer()
+        try:
+            for offset in offsets:
+                timer.sleep_until(start + offset)
+                self.due(start + offset)
+        finally:
+            timer.close()
+
+    def due(self, due: float) -> None:
+        """The request due at `due` (now): sent, or dropped where the cap is full."""
+        # in the window by its due time: one due before it opened and sent late is not
+        measuring = self.recorder.measuring and due >= self.recorder.opened_at
+        if len(self.inflight) >= self.spec.max_outstanding:
             if measuring:
-                self.count_send(due)
-            self.inflight.spawn(self.send, due, measuring)
+                self.dropped += 1
+                self.tick_dropped += 1
+                self.waiting.append(due)
+            return
+        if measuring:
+            self.count_send(due)
+        self.inflight.spawn(self.send, due, measuring)
 
     def count_send(self, due: float) -> None:
         """A measured send and its lateness (a late one was delayed by this process itself)."""

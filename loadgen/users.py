@@ -14,11 +14,13 @@ one row per model, and `loadgen.request.model_of(name)` gives the model back to 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from locust import FastHttpUser, constant, task
 
 from loadgen.errors import BadBody
 from loadgen.request import Request, request_name
+from loadgen.session import without_cookies
 
 RequestPlan = Callable[[], Request]
 
@@ -33,6 +35,12 @@ class ModelUser(FastHttpUser):
     # ASGI twin, which the user would have to write): the web UI labels every model with it.
     runs_app = ""
     plan: RequestPlan = staticmethod(lambda: Request("/io"))
+    cookies = True  # locust's cookie jar (the web UI's users); the lab's generators send none
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.cookies:
+            without_cookies(self.client)
 
     @task
     def hit(self) -> None:
@@ -59,12 +67,14 @@ def model_user(
     doc: str = "",
     weight: int = 1,
     runs_app: str = "",
+    cookies: bool = True,
 ) -> type[ModelUser]:
     """A concrete user class named after `model` (what the class picker and `-u` runs show)."""
     attrs = {
         "host": host,
         "model": model,
         "runs_app": runs_app,
+        "cookies": cookies,
         "plan": staticmethod(plan),
         "network_timeout": timeout_s,
         "connection_timeout": connect_timeout_s,

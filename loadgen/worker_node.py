@@ -52,7 +52,7 @@ class Node:
     """The worker's user class, recorder and CPU meter, configured by the master's START."""
 
     def __init__(self, master_host: str, master_port: int) -> None:
-        self.user = model_user("lab", "", lambda: Request("/"))
+        self.user = model_user("lab", "", lambda: Request("/"), cookies=False)
         self.recorder = Recorder(None)
         self.recorder.measuring = True  # every completion counts; the master keeps measured ones
         self.cpu = CpuMeter()

@@ -352,7 +352,15 @@ def test_the_live_flags_read_a_saturated_generator_as_the_verdict_does(
 def test_a_full_keepalive_pool_behind_nginx_names_the_front(
     rps: float, p50: float, closed: int, limit: str
 ) -> None:
-    record = step(50, rps, p50=p50, cpu=45, front_cpu_pct=10.0, front_server_connections=closed)
+    record = step(50, rps, p50=p50, cpu=35, front_cpu_pct=10.0, front_server_connections=closed)
     assert record.limited_by == limit, record.limit_reason
     if limit == "front":
         assert "keepalive pool was full" in record.limit_reason
+
+
+def test_behind_nginx_the_cores_it_shares_with_the_server_count_as_the_servers() -> None:
+    """The server at 85% and nginx at 13% of its one core: the deployment's core was full, so
+    the step is server_cpu (both named), never a cause not found."""
+    record = step(200, 1400, p50=142, cpu=85, front_cpu_pct=13.0)
+    assert record.limited_by == "server_cpu", record.limit_reason
+    assert "the server 85%, nginx in front 13%" in record.limit_reason

@@ -50,7 +50,7 @@ class Facts:
     faults: tuple[str, ...]  # flags of a fault (the lab's, the server's or the upstream's)
     ideal_rps: float  # users / d, or the arrival rate (nan: no ideal)
     share_of_ideal: float  # throughput / ideal (nan: no ideal)
-    server_cpu_share: float  # of the cores the server can use
+    server_cpu_share: float  # of the cores the server can use (with nginx's, where it fronts)
     offered: float  # requests that would be in flight if nothing queued
     inflight: float  # seen by the upstream's counter, else inferred from outside (-1: unknown)
     inflight_seen: bool  # True: by the upstream's counter
@@ -86,7 +86,7 @@ def facts_of(r: StepRecord, cap: Capacity) -> Facts:
     ideal = ideal_rps(r, cap.delay_ms)
     seen = upstream_inflight(r)
     cores = max(cap.cores, 1e-9)
-    cpu_share = r.server_cpu_pct / (100 * cores)
+    cpu_share = r.deployed_cpu_pct / (100 * cores)  # nginx in front shares the server's cores
     failed = sum(r.errors.values())
     return Facts(
         r=r,

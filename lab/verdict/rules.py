@@ -80,7 +80,13 @@ def memory(f: Facts) -> Finding | None:
 def server_cpu(f: Facts) -> Finding | None:
     if not f.cpu_bound:
         return None
-    cpu = f"server CPU ({words.cores(f.cap.cores)} at {f.r.server_cpu_pct:.0f}%)"
+    r = f.r
+    cpu = f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
+    if r.front_cpu_pct >= 0:  # nginx on the same cores: the deployment's cores were full
+        cpu = (
+            f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%: the server "
+            f"{r.server_cpu_pct:.0f}%, nginx in front {r.front_cpu_pct:.0f}%)"
+        )
     if f.lab_disturbances():
         return Finding(
             f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so "
