@@ -25,5 +25,6 @@ fi
 start=$SECONDS
 docker/build-image.sh >/dev/null
 echo "docker smoke: image ready in $((SECONDS - start)) s"
-LAB_DOCKER_TESTS=1 "$python" -m pytest -q tests/test_compose.py tests/test_docker_backend.py
+LAB_DOCKER_TESTS=1 "$python" -m pytest -q tests/test_compose.py tests/test_compose_profiles.py \
+  tests/test_docker_backend.py
 echo "docker smoke: done in $((SECONDS - start)) s"

@@ -6,11 +6,17 @@ containers up takes a minute or two, too slow for every `pytest` run of the nati
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
 IMAGE = os.environ.get("LAB_IMAGE", "concurrency-lab:latest")
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "compose.yaml"
+HEALTHY_WITHIN_S = 90.0
 
 
 def compose_tool() -> list[str] | None:
@@ -38,3 +44,49 @@ def docker_skip_reason(compose: list[str] | None) -> str | None:
     ):
         return f"image {IMAGE} missing: build it with docker/build-image.sh"
     return None
+
+
+COMPOSE = compose_tool()
+
+
+def compose(
+    *args: str, project: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    assert COMPOSE is not None, "no Compose tool"
+    argv = [*COMPOSE, "-f", str(COMPOSE_FILE), *(["-p", project] if project else []), *args]
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def docker_json(*args: str) -> list[dict]:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def project_ids(project: str, kind: str = "ps") -> list[str]:
+    label = f"label=com.docker.compose.project={project}"
+    argv = ["docker", "ps", "-aq"] if kind == "ps" else ["docker", "network", "ls", "-q"]
+    done = subprocess.run([*argv, "--filter", label], capture_output=True, text=True, timeout=60)
+    return done.stdout.split()
+
+
+def wait_healthy(project: str, deadline: float) -> list[str]:
+    """Poll until every container with a healthcheck is healthy; return the ones that are not."""
+    while True:
+        ids = project_ids(project)
+        states = docker_json("inspect", *ids) if ids else []
+        pending = [
+            c["Name"]
+            for c in states
+            if c["State"].get("Health", {}).get("Status", "healthy") != "healthy"
+            or c["State"]["Status"] != "running"
+        ]
+        if (states and not pending) or time.monotonic() > deadline:
+            return pending or ([] if states else ["no containers"])
+        time.sleep(1)

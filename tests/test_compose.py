@@ -10,7 +10,6 @@ hardening, and checks that `down` leaves nothing behind.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import subprocess
@@ -23,17 +22,24 @@ from pathlib import Path
 import pytest
 import uibrowser
 import yaml
-from docker_env import IMAGE, compose_tool, docker_skip_reason
+from docker_env import (
+    COMPOSE,
+    COMPOSE_FILE,
+    HEALTHY_WITHIN_S,
+    IMAGE,
+    compose,
+    docker_json,
+    docker_skip_reason,
+    project_ids,
+    wait_healthy,
+)
 from uibrowser import needs_chromium
 
 from lab.system.procs import free_port
 from lab.system.tuning import read_nofile, read_sysctls
-from servers.common import expected_body, io_body
+from servers.common import io_body
 
-ROOT = Path(__file__).resolve().parent.parent
-COMPOSE_FILE = ROOT / "compose.yaml"
 CORE_MODELS = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent", "gunicorn-asyncio")
-HEALTHY_WITHIN_S = 90.0
 PORT_VARS = {
     "upstream": "LAB_UPSTREAM_PORT",
     "uwsgi-threads": "LAB_PORT_UWSGI_THREADS",
@@ -45,23 +51,7 @@ PORT_VARS = {
 }
 
 
-COMPOSE = compose_tool()
 needs_compose = pytest.mark.skipif(COMPOSE is None, reason="no Compose tool installed")
-
-
-def compose(
-    *args: str, project: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    assert COMPOSE is not None
-    argv = [*COMPOSE, "-f", str(COMPOSE_FILE), *(["-p", project] if project else []), *args]
-    return subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def resolved_config(*profiles: str) -> dict:
@@ -149,18 +139,6 @@ SKIP_REASON = docker_skip_reason(COMPOSE)
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
 
 
-def docker_json(*args: str) -> list[dict]:
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(done.stdout)
-
-
-def project_ids(project: str, kind: str = "ps") -> list[str]:
-    label = f"label=com.docker.compose.project={project}"
-    argv = ["docker", "ps", "-aq"] if kind == "ps" else ["docker", "network", "ls", "-q"]
-    done = subprocess.run([*argv, "--filter", label], capture_output=True, text=True, timeout=60)
-    return done.stdout.split()
-
-
 @dataclass
 class Stack:
     project: str
@@ -177,22 +155,6 @@ class Stack:
             if c["Config"]["Labels"]["com.docker.compose.service"] == service:
                 return c["Id"]
         raise AssertionError(f"no container for {service}")
-
-
-def wait_healthy(project: str, deadline: float) -> list[str]:
-    """Poll until every container with a healthcheck is healthy; return the ones that are not."""
-    while True:
-        ids = project_ids(project)
-        states = docker_json("inspect", *ids) if ids else []
-        pending = [
-            c["Name"]
-            for c in states
-            if c["State"].get("Health", {}).get("Status", "healthy") != "healthy"
-            or c["State"]["Status"] != "running"
-        ]
-        if (states and not pending) or time.monotonic() > deadline:
-            return pending or ([] if states else ["no containers"])
-        time.sleep(1)
 
 
 @pytest.fixture(scope="module")
@@ -320,106 +282,3 @@ def test_down_leaves_no_container_or_network(stack: Stack) -> None:
     assert done.returncode == 0, done.stderr
     assert project_ids(stack.project) == []
     assert project_ids(stack.project, kind="network") == []
-
-
-@needs_docker
-def test_databases_profile_serves_db_and_cache_routes() -> None:
-    """`--profile databases`: real PostgreSQL and Redis containers (lab.cli.dbserve), healthy, and a
-    model answering /db (pg_sleep) and /cache (BLPOP) through them with the exact bodies."""
-    project = f"labdb{os.getpid()}"
-    port = free_port()
-    env = {"LAB_IMAGE": IMAGE, "LAB_PORT_GUNICORN_GEVENT": str(port)}
-    env["LAB_UPSTREAM_PORT"] = str(free_port())
-    services = ("postgres", "redis", "gunicorn-gevent")
-    start = time.monotonic()
-    try:
-        up = compose("--profile", "databases", "up", "-d", *services, project=project, env=env)
-        pending = wait_healthy(project, start + HEALTHY_WITHIN_S)
-        assert up.returncode == 0 and not pending, f"up: {up.stderr[-2000:]}\nunhealthy: {pending}"
-        for path in ("/db?delay_ms=50", "/cache?delay_ms=50"):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as reply:
-                assert reply.status == 200 and reply.read() == expected_body(path), path
-    finally:
-        down = ("--profile", "databases", "down", "-v", "--remove-orphans", "-t", "5")
-        compose(*down, project=project, env=env)
-    assert project_ids(project) == [] and project_ids(project, kind="network") == []
-
-
-@needs_docker
-def test_front_profile_serves_models_behind_nginx_with_its_cpu_apart() -> None:
-    """`--profile front`: a uWSGI model (uwsgi_pass, unix socket) and an HTTP one (proxy_pass)
-    behind nginx in their containers, non-root and read-only: exact bodies over one kept-alive
-    client connection, and each meter reports nginx's CPU and memory apart from the server's."""
-    project = f"labfront{os.getpid()}"
-    services = ("uwsgi-threads-nginx", "gunicorn-asyncio-nginx")
-    ports = {name: free_port() for name in services}
-    env = {"LAB_IMAGE": IMAGE, "LAB_UPSTREAM_PORT": str(free_port()), "LAB_DELAY_MS": "20"}
-    env |= {f"LAB_PORT_{n.upper().replace('-', '_')}": str(p) for n, p in ports.items()}
-    start = time.monotonic()
-    try:
-        up = compose("--profile", "front", "up", "-d", *services, project=project, env=env)
-        pending = wait_healthy(project, start + HEALTHY_WITHIN_S)
-        assert up.returncode == 0 and not pending, f"up: {up.stderr[-2000:]}\nunhealthy: {pending}"
-        for name, port in ports.items():
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            for _ in range(3):  # one connection: nginx keeps clients alive for every model
-                conn.request("GET", "/io?delay_ms=10")
-                reply = conn.getresponse()
-                assert reply.status == 200 and reply.read() == io_body(200)[0], name
-            conn.close()
-            meter = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9100/').read().decode())"
-            said = compose("exec", "-T", name, "python", "-c", meter, project=project, env=env)
-            answer = json.loads(said.stdout)
-            assert answer["rss_mb"] > 0 and answer["front"]["rss_mb"] > 0, (name, said.stderr)
-    finally:
-        compose(
-            "--profile",
-            "front",
-            "down",
-            "-v",
-            "--remove-orphans",
-            "-t",
-            "5",
-            project=project,
-            env=env,
-        )
-    assert project_ids(project) == [] and project_ids(project, kind="network") == []
-
-
-@needs_docker
-def test_sweep_profile_writes_results_to_the_host(tmp_path: Path) -> None:
-    tmp_path.chmod(0o777)  # the sweep runs as uid 10001, not as the test's user
-    project = f"labsweep{os.getpid()}"
-    env = {"LAB_RESULTS_DIR": str(tmp_path), "LAB_IMAGE": IMAGE}
-    try:
-        done = compose(
-            "--profile",
-            "sweep",
-            "run",
-            "--rm",
-            "sweep",
-            "lab",
-            "run",
-            "--models",
-            "gunicorn-gevent",
-            "--levels",
-            "1,5",
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-            "/app/results",
-            project=project,
-            env=env,
-            timeout=180,
-        )
-    finally:
-        compose("--profile", "sweep", "down", "-v", "--remove-orphans", project=project, env=env)
-    assert project_ids(project) == [] and project_ids(project, kind="network") == []
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    (run_dir,) = tmp_path.iterdir()
-    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
-    assert [s["users"] for s in steps] == [1, 5]
-    assert all(s["ok"] > 0 and not s["errors"] for s in steps)
