@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from locust.contrib.fasthttp import FastHttpSession
+from locust.contrib.fasthttp import FastHttpSession, FastHttpUser
 from locust.event import EventHook
 
 from loadgen.protocol import Start
@@ -25,7 +25,11 @@ def without_cookies(session: FastHttpSession) -> FastHttpSession:
 
 def lab_session(start: Start, events: EventHook, concurrency: int, **more: Any) -> FastHttpSession:
     """A session to the step's server: `concurrency` pooled connections, the step's timeouts,
-    every request fired on `events` (the recorder listens there), no cookies."""
+    every request fired on `events` (the recorder listens there), no cookies.
+
+    Retries and redirects as locust's FastHttpUser sets them: geventhttpclient's own default
+    retries a failed request three times, which would hide a timeout, a reset or a refusal in
+    a slow success (a hung server's step would record no error at all)."""
     session = FastHttpSession(
         start.base_url,
         events,
@@ -33,6 +37,8 @@ def lab_session(start: Start, events: EventHook, concurrency: int, **more: Any) 
         concurrency=concurrency,
         network_timeout=start.timeout_s,
         connection_timeout=start.timeout_s,
+        max_retries=FastHttpUser.max_retries,
+        max_redirects=FastHttpUser.max_redirects,
         **more,
     )
     return without_cookies(session)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -176,7 +177,9 @@ def test_the_drain_is_no_second_and_a_silent_second_has_no_p99(tmp_path: Path) -
     the step's latency and out of its seconds."""
     hole = socket.create_server(("127.0.0.1", 0), backlog=512)  # the kernel accepts; no one reads
     url = f"http://127.0.0.1:{hole.getsockname()[1]}"
-    start = Start(url, "/", 0.3, 2.0, 1.0, rate_rps=20.0, max_outstanding=100)
+    # a timeout beyond the drain's longest wait (loadgen.open_loop.DRAIN_MAX_S, 10 s; importing
+    # it here would import locust, which monkey-patches this process): unanswered at the cut-off
+    start = Start(url, "/", 0.3, 1.0, 12.0, rate_rps=20.0, max_outstanding=100)
     seen: list[tuple[float, float, str | None]] = []
     try:
         done = run_step(
@@ -193,3 +196,23 @@ def test_the_drain_is_no_second_and_a_silent_second_has_no_p99(tmp_path: Path) -
     assert len(tags) - 1 == len(p99s)  # every other interval is a measured second
     assert done.open_loop is not None and done.open_loop.unfinished > 0
     assert "mean" in done.open_loop.lower_bounds  # every bound pulls the mean down too
+
+
+@pytest.mark.parametrize(
+    "load",
+    [{"users": 4}, {"rate_rps": 20.0, "max_outstanding": 100}],
+    ids=["closed-loop", "open-loop"],
+)
+def test_a_request_that_times_out_is_one_timeout_never_retried(
+    load: dict[str, Any], tmp_path: Path
+) -> None:
+    """A server that accepts and never answers: each request is one timeout, timed at the step's
+    timeout (an HTTP client's silent retries would make it a multiple, or no record at all)."""
+    hole = socket.create_server(("127.0.0.1", 0), backlog=512)
+    url = f"http://127.0.0.1:{hole.getsockname()[1]}"
+    try:
+        done = run_step(Start(url, "/", 0.3, 2.5, 0.5, **load), tmp_path / "gen.log")
+    finally:
+        hole.close()
+    assert done.ok == 0 and done.errors.get("timeout", 0) > 0, done.errors
+    assert 450 <= done.failed_latency_ms["timeout"]["max"] < 900, done.failed_latency_ms

@@ -83,4 +83,7 @@ def test_a_multi_process_servers_efficiency_is_at_most_one(tmp_path: Path) -> No
     table = point_table(load(run))
     assert len(table) == 4
     assert (table["efficiency"] <= 1.0).all(), table[["model", "concurrency", "efficiency"]]
-    assert (table["ceiling_rps"] >= table["rps"]).all()
+    # a ceiling, where one was measured (a model with no fair point has none), is never below
+    # the throughput measured
+    ceiling = table["ceiling_rps"]
+    assert (ceiling.isna() | (ceiling >= table["rps"])).all(), table[["model", "ceiling_rps"]]
