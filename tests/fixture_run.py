@@ -3,7 +3,8 @@
 The analysis tests need runs whose every number is known in advance, so this writes them with
 `lab.record.step.step_record`, `lab.record.rundir.RunDir` and `lab.record.hist` (the `.hlog` writer)
 exactly as
-a real sweep does, only with chosen values instead of measured ones.
+a real sweep does, only with chosen values instead of measured ones; `closed_step` builds one
+step record by hand and assesses it as the lab does (the verdict tests' shared step).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 from lab.record import hist
 from lab.record.rundir import RunDir
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
 
 RUN_ID = "fixture"
 T0 = 1_700_000_000.0  # start of the first interval, seconds since the epoch
@@ -37,6 +40,29 @@ def window(
     return Measured(
         STARTED, seconds, answered + failed, answered, errors or {}, **{**figures, **more}
     )
+
+
+def closed_step(
+    users: int,
+    rps: float,
+    cap: Capacity,
+    *,
+    p50: float,
+    cpu: float,
+    raised: tuple[Raised, ...] = (),
+    errors: dict[str, int] | None = None,
+    client_cpu: float = 20.0,
+    **sampled: Any,
+) -> StepRecord:
+    """A 10 s closed-loop step of `users` as the lab assesses one on `cap`: `rps` answers a
+    second, server CPU `cpu` %, `sampled` Sampled's other figures; a raised generator_lag carries
+    its lag p99 (40 ms unless its evidence says) into the window, as a generator would report it."""
+    measured = window(rps, p50, errors=errors, client_cpu_pct=client_cpu)
+    for lag in (r.evidence.get("lag_p99_ms", 40.0) for r in raised if r.flag == "generator_lag"):
+        measured = replace(measured, generator_lag_ms={"p99": lag, "max": 2 * lag})
+    record = Sampled(**{"server_cpu_pct": cpu, "server_rss_mb": 60, **sampled})
+    key = StepKey("m", "closed", users, None, 1)
+    return assessed(step_record("run", key, measured, record, raised), cap)
 
 
 @dataclass(frozen=True)

@@ -214,24 +214,30 @@ def test_unanswered_requests_of_every_generator_are_lower_bounds(tmp_path: Path)
     assert {"p50", "p99", "max"} <= set(figures.lower_bounds)
 
 
+def remote_worker(
+    url: str, *, duration_s: float, timeout_s: float, rate: float, generators: int = 1
+) -> tuple[subprocess.Popen[bytes], Start]:
+    """A `loadgen.worker_node` (as `lab generator` starts one) waiting for a master on a free
+    port, and an open-loop step of `generators` local processes plus it, for that master."""
+    master = f"127.0.0.1:{procs.free_port()}"
+    argv = [sys.executable, "-m", "loadgen.worker_node", master]
+    worker = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start = Start(
+        *(url, PATH, 0.5, duration_s, timeout_s),
+        rate_rps=rate,
+        max_outstanding=round(rate / 2),
+        generators=generators,
+        remote_generators=1,
+        master=master,
+    )
+    return worker, start
+
+
 def test_a_remote_generator_that_leaves_during_the_step_is_named(
     upstream: LocalServer, tmp_path: Path
 ) -> None:
     """Killed mid-step, its share would silently go missing: the step fails and says who left."""
-    master = f"127.0.0.1:{procs.free_port()}"
-    argv = [sys.executable, "-m", "loadgen.worker_node", master]
-    remote = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    start = Start(
-        base_url=upstream.url,
-        path=PATH,
-        settle_s=0.5,
-        duration_s=8.0,
-        timeout_s=10.0,
-        rate_rps=200.0,
-        max_outstanding=100,
-        remote_generators=1,
-        master=master,
-    )
+    remote, start = remote_worker(upstream.url, duration_s=8.0, timeout_s=10.0, rate=200.0)
     try:
         with Generator(start, log_path=tmp_path / "loadgen.log") as gen:
             outcome = follow(gen, on_measuring=lambda _: remote.kill())
@@ -248,17 +254,8 @@ def test_a_worker_whose_master_vanished_leaves_after_its_step(
     """A master killed mid-step never sends its quit (as a quit lost on a busy host): the worker
     leaves once its step is long over, not after locust's 60 s heartbeat limit, so a remote
     `lab generator` is ready for the next step's master (which waits 30 s for its workers)."""
-    master = f"127.0.0.1:{procs.free_port()}"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.worker_node", master], stderr=subprocess.DEVNULL
-    )
-    start = Start(
-        *(upstream.url, PATH, 0.5, 1.0, 2.0),
-        rate_rps=100.0,
-        max_outstanding=50,
-        generators=0,
-        remote_generators=1,
-        master=master,
+    worker, start = remote_worker(
+        upstream.url, duration_s=1.0, timeout_s=2.0, rate=100.0, generators=0
     )
     try:
         with Generator(start, log_path=tmp_path / "loadgen.log") as gen:

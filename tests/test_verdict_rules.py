@@ -7,17 +7,17 @@ tests/test_verdict_runs.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from analysis import load
 from analysis.metrics import point_table
 from analysis.summary import generators_advice
-from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
-from lab.verdict.assess import assessed
+from lab.record.step import Raised, StepRecord
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import upstream_inflight
-from tests.fixture_run import FixtureStep, build_run, window
+from tests.fixture_run import FixtureStep, build_run, closed_step
 
 D_MS = 10.0
 
@@ -37,26 +37,14 @@ def step(
     users: int,
     rps: float,
     *,
-    p50: float,
-    cpu: float,
     inflight: int = 0,
     served: int = -1,
-    raised: tuple[Raised, ...] = (),
     cap: Capacity | None = None,
-    client_cpu: float = 20.0,
-    **more: float,
+    **figures: Any,
 ) -> StepRecord:
-    """A 10 s closed-loop step: `rps` answers a second, the upstream's counters as given."""
-    measured = window(rps, p50, client_cpu_pct=client_cpu)
-    sampled = Sampled(
-        server_cpu_pct=cpu,
-        server_rss_mb=60,
-        upstream_max_inflight=inflight,
-        upstream_served=served,
-        **more,  # type: ignore[arg-type]
-    )
-    key = StepKey("m", "closed", users, None, 1)
-    return assessed(step_record("run", key, measured, sampled, raised), cap or capacity())
+    """`closed_step` with the upstream's counters as given (in flight at most, requests served)."""
+    more = {"upstream_max_inflight": inflight, "upstream_served": served}
+    return closed_step(users, rps, cap or capacity(), **more, **figures)
 
 
 CAPS = {"capped", "capped_unexplained"}

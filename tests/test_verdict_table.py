@@ -5,7 +5,6 @@ a disturbance never read as the app's cap. Hand-built records, 10 ms service tim
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.record.flags import excluding, tail_excluding
-from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, StepRecord
 from lab.verdict.assess import assessed, verdict
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import facts_of
 from lab.verdict.table import RULES
 from lab.webui.liveflags import Live, flags
-from tests.fixture_run import window
+from tests.fixture_run import closed_step
 
 D_MS = 10.0
 CAPS = {"capped", "capped_unexplained"}
@@ -31,25 +30,9 @@ def capacity(requests: int = 1000, host_cores: int = 2) -> Capacity:
     )
 
 
-def step(
-    users: int,
-    rps: float,
-    *,
-    p50: float,
-    cpu: float,
-    raised: tuple[Raised, ...] = (),
-    errors: dict[str, int] | None = None,
-    client_cpu: float = 20.0,
-    **sampled: Any,
-) -> StepRecord:
-    """A 10 s closed-loop step with `rps` answers a second; `sampled`: Sampled's figures."""
-    measured = window(rps, p50, errors=errors, client_cpu_pct=client_cpu)
-    for lag in (r.evidence.get("lag_p99_ms", 40.0) for r in raised if r.flag == "generator_lag"):
-        measured = replace(measured, generator_lag_ms={"p99": lag, "max": 2 * lag})
-    sampled.setdefault("upstream_max_inflight", -1)
-    record = Sampled(server_cpu_pct=cpu, server_rss_mb=60, **sampled)
-    key = StepKey("m", "closed", users, None, 1)
-    return assessed(step_record("run", key, measured, record, raised), capacity())
+def step(users: int, rps: float, **figures: Any) -> StepRecord:
+    """`closed_step` on one core of 1000 threads, the upstream's counter unknown unless given."""
+    return closed_step(users, rps, capacity(), **{"upstream_max_inflight": -1, **figures})
 
 
 GEN_FULL = Raised("client_saturated", {"client_cpu_pct": 97.0, "generators_needed": 2})
