@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.judge import judge, sentence
+from analysis.noise import floor
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 
 
@@ -79,8 +80,11 @@ def test_single_trial_uses_its_seconds_and_says_so() -> None:
     v = only([record("a", 100, seconds=noisy), record("b", 95, seconds=noisy)])
     assert set(v.best_rps) == {"a", "b"} and v.trials == 1
     assert "single trial" in sentence(v)
-    steady = only([record("a", 100), record("b", 90)])
-    assert steady.best_rps == ("a",)  # flat seconds: no interval, 10% apart is no tie
+    # Flat seconds: only the committed run-to-run floor separates them.
+    apart = 100 - 3 * floor().point("rps", 100)
+    assert only([record("a", 100), record("b", apart)]).best_rps == ("a",)
+    within = 100 - floor().point("rps", 100)
+    assert set(only([record("a", 100), record("b", within)]).best_rps) == {"a", "b"}
 
 
 def test_a_qualifying_flag_is_a_note_not_an_exclusion() -> None:
