@@ -9,6 +9,7 @@ import click
 from experiments import (
     brownout,
     coroutines_vs_threads,
+    granian_long_io,
     mixpanel,
     pool_overhead,
     uwsgi_blog,
@@ -20,7 +21,15 @@ from lab.cli.options import results_dir_option
 
 # Every reproducible experiment by its command-line name, in the order docs/reproductions.md
 # shows them.
-ORDER = (pool_overhead, coroutines_vs_threads, mixpanel, uwsgi_blog, uwsgi_blog_postgres, brownout)
+ORDER = (
+    pool_overhead,
+    coroutines_vs_threads,
+    mixpanel,
+    uwsgi_blog,
+    uwsgi_blog_postgres,
+    brownout,
+    granian_long_io,
+)
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in map(Experiment.of_module, ORDER)}
 
 
