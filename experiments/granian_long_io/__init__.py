@@ -17,40 +17,25 @@ waits stay as published, `--quick` shortens every run (primer, warm-up and measu
 
 from __future__ import annotations
 
-import socket
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import psutil
 
 from experiments.common import Reproduction, Row, RunDir, free_port, load_published, serving
 from experiments.granian_long_io import cases as C
-from experiments.granian_long_io import oha
+from experiments.granian_long_io import clients, may2025
 from experiments.granian_long_io.gaps import PUBLISHED_S, Reading, explain, verdict
-from experiments.granian_long_io.tables import conclude, may2025, recommended_table
+from experiments.granian_long_io.tables import conclude, recommended_table
 from lab.system.sampling import TreeMeter
 
 SUMMARY = "Granian's Long I/O table (10/100 ms waits, 512 connections, oha), explained"
 MODELS = {s.name: " ".join(s.argv) for s in C.PUBLISHED}
 CPUS = psutil.cpu_count() or 1
-BODY_END = b"x" * 10  # the end of an answer of the route (app.BODY)
 
 
-@dataclass(frozen=True)
-class Protocol:
-    bench_s: float = 10.0  # the harness's measured run
-    primer_s: float = 4.0  # at primer_c connections
-    primer_c: int = 8
-    warmup_s: float = 3.0  # at the test's connections
-    pauses_s: tuple[float, float, float] = (1.0, 2.0, 3.0)  # after primer, warm-up, run
-    connections: int = 512
-    levels: tuple[int, ...] = (64, 512)  # the recommended configurations' sweep
-    recommended: bool = True
-    may2025: bool = True
-    only: tuple[str, ...] = ()  # server names to run (tests); () = all
-
-
+Protocol = C.Protocol
 PROTOCOLS = {
     "default": Protocol(),
     "quick": Protocol(
@@ -77,12 +62,12 @@ def host_busy(before: Any, after: Any) -> float:
 
 def load(p: Protocol, run: RunDir, index: int, case: C.Case, url: str, pid: int) -> dict[str, Any]:
     """The harness's sequence against a started server: primer, warm-up, the measured run."""
-    oha.run(url, p.primer_c, p.primer_s)
+    clients.run(url, p.primer_c, p.primer_s)
     time.sleep(p.pauses_s[0])
-    oha.run(url, case.connections, p.warmup_s)
+    clients.run(url, case.connections, p.warmup_s)
     time.sleep(p.pauses_s[1])
     meter, host0 = TreeMeter(pid), psutil.cpu_times()
-    m = oha.run(url, case.connections, p.bench_s, raw=run.path / f"oha/case{index:02d}.json")
+    m = clients.run(url, case.connections, p.bench_s, raw=run.path / f"oha/case{index:02d}.json")
     server, host = meter.sample(), host_busy(host0, psutil.cpu_times())
     time.sleep(p.pauses_s[2])
     return {
@@ -145,31 +130,28 @@ def published_of(case: C.Case, pub: dict[str, Any]) -> dict[str, Any] | None:
     return figures
 
 
-def published_value(case: C.Case, figures: dict[str, Any] | None, key: str) -> float | None:
-    """One published figure; the 200-rate is "Total requests" over the 10 s run, except in May
-    2025, when "Total requests" was rewrk's count of every request, answered or not."""
-    if figures is None or (key == "ok_rps" and case.kind == "may2025"):
+def published_value(figures: dict[str, Any] | None, key: str) -> float | None:
+    """One published figure; the 200-rate is "Total requests" over the 10 s run."""
+    if figures is None:
         return None
     return round(figures["total"] / PUBLISHED_S if key == "ok_rps" else figures[key], 1)
 
 
-def rows(case: C.Case, m: dict[str, Any], pub: dict[str, Any], why: str) -> list[Row]:
-    """The case's rows, published beside measured where the page has the row; `why` explains a
-    May 2025 row."""
+def rows(case: C.Case, m: dict[str, Any], pub: dict[str, Any]) -> list[Row]:
+    """The case's rows, published beside measured where the page has the row."""
     section = case.label + (f" ({case.server.note})" if case.server.note else "")
     figures = published_of(case, pub)
     metrics = METRICS if figures is not None else METRICS[1:2]
-    values = [(name, unit, published_value(case, figures, key), key) for name, unit, key in metrics]
+    values = [(name, unit, published_value(figures, key), key) for name, unit, key in metrics]
     if "failed" in m:
         return [Row.of_failure(section, n, u, v, m["failed"]) for n, u, v, _ in values]
     r = reading(m, case)
     found = []
     for name, unit, published, key in values:
-        row = Row(
-            section, name, unit, published, round(m[key], 1), verdict(r), evidence=evidence(m)
-        )
+        value = round(m[key], 1) if m["ok"] or key != "avg_ms" else None  # no answer, no latency
+        row = Row(section, name, unit, published, value, verdict(r), evidence=evidence(m))
         if row.gap() and figures is not None:
-            row = replace(row, explanation=why or explain(figures, r, pub["cpus"]))
+            row = replace(row, explanation=explain(figures, r, pub["cpus"]))
         found.append(row)
     return found
 
@@ -185,48 +167,25 @@ def evidence(m: dict[str, Any]) -> dict[str, Any]:
     return {k: m[k] for k in EVIDENCE if k in m}
 
 
-def closes_after_answer(port: int, path: str) -> float | None:
-    """Microseconds until a second keep-alive request on one connection fails, where the server
-    closed it after its first answer; None where the second is answered."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        request = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n".encode()
-        s.sendall(request)
-        while (chunk := s.recv(65536)) and BODY_END not in chunk:
-            pass
-        start = time.perf_counter()
-        try:
-            s.sendall(request)
-            answered = bool(s.recv(65536))
-        except OSError:
-            answered = False
-        return None if answered else (time.perf_counter() - start) * 1e6
-
-
-def probe(case: C.Case, run: RunDir) -> float | None:
-    """The May 2025 argv probed alone: does its server close a connection after one answer?"""
-    port = free_port()
-    log = run.path / "logs/probe.log"
-    with serving(C.argv(case, port), f"http://127.0.0.1:{port}/health", log):
-        return closes_after_answer(port, "/health")
-
-
 def run(p: Protocol, run_dir: RunDir) -> Reproduction:
     published = load_published("granian_long_io")
     pub = {**published["figures"], "cpus": published["cpus"]}
     todo = all_cases(p)
-    why = oha.missing()
-    run_dir.manifest["oha"] = oha.version() if why is None else why
+    why = clients.missing()
+    run_dir.manifest["oha"] = clients.version() if why is None else why
     run_dir.save_manifest()
-    closes = probe(C.MAY_2025_CASE, run_dir) if p.may2025 else None
     measured = []
     for i, case in enumerate(todo, 1):
         print(f"granian-long-io: [{i}/{len(todo)}] {case.kind}: {case.label}", flush=True)
         measured.append((case, {"failed": why} if why else measure(p, run_dir, i, case)))
     done = [(c, reading(m, c)) for c, m in measured if "failed" not in m]
-    may = next((r for c, r in done if c.kind == "may2025"), None)
-    said = may2025(pub, may, closes)
-    found = [
-        row for c, m in measured for row in rows(c, m, pub, said if c.kind == "may2025" else "")
-    ]
+    found = [row for c, m in measured if c.kind != "may2025" for row in rows(c, m, pub)]
+    said = ""
+    if p.may2025:
+        oha_m = next(m for c, m in measured if c.kind == "may2025")
+        may = reading(oha_m, C.MAY_2025_CASE) if "failed" not in oha_m else None
+        rewrk_m = may2025.measure(p, run_dir, len(todo) + 1, C.MAY_2025_CASE)
+        found += may2025.rows(C.MAY_2025_CASE, rewrk_m, may, pub)
+        said = may2025.explanation(pub, rewrk_m, may)
     details = {"as each server's docs recommend": recommended_table(done)}
-    return Reproduction(found, conclude(done, pub, closes), [], details)
+    return Reproduction(found, conclude(done) + (" " + said if said else ""), [], details)

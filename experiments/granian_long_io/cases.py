@@ -22,6 +22,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 APP = "experiments.granian_long_io.app"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How long each run lasts and what is run: the harness's seconds by default."""
+
+    bench_s: float = 10.0  # the harness's measured run
+    primer_s: float = 4.0  # at primer_c connections
+    primer_c: int = 8
+    warmup_s: float = 3.0  # at the test's connections
+    pauses_s: tuple[float, float, float] = (1.0, 2.0, 3.0)  # after primer, warm-up, run
+    connections: int = 512
+    levels: tuple[int, ...] = (64, 512)  # the recommended configurations' sweep
+    recommended: bool = True
+    may2025: bool = True
+    only: tuple[str, ...] = ()  # server names to run (tests); () = all
+
+
 APP_FILE = Path(__file__).with_name("app.py")
 
 

@@ -1,4 +1,4 @@
-"""oha, the harness's client, run as the harness runs it and read into one record.
+"""The harnesses' clients, run as they ran them: oha (the page of August 2026) and rewrk (May 2025).
 
 `oha --no-tui -c C -z Ns --output-format json URL`: C connections for N seconds, each sending its
 next request when the last one is answered (closed loop). The harness takes RPS from
@@ -6,6 +6,11 @@ next request when the last one is answered (closed loop). The harness takes RPS 
 such as a closed connection or a request cut off at the deadline), and its "Total requests" from
 `statusCodeDistribution["200"]`. Both are kept here, with the errors by kind, so a figure that
 counts errors is never read as a rate of answers.
+
+The May 2025 page's harness ran `rewrk -c C -d Ns --json` with keep-alive headers and took RPS
+from rewrk's `requests_avg` and "Total requests" from `requests_total`. rewrk 0.3 keeps the time of
+every request it started, a failed one too (timed until it has reconnected), so both count
+failures; it reports no status codes.
 """
 
 from __future__ import annotations
@@ -19,34 +24,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CARGO_BIN = Path.home() / ".cargo" / "bin" / "oha"
+CARGO_BIN = Path.home() / ".cargo" / "bin"
+# The May 2025 harness's headers: keep-alive asked for (its Keep-Alive value had a stray quote).
+REWRK_HEADERS = ("Connection: Keep-Alive", "Keep-Alive: timeout=60'")
 
 
-def binary() -> str | None:
-    """oha on PATH, or where `cargo install` puts it."""
-    return shutil.which("oha") or (str(CARGO_BIN) if os.access(CARGO_BIN, os.X_OK) else None)
+def binary(name: str = "oha") -> str | None:
+    """The client on PATH, or where `cargo install` puts it."""
+    cargo = CARGO_BIN / name
+    return shutil.which(name) or (str(cargo) if os.access(cargo, os.X_OK) else None)
 
 
-def missing() -> str | None:
-    """Why oha cannot run here, in one line ("" never: None when it can)."""
-    exe = binary()
+def missing(name: str = "oha") -> str | None:
+    """Why the client cannot run here, in one line; None when it can."""
+    exe = binary(name)
     if exe is None:
-        return (
-            "oha is not installed (scripts/setup.sh installs it where cargo is: cargo install oha)"
-        )
+        where = "scripts/setup.sh installs it where cargo is"
+        return f"{name} is not installed ({where}: cargo install {name} --locked)"
     try:
         out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"oha does not run: {e}"
-    return None if out.returncode == 0 else f"oha --version exited {out.returncode}"
+        return f"{name} does not run: {e}"
+    return None if out.returncode == 0 else f"{name} --version exited {out.returncode}"
 
 
-def version() -> str:
-    exe = binary()
-    if exe is None:
-        return "not installed"
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
-    return out.stdout.strip()
+def version(name: str = "oha") -> str:
+    """The client's version line, or why it cannot run."""
+    why = missing(name)
+    if why is not None:
+        return why
+    argv = [str(binary(name)), "--version"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.strip()
 
 
 @dataclass(frozen=True)
@@ -126,3 +134,26 @@ def run(url: str, connections: int, seconds: float, raw: Path | None = None) -> 
         raw.parent.mkdir(parents=True, exist_ok=True)
         raw.write_text(out.stdout)
     return parse(json.loads(out.stdout), connections, cpu)
+
+
+def rewrk(url: str, connections: int, seconds: float) -> dict[str, float]:
+    """One rewrk run as the May 2025 harness made it: its RPS (requests_avg), requests_total and
+    latencies (ms), every started request counted, failed ones too."""
+    exe = binary("rewrk")
+    if exe is None:
+        raise RuntimeError(missing("rewrk"))
+    argv = [exe, "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--json"]
+    for header in REWRK_HEADERS:
+        argv += ["-H", header]
+    out = subprocess.run(
+        [*argv, "-h", url], capture_output=True, text=True, timeout=seconds + 60, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"rewrk exited {out.returncode}: {out.stderr.strip()[-300:]}")
+    doc = json.loads(out.stdout)
+    return {
+        "rps": float(doc["requests_avg"] or 0.0),
+        "requests": int(doc["requests_total"]),
+        "avg_ms": float(doc["latency_avg"] or 0.0),
+        "max_ms": float(doc["latency_max"] or 0.0),
+    }
