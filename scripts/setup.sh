@@ -79,6 +79,21 @@ if root_apt; then
     || echo "setup: apache2-utils could not be installed; uwsgi-blog's ab cases need it"
 fi
 
+# oha (the client of Granian's benchmark page, `lab reproduce granian-long-io`) and rewrk (the
+# same page's client in May 2025) are Rust programs: built with cargo where it is present, once
+# (minutes of compiling), each skipped with one line when it cannot be.
+cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+for tool in oha rewrk; do
+  command -v "$tool" >/dev/null || [[ -x $HOME/.cargo/bin/$tool ]] && continue
+  if [[ -x $cargo ]]; then
+    echo "setup: building $tool with cargo (once; a few minutes)"
+    "$cargo" install "$tool" --locked >/dev/null 2>&1 \
+      || echo "setup: $tool could not be built; lab reproduce granian-long-io needs it"
+  else
+    echo "setup: $tool not installed (no cargo); lab reproduce granian-long-io needs it"
+  fi
+done
+
 # nginx (Debian's nginx-light) is the front of `lab run --front nginx`; optional. The lab starts its
 # own per run (own config and prefix, 127.0.0.1): a policy-rc.d keeps the package from starting a
 # system nginx on port 80, and the boot-time service is disabled.

@@ -96,9 +96,7 @@ def counts_errors(r: Reading) -> bool:
 
 def limit(r: Reading) -> tuple[str, str]:
     """(name, words with figures) of what bounds the row's 200-rate, the first that holds of:
-    nothing answered, its threads, the ideal, the server's CPU, the machine's CPU."""
-    if r.ok_rps <= 0:
-        return "no answers", "not one 200 answer"
+    its threads, nothing answered, the ideal, the server's CPU, the machine's CPU."""
     if r.thread_ceiling < r.ideal * NEAR_IDEAL:
         n = r.processes * r.threads
         what = "one thread" if n == 1 else f"{n} threads"
@@ -106,6 +104,8 @@ def limit(r: Reading) -> tuple[str, str]:
             f"{what}: {n} request(s) at a time, a ceiling of {n} / {r.sleep_s:g} s = "
             f"{r.thread_ceiling:,.0f} req/s, against the ideal {r.ideal:,.0f}"
         )
+    if r.ok_rps <= 0:
+        return "no answers", "not one 200 answer"
     if r.ok_rps >= r.ideal * NEAR_IDEAL:
         return "the ideal", f"the ideal: {r.connections} / {r.sleep_s:g} s = {r.ideal:,.0f} req/s"
     cores = r.usable_cores
