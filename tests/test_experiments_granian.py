@@ -233,3 +233,15 @@ def test_a_row_whose_200_rate_is_below_its_rps_is_flagged(
         assert flagged
     if extra == 0:
         assert not flagged
+
+
+def test_quick_stays_within_a_few_minutes() -> None:
+    """A guard on the protocol's size, not a timing: each case is the harness's sequence (primer,
+    warm-up, measured run, pauses) plus about 2 s to start and stop its server, and the May 2025
+    row adds one rewrk sequence on a fresh server."""
+    p = g.PROTOCOLS["quick"]
+    per_case = p.primer_s + p.warmup_s + p.bench_s + sum(p.pauses_s) + 2
+    assert len(g.all_cases(p)) * per_case + per_case <= 5 * 60
+    d = g.PROTOCOLS["default"]
+    assert (d.bench_s, d.primer_s, d.primer_c, d.warmup_s) == (10, 4, 8, 3)  # the harness's
+    assert d.connections == 512
