@@ -167,6 +167,9 @@ def test_published_uwsgi_rps_is_said_to_count_errors() -> None:
     said = explain(PUB["figures"]["uwsgi"]["100ms"], m, PUB["cpus"])
     assert "The page's RPS counts errors: 0 of its 54/s were 200 answers" in said
     assert "one thread" in said
+    # 0.5 answers/s of a ceiling of 10: both runs began behind the warm-up's cut-off requests
+    assert "In the page's run the thread(s) answered 0.5/s of their 10" in said
+    assert "up to 51.2 s of work" in said and "In this run" in said
 
 
 def test_may_2025_explanation_without_rewrk_still_says_the_arithmetic() -> None:

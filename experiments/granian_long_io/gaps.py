@@ -27,6 +27,7 @@ CPU_FULL = 0.85  # a server using this share of the cores it can use is CPU-boun
 HOST_FULL = 0.90  # the machine's cores this busy (server + client + the rest) are the limit
 COUNTED_ERRORS = 0.01  # RPS above the 200-rate by more than this share counts errors
 LITTLE_NOISE = 0.05  # Little's law above the connections by more than this is a measuring fault
+BEHIND = 0.5  # a thread-bound row under this share of its ceiling started behind stale requests
 PUBLISHED_S = 10.0  # the harness's `-z 10s`: its "Total requests" over this is its 200-rate
 
 
@@ -112,8 +113,8 @@ def limit(r: Reading) -> tuple[str, str]:
     if r.server_cpu_pct >= 100 * cores * CPU_FULL:
         where = "one process on one core" if cores == 1 else f"{cores} processes on {cores} cores"
         return where, (
-            f"{where}: server CPU {r.server_cpu_pct:.0f}% ({r.cpu_us_per_answer:,.0f} us per "
-            f"answer), a ceiling of {r.cpu_ceiling:,.0f} req/s"
+            f"{where}: server CPU {r.server_cpu_pct:.0f}% ({r.cpu_us_per_answer:,.0f} us of CPU "
+            "per answer)"
         )
     if r.cores and r.host_cpu_pct >= 100 * r.cores * HOST_FULL:
         return "the machine's cores", (
@@ -187,4 +188,19 @@ def explain(pub: Mapping[str, Any], m: Reading, cpus: int) -> str:
         head += f" Here the limit is {words}."
     if counts_errors(m):
         head += f" Here too RPS counts errors: {errors_words(m)}."
-    return head
+    return head + behind(p, "the page's run") + behind(m, "this run")
+
+
+def behind(r: Reading, which: str) -> str:
+    """Why a thread-bound row answered far below its thread ceiling: the run starts behind the
+    requests of the warm-up that the client cut off at its deadline and the server still serves,
+    each for the whole wait (the harness's warm-up runs at the test's connections)."""
+    if r.thread_ceiling == math.inf or r.ok_rps >= r.thread_ceiling * BEHIND:
+        return ""
+    backlog_s = r.connections * r.sleep_s / (r.processes * r.threads)
+    return (
+        f" In {which} the thread(s) answered {r.ok_rps:,.1f}/s of their {r.thread_ceiling:,.0f}: "
+        f"the run began behind the warm-up's {r.connections} requests, cut off by the client at "
+        f"its deadline but still served by the server for their whole wait, up to "
+        f"{backlog_s:,.1f} s of work before the run's own requests."
+    )
