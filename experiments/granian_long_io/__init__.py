@@ -48,6 +48,8 @@ def all_cases(p: Protocol) -> tuple[C.Case, ...]:
     found = C.published_cases(p.connections)
     if p.recommended:
         found += C.recommended_cases(p.levels)
+    if p.variants:
+        found += C.variant_cases(p.connections)
     if p.may2025:
         found += (C.MAY_2025_CASE,)
     return tuple(c for c in found if not p.only or c.server.name in p.only)
@@ -62,10 +64,11 @@ def host_busy(before: Any, after: Any) -> float:
 
 def load(p: Protocol, run: RunDir, index: int, case: C.Case, url: str, pid: int) -> dict[str, Any]:
     """The harness's sequence against a started server: primer, warm-up, the measured run."""
-    clients.run(url, p.primer_c, p.primer_s)
-    time.sleep(p.pauses_s[0])
-    clients.run(url, case.connections, p.warmup_s)
-    time.sleep(p.pauses_s[1])
+    if case.warm:
+        clients.run(url, p.primer_c, p.primer_s)
+        time.sleep(p.pauses_s[0])
+        clients.run(url, case.connections, p.warmup_s)
+        time.sleep(p.pauses_s[1])
     meter, host0 = TreeMeter(pid), psutil.cpu_times()
     m = clients.run(url, case.connections, p.bench_s, raw=run.path / f"oha/case{index:02d}.json")
     server, host = meter.sample(), host_busy(host0, psutil.cpu_times())
@@ -124,7 +127,7 @@ METRICS = (
 
 def published_of(case: C.Case, pub: dict[str, Any]) -> dict[str, Any] | None:
     """The page's figures for the case, None for a row it does not have."""
-    if case.kind == "recommended" or not case.server.key:
+    if case.kind != "published":
         return None
     figures: dict[str, Any] | None = pub.get(case.server.key, {}).get(f"{case.sleep_s * 1000:g}ms")
     return figures

@@ -7,6 +7,8 @@ Three kinds of case:
 - `recommended`: the same routes with each server configured as its own docs recommend for a
   512-connection I/O-bound load (enough threads or greenlets for the connections, workers per
   core as documented), swept over connection levels;
+- `variant`: uWSGI as published without the harness's primer and warm-up, which decides why its
+  one thread answers far below its own ceiling in the published sequence;
 - `may2025`: uWSGI as the page's 21 May 2025 version (commit 02f6839) ran it at 100 ms and 128
   connections, where it listed 16,474 RPS at 7.7 ms.
 
@@ -37,6 +39,7 @@ class Protocol:
     levels: tuple[int, ...] = (64, 512)  # the recommended configurations' sweep
     recommended: bool = True
     may2025: bool = True
+    variants: bool = True
     only: tuple[str, ...] = ()  # server names to run (tests); () = all
 
 
@@ -60,10 +63,11 @@ class Server:
 class Case:
     """One server loaded at one wait and one connection level."""
 
-    kind: str  # "published" | "recommended" | "may2025"
+    kind: str  # "published" | "recommended" | "may2025" | "variant"
     server: Server
     route: str  # "/io10" | "/io100"
     connections: int
+    warm: bool = True  # run the harness's primer and warm-up before the measured run
 
     @property
     def sleep_s(self) -> float:
@@ -71,7 +75,8 @@ class Case:
 
     @property
     def label(self) -> str:
-        return f"{self.server.name}, {self.sleep_s * 1000:g} ms, c{self.connections}"
+        cold = "" if self.warm else ", no primer or warm-up"
+        return f"{self.server.name}, {self.sleep_s * 1000:g} ms, c{self.connections}{cold}"
 
 
 GRANIAN = ("{bin}/granian", "--log-level", "warning", "--backlog", "2048", "--no-ws")
@@ -258,3 +263,11 @@ def recommended_cases(levels: tuple[int, ...]) -> tuple[Case, ...]:
 
 
 MAY_2025_CASE = Case("may2025", MAY_2025, "/io100", 128)
+
+
+def variant_cases(connections: int = 512) -> tuple[Case, ...]:
+    """uWSGI as published without the primer and the warm-up: what its one thread answers when
+    no request cut off by an earlier run is still waiting for it."""
+    return tuple(
+        Case("variant", PUBLISHED[-1], r, connections, warm=False) for r in ("/io10", "/io100")
+    )

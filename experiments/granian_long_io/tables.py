@@ -66,4 +66,16 @@ def conclude(done: Measured) -> str:
             parts.append(f"With the harness's argv at {wait}: {published}.")
         if recommended := ranking(done, "recommended", sleep_s):
             parts.append(f"As each server's docs recommend at {wait}: {recommended}.")
+    cold = [(c, r) for c, r in done if c.kind == "variant"]
+    if cold:
+        said = "; ".join(
+            f"{r.ok_rps:,.1f}/s at {c.sleep_s * 1000:g} ms (its thread's ceiling "
+            f"{r.thread_ceiling:,.0f})"
+            for c, r in cold
+        )
+        parts.append(
+            f"uWSGI as published without the primer and warm-up answered {said}: in the "
+            "harness's sequence its one thread first serves the warm-up's requests that oha cut "
+            "off at its deadline."
+        )
     return " ".join(parts)
