@@ -26,7 +26,7 @@ import psutil
 from experiments.common import Reproduction, Row, RunDir, free_port, load_published, serving
 from experiments.granian_long_io import cases as C
 from experiments.granian_long_io import clients, may2025
-from experiments.granian_long_io.gaps import PUBLISHED_S, Reading, explain, verdict
+from experiments.granian_long_io.gaps import PUBLISHED_S, Reading, errors_words, explain, verdict
 from experiments.granian_long_io.tables import conclude, recommended_table
 from lab.system.sampling import TreeMeter
 
@@ -137,7 +137,16 @@ def published_value(figures: dict[str, Any] | None, key: str) -> float | None:
     """One published figure; the 200-rate is "Total requests" over the 10 s run."""
     if figures is None:
         return None
-    return round(figures["total"] / PUBLISHED_S if key == "ok_rps" else figures[key], 1)
+    return shown(figures["total"] / PUBLISHED_S if key == "ok_rps" else figures[key])
+
+
+def shown(x: float) -> float | int:
+    """A figure as the table shows it: whole requests per second from 100 on, else one decimal."""
+    return round(x) if abs(x) >= 100 else round(x, 1)
+
+
+def latencies(m: dict[str, Any]) -> str:
+    return f"p50 {m['p50_ms']:,.1f} ms, p99 {m['p99_ms']:,.1f} ms, slowest {m['max_ms']:,.1f} ms"
 
 
 def rows(case: C.Case, m: dict[str, Any], pub: dict[str, Any]) -> list[Row]:
@@ -150,9 +159,10 @@ def rows(case: C.Case, m: dict[str, Any], pub: dict[str, Any]) -> list[Row]:
         return [Row.of_failure(section, n, u, v, m["failed"]) for n, u, v, _ in values]
     r = reading(m, case)
     found = []
+    notes = {"rps": errors_words(r), "ok_rps": verdict(r), "avg_ms": latencies(m)}
     for name, unit, published, key in values:
-        value = round(m[key], 1) if m["ok"] or key != "avg_ms" else None  # no answer, no latency
-        row = Row(section, name, unit, published, value, verdict(r), evidence=evidence(m))
+        value = shown(m[key]) if m["ok"] or key != "avg_ms" else None  # no answer, no latency
+        row = Row(section, name, unit, published, value, notes[key], evidence=evidence(m))
         if row.gap() and figures is not None:
             row = replace(row, explanation=explain(figures, r, pub["cpus"]))
         found.append(row)

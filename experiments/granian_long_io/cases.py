@@ -121,8 +121,8 @@ PUBLISHED = (
         "gunicorn ASGI (-k asgi)",
         "gunicorn_asgi",
         (*GUNICORN, "--workers", "1", "-k", "asgi", "{asgi}"),
-        note="the harness version with this row is not in the lab's copy of the repository; its "
-        "argv as the harness's other gunicorn rows (`gunicorn --workers 1 -k <worker> app`)",
+        note="argv as the harness's other gunicorn rows: its version with this row is not in "
+        "the lab's copy",
     ),
     Server(
         "gunicorn gevent",
