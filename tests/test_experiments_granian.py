@@ -171,7 +171,7 @@ def test_published_gevent_gap_is_explained_by_cores_and_the_client() -> None:
 def test_published_uwsgi_rps_is_said_to_count_errors() -> None:
     m = reading(sleep_s=0.1, rps=60, ok_rps=3, avg_ms=2000, threads=1)
     said = explain(PUB["figures"]["uwsgi"]["100ms"], m, PUB["cpus"])
-    assert "The page's RPS counts errors: 0 of its 54/s were 200 answers" in said
+    assert "The page's RPS counts errors: 0.5 of its 54/s were 200 answers" in said
     assert "one thread" in said
     # 0.5 answers/s of a ceiling of 10: both runs began behind the warm-up's cut-off requests
     assert "In the page's run the thread(s) answered 0.5/s of their 10" in said

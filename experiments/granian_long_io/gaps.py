@@ -85,6 +85,11 @@ class Reading:
         return self.server_cpu_pct / 100 / self.ok_rps * 1e6 if self.ok_rps else math.nan
 
 
+def per_s(x: float) -> str:
+    """A rate as the words show it: whole from 100 a second, one decimal under."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
 def little(rate: float, avg_ms: float) -> float:
     """Little's law: requests in flight = rate x average time in the system."""
     return rate * avg_ms / 1000
@@ -137,14 +142,16 @@ def errors_words(r: Reading) -> str:
 
 def verdict(r: Reading) -> str:
     """The row's own verdict: Little's law, the ceiling, the limit, the errors."""
+    wait = r.sleep_s * 1000
     said = (
-        f"Little: {r.ok_rps:,.0f} answers/s x {r.sleep_s * 1000:g} ms wait = {r.held:,.0f} held "
-        f"at once, x {r.avg_ms:,.1f} ms latency = {r.in_flight:,.0f} in the system of "
-        f"{r.connections} connections; limit: {limit(r)[1]}"
+        f"Little: {per_s(r.ok_rps)} answers/s x {wait:g} ms wait = {per_s(r.held)} held at once, "
+        f"x {r.avg_ms:,.1f} ms latency = {r.in_flight:,.0f} in the system of {r.connections} "
+        f"connections; limit: {limit(r)[1]}"
     )
     if counts_errors(r):
         said += (
-            f"; RPS counts errors: {r.ok_rps:,.0f} of {r.rps:,.0f}/s were 200 ({errors_words(r)})"
+            f"; RPS counts errors: {per_s(r.ok_rps)} of {per_s(r.rps)}/s were 200 "
+            f"({errors_words(r)})"
         )
     elif r.errors or r.non_200:
         said += f"; {errors_words(r)}"
@@ -167,14 +174,14 @@ def explain(pub: Mapping[str, Any], m: Reading, cpus: int) -> str:
     """Why the measured row differs from the published one, from what each says of itself."""
     p = published_reading(pub, m.connections, m.sleep_s)
     head = (
-        f"Published {p.rps:,.0f} RPS, {p.ok_rps:,.0f} answers 200/s at {p.avg_ms:,.1f} ms on "
-        f"{cpus} CPUs (Little: {p.held:,.0f} held at once); here {m.rps:,.0f} RPS, "
-        f"{m.ok_rps:,.0f} answers 200/s at {m.avg_ms:,.1f} ms."
+        f"Published {p.rps:,.0f} RPS, {per_s(p.ok_rps)} answers 200/s at {p.avg_ms:,.1f} ms on "
+        f"{cpus} CPUs (Little: {per_s(p.held)} held at once); here {per_s(m.rps)} RPS, "
+        f"{per_s(m.ok_rps)} answers 200/s at {m.avg_ms:,.1f} ms."
     )
     name, words = limit(m)
     if counts_errors(p):
         head += (
-            f" The page's RPS counts errors: {p.ok_rps:,.0f} of its {p.rps:,.0f}/s were 200 "
+            f" The page's RPS counts errors: {per_s(p.ok_rps)} of its {p.rps:,.0f}/s were 200 "
             f"answers, under the ceiling of {limit(p)[1]}."
         )
     if name in ("one process on one core", "the machine's cores") or name.endswith(" cores"):
