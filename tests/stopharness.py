@@ -156,11 +156,15 @@ class Outcome:
     survivors: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)  # run files that do not parse
     run_dirs: list[str] = field(default_factory=list)
+    resumed: list[int] = field(default_factory=list)  # each run directory's resume exit code
     output_tail: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.exit_code in self.expected and not self.survivors and not self.broken
+        resumed = all(code == 0 for code in self.resumed)
+        return (
+            self.exit_code in self.expected and not self.survivors and not self.broken and resumed
+        )
 
 
 def expected_codes(sig: signal.Signals) -> list[int]:
@@ -255,8 +259,23 @@ def free_port() -> int:
     return pick()
 
 
-def run_case(name: str, sig: signal.Signals, delay_s: float, group: bool) -> Outcome:
-    """One stop: start, wait delay_s, signal, wait for the exit and the grace period, check."""
+def resume(run_dir: Path, command: str) -> tuple[int, str]:
+    """`lab COMMAND --resume DIR`: its exit code, and what is wrong if a step finished before the
+    stop is not kept exactly (finished steps are never measured again nor changed)."""
+    before = _lines(run_dir / "steps.jsonl")
+    done = subprocess.run(
+        [*LAB, command, "--resume", str(run_dir)], cwd=ROOT, capture_output=True, timeout=180
+    )
+    after = _lines(run_dir / "steps.jsonl")
+    kept = after[: len(before)] == before
+    return done.returncode, "" if kept else f"{run_dir}: finished steps changed by the resume"
+
+
+def run_case(
+    name: str, sig: signal.Signals, delay_s: float, group: bool, resumed: bool = False
+) -> Outcome:
+    """One stop: start, wait delay_s, signal, wait for the exit and the grace period, check;
+    with `resumed`, resume each run directory it left and check again."""
     case = CASES[name]
     tmp = Path(tempfile.mkdtemp(prefix="stopharness-"))
     out, log = tmp / "out", tmp / "output.log"
@@ -280,6 +299,12 @@ def run_case(name: str, sig: signal.Signals, delay_s: float, group: bool) -> Out
         outcome.expected = [0, *outcome.expected]
     outcome.survivors = survivors_after(GRACE_S)
     outcome.run_dirs, outcome.broken = intact(out)
+    if resumed and outcome.moment != "finished":
+        for run_dir in map(Path, outcome.run_dirs):
+            code, changed = resume(run_dir, case.argv[len(LAB)])
+            outcome.resumed.append(code)
+            outcome.broken += [changed] if changed else []
+        outcome.survivors += survivors_after(GRACE_S)
     outcome.output_tail = log.read_text(errors="replace")[-600:]
     shutil.rmtree(tmp, ignore_errors=True)
     return outcome
@@ -291,9 +316,10 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def one(name: str, sig: str, delay_s: float, group: bool = False) -> Outcome:
+def one(name: str, sig: str, delay_s: float, group: bool = False, resumed: bool = False) -> Outcome:
     """Run one case in a harness process of its own (the subreaper): what tests call."""
-    argv = [*PY, "tests.stopharness", name, sig, str(delay_s), *(["--group"] if group else [])]
+    argv = [*PY, "tests.stopharness", name, sig, str(delay_s)]
+    argv += [*(["--group"] if group else []), *(["--resume"] if resumed else [])]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -309,9 +335,10 @@ def main(argv: list[str] | None = None, report: Callable[[str], None] = print) -
     parser.add_argument("signal", choices=sorted(SIGNALS))
     parser.add_argument("delay_s", type=float)
     parser.add_argument("--group", action="store_true", help="signal the command's process group")
+    parser.add_argument("--resume", action="store_true", help="then resume what it left")
     args = parser.parse_args(argv)
     become_subreaper()
-    outcome = run_case(args.case, SIGNALS[args.signal], args.delay_s, args.group)
+    outcome = run_case(args.case, SIGNALS[args.signal], args.delay_s, args.group, args.resume)
     report(json.dumps({**asdict(outcome), "ok": outcome.ok}))
     return 0
 
