@@ -21,6 +21,7 @@ import sys
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from tests.stopharness import CASES, SIGNALS, Outcome, one
 
@@ -33,7 +34,7 @@ def draw(rng: random.Random, serving_s: float) -> tuple[str, str, float, bool]:
     return name, rng.choice(sorted(SIGNALS)), round(rng.uniform(0, horizon), 2), rng.random() < 0.3
 
 
-def table(outcomes: list[Outcome]) -> list[dict[str, object]]:
+def table(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     """Per command: stops tried, distinct moments met, stops that held."""
     by_case: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
