@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import ipaddress
 import json
 import os
 import shutil
@@ -157,6 +158,7 @@ class Outcome:
     broken: list[str] = field(default_factory=list)  # run files that do not parse
     run_dirs: list[str] = field(default_factory=list)
     resumed: list[int] = field(default_factory=list)  # each run directory's resume exit code
+    exposed: list[str] = field(default_factory=list)  # listeners beyond loopback when signalled
     output_tail: str = ""
 
     @property
@@ -238,6 +240,18 @@ def descendants() -> list[psutil.Process]:
     return alive
 
 
+def exposed() -> list[str]:
+    """Every socket a descendant listens on that is not on loopback: none, by default."""
+    found = []
+    for proc in descendants():
+        with contextlib.suppress(psutil.Error):
+            for conn in proc.net_connections(kind="inet"):
+                address = ipaddress.ip_address(conn.laddr.ip)
+                if conn.status == psutil.CONN_LISTEN and not address.is_loopback:
+                    found.append(f"{' '.join(proc.cmdline())[:80]} on {conn.laddr.ip}")
+    return found
+
+
 def survivors_after(grace_s: float) -> list[str]:
     """Whatever still runs after grace_s, described, then killed."""
     deadline = time.monotonic() + grace_s
@@ -289,6 +303,7 @@ def run_case(
         )  # fmt: skip
         time.sleep(delay_s)
         outcome.moment = "finished" if proc.poll() is not None else moment(out, log, case)
+        outcome.exposed = exposed()
         with contextlib.suppress(ProcessLookupError):
             (os.killpg if group else os.kill)(proc.pid, sig)
         try:

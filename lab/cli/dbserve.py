@@ -47,7 +47,7 @@ def serve(kind: str, host: str, port: int, trust_peers: bool) -> int:
         databases.stop(db)
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lab.cli.dbserve", description=__doc__)
     parser.add_argument("kind", choices=sorted(STARTERS))
     parser.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
@@ -57,7 +57,11 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="trust every host of this host's own subnets (no password): inside a container only",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
     try:
