@@ -52,9 +52,11 @@ def test_meter_reads_the_servers_cpu_and_rss_from_outside_its_tree(served) -> No
         list(pool.map(lambda _: urllib.request.urlopen(url + "/io?delay_ms=5").read(), range(200)))
     now = meter.sample()
     assert now.cpu_pct > 0 and now.rss_mb > 10 and 0 < now.pss_mb <= now.rss_mb
-    server_tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))}
+    (server,) = [c for c in psutil.Process(proc.pid).children() if "gunicorn" in c.cmdline()[1]]
+    server_tree = {server.pid, *(c.pid for c in server.children(recursive=True))}
     meter_pids = [p.pid for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
     assert meter_pids and not set(meter_pids) & server_tree  # its own use is never counted
+    assert f"--pid {server.pid}" in " ".join(psutil.Process(meter_pids[0]).cmdline())
     conns = psutil.Process(meter_pids[0]).net_connections("tcp")
     (listening,) = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
     assert listening == ("127.0.0.1", meter_port)  # the server's address: loopback by default
