@@ -142,7 +142,9 @@ SIGNALS = {
     "TERM": signal.SIGTERM,
     "HUP": signal.SIGHUP,
     "KILL": signal.SIGKILL,
+    "TERM-KILL": signal.SIGTERM,  # as a supervisor: SIGTERM, then SIGKILL to the group after 3 s
 }
+SUPERVISOR_GRACE_S = 3.0
 
 
 @dataclass
@@ -285,9 +287,22 @@ def resume(run_dir: Path, command: str) -> tuple[int, str]:
     return done.returncode, "" if kept else f"{run_dir}: finished steps changed by the resume"
 
 
-def run_case(
-    name: str, sig: signal.Signals, delay_s: float, group: bool, resumed: bool = False
-) -> Outcome:
+def stop(proc: subprocess.Popen[bytes], how: str, group: bool) -> int | None:
+    """Send the stop; the exit code (None: still running after EXIT_TIMEOUT_S)."""
+    with contextlib.suppress(ProcessLookupError):
+        (os.killpg if group else os.kill)(proc.pid, SIGNALS[how])
+    if how == "TERM-KILL":
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return proc.wait(timeout=SUPERVISOR_GRACE_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        return proc.wait(timeout=EXIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def run_case(name: str, how: str, delay_s: float, group: bool, resumed: bool = False) -> Outcome:
     """One stop: start, wait delay_s, signal, wait for the exit and the grace period, check;
     with `resumed`, resume each run directory it left and check again."""
     case = CASES[name]
@@ -295,7 +310,8 @@ def run_case(
     out, log = tmp / "out", tmp / "output.log"
     fill = {"out": str(out), "port": str(free_port()), "port2": str(free_port())}
     argv = [part.format(**fill) for part in case.argv]
-    outcome = Outcome(name, sig.name, round(delay_s, 3), group, expected=expected_codes(sig))
+    expected = expected_codes(SIGNALS[how]) + ([-signal.SIGKILL] if how == "TERM-KILL" else [])
+    outcome = Outcome(name, how, round(delay_s, 3), group, expected=expected)
     with open(log, "wb") as sink:
         proc = subprocess.Popen(
             argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
@@ -304,12 +320,7 @@ def run_case(
         time.sleep(delay_s)
         outcome.moment = "finished" if proc.poll() is not None else moment(out, log, case)
         outcome.exposed = exposed()
-        with contextlib.suppress(ProcessLookupError):
-            (os.killpg if group else os.kill)(proc.pid, sig)
-        try:
-            outcome.exit_code = proc.wait(timeout=EXIT_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            outcome.exit_code = None
+        outcome.exit_code = stop(proc, how, group)
     if outcome.moment == "finished":
         outcome.expected = [0, *outcome.expected]
     outcome.survivors = survivors_after(GRACE_S)
@@ -353,7 +364,7 @@ def main(argv: list[str] | None = None, report: Callable[[str], None] = print) -
     parser.add_argument("--resume", action="store_true", help="then resume what it left")
     args = parser.parse_args(argv)
     become_subreaper()
-    outcome = run_case(args.case, SIGNALS[args.signal], args.delay_s, args.group, args.resume)
+    outcome = run_case(args.case, args.signal, args.delay_s, args.group, args.resume)
     report(json.dumps({**asdict(outcome), "ok": outcome.ok}))
     return 0
 

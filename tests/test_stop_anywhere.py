@@ -1,5 +1,6 @@
 """Stop every long command at its moments (start-up, the check, a step, serving) with SIGINT,
-SIGTERM, SIGHUP or SIGKILL, of the command alone or of its whole process group: nothing of the lab
+SIGTERM, SIGHUP or SIGKILL (or as a supervisor does: SIGTERM, then SIGKILL to the group 3 s
+later), of the command alone or of its whole process group: nothing of the lab
 runs after a short grace, every finished step is intact (and, for `lab run` and `lab advise`,
 resumable with every finished step kept), and the exit code is the table's for the signal
 (docs/running.md; tests/stopharness.py says how survivors are found).
@@ -27,6 +28,7 @@ STOPS = [
     ("ui", "TERM", 1.5, False, False),
     ("ui", "KILL", 7.0, False, False),
     ("ui", "KILL", 7.0, True, False),
+    ("ui", "TERM-KILL", 7.0, False, False),  # a supervisor: SIGTERM, SIGKILL to the group 3 s on
     ("serve", "TERM", 0.8, False, False),
     ("serve", "TERM", 1.5, False, False),
     ("serve", "KILL", 2.5, False, False),
