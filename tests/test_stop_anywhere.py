@@ -24,6 +24,8 @@ STOPS = [
     ("run", "HUP", 7.0, False, False),
     ("run-front", "TERM", 6.0, False, False),
     ("advise", "KILL", 8.0, False, True),
+    ("run-app-check", "INT", 2.0, False, False),
+    ("run-app-check", "TERM", 3.0, False, False),
     ("reproduce", "INT", 8.0, False, False),
     ("ui", "TERM", 1.5, False, False),
     ("ui", "KILL", 7.0, False, False),
