@@ -90,9 +90,13 @@ class Watcher:
         self.pipe: int | None = None
         self.lock = threading.Lock()
 
-    def _send(self, message: dict[str, object]) -> None:
+    def _send(self, message: dict[str, object], start: bool = True) -> None:
+        """Write one message; the first that holds something starts the watcher (a release or a
+        cancel before that has nothing to take back)."""
         with self.lock:
             if self.owner != os.getpid():
+                if not start:
+                    return
                 self._start()
             if self.pipe is None:
                 return
@@ -127,14 +131,14 @@ class Watcher:
         self._send({"hold": pgid, "leader_start": start_time(pgid)})
 
     def release(self, pgid: int) -> None:
-        self._send({"release": pgid})
+        self._send({"release": pgid}, start=False)
 
     def on_death(self, key: str, argv: list[str]) -> None:
         """Run argv (bounded) if the lab dies before `cancel(key)`."""
         self._send({"command": key, "argv": argv})
 
     def cancel(self, key: str) -> None:
-        self._send({"cancel": key})
+        self._send({"cancel": key}, start=False)
 
 
 WATCHER = Watcher()
