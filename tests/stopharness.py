@@ -101,9 +101,23 @@ CASES: dict[str, Case] = {
     ),  # fmt: skip
     "reproduce": Case((*LAB, "reproduce", "mixpanel", "--quick", "--out", "{out}"), 40.0, True),
     "run-app-check": Case(
-        (*LAB, "run", "--app", "servers.app_wsgi:app", "--app-dir", str(ROOT), "--path",
-         "/sleep?ms=100", "--models", "uwsgi-threads,gunicorn-gthread", "--check-only",
-         "--out", "{out}"), 8.0, True,
+        (
+            *LAB,
+            "run",
+            "--app",
+            "servers.app_wsgi:app",
+            "--app-dir",
+            str(ROOT),
+            "--path",
+            "/sleep?ms=100",
+            "--models",
+            "uwsgi-threads,gunicorn-gthread",
+            "--check-only",
+            "--out",
+            "{out}",
+        ),
+        8.0,
+        True,
     ),  # fmt: skip
     "ui": Case((*LAB, "ui", "--port", "{port}", "--models", "uwsgi-threads", "--out", "{out}")),
     "serve": Case((*LAB, "serve", "uwsgi-threads", "--port", "{port}", "--meter-port", "{port2}")),

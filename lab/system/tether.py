@@ -23,6 +23,7 @@ A stop signal that arrives while a child is being started waits until the child 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import json
@@ -88,7 +89,9 @@ class Watcher:
     def __init__(self) -> None:
         self.owner = 0  # the pid that started the watcher: a forked copy starts its own
         self.pipe: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
+        atexit.register(self.close)
 
     def _send(self, message: dict[str, object], start: bool = True) -> None:
         """Write one message; the first that holds something starts the watcher (a release or a
@@ -111,7 +114,7 @@ class Watcher:
         self.owner, self.pipe = os.getpid(), None
         read, write = os.pipe()  # both close-on-exec: no other child inherits the write end
         try:
-            subprocess.Popen(
+            self.process = subprocess.Popen(
                 [sys.executable, "-m", "lab.system.tether"],
                 stdin=read,
                 stdout=subprocess.DEVNULL,
@@ -125,6 +128,17 @@ class Watcher:
         finally:
             os.close(read)
         self.pipe = write
+
+    def close(self) -> None:
+        """On a clean exit: close the pipe and wait (bounded) for the watcher to stop whatever is
+        still held and exit, so nothing outlives this process, not even the watcher."""
+        with self.lock:
+            if self.pipe is None or self.owner != os.getpid() or self.process is None:
+                return
+            os.close(self.pipe)
+            self.pipe = None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=WATCH_GRACE_S + 2)
 
     def hold(self, pgid: int) -> None:
         """Stop this process group if the lab dies before `release`."""
