@@ -28,8 +28,8 @@ from tests.stopharness import CASES, SIGNALS, Outcome, one
 RESUMABLE = ("run", "advise")
 
 
-def draw(rng: random.Random, serving_s: float) -> tuple[str, str, float, bool]:
-    name = rng.choice(sorted(CASES))
+def draw(rng: random.Random, serving_s: float, names: list[str]) -> tuple[str, str, float, bool]:
+    name = rng.choice(names)
     horizon = CASES[name].runs_for_s or serving_s
     return name, rng.choice(sorted(SIGNALS)), round(rng.uniform(0, horizon), 2), rng.random() < 0.3
 
@@ -56,11 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--serving-s", type=float, default=8.0)
     parser.add_argument("--summary", type=Path)
+    parser.add_argument("--commands", default=",".join(sorted(CASES)), help="cases to draw from")
     args = parser.parse_args(argv)
+    names = [n for n in args.commands.split(",") if n in CASES]
     rng = random.Random(args.seed)
     outcomes = []
     for i in range(args.stops):
-        name, sig, delay_s, group = draw(rng, args.serving_s)
+        name, sig, delay_s, group = draw(rng, args.serving_s, names)
         outcome = one(name, sig, delay_s, group, resumed=name in RESUMABLE)
         outcomes.append(outcome)
         verdict = "held" if outcome.ok else "FAILED"
