@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -199,14 +200,17 @@ def expected_codes(sig: signal.Signals) -> list[int]:
     return [128 + sig, -sig]
 
 
-def moment(out: Path, log: Path, case: Case) -> str:
-    """Where the command was when the signal met it, from what it had written so far."""
-    text = log.read_text(errors="replace") if log.exists() else ""
+def moment(out: Path, log: Path, case: Case, port: int) -> str:
+    """Where the command was when the signal met it: for a server, whether its port answers; for
+    a run, what it had written so far."""
     if not case.writes_runs:
-        return "serving" if _ready(text) else "start-up"
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return "serving"
+        return "start-up"
+    text = log.read_text(errors="replace") if log.exists() else ""
     runs = sorted(out.glob("*/manifest.json"))
     if not runs:
-        return "start-up"
+        return "start-up" if "written:" not in text else "report"
     run = runs[-1].parent
     steps = _lines(run / "steps.jsonl")
     if "done:" in text or "published vs measured" in text or "recommended" in text:
@@ -216,14 +220,17 @@ def moment(out: Path, log: Path, case: Case) -> str:
     return "check" if not _lines(run / "preflight.jsonl") else "warm-up or first step"
 
 
-def _ready(text: str) -> bool:
-    return any(w in text for w in ("ready", "lab ui: http", "lab serve", "lab upstream", "Listen"))
-
-
 def _lines(path: Path) -> list[str]:
     with contextlib.suppress(OSError):
         return [line for line in path.read_text().splitlines() if line.strip()]
     return []
+
+
+def completed(out: Path) -> bool:
+    """Every run directory says its work is complete (a stop that lands between the last write
+    and the exit cannot change the outcome)."""
+    manifests = [json.loads(m.read_text()) for m in out.glob("*/manifest.json")]
+    return bool(manifests) and all(m.get("status") == "complete" for m in manifests)
 
 
 def intact(out: Path) -> tuple[list[str], list[str]]:
@@ -337,11 +344,12 @@ def run_case(name: str, how: str, delay_s: float, group: bool, resumed: bool = F
             process_group=0,  # its own group, as a shell's job: --group signals all of it
         )  # fmt: skip
         time.sleep(delay_s)
-        outcome.moment = "finished" if proc.poll() is not None else moment(out, log, case)
+        port = int(fill["port"])
+        outcome.moment = "finished" if proc.poll() is not None else moment(out, log, case, port)
         outcome.exposed = exposed()
         outcome.exit_code = stop(proc, how, group)
-    if outcome.moment == "finished":
-        outcome.expected = [0, *outcome.expected]
+    if outcome.moment == "finished" or (outcome.exit_code == 0 and completed(out)):
+        outcome.expected = [0, *outcome.expected]  # it had done its work before the signal came
     outcome.survivors = survivors_after(GRACE_S)
     outcome.run_dirs, outcome.broken = intact(out)
     if resumed and outcome.moment != "finished":

@@ -252,10 +252,9 @@ def spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
             argv,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=tether.preexec(),
+            preexec_fn=tether.preexec(),  # the child holds itself in the watcher
             **popen_kwargs,
         )
-        tether.WATCHER.hold(popen.pid)
     return popen
 
 

@@ -9,16 +9,17 @@ signal to the lab's process group or a closing terminal never reaches it, and a 
   the kernel clears it when a child changes its user (PostgreSQL run as `postgres` by root); and it
   reaches the direct child only, never its workers;
 - a watcher (`python -m lab.system.tether`), the first child the lab starts, in a session of its
-  own. The lab writes each child's process group to it on a pipe as the child starts, and takes it
-  back when it stops the child. When the pipe closes -- the lab exited, however -- the watcher stops
+  own, reading a pipe from the lab. Each child writes its own process group to that pipe between
+  its fork and its exec (so there is no moment at which it runs unknown to the watcher), and the
+  lab takes it back when it stops the child. When the pipe closes -- the lab exited, however -- the watcher stops
   every group still held: TERM (and CONT), then KILL after `WATCH_GRACE_S`, so uWSGI, nginx and
   locust workers and PostgreSQL backends go with their leader, and runs each command held (the
   Docker backend's removal of its containers). A group whose leader's pid now names another
   process is never touched.
 
 Pid files and `lab doctor --clean` (lab.run.leftovers) stay as the second line of defence.
-A stop signal that arrives while a child is being started waits until the child is registered
-(`deferred_stops`), so it cannot be lost between the fork and the bookkeeping.
+A stop signal that arrives while a child is being started waits until the lab has registered it
+too (`deferred_stops`), so the lab's own stop cannot miss it either.
 """
 
 from __future__ import annotations
@@ -47,17 +48,27 @@ except (OSError, AttributeError):  # not Linux
     _prctl = None
 
 
-def die_with_parent() -> None:
-    """In a fresh child (preexec_fn): TERM me when my parent thread exits; stop signals, which the
-    parent may have blocked while starting me, unblocked."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+def preexec() -> Callable[[], None]:
+    """What a fresh child runs before it execs (preexec_fn, after the fork): the watcher is told
+    of its process group by the child itself, so no moment exists at which the child runs and the
+    watcher does not know it, whenever the lab dies; the parent-death signal, only for a child the
+    main thread starts (the module says why); stop signals unblocked."""
+    pipe = WATCHER.pipe_for_child()
+    main = threading.current_thread() is threading.main_thread()
+
+    def tie() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        if pipe is not None:  # atomic (< PIPE_BUF), so never interleaved with the lab's lines
+            with contextlib.suppress(OSError):
+                os.write(pipe, hold_message(os.getpid()))
+        if main and _prctl is not None:
+            _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+
+    return tie
 
 
-def preexec() -> Callable[[], None] | None:
-    """The parent-death tie, only for a child the main thread starts (the module says why)."""
-    return die_with_parent if threading.current_thread() is threading.main_thread() else None
+def hold_message(pgid: int) -> bytes:
+    return (json.dumps({"hold": pgid, "leader_start": start_time(pgid)}) + "\n").encode()
 
 
 @contextlib.contextmanager
@@ -108,6 +119,14 @@ class Watcher:
             except OSError:  # the watcher is gone: the parent-death signal still holds
                 self.pipe = None
 
+    def pipe_for_child(self) -> int | None:
+        """The pipe's write end, for a child to hold itself before it execs (it closes on exec);
+        the watcher started first if need be."""
+        with self.lock:
+            if self.owner != os.getpid():
+                self._start()
+            return self.pipe
+
     def _start(self) -> None:
         from lab.system.resources import child_env
 
@@ -139,10 +158,6 @@ class Watcher:
             self.pipe = None
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=WATCH_GRACE_S + 2)
-
-    def hold(self, pgid: int) -> None:
-        """Stop this process group if the lab dies before `release`."""
-        self._send({"hold": pgid, "leader_start": start_time(pgid)})
 
     def release(self, pgid: int) -> None:
         self._send({"release": pgid}, start=False)
