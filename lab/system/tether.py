@@ -11,11 +11,11 @@ signal to the lab's process group or a closing terminal never reaches it, and a 
 - a watcher (`python -m lab.system.tether`), the first child the lab starts, in a session of its
   own, reading a pipe from the lab. Each child writes its own process group to that pipe between
   its fork and its exec (so there is no moment at which it runs unknown to the watcher), and the
-  lab takes it back when it stops the child. When the pipe closes -- the lab exited, however -- the watcher stops
-  every group still held: TERM (and CONT), then KILL after `WATCH_GRACE_S`, so uWSGI, nginx and
-  locust workers and PostgreSQL backends go with their leader, and runs each command held (the
-  Docker backend's removal of its containers). A group whose leader's pid now names another
-  process is never touched.
+  lab takes it back when it stops the child. When the pipe closes -- the lab exited, however --
+  the watcher stops every group still held: TERM (and CONT), then KILL after `WATCH_GRACE_S`, so
+  uWSGI, nginx and locust workers and PostgreSQL backends go with their leader, and runs each
+  command held (the Docker backend's removal of its containers). A group whose leader's pid now
+  names another process is never touched. A clean exit closes the pipe and waits for the watcher.
 
 Pid files and `lab doctor --clean` (lab.run.leftovers) stay as the second line of defence.
 A stop signal that arrives while a child is being started waits until the lab has registered it
