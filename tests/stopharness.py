@@ -38,7 +38,7 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-LAB = [sys.executable, "-c", "from lab.cli.main import entry; entry()"]
+LAB = [str(Path(sys.executable).parent / "lab")]  # the installed command, as users run it
 PY = [sys.executable, "-m"]
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 10.0  # the lab's own stop grace (5 s) plus the watcher's (3 s), and some slack
