@@ -104,3 +104,21 @@ def test_a_forked_tree_counts_its_shared_pages_once_in_pss() -> None:
     finally:
         procs.stop_group(proc.pid, 5, proc.wait)
     assert now.rss_mb > 4 * 64 and now.pss_mb < 64 + 3 * 20, now
+
+
+def test_lab_serve_exec_becomes_the_server_alone(upstream, tmp_path: Path) -> None:  # noqa: ANN001
+    """`--exec` (the Docker backend's containers): the command's own process is the server, so a
+    container's stats are the server's alone; with a meter or a front it is refused."""
+    port = procs.free_port()
+    argv = [*(sys.executable, "-m", "lab.cli.serve", "gunicorn-gevent", "--exec")]
+    argv += ["--port", str(port), "--upstream-url", upstream.url]
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_answer(f"http://127.0.0.1:{port}/health", proc)
+        assert "gunicorn" in " ".join(psutil.Process(proc.pid).cmdline())
+    finally:
+        procs.stop_group(proc.pid, 10, proc.wait)
+    refused = subprocess.run(
+        [*argv[:5], "--meter-port", "1"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "--exec" in refused.stderr

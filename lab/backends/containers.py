@@ -142,7 +142,8 @@ class ContainerServer:
 
 
 def serve_command(model: Model, knobs: Knobs) -> list[str]:
-    """`python -m lab.cli.serve` in the image renders the argv from the image's own registry."""
+    """`python -m lab.cli.serve --exec` in the image renders the argv from the image's own
+    registry and becomes the server, so the container's stats measure the server alone."""
     pairs = [f"{f.name}={getattr(knobs, f.name)}" for f in fields(knobs)]
     return [
         "python",
@@ -150,6 +151,7 @@ def serve_command(model: Model, knobs: Knobs) -> list[str]:
         "lab.cli.serve",
         model.name,
         *("--host", "0.0.0.0", "--allow-remote"),  # the container's own network; see compose.yaml
+        "--exec",  # the container's memory and CPU are the server's alone; `docker stop` kills
         "--port",
         str(CONTAINER_PORT),
         *(arg for pair in pairs for arg in ("--knob", pair)),

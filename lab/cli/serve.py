@@ -17,6 +17,7 @@ reports nginx's CPU and memory apart from the server's.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import sys
@@ -111,6 +112,14 @@ def serve_argv(
 )
 @FRONT_OPTIONS[0]
 @FRONT_OPTIONS[1]
+@click.option(
+    "--exec",
+    "replace",
+    is_flag=True,
+    help="Replace this command with the server (no parent beside it, so a container's memory is "
+    "the server's alone: the Docker backend's containers). Only where something else bounds the "
+    "server's life and turns a SIGTERM it loses while starting into SIGKILL (`docker stop`).",
+)
 def serve(
     model: str,
     host: str,
@@ -124,6 +133,7 @@ def serve(
     allow_remote: bool,
     front: str | None,
     front_knobs: dict[str, int | str],
+    replace: bool,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point); with --front nginx,
     behind nginx, as deployed."""
@@ -134,6 +144,8 @@ def serve(
     if max_concurrency is not None:
         max_users = max_concurrency
         print(f"lab serve: note: --max-concurrency is now --max-users={max_users}", file=sys.stderr)
+    if replace and (fronted is not None or meter_port):
+        raise LabError("lab serve --exec: the server alone, without --front or --meter-port")
     argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)
     meter = Meter(host, meter_port, allow_remote)
     if fronted is not None:
@@ -141,6 +153,8 @@ def serve(
             serve_fronted(model, models_file, resolved, fronted, upstream_url, (host, port), meter)
         )
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
+    if replace:
+        os.execvpe(argv[0], argv, env)
     sys.exit(foreground(model, argv, env=env, beside=lambda server: meter.start(server.pid)))
 
 
