@@ -6,7 +6,9 @@ as the server's parent (the server in a process group of its own, tied to this p
 lab.system.tether) rather than replacing itself with the server: its stop handlers are in place
 before the server starts, so SIGTERM, SIGINT or SIGHUP at any moment -- even while uWSGI is still
 starting and would lose it -- stops the whole group (TERM, then KILL after a grace period) and
-exits 128 + the signal; a server that exits by itself exits this command with 1.
+exits 128 + the signal; a server that exits by itself exits this command with 1. With `--exec`
+(the Docker backend's containers, whose stats must be the server's alone and whose life `docker
+stop` bounds, escalating to SIGKILL) it replaces itself with the server instead.
 With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and memory on that port,
 on the server's own address, for the web UI's lab page, which has no Docker socket to ask.
 
