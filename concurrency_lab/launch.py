@@ -7,8 +7,11 @@ folder) in an editable install. Child processes get the same root on PYTHONPATH 
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def code_root() -> Path:
@@ -20,10 +23,19 @@ def code_root() -> Path:
     return root
 
 
+def _stopped(signum: int, _: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def entry() -> None:
+    """The CLI, with a stop while it is still being imported (nothing started yet) exiting
+    128 + the signal as the table says, rather than dying of it or with a traceback."""
+    previous = {sig: signal.signal(sig, _stopped) for sig in STOPS}
     root = str(code_root())
     if root not in sys.path:
         sys.path.insert(0, root)
     from lab.cli.main import entry as cli_entry
 
+    for sig, handler in previous.items():  # the CLI installs its own (lab.cli.stopping)
+        signal.signal(sig, handler)
     cli_entry()

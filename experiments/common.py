@@ -34,7 +34,7 @@ from lab.record.rundir import RunDir as LabRunDir
 from lab.record.rundir import write_json
 from lab.record.step import Measured, Raised, Sampled, StepKey, step_record
 from lab.system.environment import capture
-from lab.system.procs import Proc, free_port, pinned, start, stop_group, wait_http
+from lab.system.procs import Proc, free_port, pinned, spawn, start, stop_group, wait_http
 from lab.system.resources import CODE_ROOT, child_env, data_file
 
 __all__ = ["free_port"]  # with `serving`, what an experiment needs to run a server child
@@ -333,20 +333,20 @@ def run_child(
     The whole group is killed if it outlives `timeout_s`, so a hung benchmark cannot hang the lab.
     `cpus` pins the child (and whatever it starts) to those cores.
     """
-    proc = subprocess.Popen(
+    proc = spawn(
         pinned([sys.executable, "-m", module, *args], cpus),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=child_env(),
         cwd=CODE_ROOT,
-        start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         stop_child(proc)
         raise TimeoutError(f"{module} {' '.join(args)} exceeded {timeout_s:.0f} s") from None
+    stop_child(proc)  # whatever it left in its group, and the watcher's hold on it
     if proc.returncode != 0:
         raise RuntimeError(f"{module} {' '.join(args)} exited {proc.returncode}:\n{err[-2000:]}")
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]

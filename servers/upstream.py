@@ -81,6 +81,12 @@ def run_worker(args: argparse.Namespace, state: SharedState, slot: int) -> None:
     serve(state, slot, sock, random.Random(seed))
 
 
+def stop_on_signals() -> None:
+    """SIGTERM, SIGINT and SIGHUP exit 128 + the signal, the lab's exit codes for a stop."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _: sys.exit(128 + signum))
+
+
 def supervise(args: argparse.Namespace, state: SharedState) -> None:
     """Fork one worker per process; when any exits or we are told to stop, stop them all."""
     children = []
@@ -92,8 +98,7 @@ def supervise(args: argparse.Namespace, state: SharedState) -> None:
             run_worker(args, state, slot)
             os._exit(0)
         children.append(pid)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: sys.exit(0))
+    stop_on_signals()
     try:
         os.wait()
     finally:
@@ -110,8 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     state = SharedState(args.processes, settings)
     if args.processes == 1:
-        with contextlib.suppress(KeyboardInterrupt):
-            run_worker(args, state, 0)
+        stop_on_signals()
+        run_worker(args, state, 0)
     else:
         supervise(args, state)
 

@@ -35,20 +35,24 @@ from docker_env import (
 )
 from uibrowser import needs_chromium
 
+from lab.config.models import ASYNC_PORT, load_registry
+from lab.config.scenario import load_scenario
 from lab.system.procs import free_port
 from lab.system.tuning import read_nofile, read_sysctls
 from servers.common import io_body
 
-CORE_MODELS = ("uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent", "gunicorn-asyncio")
+# Every model the quick scenario (and so the README's answer) can recommend has a service, in the
+# default stack and behind nginx in the front profile.
+CORE_MODELS = tuple(load_scenario("quick").models)
 PORT_VARS = {
     "upstream": "LAB_UPSTREAM_PORT",
-    "uwsgi-threads": "LAB_PORT_UWSGI_THREADS",
-    "uwsgi-gevent": "LAB_PORT_UWSGI_GEVENT",
-    "gunicorn-gevent": "LAB_PORT_GUNICORN_GEVENT",
-    "gunicorn-asyncio": "LAB_PORT_GUNICORN_ASYNCIO",
+    **{m: "LAB_PORT_" + m.upper().replace("-", "_") for m in CORE_MODELS},
     "locust": "LAB_UI_PORT",
     "locust-master": "LAB_MASTER_PORT",
 }
+ASYNC_MODELS = tuple(
+    m.name for m in load_registry().pick(list(CORE_MODELS)) if m.runs_app() == ASYNC_PORT
+)
 
 
 needs_compose = pytest.mark.skipif(COMPOSE is None, reason="no Compose tool installed")
@@ -197,6 +201,9 @@ def test_locust_ui_answers_with_a_worker_and_every_model(stack: Stack) -> None:
     with urllib.request.urlopen(base + "/", timeout=10) as reply:
         page = reply.read().decode()
     assert all(model in page for model in CORE_MODELS)  # the class picker offers each model
+    with urllib.request.urlopen(base + "/lab/data", timeout=10) as reply:  # the lab page's rows
+        labels = {row["model"]: row["your_app"] for row in json.load(reply)["models"]}
+    assert {m for m in CORE_MODELS if labels.get(m) == ASYNC_PORT} == set(ASYNC_MODELS) != set()
     deadline = time.monotonic() + 30
     while True:
         with urllib.request.urlopen(base + "/stats/requests", timeout=10) as reply:

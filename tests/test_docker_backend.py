@@ -168,7 +168,15 @@ def test_a_model_that_fails_to_start_leaves_no_container(tmp_path: Path) -> None
 
 
 @needs_docker
-def test_ctrl_c_during_a_docker_run_removes_its_containers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "status"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGKILL, -signal.SIGKILL, "running")],
+    ids=["ctrl-c", "killed"],
+)
+def test_a_stopped_or_killed_docker_run_removes_its_containers(
+    tmp_path: Path, sig: signal.Signals, code: int, status: str
+) -> None:
+    """Ctrl-C: the run removes them itself; SIGKILL: its watcher does (lab.system.tether)."""
     argv = [
         sys.executable,
         "-c",
@@ -199,14 +207,17 @@ def test_ctrl_c_during_a_docker_run_removes_its_containers(tmp_path: Path) -> No
                 break
             time.sleep(0.5)
         time.sleep(2)  # into the measured step
-        run.send_signal(signal.SIGINT)
-        assert run.wait(timeout=60) == 130
+        run.send_signal(sig)
+        assert run.wait(timeout=60) == code
     finally:
         if run.poll() is None:
             run.kill()
     (run_dir,) = tmp_path.iterdir()
+    deadline = time.monotonic() + 30  # the watcher's removal runs after the lab is gone
+    while labelled(run_dir.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert labelled(run_dir.name) == []
-    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == status
 
 
 def test_the_proxy_of_a_port_is_found_by_its_process(tmp_path: Path) -> None:

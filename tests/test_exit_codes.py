@@ -7,10 +7,12 @@ The signal codes 130 and 143 are run by tests/test_reliability.py; here SIGHUP s
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.target import Slo
 from lab.config.models import ASYNC_PORT
+from lab.front import nginx
 from lab.record import errors
 from tests.conftest import lab_cli
 from tests.fixture_run import FixtureStep, build_run
@@ -66,6 +69,22 @@ def port_in_use(_: Path) -> int:
         return lab("upstream", "--port", str(busy.getsockname()[1])).returncode
 
 
+def redis_missing(_: Path) -> int:
+    """A database the machine lacks is its state, not a usage error (the server not on PATH)."""
+    argv = [sys.executable, "-m", "lab.cli.dbserve", "redis", "--port", "1"]
+    env = {**os.environ, "PATH": "/nonexistent"}
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, timeout=60).returncode
+
+
+def nginx_missing(tmp: Path) -> int:
+    """`--front nginx` on a machine without nginx (searched where it is not)."""
+    try:
+        nginx.binary(search=str(tmp))
+    except errors.LabError as e:
+        return e.exit_code
+    return 0
+
+
 def report_unwritable(tmp: Path) -> int:
     run = build_run(tmp / "run", [FixtureStep("m", 5)])
     (run / "report.html").mkdir()  # root writes through file modes: a directory stops it
@@ -101,6 +120,8 @@ CASES: dict[str, tuple[int, Callable[[Path], int]]] = {
     "usage": (errors.EXIT_USAGE, usage),
     "upstream-port-in-use": (errors.EXIT_REFUSED, port_in_use),
     "report-unwritable": (errors.EXIT_REFUSED, report_unwritable),
+    "redis-missing": (errors.EXIT_REFUSED, redis_missing),
+    "nginx-missing": (errors.EXIT_REFUSED, nginx_missing),
     "advise-not-confirmed": (
         errors.EXIT_NOT_CONFIRMED,
         advised(model("a", False, limited_by="apparatus")),

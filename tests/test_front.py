@@ -223,7 +223,14 @@ def test_lab_serve_front_is_what_compose_runs_and_the_lab_page_shows_nginx_cpu(
         code = serve.wait(timeout=30)
         log.close()
     assert code == 128 + signal.SIGTERM, (tmp_path / "serve.log").read_text()[-2000:]
-    assert not [pid for pid in started if psutil.pid_exists(pid)]
+    assert not [pid for pid in started if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_lab_serve_takes_one_front(tmp_path: Path) -> None:

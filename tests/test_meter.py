@@ -52,9 +52,11 @@ def test_meter_reads_the_servers_cpu_and_rss_from_outside_its_tree(served) -> No
         list(pool.map(lambda _: urllib.request.urlopen(url + "/io?delay_ms=5").read(), range(200)))
     now = meter.sample()
     assert now.cpu_pct > 0 and now.rss_mb > 10 and 0 < now.pss_mb <= now.rss_mb
-    server_tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))}
+    (server,) = [c for c in psutil.Process(proc.pid).children() if "gunicorn" in c.cmdline()[1]]
+    server_tree = {server.pid, *(c.pid for c in server.children(recursive=True))}
     meter_pids = [p.pid for p in psutil.process_iter(["cmdline"]) if _is_meter(p, meter_port)]
     assert meter_pids and not set(meter_pids) & server_tree  # its own use is never counted
+    assert f"--pid {server.pid}" in " ".join(psutil.Process(meter_pids[0]).cmdline())
     conns = psutil.Process(meter_pids[0]).net_connections("tcp")
     (listening,) = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
     assert listening == ("127.0.0.1", meter_port)  # the server's address: loopback by default
@@ -102,3 +104,21 @@ def test_a_forked_tree_counts_its_shared_pages_once_in_pss() -> None:
     finally:
         procs.stop_group(proc.pid, 5, proc.wait)
     assert now.rss_mb > 4 * 64 and now.pss_mb < 64 + 3 * 20, now
+
+
+def test_lab_serve_exec_becomes_the_server_alone(upstream, tmp_path: Path) -> None:  # noqa: ANN001
+    """`--exec` (the Docker backend's containers): the command's own process is the server, so a
+    container's stats are the server's alone; with a meter or a front it is refused."""
+    port = procs.free_port()
+    argv = [*(sys.executable, "-m", "lab.cli.serve", "gunicorn-gevent", "--exec")]
+    argv += ["--port", str(port), "--upstream-url", upstream.url]
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_answer(f"http://127.0.0.1:{port}/health", proc)
+        assert "gunicorn" in " ".join(psutil.Process(proc.pid).cmdline())
+    finally:
+        procs.stop_group(proc.pid, 10, proc.wait)
+    refused = subprocess.run(
+        [*argv[:5], "--meter-port", "1"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "--exec" in refused.stderr

@@ -8,13 +8,16 @@ instead of the process tree.
 
 Every container and the run's network carry the label `concurrency-lab.run=<run id>`; `close()`
 removes everything with that label (the sweep calls it on success, failure and Ctrl-C), so a run
-never touches anything it did not start. The containers get the same limits and hardening as
-compose.yaml, with sysctls and open-file limits read from tuning/.
+never touches anything it did not start; if the lab dies before (SIGKILL), its watcher
+(lab.system.tether) runs `python -m lab.backends.containers RUN_ID`, which does the same. A
+missing Docker Engine or image is this machine's state (Refused: exit 3). The containers get the
+same limits and hardening as compose.yaml, with sysctls and open-file limits read from tuning/.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -22,7 +25,8 @@ from typing import Any
 from lab.backends.base import CpuLayout, upstream_argv
 from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
-from lab.record.errors import LabError
+from lab.record.errors import LabError, Refused
+from lab.system import tether
 from lab.system.procs import StartFailed, wait_http
 from lab.system.sampling import MB, Reading
 from lab.system.tuning import read_nofile, read_sysctls
@@ -138,7 +142,8 @@ class ContainerServer:
 
 
 def serve_command(model: Model, knobs: Knobs) -> list[str]:
-    """`python -m lab.cli.serve` in the image renders the argv from the image's own registry."""
+    """`python -m lab.cli.serve --exec` in the image renders the argv from the image's own
+    registry and becomes the server, so the container's stats measure the server alone."""
     pairs = [f"{f.name}={getattr(knobs, f.name)}" for f in fields(knobs)]
     return [
         "python",
@@ -146,6 +151,7 @@ def serve_command(model: Model, knobs: Knobs) -> list[str]:
         "lab.cli.serve",
         model.name,
         *("--host", "0.0.0.0", "--allow-remote"),  # the container's own network; see compose.yaml
+        "--exec",  # the container's memory and CPU are the server's alone; `docker stop` kills
         "--port",
         str(CONTAINER_PORT),
         *(arg for pair in pairs for arg in ("--knob", pair)),
@@ -172,11 +178,13 @@ class DockerBackend:
         try:
             self.image = self.client.images.get(image)
         except Exception:
-            raise LabError(
+            raise Refused(
                 f"Docker image {image} not found; build it with docker/build-image.sh"
             ) from None
         self.image_name = image
         self.labels = {RUN_LABEL: run_id}
+        reaper = [sys.executable, "-m", "lab.backends.containers", run_id]
+        tether.WATCHER.on_death(f"containers-{run_id}", reaper)  # removed if the lab dies
         self.network = self.client.networks.create(
             f"lab-{run_id}", driver="bridge", labels=self.labels
         )
@@ -251,6 +259,7 @@ class DockerBackend:
     def close(self) -> None:
         """Remove every container and the network this run started (found by its label)."""
         remove_run(self.client, self.run_id)
+        tether.WATCHER.cancel(f"containers-{self.run_id}")
 
 
 def remove_run(client: Any, run_id: str) -> None:
@@ -272,7 +281,7 @@ def connect() -> Any:
     except ImportError:
         raise LabError("the docker backend needs the Docker SDK: pip install docker") from None
     except Exception as e:
-        raise LabError(
+        raise Refused(
             f"no Docker Engine reachable ({e}); start Docker or use --backend native"
         ) from None
     return client
@@ -285,3 +294,7 @@ def wait_ready(server: ContainerServer, timeout_s: float) -> None:
     except StartFailed:
         server.stop()
         raise
+
+
+if __name__ == "__main__":  # the watcher's command for a lab that died: remove its containers
+    remove_run(connect(), sys.argv[1])

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.record.errors import LabError
+from lab.record.errors import LabError, Refused
 from lab.system import procs, safety
 
 READY_TIMEOUT_S = 30.0
@@ -54,14 +54,14 @@ def postgres_bindir() -> Path:
         key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
     )
     if not versions:
-        raise LabError(f"PostgreSQL not found (initdb, postgres); install it: {INSTALL}")
+        raise Refused(f"PostgreSQL not found (initdb, postgres); install it: {INSTALL}")
     return Path(versions[-1]).parent
 
 
 def redis_binary() -> str:
     found = shutil.which("redis-server")
     if not found:
-        raise LabError(f"Redis not found (redis-server); install it: {INSTALL}")
+        raise Refused(f"Redis not found (redis-server); install it: {INSTALL}")
     return found
 
 
@@ -72,7 +72,7 @@ def as_unprivileged(argv: list[str]) -> list[str]:
     try:
         pwd.getpwnam("postgres")
     except KeyError:
-        raise LabError(
+        raise Refused(
             f"running as root and there is no `postgres` user for PostgreSQL; {INSTALL}"
         ) from None
     setpriv = shutil.which("setpriv")  # exec's in place: the pid file names postgres itself
@@ -108,12 +108,16 @@ def _initdb(bindir: Path, data: Path, log: Path) -> None:
     with open(log, "ab") as out:
         done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=120, check=False)
     if done.returncode != 0:
-        raise LabError(f"PostgreSQL initdb failed (exit {done.returncode}); see {log}")
+        raise Refused(f"PostgreSQL initdb failed (exit {done.returncode}); see {log}")
 
 
-def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
-    """initdb in a fresh directory, then postgres on a free loopback port (trust auth; beyond
-    loopback, as in a Compose network, trust extends to the hosts of its own subnets)."""
+def start_postgres(
+    run_dir: Path, host: str = "127.0.0.1", port: int = 0, trust_peers: bool = False
+) -> Database:
+    """initdb in a fresh directory, then postgres on a free loopback port. Trust auth for
+    loopback only (initdb's own pg_hba.conf); on another address, for that address too (this
+    machine's clients reach it there), and for the hosts of its own subnets only with
+    `trust_peers` (a Compose network, inside a container)."""
     bindir = postgres_bindir()
     tmp = _private_dir("lab-pg-", "postgres")
     log = run_dir / "logs" / "postgres.log"
@@ -121,7 +125,7 @@ def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Dat
         _initdb(bindir, tmp / "data", log)
         if host not in LOOPBACK:
             with open(tmp / "data" / "pg_hba.conf", "a") as hba:
-                hba.write("host all all samenet trust\n")
+                hba.write("host all all samenet trust\n" if trust_peers else _own(host))
         port = port or procs.free_port(host)
         settings = [arg for s in PG_SETTINGS for arg in ("-c", s)]
         argv = as_unprivileged(
@@ -142,8 +146,19 @@ def start_postgres(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Dat
     return _ready(Database("postgres", f"postgresql://{PG_USER}@{host}:{port}/postgres", proc, tmp))
 
 
-def start_redis(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Database:
-    """redis-server on a free loopback port, no persistence, in a fresh directory."""
+def _own(host: str) -> str:
+    """pg_hba.conf's line trusting one address (not a wildcard: 0.0.0.0 and :: name no host)."""
+    if host in ("0.0.0.0", "::", ""):
+        return ""
+    return f"host all all {host}/{128 if ':' in host else 32} trust\n"
+
+
+def start_redis(
+    run_dir: Path, host: str = "127.0.0.1", port: int = 0, trust_peers: bool = False
+) -> Database:
+    """redis-server on a free loopback port, no persistence, in a fresh directory. Redis'
+    protected mode (no password: loopback clients only) is turned off only with `trust_peers`
+    (a Compose network, inside a container)."""
     binary = redis_binary()
     tmp = _private_dir("lab-redis-", None)
     port = port or procs.free_port(host)
@@ -163,7 +178,7 @@ def start_redis(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Databa
         "no",
         "--maxclients",
         "10000",
-        *(() if host in LOOPBACK else ("--protected-mode", "no")),  # a Compose network's peers
+        *(("--protected-mode", "no") if trust_peers else ()),  # a Compose network's peers
     ]
     with _removed_on_failure(tmp):
         proc = procs.start(
@@ -199,7 +214,7 @@ def _ready(db: Database) -> Database:
         time.sleep(0.1)
     tail = " | ".join(db.proc.log_tail(3))
     stop(db)
-    raise LabError(f"{db.kind} did not start ({last}); see {db.proc.log_path}: {tail}")
+    raise Refused(f"{db.kind} did not start ({last}); see {db.proc.log_path}: {tail}")
 
 
 def ping(db: Database, timeout_s: float = 2.0) -> None:
@@ -218,7 +233,7 @@ def ping(db: Database, timeout_s: float = 2.0) -> None:
             redis.Redis.from_url(db.url, socket_timeout=timeout_s).ping()
     except Exception as e:  # the drivers' own error classes: refused, auth, unknown database
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise LabError(f"{db.kind} at {redacted(db.url)} refuses connections: {first}") from None
+        raise Refused(f"{db.kind} at {redacted(db.url)} refuses connections: {first}") from None
 
 
 def redacted(url: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from lab.cli.stopping import stopped_code
 from lab.record.errors import LabError
 from lab.run import generators
 from lab.system import procs
@@ -113,8 +114,8 @@ def generator(master: str, processes: int, steps: int, log_path: Path, allow_rem
         ) from None
     try:
         served = serve(master, processes, steps, log_path)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         click.echo("interrupted: workers stopped", err=True)
-        sys.exit(130)
+        sys.exit(stopped_code(e))
     if served == 0:
         raise LabError(f"no step served: no generator master answered at {master}")

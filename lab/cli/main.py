@@ -8,11 +8,11 @@ from lab.cli import generator as remote_generators
 from lab.cli.advise import advise
 from lab.cli.doctor import doctor
 from lab.cli.models import list_models
-from lab.cli.options import standalone
 from lab.cli.report import compare_runs, report
 from lab.cli.reproduce import reproduce
 from lab.cli.run import run
 from lab.cli.serve import serve
+from lab.cli.stopping import standalone
 from lab.cli.ui import ui
 from lab.cli.upstream import upstream
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +9,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from lab.config.models import parse_knobs
 from lab.record.errors import LabError, Refused
@@ -18,17 +16,6 @@ from lab.record.errors import LabError, Refused
 RESULTS_DIR = Path("results")
 
 console = Console(stderr=True, soft_wrap=True)  # what the commands say; results go to stdout
-
-
-def standalone(command: click.Command, argv: list[str] | None = None) -> None:
-    """Run a command as a program (the `lab` script, or `python -m lab.cli.serve` in a
-    container): a LabError is one line and its own exit code (docs/running.md's table), never a
-    traceback."""
-    try:
-        command(args=argv, standalone_mode=True)
-    except LabError as e:
-        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
-        sys.exit(e.exit_code)
 
 
 def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:

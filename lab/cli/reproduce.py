@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from experiments import (
     brownout,
@@ -17,7 +20,9 @@ from experiments import (
 )
 from experiments.common import Experiment
 from experiments.common import reproduce as run_reproduction
-from lab.cli.options import results_dir_option
+from lab.cli.options import console, results_dir_option
+from lab.cli.stopping import standalone
+from lab.record.errors import EXIT_NO_ANSWER
 
 # Every reproducible experiment by its command-line name, in the order docs/reproductions.md
 # shows them.
@@ -36,7 +41,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in map(Experiment.of_modul
 def _help() -> str:
     lines = [
         "Reproduce a published concurrency experiment on this machine and print the published "
-        "figures beside the measured ones (also saved as reproduction.json in a run directory).",
+        "figures beside the measured ones (also saved as reproduction.json in a run directory). "
+        "Exit code 0 when every row was measured, 1 when a row failed (its client missing or "
+        "broken: the row says why), 130 / 143 / 129 when stopped.",
         "",
         "\b",
         "Experiments:",
@@ -57,8 +64,12 @@ def reproduce(name: str, quick: bool, full: bool, out: Path) -> None:
     size = "quick" if quick else "full" if full else "default"
     if size not in exp.protocols:
         raise click.UsageError(f"{name} has no --{size} protocol (its default is full size)")
-    run_reproduction(exp, size, out)
+    run = run_reproduction(exp, size, out)
+    rows = json.loads((run / "reproduction.json").read_text())["rows"]
+    if failed := [f"{r['section']} ({r['failed']})" for r in rows if r.get("failed")]:
+        console.print(f"[red]not every row was measured:[/] {escape('; '.join(failed))}")
+        sys.exit(EXIT_NO_ANSWER)
 
 
 if __name__ == "__main__":
-    reproduce()
+    standalone(reproduce)

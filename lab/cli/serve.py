@@ -1,15 +1,20 @@
 """`lab serve MODEL`: run one model's server in the foreground, as the registry declares it.
 
-Why: in a container the server must be the main process (so signals, `init: true` and healthchecks
-reach it), and its command line must be the one the native sweep uses, not a hand-typed copy that
-drifts. This command renders the registry's argv template and replaces itself with the server.
+Why: a container's command must be the server the native sweep runs, not a hand-typed copy that
+drifts: this command renders the registry's argv template and runs it. It stays in the foreground
+as the server's parent (the server in a process group of its own, tied to this process's life by
+lab.system.tether) rather than replacing itself with the server: its stop handlers are in place
+before the server starts, so SIGTERM, SIGINT or SIGHUP at any moment -- even while uWSGI is still
+starting and would lose it -- stops the whole group (TERM, then KILL after a grace period) and
+exits 128 + the signal; a server that exits by itself exits this command with 1. With `--exec`
+(the Docker backend's containers, whose stats must be the server's alone and whose life `docker
+stop` bounds, escalating to SIGKILL) it replaces itself with the server instead.
 With `--meter-port`, a meter (`lab.webui.meter`) serves the server's CPU and memory on that port,
 on the server's own address, for the web UI's lab page, which has no Docker socket to ask.
 
 With `--front nginx` the model is served as deployed (Compose's `front` profile): nginx on the
-port, the server behind it as `lab run --front nginx` starts it (`lab.front.serve`), and this
-command stays in the foreground to stop both on SIGTERM or when either exits; the meter reports
-nginx's CPU and memory apart from the server's.
+port, the server behind it as `lab run --front nginx` starts it (`lab.front.serve`); the meter
+reports nginx's CPU and memory apart from the server's.
 """
 
 from __future__ import annotations
@@ -17,27 +22,28 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 from typing import cast
 
 import click
 
 from lab.backends.base import CpuLayout, NativeBackend
-from lab.cli.options import port_option, standalone
+from lab.cli.options import port_option
 from lab.cli.run_options import FRONT_OPTIONS, MODELS_FILE
+from lab.cli.stopping import foreground, standalone
+from lab.cli.upstream import DEFAULT_UPSTREAM_PORT
 from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend, FrontedServer
 from lab.record.errors import LabError
-from lab.system import safety
-from lab.webui.meter import detach
+from lab.system import procs, safety
 
-DEFAULT_UPSTREAM_URL = "http://upstream:8080"
+# Where `lab upstream` listens by default, so the default works natively; compose.yaml and the
+# Docker backend name the container's upstream (http://upstream:8080) in LAB_UPSTREAM_URL.
+DEFAULT_UPSTREAM_URL = f"http://127.0.0.1:{DEFAULT_UPSTREAM_PORT}"
 
 
 def serve_argv(
@@ -103,10 +109,19 @@ def serve_argv(
     envvar="LAB_UPSTREAM_URL",
     default=DEFAULT_UPSTREAM_URL,
     show_default=True,
-    help="Base URL of the mock upstream (env LAB_UPSTREAM_URL).",
+    help="Base URL of the mock upstream (env LAB_UPSTREAM_URL): by default `lab upstream`'s on "
+    "this machine; in containers compose.yaml sets http://upstream:8080.",
 )
 @FRONT_OPTIONS[0]
 @FRONT_OPTIONS[1]
+@click.option(
+    "--exec",
+    "replace",
+    is_flag=True,
+    help="Replace this command with the server (no parent beside it, so a container's memory is "
+    "the server's alone: the Docker backend's containers). Only where something else bounds the "
+    "server's life and turns a SIGTERM it loses while starting into SIGKILL (`docker stop`).",
+)
 def serve(
     model: str,
     host: str,
@@ -120,6 +135,7 @@ def serve(
     allow_remote: bool,
     front: str | None,
     front_knobs: dict[str, int | str],
+    replace: bool,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point); with --front nginx,
     behind nginx, as deployed."""
@@ -130,6 +146,8 @@ def serve(
     if max_concurrency is not None:
         max_users = max_concurrency
         print(f"lab serve: note: --max-concurrency is now --max-users={max_users}", file=sys.stderr)
+    if replace and (fronted is not None or meter_port):
+        raise LabError("lab serve --exec: the server alone, without --front or --meter-port")
     argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)
     meter = Meter(host, meter_port, allow_remote)
     if fronted is not None:
@@ -137,8 +155,9 @@ def serve(
             serve_fronted(model, models_file, resolved, fronted, upstream_url, (host, port), meter)
         )
     print(f"lab serve {model}: {resolved}\n  {shlex.join(argv)}", file=sys.stderr, flush=True)
-    meter.start(os.getpid())
-    os.execvpe(argv[0], argv, env)
+    if replace:
+        os.execvpe(argv[0], argv, env)
+    sys.exit(foreground(model, argv, env=env, beside=lambda server: meter.start(server.pid)))
 
 
 class Meter:
@@ -154,11 +173,7 @@ class Meter:
         argv = ["--pid", str(pid), "--host", self.host, "--port", str(self.port)]
         argv += ["--front-pid", str(front_pid)] if front_pid else []
         argv += ["--allow-remote"] if self.allow_remote else []
-        detach([sys.executable, "-m", "lab.webui.meter", *argv])
-
-
-def _stop(signum: int, _: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+        procs.start("meter", [sys.executable, "-m", "lab.webui.meter", *argv], log_path=None)
 
 
 def serve_fronted(
@@ -170,14 +185,12 @@ def serve_fronted(
     where: tuple[str, int],
     meter: Meter,
 ) -> int:
-    """MODEL behind nginx until SIGTERM (or either exits); both stopped on the way out. The
-    exit code: 128 + the signal, or 1 when a process died."""
+    """MODEL behind nginx until a stop signal (or either exits); both stopped on the way out. The
+    exit code: 128 + the signal (`standalone`), or 1 when a process died."""
     (model,) = variants(load_registry(models_file).pick([name]), ("nginx",))
     run_dir = Path(tempfile.mkdtemp(prefix="lab-serve-"))  # logs, nginx's prefix, the socket
     native = NativeBackend(run_dir, CpuLayout(), host=where[0])
     backend = FrontedBackend(native, front.knobs, front.binary)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _stop)
     try:
         server = cast(FrontedServer, backend.start_server(model, knobs, upstream_url, where[1]))
         said = f"lab serve {model.name}: {knobs}, nginx {front.knobs}\n  {shlex.join(server.argv)}"
@@ -187,12 +200,13 @@ def serve_fronted(
             time.sleep(1.0)
         print(f"lab serve {model.name}: a process exited; logs in {run_dir}", file=sys.stderr)
         return 1
-    except SystemExit:  # stopped by a signal: nothing to keep (a failure keeps its logs)
+    except KeyboardInterrupt:  # stopped by a signal: nothing to keep (a failure keeps its logs)
         backend.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
         backend.close()
+        procs.stop_all()  # the meter
 
 
 if __name__ == "__main__":  # compose.yaml's entry point: errors exit as `lab serve`'s do

@@ -1,16 +1,19 @@
-"""Stopping a run cleanly: signals that stop it like Ctrl-C, and leftovers of dead runs."""
+"""Stopping a command cleanly: signals that stop it like Ctrl-C, the exit code a stop means
+(128 + the signal's number, docs/running.md's table), and leftovers of dead runs."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import click
 from rich.markup import escape
 
 from lab.cli.options import console
+from lab.record.errors import LabError
 from lab.run import leftovers
 from lab.system import procs
 
@@ -68,4 +71,60 @@ def exit_when_stopped(run_dir: Path, command: str) -> Iterator[None]:
             f"{' (late: ' + ', '.join(late) + ')' if late else ''}; finished steps are kept in "
             f"{escape(str(run_dir))}; continue with: {command} --resume {escape(str(run_dir))}"
         )
-        sys.exit(128 + (signal.Signals[str(e)] if str(e) in STOP_SIGNALS else signal.SIGINT))
+        sys.exit(stopped_code(e))
+
+
+def stopped_code(stop: KeyboardInterrupt) -> int:
+    """128 + the number of the signal that stopped a command: the one a stop handler named
+    (`stop_signals`), else SIGINT (Ctrl-C)."""
+    name = str(stop)
+    return 128 + (signal.Signals[name] if name in STOP_SIGNALS else signal.SIGINT)
+
+
+def standalone(command: click.Command, argv: list[str] | None = None) -> None:
+    """Run a command as a program (the `lab` script, or `python -m lab.cli.serve` in a
+    container) with the table's exit codes: a LabError is one line and its own code, never a
+    traceback; Ctrl-C, SIGTERM and SIGHUP stop any command as Ctrl-C does (its `finally` blocks
+    stop what it started) and exit 128 + the signal, where click alone would exit 1."""
+    try:
+        with stop_signals():
+            code = command.main(args=argv, standalone_mode=False)
+    except LabError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except (click.Abort, KeyboardInterrupt) as e:
+        stop = e if isinstance(e, KeyboardInterrupt) else e.__cause__
+        if not isinstance(stop, KeyboardInterrupt):
+            console.print("[red]aborted[/]")
+            sys.exit(1)
+        procs.stop_all()  # normally none: each command stops what it started
+        console.print(f"[red]interrupted ({escape(str(stop)) or 'SIGINT'})[/]")
+        sys.exit(stopped_code(stop))
+    sys.exit(code if type(code) is int else 0)  # click.Exit (--help, --version) returns its code
+
+
+def foreground(
+    name: str,
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    beside: Callable[[procs.Proc], None] | None = None,
+) -> int:
+    """argv as this command's child, in a process group of its own tied to this process, its
+    output this command's own, until it exits (1: a server that exits by itself failed) or a stop
+    signal (raised by `standalone`'s handlers, which are in place before the child starts, so a
+    stop during its start-up is never lost). Whatever runs is stopped on the way out: TERM, then
+    KILL after a grace period. `beside(proc)` starts what runs next to it (a meter)."""
+    try:
+        proc = procs.start(name, argv, log_path=None, env=env, cwd=cwd)
+        if beside is not None:
+            beside(proc)
+        code = proc.popen.wait()
+    finally:
+        procs.stop_all()
+    console.print(f"[red]{escape(name)} exited by itself with code {code}[/]")
+    return 1

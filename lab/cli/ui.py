@@ -4,19 +4,18 @@ For users without Docker: the same UI as `docker compose up`, every listener on 
 servers start exactly as `lab run` starts them (NativeBackend, the registry's command lines);
 locust loads the users (loadgen/locustfile.py) and the lab page (lab/webui/page.py) and is told
 where
-each model is (LAB_TARGETS) and which process to measure (LAB_SERVER_PIDS). Ctrl-C or SIGTERM
-stops every process it started, in its own process group, so nothing is left running.
+each model is (LAB_TARGETS) and which process to measure (LAB_SERVER_PIDS). Ctrl-C, SIGTERM or
+SIGHUP stops every process it started and exits 128 + the signal; a SIGKILL leaves them to the
+watcher (lab.system.tether), so nothing is left running either way.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 from typing import cast
 
 import click
@@ -36,10 +35,6 @@ from lab.system.resources import CODE_ROOT
 ROOT = CODE_ROOT
 LOCUSTFILES = "loadgen/locustfile.py,lab/webui/page.py"
 DEFAULT_MODELS = "uwsgi-threads,uwsgi-gevent,gunicorn-gevent,gunicorn-asyncio"
-
-
-def _interrupt(signum: int, _: FrameType | None) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def locust_argv(port: int, out: Path) -> list[str]:
@@ -161,7 +156,6 @@ def ui(
         for note in alias_notes({"workers": workers}):
             click.echo(f"lab ui: note: {note}", err=True)
     logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         backend, locust = start_all(
             names, port, concurrency, delay_ms, out.resolve(), logs, fronted
@@ -174,10 +168,9 @@ def ui(
         while locust.alive():
             time.sleep(0.5)
         raise LabError(f"locust exited with code {locust.popen.poll()}; see {locust.log_path}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (lab.cli.stopping): exit 128 + it
         click.echo("lab ui: stopping", err=True)
+        raise
     finally:
         stopped = procs.stop_all()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         click.echo(f"lab ui: stopped {', '.join(stopped) or 'nothing'}", err=True)

@@ -1,29 +1,31 @@
 """`lab upstream`: the mock upstream alone in the foreground, for benchmarks and other tools.
 
 Why: to measure the upstream itself (wrk, hey), or to give another load tool the same slow API the
-lab's servers call, without writing its command line by hand. It replaces itself with
-`python -m servers.upstream`, so Ctrl-C and signals reach the upstream directly.
+lab's servers call, without writing its command line by hand. It runs `python -m
+servers.upstream` in the foreground as `lab serve` runs a server (lab.cli.stopping.foreground):
+Ctrl-C, SIGTERM or SIGHUP stop it and exit 128 + the signal, and it dies with this command.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 
 import click
 
 from lab.cli.options import port_option
+from lab.cli.stopping import foreground
 from lab.config.scenario import LIMITS
 from lab.system import procs, safety
 from lab.system.resources import CODE_ROOT
 from servers.upstream_model import DISTRIBUTIONS
 
 ENGINES = ("auto", "fast", "aiohttp")
+DEFAULT_UPSTREAM_PORT = 18081
 
 
 @click.command("upstream")
-@port_option(18081, "Port to listen on.")
+@port_option(DEFAULT_UPSTREAM_PORT, "Port to listen on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--delay-ms", default=100.0, show_default=True, type=click.FloatRange(0, LIMITS["delay_ms"])
@@ -100,6 +102,4 @@ def upstream(
         file=sys.stderr,
         flush=True,
     )
-    root = str(CODE_ROOT)
-    os.chdir(root)
-    os.execv(argv[0], argv)
+    sys.exit(foreground("upstream", argv, cwd=CODE_ROOT))

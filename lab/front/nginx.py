@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from lab.config.models import Model
-from lab.record.errors import LabError
+from lab.record.errors import LabError, Refused
 
 INSTALL = (
     "nginx not found: install it with `sudo apt-get install nginx-light` (or run scripts/setup.sh)"
@@ -69,11 +69,12 @@ def fronts(value: str) -> tuple[str, ...]:
 
 def binary(search: str | None = None) -> str:
     """nginx's path (PATH, then /usr/sbin, where Debian puts it and a user's PATH may not look),
-    or a LabError that says how to install it, before anything starts."""
+    or a Refused (this machine lacks it: exit 3) that says how to install it, before anything
+    starts."""
     where = os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin"))
     found = shutil.which("nginx", path=where if search is None else search)
     if found is None:
-        raise LabError(INSTALL)
+        raise Refused(INSTALL)
     return found
 
 

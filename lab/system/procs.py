@@ -1,8 +1,9 @@
 """Child processes the lab starts: own process group, pid file, bounded readiness, sure stop.
 
 Every server, upstream and load generator runs in its own session (process group), so stopping it
-stops every worker it forked. A pid file per process lets a later run find and remove leftovers of a
-run that was killed outright.
+stops every worker it forked, and its life is tied to the lab's (lab.system.tether: a parent-death
+signal and a watcher that stops every group the lab held when the lab dies, however). A pid file
+per process lets a later run find and remove leftovers of a run whose watcher died too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 import psutil
 
 from lab.record.errors import LabError, Refused
+from lab.system import tether
 from lab.system.http_client import get
 from lab.system.resources import child_env
 
@@ -48,7 +50,7 @@ class Proc:
     name: str
     argv: list[str]
     popen: subprocess.Popen[bytes]
-    log_path: Path
+    log_path: Path | None  # None: its output is this process's own (a foreground server)
     pid_file: Path | None = None
     cpus: tuple[int, ...] = field(default_factory=tuple)
     stopped: bool = False  # once stopped, never signal the group id again: it may be reused
@@ -61,6 +63,8 @@ class Proc:
         return self.popen.poll() is None
 
     def log_tail(self, lines: int = 20) -> list[str]:
+        if self.log_path is None:
+            return []
         with contextlib.suppress(OSError), open(self.log_path, errors="replace") as f:
             return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
         return []
@@ -86,12 +90,19 @@ _running: dict[int, Proc] = {}
 
 
 def stop_all(grace_s: float = STOP_GRACE_S) -> list[str]:
-    """Stop every child this process started and has not stopped yet; return their names."""
-    names = []
-    for proc in list(_running.values())[::-1]:
-        names.append(proc.name)
-        proc.stop(grace_s)
-    return names
+    """Stop every child this process started and has not stopped yet; return their names.
+
+    All groups are told at once and share one grace period, so a supervisor that kills the lab a
+    few seconds after its SIGTERM finds nothing left (and the watcher stops whatever was)."""
+    procs = list(_running.values())[::-1]
+    for proc in procs:
+        for sig in (signal.SIGTERM, signal.SIGCONT):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        proc.stop(max(deadline - time.monotonic(), 0.0))
+    return [proc.name for proc in procs]
 
 
 def stop_group(pgid: int, grace_s: float, wait: Any = None) -> None:
@@ -111,6 +122,7 @@ def stop_group(pgid: int, grace_s: float, wait: Any = None) -> None:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)  # workers that outlived their master, too
+    tether.WATCHER.release(pgid)
 
 
 def group_alive(pgid: int) -> bool:
@@ -191,7 +203,7 @@ def start(
     name: str,
     argv: list[str],
     *,
-    log_path: Path,
+    log_path: Path | None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     cpus: tuple[int, ...] = (),
@@ -200,32 +212,50 @@ def start(
 ) -> Proc:
     """Start argv in its own session, pinned to `cpus` when given.
 
-    Output goes to log_path; with pipe_stdout, stdout is a pipe for the caller to read instead.
+    Output goes to log_path (None: to this process's own stdout and stderr); with pipe_stdout,
+    stdout is a pipe for the caller to read instead.
     Without `env` the child gets `child_env()`: the lab's code root on its Python path.
     """
     argv = pinned(argv, cpus)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tether.deferred_stops(), _log(log_path) as log:
         try:
-            popen = subprocess.Popen(
+            popen = spawn(
                 argv,
-                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipe_stdout else log,
-                stderr=log if pipe_stdout else subprocess.STDOUT,
+                stderr=log if pipe_stdout or log is None else subprocess.STDOUT,
                 env=child_env() if env is None else env,
                 cwd=cwd,
-                start_new_session=True,
             )
         except OSError as e:  # missing, not executable (EACCES, ENOEXEC), argv too long (E2BIG)
             reason = f"cannot execute {argv[0]}: {e.strerror or e}"
             raise StartFailed(f"{name}: {reason}", {"exit_code": None, "error": reason}) from None
-    pid_file = None
-    if pid_dir is not None:
-        pid_file = pid_dir / f"{name}.pid"
-        PidRecord.of(name, popen.pid, argv).write(pid_file)
-    proc = Proc(name, argv, popen, log_path, pid_file, cpus)
-    _running[proc.pid] = proc
+        pid_file = None
+        if pid_dir is not None:
+            pid_file = pid_dir / f"{name}.pid"
+            PidRecord.of(name, popen.pid, argv).write(pid_file)
+        proc = Proc(name, argv, popen, log_path, pid_file, cpus)
+        _running[proc.pid] = proc
     return proc
+
+
+def _log(path: Path | None) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.nullcontext() if path is None else open(path, "ab")
+
+
+def spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
+    """subprocess.Popen in a session of its own, its life tied to this process's (tether): the
+    one way the lab starts a child. Stop it with `stop_group(popen.pid, ...)`."""
+    with tether.deferred_stops():
+        popen: subprocess.Popen[Any] = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=tether.preexec(),  # the child holds itself in the watcher
+            **popen_kwargs,
+        )
+    return popen
 
 
 EXECUTABLE_MAGIC = (b"\x7fELF", b"#!")  # what execve(2) runs on Linux without binfmt_misc

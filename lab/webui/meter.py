@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -30,21 +29,6 @@ from lab.system import safety
 from lab.system.sampling import TreeMeter
 
 POLL_S = 1.0
-
-
-def detach(argv: list[str]) -> None:
-    """Start argv as an orphan (double fork): it is not a child of this process or of what this
-    process execs next, so a server's master never sees it among its workers."""
-    child = os.fork()
-    if child == 0:
-        os.setsid()
-        if os.fork() == 0:
-            try:
-                os.execvp(argv[0], argv)
-            finally:
-                os._exit(127)
-        os._exit(0)
-    os.waitpid(child, 0)
 
 
 def reading(meter: TreeMeter) -> dict[str, float]:
