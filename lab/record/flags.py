@@ -203,6 +203,18 @@ _FLAGS = (
         tail=True,
     ),
     Flag(
+        "stalled",
+        f"the server almost stopped answering for at least one measured second (at most "
+        f"{T.outage_second_share:.0%} of the step's median answers a second) while requests "
+        "waited: the p99 of the answers may leave the waiting ones out, so the step is never the "
+        "basis of a p99 verdict or crossover; its throughput counts, and its per-second interval "
+        "leaves those seconds out (the outage is the event, not noise)",
+        ("stalled",),
+        "lab.verdict.table",
+        excludes=False,
+        tail=True,
+    ),
+    Flag(
         "server_saturated",
         f"the server's CPU was at {T.server_cpu_saturated_share:.0%} of its cores or more: the "
         "model is CPU-bound here",

@@ -45,8 +45,20 @@ class Thresholds:
     # The upstream answered at least this share of the step's answers: the load went through it,
     # so its in-flight counter counts the server's requests.
     through_upstream_share: float = 0.50
-    # p50 at least this many delays with every request at an idle server's upstream: it is slow.
+    # The upstream's own service time (its answers' mean, as it measured them) at least this many
+    # of its configured delays: the upstream itself was slow, whatever the server did.
     upstream_slow_delays: float = 1.5
+    # --- stalls ------------------------------------------------------------------------------
+    # A measured second with at most this share of the step's median answers a second, while
+    # requests waited: an outage (a GC pause, a lock convoy, a worker respawned, a stopped
+    # process) ...
+    outage_second_share: float = 0.10
+    # ... told only where the median second had at least this many answers (fewer, and a quiet
+    # second is chance) ...
+    outage_min_answers_per_s: float = 10.0
+    # ... and not where the generator's own loop was late by this share of that second or more
+    # (the generator stalled, not the server).
+    outage_generator_lag_share: float = 0.50
     # --- failed requests ----------------------------------------------------------------------
     # Failed or dropped requests at this share or more: they decide the figures, and a p99 of
     # the answered ones leaves out more than the 1% beyond it (the tail is not compared).
@@ -83,6 +95,9 @@ class Thresholds:
     generator_lag_throughput_delays: float = 1.0
     generator_lag_ms: float = 3.0
     generator_lag_p99_share: float = 0.15
+    # A generator delay shorter than this is its loop's ordinary jitter, whatever a percentile's
+    # budget (`lab.record.counted`).
+    generator_touch_floor_ms: float = 1.0
     # --- trials ------------------------------------------------------------------------------
     # (max - min) / median of a point's trials at or above this: the point is `unstable`.
     trials_unstable_spread_share: float = 0.10

@@ -26,7 +26,7 @@ from typing import Any
 
 from lab.record.thresholds import T
 from lab.verdict import words
-from lab.verdict.facts import Facts, upstream_lag_limit_ms
+from lab.verdict.facts import Facts, median_rps, upstream_lag_limit_ms
 
 EXCLUDED, TAIL, COMPARED = "excluded", "tail", "compared"
 
@@ -186,6 +186,27 @@ def host_busy(f: Facts) -> Finding | None:
     if not (f.below_ideal and took):
         return None
     return Finding(f"{words.others(f)}: below the ideal on a disturbed machine")
+
+
+def stalled(f: Facts) -> Finding | None:
+    """Seconds with almost no answers while requests waited: an outage the step's means hide
+    (its throughput averages over it, its p99 of the answers may leave the waiting requests
+    out). The tail is not compared; the throughput is, its per-second interval without those
+    seconds (they are the event, not noise: `lab.record.step.StepRecord.outage_seconds`)."""
+    if not f.outage:
+        return None
+    series = f.r.timeseries.get("rps") or []
+    answered = [series[i] for i in f.outage]
+    median = median_rps(f.r)
+    n = len(f.outage)
+    return Finding(
+        f"the server almost stopped answering for {n} second{'s' if n != 1 else ''} of the "
+        f"{f.r.duration_s:g} s window (second{'s' if n != 1 else ''} "
+        f"{', '.join(str(i + 1) for i in f.outage)}: {', '.join(f'{x:g}' for x in answered)} "
+        f"answers a second against a median of {median:g}) while requests waited: a pause, a "
+        "lock, a restarted worker?",
+        {"seconds": list(f.outage), "answers_per_s": answered, "median_per_s": median},
+    )
 
 
 def errors(f: Facts) -> Finding | None:

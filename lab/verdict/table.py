@@ -27,6 +27,7 @@ from lab.verdict.rules import (
     nothing_measured,
     serialized,
     server_cpu,
+    stalled,
     tracks_ideal,
     upstream_down,
     upstream_late,
@@ -163,6 +164,18 @@ RULES: tuple[Rule, ...] = (
         advice="measure again on a quiet machine",
         check=host_busy,
         flag=_LAB,
+    ),
+    Rule(
+        name="stalled",
+        limit="stall",
+        effect=TAIL,
+        when=f"a measured second with at most {T.outage_second_share:.0%} of the step's median "
+        f"answers a second (a median of {T.outage_min_answers_per_s:g} or more) while requests "
+        f"waited, the generator's own loop late by less than "
+        f"{T.outage_generator_lag_share * 1000:g} ms that second",
+        advice="find the pause: the server's log, its GC, a lock, a worker that restarted",
+        check=stalled,
+        flag="stalled",
     ),
     Rule(
         name="knob_cap",
