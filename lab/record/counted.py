@@ -31,6 +31,12 @@ def unanswered_share(requests: int, ok: int, dropped: int) -> float:
     return round((total - ok) / total, 6) if total > 0 else 0.0
 
 
+def hides_p99(share: float) -> bool:
+    """More requests unanswered than the p99 leaves beyond it: the one test of `failed_tail`
+    (the verdict's rule `errors`) and of `unanswered_hides`, so they agree at exactly 1%."""
+    return share > ABSORBS["p99"]
+
+
 def hidden_by(share: float) -> tuple[str, ...]:
     """The percentiles a share of unanswered requests can set on its own: p99 over the answers
     alone would hide them, so the step is never compared on those (the max never is: any one

@@ -194,9 +194,10 @@ _FLAGS = (
     ),
     Flag(
         "failed_tail",
-        f"failed or dropped requests were {T.errors_share:.0%} of the step's or more: the p99 "
-        "of the answered ones leaves out more than the share beyond it, so the step is never "
-        "compared on p99 (its throughput, answered requests a second, still counts)",
+        f"failed, dropped or unfinished requests were more than {T.errors_share:.0%} of the "
+        "step's: the p99 of the answered ones leaves out more than the share beyond it, so "
+        "the step is never compared on p99 (its throughput, answered requests a second, still "
+        "counts)",
         ("failed_tail",),
         "lab.verdict.table",
         excludes=False,

@@ -63,6 +63,9 @@ class Thresholds:
     # Failed or dropped requests at this share or more: they decide the figures, and a p99 of
     # the answered ones leaves out more than the 1% beyond it (the tail is not compared).
     errors_share: float = 0.01
+    # Failed at least this share: the failures, not the answers, used the server's CPU (fast
+    # refusals from a full pool), so the CPU is not the limit; the failures are.
+    mostly_failed_share: float = 0.50
     # --- the lab's apparatus (load generators, upstream, host) --------------------------------
     # One generator process at this % of its core: it is saturated (`client_saturated`).
     generator_cpu_saturated_pct: float = 90.0

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lab.record.counted import hides_p99
 from lab.record.thresholds import T
 from lab.verdict import words
 from lab.verdict.facts import Facts, median_rps, upstream_lag_limit_ms
@@ -78,7 +79,10 @@ def memory(f: Facts) -> Finding | None:
 
 
 def server_cpu(f: Facts) -> Finding | None:
-    if not f.cpu_bound:
+    """The server's cores were full, where its answers, not its refusals, used them: a server
+    that fails most requests (fast 503s from a full pool) spent its CPU on the failures, and
+    they are the limit (the rule `errors`, after the apparatus and the caps)."""
+    if not f.cpu_bound or f.failed_share >= T.mostly_failed_share:
         return None
     r = f.r
     cpu = f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
@@ -210,12 +214,20 @@ def stalled(f: Facts) -> Finding | None:
 
 
 def errors(f: Facts) -> Finding | None:
-    if f.failed_share < T.errors_share:
+    if not hides_p99(f.failed_share):
         return None
-    kinds = sorted(f.r.errors.items(), key=lambda kv: -kv[1])
-    said = ", ".join(f"{k} {v}" for k, v in kinds)
+    kinds = sorted(f.r.errors.items(), key=lambda kv: (-kv[1], kv[0]))
+    said = ", ".join(f"{k} {v}" for k, v in kinds) or "unanswered at the cut-off"
+    pool = ""
+    if f.failed_share >= T.mostly_failed_share and f.cap.delay_ms > 0:
+        held = f.r.throughput_rps * f.cap.delay_ms / 1000
+        pool = (
+            f"; the answers, {f.r.throughput_rps:g} req/s, are what about {held:.2g} requests "
+            f"in flight for d = {f.cap.delay_ms:g} ms allow (Little's law): a pool that size "
+            "was full and the rest failed, and the CPU went on the failures"
+        )
     return Finding(
-        f"{f.failed_share:.0%} of requests failed or were dropped ({said})",
+        f"{f.failed_share:.1%} of requests failed or were dropped ({said}){pool}",
         {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)},
     )
 
@@ -226,10 +238,8 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
     for a CPU a little does not empty the upstream's counter (its users' requests stay in
     flight), so the counter path ignores that one; the inference from outside does not."""
     ignored = {"apparatus_cpu_wait"} if f.inflight_seen else set()
-    # Little's law counts answered requests only: refused or timed-out ones held slots (or
-    # none) unseen, so where many failed an in-flight count from outside is no evidence.
-    if not f.inflight_seen and f.failed_share >= T.errors_share:
-        return None
+    # Failures never lift a cap: Little's law counts answered requests only, so where requests
+    # failed the pool they left full is at least what the answers show, never less.
     d = f.cap.delay_ms
     queueing = T.queueing_delays if f.inflight_seen else T.queueing_inferred_delays
     if f.inflight < 0 or f.offered < T.min_offered_requests or d <= 0:
@@ -254,7 +264,13 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
 
 
 def _explained(f: Facts) -> bool:
-    return f.cap.requests <= f.inflight * (1 + T.knob_cap_tolerance_share) + 1
+    """The knobs allow about what plateaued: neither more (then something else capped it) nor
+    less (a plateau above the knobs is not theirs: more came in than they let through)."""
+    tolerance = 1 + T.knob_cap_tolerance_share
+    return (
+        f.cap.requests <= f.inflight * tolerance + 1
+        and f.inflight <= f.cap.requests * tolerance + 1
+    )
 
 
 def knob_cap(f: Facts) -> Finding | None:
@@ -280,8 +296,9 @@ def hidden_cap(f: Facts) -> Finding | None:
             evidence,
         )
     per = f.inflight / max(f.cap.processes, 1)
+    at_once = f"about {per:.0f} requests" if per >= 1 else f"fewer than one request ({per:.2g})"
     return Finding(
-        f"your app, or something it calls, lets about {per:.0f} requests run at once per process "
+        f"your app, or something it calls, lets {at_once} run at once per process "
         f"({f.inflight:.1f} in flight by Little's law, of {f.offered:g} offered; {allows}){probe}: "
         "a connection pool, a lock or a semaphore?",
         evidence,
@@ -289,15 +306,19 @@ def hidden_cap(f: Facts) -> Finding | None:
 
 
 def upstream_slow(f: Facts) -> Finding | None:
-    """Every request at the upstream, on time by its own loop, yet slow: only where nothing
-    disturbed the step (else the client's latency is not the upstream's)."""
-    reached = f.inflight_seen and f.inflight >= T.plateau_share * f.offered
-    slow = f.p50_ms >= T.upstream_slow_delays * f.cap.delay_ms
-    if not (reached and f.idle and slow and f.below_ideal) or f.disturbed:
+    """The upstream held the step's requests longer than its delay by its own evidence: its
+    event loop stalled (late by at least `upstream_slow_delays` d at its worst) while the step's
+    load went through it, below the ideal. Judged by the upstream's figures alone, whatever the
+    server's CPU did, so two models behind the same slow upstream are judged alike; the client's
+    latency is never quoted as the upstream's."""
+    stalled_ms = f.r.upstream_lag_max_ms
+    through = f.inflight_seen and f.r.upstream_served > 0
+    if not (through and f.below_ideal and stalled_ms >= T.upstream_slow_delays * f.cap.delay_ms):
         return None
     return Finding(
-        f"every request reached the upstream, which answered in p50 {f.p50_ms:.0f} ms against "
-        f"its {f.cap.delay_ms:g} ms delay, while the server's CPU idled"
+        f"the upstream's own event loop stalled: late by up to {stalled_ms:g} ms (on average "
+        f"{f.r.upstream_lag_ms:g} ms) against its {f.cap.delay_ms:g} ms delay, so the requests "
+        "it held waited on it, not on the server"
     )
 
 

@@ -105,7 +105,8 @@ RULES: tuple[Rule, ...] = (
         limit="server_cpu",
         effect=COMPARED,
         when=f"the server's CPU at {_CPU} of the cores it can use (with the apparatus full "
-        "too: both named, the apparatus as secondary evidence)",
+        "too: both named, the apparatus as secondary evidence), where fewer than "
+        f"{T.mostly_failed_share:.0%} of requests failed (else the failures used the CPU)",
         advice="more cores (processes) or less CPU per request; more concurrency cannot help",
         check=server_cpu,
     ),
@@ -181,8 +182,8 @@ RULES: tuple[Rule, ...] = (
         name="knob_cap",
         limit="concurrency_cap",
         effect=COMPARED,
-        when=f"{_CAP_WHEN}, and the knobs allow no more than the plateau (within "
-        f"{T.knob_cap_tolerance_share:.0%} + 1)",
+        when=f"{_CAP_WHEN}, and the knobs allow about the plateau (neither more nor less, "
+        f"within {T.knob_cap_tolerance_share:.0%} + 1)",
         advice="a larger pool (the knob named)",
         check=knob_cap,
         flag="capped",
@@ -191,7 +192,7 @@ RULES: tuple[Rule, ...] = (
         name="hidden_cap",
         limit="concurrency_cap",
         effect=EXCLUDED,
-        when=f"{_CAP_WHEN}, where the knobs allow more",
+        when=f"{_CAP_WHEN}, where the knobs allow more or less; failed requests never lift it",
         advice="find the pool, lock or semaphore in the app or what it calls",
         check=hidden_cap,
         flag="capped_unexplained",
@@ -200,9 +201,8 @@ RULES: tuple[Rule, ...] = (
         name="upstream_slow",
         limit="upstream",
         effect=EXCLUDED,
-        when=f"every request at the upstream (its counter at {T.plateau_share:.0%} of the "
-        f"offered load), p50 {T.upstream_slow_delays:g} d or more, an idle server, nothing "
-        "disturbing",
+        when="the step's load through the upstream, its own event loop late by "
+        f"{T.upstream_slow_delays:g} d or more at its worst, throughput below {_IDEAL}",
         advice="a faster upstream",
         check=upstream_slow,
         flag=_LAB,
@@ -211,8 +211,8 @@ RULES: tuple[Rule, ...] = (
         name="errors",
         limit="errors",
         effect=TAIL,
-        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
-        "the answered ones leaves them out",
+        when=f"failed, dropped or unfinished requests more than {T.errors_share:.0%} of all: "
+        "the p99 of the answered ones leaves them out",
         advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
         check=errors,
         flag="failed_tail",
