@@ -20,6 +20,10 @@ class Thresholds:
     # --- the server ---------------------------------------------------------------------------
     # The server's CPU at this share of the cores it can use: CPU-bound.
     server_cpu_saturated_share: float = 0.90
+    # ... at this share, with requests waiting (p50 `queueing_delays` d or more): a core that busy
+    # makes requests queue for it (an event loop at 85% of its core), the verdict's and `lab
+    # advise`'s one notion of a busy server.
+    server_cpu_busy_share: float = 0.70
     # ... under this share: it waits, it does not compute (a cap inferred from outside needs it).
     server_cpu_idle_share: float = 0.50
     # The server's memory at this share of the machine's.
@@ -115,7 +119,6 @@ class Thresholds:
     # --- lab advise's search ------------------------------------------------------------------
     advise_pool_over_inflight: float = 1.5  # the pool over Little's law's in-flight count
     advise_plan_cpu_share: float = 0.80  # the share of each core a candidate plans to keep busy
-    advise_busy_cpu_share: float = 0.70  # server CPU at this share: the CPU makes requests wait
     advise_full_pool_share: float = 0.90  # requests in flight at this share of the pool: full
     advise_queued_delays: float = 3.0  # p99 this many service times: requests waited somewhere
 

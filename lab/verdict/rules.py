@@ -100,6 +100,31 @@ def server_cpu(f: Facts) -> Finding | None:
     return Finding(cpu)
 
 
+def server_busy(f: Facts) -> Finding | None:
+    """A server's cores nearly busy while requests waited, below the ideal, nothing else
+    disturbing: a core that busy makes requests queue for it (an event loop at 85% of its one
+    core waits most of the time for its turn), so the CPU, not a pool, is the limit; its own
+    run-queue wait (schedstat) is quoted where it was measured."""
+    busy = f.server_cpu_share >= T.server_cpu_busy_share and not f.cpu_bound
+    queued = f.p50_ms >= T.queueing_delays * f.cap.delay_ms
+    if (
+        not (busy and queued and f.below_ideal)
+        or f.disturbed
+        or f.failed_share >= T.mostly_failed_share
+    ):
+        return None
+    waited = (
+        f"; its processes waited for a CPU {f.r.server_wait_pct:.0f}% of the window"
+        if f.r.server_wait_pct > 0
+        else ""
+    )
+    return Finding(
+        f"server CPU {f.server_cpu_share:.0%} of {words.cores(f.cap.cores)}: a core that busy "
+        f"makes requests queue for it (p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms"
+        f"{waited})"
+    )
+
+
 def front(f: Facts) -> Finding | None:
     """nginx in front ran out, not the model behind it: its error log said so during the window
     (flag `front_limited`: worker_connections are not enough, or its own file descriptors),
@@ -331,9 +356,20 @@ def tracks_ideal(f: Facts) -> Finding | None:
 
 
 def not_found(f: Facts) -> Finding:
+    """Below the ideal and no rule fired: every figure the rules read, so the reader sees what
+    is known (the server's CPU and its own wait for one, the host's, the queue)."""
+    r = f.r
+    known = [
+        f"throughput {f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s",
+        f"server CPU {r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}",
+        f"p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms",
+    ]
+    if r.server_wait_pct > 0:
+        known.append(f"the server waited for a CPU {r.server_wait_pct:.0f}% of the window")
+    if f.cap.host_cores:
+        known.append(f"the host's {f.cap.host_cores} cores at {r.host_cpu_pct:.0f}%")
+    if f.disturbances:
+        known.append("disturbed: " + ", ".join(sorted(f.disturbances)))
     return Finding(
-        f"below the ideal with no resource saturated: cause not found (throughput "
-        f"{f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s, server CPU "
-        f"{f.r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}, p50 {f.p50_ms:.0f} ms "
-        f"against d = {f.cap.delay_ms:g} ms)"
+        f"below the ideal with no resource saturated: cause not found ({'; '.join(known)})"
     )

@@ -26,6 +26,7 @@ from lab.verdict.rules import (
     not_found,
     nothing_measured,
     serialized,
+    server_busy,
     server_cpu,
     stalled,
     tracks_ideal,
@@ -206,6 +207,16 @@ RULES: tuple[Rule, ...] = (
         advice="a faster upstream",
         check=upstream_slow,
         flag=_LAB,
+    ),
+    Rule(
+        name="server_busy",
+        limit="server_cpu",
+        effect=COMPARED,
+        when=f"the server's CPU at {T.server_cpu_busy_share:.0%} of its cores or more (under "
+        f"{_CPU}), p50 {T.queueing_delays:g} d or more, throughput below {_IDEAL}, nothing "
+        "disturbing, most requests answered",
+        advice="more cores (processes) or less CPU per request: requests queue for a busy core",
+        check=server_busy,
     ),
     Rule(
         name="errors",
