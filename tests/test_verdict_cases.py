@@ -17,7 +17,7 @@ from analysis.limiting import model_sentences
 from analysis.metrics import point_table
 from lab.record import counted
 from lab.record.flags import excluding, tail_excluding
-from lab.record.step import Measured, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.run.apparatus import host_busy
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
@@ -94,6 +94,18 @@ def test_host_busy_leaves_remote_generators_cpu_out_of_this_hosts() -> None:
     sampled = Sampled(server_cpu_pct=60.0, upstream_cpu_pct=10.0, host_cpu_pct=190.0)
     assert host_busy(measured, sampled, elsewhere_cpu_pct=80.0)
     assert not host_busy(measured, sampled)  # the old arithmetic: 20% others, not busy
+
+
+@pytest.mark.parametrize("trial", [1, 2], ids=["run-1", "run-2"])
+def test_a_starved_server_is_flagged_by_its_own_wait_whatever_the_host_sum(trial: int) -> None:
+    """Two busy loops on the server's core, gunicorn-gevent at 200 users: its own run-queue wait
+    (35% of the window) and its core busy with others (55% of a core beside its 45%) name the
+    machine, whether or not the host-wide sum of other processes crossed `host_busy`'s line."""
+    raised = (Raised("host_busy", "other processes used 60% of a core"),) if trial == 1 else ()
+    r = step(
+        200, 415, p50=480, cpu=45, raised=raised, server_wait_pct=35.0, server_cores_busy_pct=100.0
+    )
+    assert (r.limited_by, compared(r)) == ("host_busy", "no"), r.limit_reason
 
 
 def test_an_app_refusing_most_requests_is_limited_by_its_failures_not_cpu() -> None:

@@ -118,6 +118,9 @@ class Sampled:
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
     server_wait_pct: float = 0.0  # the server's processes: the most any waited for a CPU, %
+    # The server's own cores (pinned apart from the apparatus's) busy, summed, 100 = one core
+    # (-1: not pinned apart): what ran there besides the server took its CPU.
+    server_cores_busy_pct: float = -1.0
     upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
     upstream_lag_max_ms: float = -1.0
     front_cpu_pct: float = -1.0  # nginx in front of the server, 100 = one core (-1: no front)
@@ -222,6 +225,7 @@ class StepRecord:
     also_limited_by: tuple[str, ...] = ()
     server_cores: float = 0.0
     server_wait_pct: float = 0.0
+    server_cores_busy_pct: float = -1.0  # its own cores busy, summed (-1: not pinned apart)
     # nginx in front of the server (`lab run --front nginx`), measured apart from it: its CPU
     # (mean, 100 = one core), its peak RSS and its CPU per request (-1, None: no front).
     front_cpu_pct: float = -1.0

@@ -153,12 +153,21 @@ def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> fro
         "host_busy": "host_busy" in r.flags,
         "apparatus_cpu_wait": r.apparatus_wait_pct >= T.apparatus_cpu_wait_pct,
         # A server's own threads and processes queue for its cores too (a pool of 10 threads
-        # on one core waits on itself): its wait is a disturbance only beside other processes.
+        # on one core waits on itself): its wait is a disturbance only beside other processes,
+        # on the machine or, where its cores are its own, on those cores.
         "server_cpu_wait": r.server_wait_pct >= T.server_cpu_wait_pct
         and server_cpu_share < T.server_cpu_saturated_share
-        and "host_busy" in r.flags,
+        and ("host_busy" in r.flags or others_on_server_cores(r) >= T.host_busy_pct),
     }
     return frozenset(name for name, yes in found.items() if yes)
+
+
+def others_on_server_cores(r: StepRecord) -> float:
+    """CPU that ran on the server's own cores besides the server (and nginx in front), % of
+    one core (0: not measured, its cores not its own)."""
+    if r.server_cores_busy_pct < 0:
+        return 0.0
+    return max(r.server_cores_busy_pct - r.deployed_cpu_pct, 0.0)
 
 
 def _apparatus_core(r: StepRecord) -> bool:
