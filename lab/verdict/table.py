@@ -160,7 +160,8 @@ RULES: tuple[Rule, ...] = (
         name="host_busy",
         limit="host_busy",
         effect=EXCLUDED,
-        when=f"other processes using {T.host_busy_pct:g}% of a core while the server waited "
+        when=f"other processes using {T.host_busy_pct:g}% of a core (on the machine, or on "
+        "the server's own cores where it is pinned apart) while the server waited "
         f"{T.server_cpu_wait_pct:g}% of the window for a CPU it was not using, or the "
         f"apparatus {T.apparatus_cpu_wait_pct:g}%, with throughput below {_IDEAL}",
         advice="measure again on a quiet machine",
