@@ -60,6 +60,8 @@ class Thresholds:
     # ... told only where the median second had at least this many answers (fewer, and a quiet
     # second is chance) ...
     outage_min_answers_per_s: float = 10.0
+    # ... in a step of at least this many measured seconds (fewer: no median to stand out from) ...
+    outage_min_seconds: int = 3
     # ... and not where the generator's own loop was late by this share of that second or more
     # (the generator stalled, not the server).
     outage_generator_lag_share: float = 0.50

@@ -138,9 +138,9 @@ def outage_of(r: StepRecord) -> tuple[int, ...]:
 
 
 def median_rps(r: StepRecord) -> float:
-    """The median measured second's answers a second (0: fewer than three seconds)."""
+    """The median measured second's answers a second (0: too few seconds to tell)."""
     rps = sorted(x for x in r.timeseries.get("rps") or [] if x == x)
-    return rps[len(rps) // 2] if len(rps) >= 3 else 0.0
+    return rps[len(rps) // 2] if len(rps) >= T.outage_min_seconds else 0.0
 
 
 def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> frozenset[str]:
