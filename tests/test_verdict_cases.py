@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from analysis import load
+from analysis.judge import judge
 from analysis.limiting import model_sentences
 from analysis.metrics import point_table
 from lab.record import counted
@@ -229,3 +230,13 @@ def test_the_stall_rule_reads_answers_a_second_while_users_wait() -> None:
     series = {"rps": [500.0] * 3 + [0.0] + [500.0] * 6, "lag_max_ms": own}
     by_generator = step(50, 450, p50=110, cpu=20, timeseries=series)
     assert "stalled" not in by_generator.flags
+
+
+def test_a_stalled_step_is_never_best_on_p99() -> None:
+    """Two models at 50 users: the stalled one answered faster between its outage seconds (p50
+    105 ms against 115), so its answers' p99 is lower; it is still never best on p99."""
+    outage = {"rps": [480.0] * 4 + [0.0, 0.0] + [480.0] * 4}
+    stalled = replace(step(50, 384, p50=105, cpu=20, timeseries=outage), model="a")
+    steady = replace(step(50, 430, p50=115, cpu=20), model="b")
+    (verdict,) = judge([stalled, steady])
+    assert "stalled" in stalled.flags and verdict.best_p99 == ("b",), verdict
