@@ -8,12 +8,13 @@ cost, e.g. "gunicorn-gevent: scales to 200 users, then server CPU (1 core at 97%
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 
 from lab.record.step import StepRecord
-from lab.verdict.limits import TITLES
+from lab.verdict.limits import LABS_OWN, TITLES
 
 
 def model_sentences(records: Sequence[StepRecord]) -> list[str]:
@@ -30,7 +31,13 @@ def _sentence(model: str, mode: str, levels: dict[float, list[StepRecord]]) -> s
     ordered = sorted(levels.items())
     limits = [(level, _common(rs)) for level, rs in ordered]
     peak = max(statistics.median(r.throughput_rps for r in rs) for _, rs in ordered)
-    first = next(((lv, r) for lv, r in limits if r.limited_by != "none"), None)
+    # The limit is the first above the highest level that tracked the ideal, the model's own
+    # before the lab's: a disturbance at a lower level (a busy machine for one step) is no
+    # limit of a model that scaled past it.
+    scaled = max((lv for lv, r in limits if r.limited_by == "none"), default=-math.inf)
+    above = [(lv, r) for lv, r in limits if r.limited_by != "none" and lv > scaled]
+    own = [(lv, r) for lv, r in above if r.limited_by not in LABS_OWN]
+    first = next(iter(own or above), None)
     cost = _cost([r for _, rs in ordered for r in rs])
     if first is None:
         top = ordered[-1][0]

@@ -21,7 +21,7 @@ from lab.record import hist
 from lab.record.errors import LabError
 from lab.record.flags import owed
 from lab.record.rundir import RunDir, planned_steps
-from lab.record.step import ERROR_KINDS, StepKey, StepRecord
+from lab.record.step import ERROR_KINDS, StepKey, StepRecord, outage_seconds
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
 # An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding
@@ -191,6 +191,7 @@ def _histograms_and_series(
                 merged[key].add(h)
             seconds.setdefault(key, []).extend(compact)
         series = r.get("timeseries") or {}
+        outage = set(outage_seconds(r.get("flags") or (), r.get("evidence") or {}))
         n = max([len(v or []) for v in series.values()] + [len(intervals)])
         for i in range(n):
             rec: dict[str, Any] = {
@@ -199,6 +200,7 @@ def _histograms_and_series(
                 "concurrency": key[2],
                 "trial": int(r.get("trial", 0)),
                 "second": i,
+                "outage": i in outage,  # the verdict's `stalled` seconds: an event, not noise
             }
             t = series.get("t") or []
             rec["t"] = float(t[i]) if i < len(t) else float(i)

@@ -231,6 +231,8 @@ def _seconds_ci(run: Run, key: tuple[Any, ...], centre: float) -> tuple[float, f
     if ts.empty:
         return float("nan"), float("nan")
     sel = ts[(ts["model"] == key[0]) & (ts["mode"] == key[1]) & (ts["concurrency"] == key[2])]
+    if "outage" in sel:  # an outage's seconds are the event (flag `stalled`), not noise
+        sel = sel[~sel["outage"].astype(bool)]
     xs = sel["rps"].dropna().tolist()
     if len(xs) < 2:
         return float("nan"), float("nan")

@@ -14,6 +14,10 @@ and the web UI run locust's own users.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+from typing import Any
+
 import gevent
 from gevent.pool import Group
 from locust.contrib.fasthttp import FastHttpSession
@@ -23,26 +27,108 @@ from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
 from loadgen.request import Request
 from loadgen.session import lab_session
+from loadgen.shares import lower_bounds
+
+DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes (as open loop)
+
+
+class ClosedLoop:
+    """The users' requests, counted by when they were sent: one sent inside the window counts
+    whenever it answers, so a server that stops answering near the cut-off cannot hide the
+    requests it holds. After the window the users send no more; the window's requests are
+    waited for (bounded), and each still unanswered is recorded with its age since it was sent,
+    a lower bound of its latency, as in the open loop (`loadgen.open_loop`). Throughput stays
+    the answers that arrived inside the window."""
+
+    def __init__(self, start: Start) -> None:
+        expected = start.expected_body.encode() if start.expected_body is not None else None
+        self.start = start
+        self.recorder = Recorder(expected)
+        self.pending: dict[int, float] = {}  # the window's requests not answered yet: sent at
+        self.ok_in_window = 0  # answers that arrived inside the window, whenever sent
+        self.unfinished = 0
+        self.floor: float | None = None  # the youngest unfinished request's age, ms
+        self.stopping = False  # the window closed: users send nothing more
+        self.cut = False  # the drain's cut-off passed: nothing more is recorded
+
+    def on_request(self, context: dict[str, Any], **kw: Any) -> None:
+        if self.cut:  # an answer after the cut-off: its age is already recorded, once
+            return
+        kind = self.recorder.on_request(measured=bool(context.get("measured")), **kw)
+        self.ok_in_window += kind is None and self.recorder.measuring
+
+    def user(self, session: FastHttpSession, req: Request) -> None:
+        """One closed-loop user until the window closes. The yield between requests keeps a
+        request that fails at once (a refused connection) from starving the event loop, as
+        locust's wait does."""
+        token = id(gevent.getcurrent())
+        while not self.stopping:
+            measured = self.recorder.measuring
+            if measured:
+                self.pending[token] = time.perf_counter()
+            try:
+                context = {"measured": measured}
+                session.request(
+                    req.method,
+                    req.path,
+                    name=req.path,
+                    data=req.body,
+                    headers=req.header_dict,
+                    context=context,
+                )
+            finally:
+                self.pending.pop(token, None)
+            gevent.sleep(0)
+
+    def drain(self) -> float:
+        """Wait (bounded) for the window's requests, then record the rest's ages since their
+        send as lower bounds; returns how long it waited."""
+        self.stopping = True
+        t0 = time.perf_counter()
+        limit = min(self.start.timeout_s, DRAIN_MAX_S)
+        while self.pending and time.perf_counter() - t0 < limit:
+            gevent.sleep(0.05)
+        cutoff = time.perf_counter()
+        ages = [(cutoff - sent) * 1000 for sent in self.pending.values()]
+        for age in ages:
+            self.recorder.bound(age)
+        self.unfinished, self.floor = len(ages), min(ages) if ages else None
+        self.cut = True
+        return cutoff - t0
 
 
 def run_closed(start: Start) -> Done:
-    expected = start.expected_body.encode() if start.expected_body is not None else None
-    recorder = Recorder(expected)
+    loop = ClosedLoop(start)
     events = EventHook()
-    events.add_listener(recorder.on_request)
+    events.add_listener(loop.on_request)
     request = Request.of(start)  # the recorder checks each body against `expected`
     users = Group()
     for _ in range(start.users):
-        users.spawn(user, lab_session(start, events, 1), request)
+        users.spawn(loop.user, lab_session(start, events, 1), request)
     try:
-        return run_phases(start, recorder)
+        done = run_phases(start, loop.recorder)
+        drain_s = loop.drain()
+        loop.recorder.roll(done.duration_s, done.duration_s + drain_s, drain=True)
     finally:
         users.kill(block=True, timeout=5)
+    return _with_cut(done, loop, drain_s)
 
 
-def user(session: FastHttpSession, req: Request) -> None:
-    """One closed-loop user until killed. The yield between requests keeps a request that fails
-    at once (a refused connection) from starving the event loop, as locust's wait does."""
-    while True:
-        session.request(req.method, req.path, name=req.path, data=req.body, headers=req.header_dict)
-        gevent.sleep(0)
+def _with_cut(done: Done, loop: ClosedLoop, drain_s: float) -> Done:
+    """The step's figures with the drained answers and the unfinished requests' bounds."""
+    rec = loop.recorder
+    latency = rec.latency()
+    return replace(
+        done,
+        requests=rec.requests + loop.unfinished,
+        ok=rec.ok,
+        errors=dict(rec.errors),
+        **latency,
+        closed_loop={
+            "unfinished": loop.unfinished,
+            "ok_in_window": loop.ok_in_window,
+            "drain_s": round(drain_s, 3),
+            "lower_bounds": lower_bounds(latency["latency_ms"], loop.floor),
+            "all_lower_bounds": lower_bounds(latency["all_latency_ms"], loop.floor),
+        },
+    )

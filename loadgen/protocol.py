@@ -199,6 +199,10 @@ class Done(Window):
     # unknown or none): the generators' loop lag over the window, and open-loop sends' lateness.
     lag: str = ""
     late_sends: str = ""
+    # Closed loop on one process: the window's requests counted by their send, whenever they
+    # answered (`loadgen.closed_loop.ClosedLoop`): unfinished, ok_in_window, drain_s,
+    # lower_bounds, all_lower_bounds ({}: counted by the clock, an older or fleet generator).
+    closed_loop: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

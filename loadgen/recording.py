@@ -50,6 +50,10 @@ class Interval:
     failed: dict[str, HdrHistogram] = field(default_factory=dict)
     # Open loop: each measured send's lateness (actual send - intended), per request.
     late_sends: HdrHistogram | None = None
+    # Answers that arrived in this second, whenever they were sent (None: not counted, a remote
+    # part's interval): the per-second throughput, where the histogram keeps only the requests
+    # sent (closed loop) or due (open loop) inside the window.
+    answers: int | None = None
 
     def record(self, kind: str | None, latency_ms: float) -> None:
         """One request that ended: an answer's latency, or a failure's under its kind. The one
@@ -119,7 +123,7 @@ class Recorder:
         self.expected = expected
         self.measuring = False
         self.opened_at = math.inf  # perf_counter when the measured window opened
-        self.interval = Interval()
+        self.interval = Interval(answers=0)
         self.whole = hist.new_histogram()  # every measured second merged
         self.errors: Counter[str] = Counter()
         self.requests = 0
@@ -152,6 +156,8 @@ class Recorder:
             kind = classify(exception, status, content, self.expected)
         self.live_requests += 1
         self.live_errors += kind is not None
+        if self.measuring and kind is None and self.interval.answers is not None:
+            self.interval.answers += 1
         if not (self.measuring if measured is None else measured):
             return kind
         self.interval.record(kind, response_time)
@@ -160,7 +166,7 @@ class Recorder:
     def take(self) -> Interval:
         """End the current interval and start the next one; it carries the loop's lag and the
         periodic work since the last one."""
-        done, self.interval = self.interval, Interval()
+        done, self.interval = self.interval, Interval(answers=0)
         done.lag, done.periodic_s, self.periodic_s = self.loop_lag.take(), self.periodic_s, 0.0
         return done
 
@@ -197,8 +203,10 @@ class Recorder:
         if not merged.get_total_count():  # no answer this second: no latency, not 0 ms
             summary = {**summary, "p50": math.nan, "p99": math.nan}
         span = max(end - start, 1e-9)
+        counted = [p.answers for p in parts.values()]
+        answers = merged.get_total_count() if None in counted else sum(filter(None, counted))
         return {
-            "rps": round(merged.get_total_count() / span, 1),
+            "rps": round(answers / span, 1),
             "errors": sum(errors.values()),
             "p50_ms": summary["p50"],
             "p99_ms": summary["p99"],

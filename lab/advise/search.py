@@ -47,7 +47,7 @@ from lab.verdict.facts import upstream_inflight
 HEADROOM = T.advise_pool_over_inflight  # the pool over Little's law's in-flight count
 PLAN_UTIL = T.advise_plan_cpu_share  # the share of each core a candidate plans to keep busy
 CALIBRATION_RPS = 500.0  # above this target, measure the cost per request here first
-BUSY = T.advise_busy_cpu_share  # server CPU at this share of its cores: the CPU makes them wait
+BUSY = T.server_cpu_busy_share  # server CPU at this share of its cores: the CPU makes them wait
 FULL = T.advise_full_pool_share  # requests in flight at this share of the pool: it is full
 QUEUED = T.advise_queued_delays  # p99 this many service times: requests waited somewhere
 OUTSTANDING = 2.0  # the generator's cap on requests in flight: rate x this many p99 limits

@@ -31,6 +31,7 @@ from lab.record.errors import LabError
 from lab.system import procs
 from lab.system.procstats import FRONT_PIDS_ENV, PIDS_ENV
 from lab.system.resources import CODE_ROOT
+from lab.webui.liveflags import cores_env
 
 ROOT = CODE_ROOT
 LOCUSTFILES = "loadgen/locustfile.py,lab/webui/page.py"
@@ -88,6 +89,7 @@ def start_all(
     env = {
         **os.environ,
         "LAB_UPSTREAM_URL": upstream.url,
+        **cores_env(len(native.layout.server), int(knobs.processes)),
         "LAB_TARGETS": ",".join(f"{s.name}={s.url}" for s in servers),
         PIDS_ENV: ",".join(f"{s.name}={s.proc.pid}" for s in servers),
         FRONT_PIDS_ENV: ",".join(

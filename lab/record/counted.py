@@ -23,15 +23,18 @@ from lab.record.thresholds import T
 # The share of requests each percentile leaves above it: more requests than this failing,
 # dropped or unfinished (or delayed by a stall) can set the percentile on their own. "max": any.
 ABSORBS = {"p99": T.errors_share, "p999": T.errors_share / 10, "max": 0.0}
-# A delay shorter than this is the loop's ordinary jitter, whatever the percentile's budget (the
-# instrument's budget against independent tools is T.generator_lag_p99_share of it).
-TOUCH_FLOOR_MS = 1.0
 
 
 def unanswered_share(requests: int, ok: int, dropped: int) -> float:
     """Failed, dropped and unfinished requests as a share of every request (0 when none)."""
     total = requests + dropped
     return round((total - ok) / total, 6) if total > 0 else 0.0
+
+
+def hides_p99(share: float) -> bool:
+    """More requests unanswered than the p99 leaves beyond it: the one test of `failed_tail`
+    (the verdict's rule `errors`) and of `unanswered_hides`, so they agree at exactly 1%."""
+    return share > ABSORBS["p99"]
 
 
 def hidden_by(share: float) -> tuple[str, ...]:
@@ -45,12 +48,12 @@ def touched_shares(
     stalls: tuple[str, str], requests: int, latency: Mapping[str, float]
 ) -> dict[str, float]:
     """For each reported percentile, the share of requests the generator itself delayed by at
-    least its error budget (T.generator_lag_p99_share of it, TOUCH_FLOOR_MS at least). `stalls`: the
-    generators' loop lag over the window and open-loop sends' lateness (encoded; "": unknown
-    lag, {} returned; no late sends). An answer arriving while the loop is X late waits X more,
-    so the share of the time the loop was that late is the share of answers so delayed; each
-    send that left late is counted itself. Both added: a request may be counted twice, never
-    missed."""
+    least its error budget (T.generator_lag_p99_share of it, T.generator_touch_floor_ms at
+    least). `stalls`: the generators' loop lag over the window and open-loop sends' lateness
+    (encoded; "": unknown lag, {} returned; no late sends). An answer arriving while the loop is
+    X late waits X more, so the share of the time the loop was that late is the share of answers
+    so delayed; each send that left late is counted itself. Both added: a request may be
+    counted twice, never missed."""
     lag, late = stalls
     if not lag or requests <= 0:
         return {}
@@ -59,7 +62,9 @@ def touched_shares(
     ticks = max(float(lag_counts.sum()), 1.0)
     out = {}
     for key in ABSORBS:
-        budget_us = 1000 * max(TOUCH_FLOOR_MS, T.generator_lag_p99_share * latency.get(key, 0.0))
+        budget_us = 1000 * max(
+            T.generator_touch_floor_ms, T.generator_lag_p99_share * latency.get(key, 0.0)
+        )
         answers = float(lag_counts[lag_at >= budget_us].sum()) / ticks
         sends = float(late_counts[late_at >= budget_us].sum()) / requests
         out[key] = round(min(1.0, answers + sends), 6)

@@ -194,10 +194,23 @@ _FLAGS = (
     ),
     Flag(
         "failed_tail",
-        f"failed or dropped requests were {T.errors_share:.0%} of the step's or more: the p99 "
-        "of the answered ones leaves out more than the share beyond it, so the step is never "
-        "compared on p99 (its throughput, answered requests a second, still counts)",
+        f"failed, dropped or unfinished requests were more than {T.errors_share:.0%} of the "
+        "step's: the p99 of the answered ones leaves out more than the share beyond it, so "
+        "the step is never compared on p99 (its throughput, answered requests a second, still "
+        "counts)",
         ("failed_tail",),
+        "lab.verdict.table",
+        excludes=False,
+        tail=True,
+    ),
+    Flag(
+        "stalled",
+        f"the server almost stopped answering for at least one measured second (at most "
+        f"{T.outage_second_share:.0%} of the step's median answers a second) while requests "
+        "waited: the p99 of the answers may leave the waiting ones out, so the step is never the "
+        "basis of a p99 verdict or crossover; its throughput counts, and its per-second interval "
+        "leaves those seconds out (the outage is the event, not noise)",
+        ("stalled",),
         "lab.verdict.table",
         excludes=False,
         tail=True,

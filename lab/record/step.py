@@ -13,7 +13,7 @@ and the cap on outstanding requests in open loop; it is read into the new names.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -96,6 +96,9 @@ class Measured:
     # their loop lag over the window, and open-loop sends' lateness (`lab.record.counted`).
     generator_lag: str = ""
     late_sends: str = ""
+    # Closed loop counted by send (`loadgen.closed_loop`): unfinished, ok_in_window, drain_s,
+    # lower_bounds, all_lower_bounds ({}: counted by the clock).
+    closed_loop: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class Sampled:
     host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
     apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
     server_wait_pct: float = 0.0  # the server's processes: the most any waited for a CPU, %
+    # The server's own cores (pinned apart from the apparatus's) busy, summed, 100 = one core
+    # (-1: not pinned apart): what ran there besides the server took its CPU.
+    server_cores_busy_pct: float = -1.0
     upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
     upstream_lag_max_ms: float = -1.0
     front_cpu_pct: float = -1.0  # nginx in front of the server, 100 = one core (-1: no front)
@@ -174,7 +180,7 @@ class StepRecord:
     scheduled: int | None = None
     sent: int | None = None
     completed: int | None = None
-    unfinished: int | None = None  # still unanswered at the cut-off: latency is a lower bound
+    unfinished: int | None = None  # still unanswered at the cut-off (closed loop too): a bound
     not_sent: int | None = None  # due while the cap on outstanding requests was full
     latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
     generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
@@ -219,6 +225,7 @@ class StepRecord:
     also_limited_by: tuple[str, ...] = ()
     server_cores: float = 0.0
     server_wait_pct: float = 0.0
+    server_cores_busy_pct: float = -1.0  # its own cores busy, summed (-1: not pinned apart)
     # nginx in front of the server (`lab run --front nginx`), measured apart from it: its CPU
     # (mean, 100 = one core), its peak RSS and its CPU per request (-1, None: no front).
     front_cpu_pct: float = -1.0
@@ -246,12 +253,23 @@ class StepRecord:
         return self.server_cpu_pct + max(self.front_cpu_pct, 0.0)
 
     @property
+    def outage_seconds(self) -> tuple[int, ...]:
+        return outage_seconds(self.flags, self.evidence)
+
+    @property
     def excluded_by(self) -> list[str]:
         """The flags that keep this step out of the verdict."""
         return flag_registry.excluding(self.flags)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+
+def outage_seconds(flags: Sequence[str], evidence: Mapping[str, Any]) -> tuple[int, ...]:
+    """The measured seconds (0-based) of an outage the verdict found (flag `stalled`): the
+    event, not noise, so an interval from the per-second series leaves them out."""
+    ev = evidence.get("stalled") if "stalled" in flags else None
+    return tuple(int(i) for i in ev.get("seconds", ())) if isinstance(ev, dict) else ()
 
 
 def step_record(
@@ -272,6 +290,7 @@ def step_record(
     needs beside the flags' evidence (e.g. an experiment's case). What limited the step and what
     a request cost are added by `lab.verdict.assess.assessed`, which knows what the knobs allow."""
     open_loop = dict(measured.open_loop or {})
+    cut = open_loop or dict(measured.closed_loop)  # the loop's figures at the window's cut-off
     errors, derived = _from_figures(measured, status)
     dropped = int(open_loop.get("dropped") or 0)
     counts = counted.facts(
@@ -280,13 +299,13 @@ def step_record(
         measured.all_latency_ms,
         measured.failed_latency_ms,
         (measured.generator_lag, measured.late_sends),
-        open_loop,
+        cut,
     )
     everything = (*raised, *derived)
     names = tuple(dict.fromkeys(r.flag for r in everything))
     evidence = _evidence(everything, context, measured.open_loop)
     duration = measured.duration_s
-    in_window = open_loop.get("ok_in_window", measured.ok)  # open loop: answered in the window
+    in_window = cut.get("ok_in_window", measured.ok)  # answered in the window, whenever sent
     record = StepRecord(
         run_id=run_id,
         **asdict(key),
@@ -308,7 +327,7 @@ def step_record(
         generator_lag_ms=dict(measured.generator_lag_ms),
         generator_periodic_pct=measured.generator_periodic_pct,
         **_sampled_figures(sampled),
-        **_open_loop_fields(open_loop),
+        **_open_loop_fields(cut),
         **counts,
     )
     return record
@@ -344,6 +363,7 @@ def _evidence(
 
 
 def _open_loop_fields(open_loop: dict[str, Any]) -> dict[str, Any]:
-    """The open-loop counts and which percentiles are lower bounds (nothing in closed loop)."""
+    """The loop's counts at the cut-off (open loop: every one; closed: `unfinished`) and which
+    percentiles are lower bounds."""
     counts = {k: open_loop[k] for k in OPEN_LOOP_COUNTS if k in open_loop}
     return {"latency_lower_bounds": tuple(open_loop.get("lower_bounds", ())), **counts}

@@ -20,6 +20,10 @@ class Thresholds:
     # --- the server ---------------------------------------------------------------------------
     # The server's CPU at this share of the cores it can use: CPU-bound.
     server_cpu_saturated_share: float = 0.90
+    # ... at this share, with requests waiting (p50 `queueing_delays` d or more): a core that busy
+    # makes requests queue for it (an event loop at 85% of its core), the verdict's and `lab
+    # advise`'s one notion of a busy server.
+    server_cpu_busy_share: float = 0.70
     # ... under this share: it waits, it does not compute (a cap inferred from outside needs it).
     server_cpu_idle_share: float = 0.50
     # The server's memory at this share of the machine's.
@@ -45,12 +49,29 @@ class Thresholds:
     # The upstream answered at least this share of the step's answers: the load went through it,
     # so its in-flight counter counts the server's requests.
     through_upstream_share: float = 0.50
-    # p50 at least this many delays with every request at an idle server's upstream: it is slow.
+    # The upstream's own service time (its answers' mean, as it measured them) at least this many
+    # of its configured delays: the upstream itself was slow, whatever the server did.
     upstream_slow_delays: float = 1.5
+    # --- stalls ------------------------------------------------------------------------------
+    # A measured second with at most this share of the step's median answers a second, while
+    # requests waited: an outage (a GC pause, a lock convoy, a worker respawned, a stopped
+    # process) ...
+    outage_second_share: float = 0.10
+    # ... told only where the median second had at least this many answers (fewer, and a quiet
+    # second is chance) ...
+    outage_min_answers_per_s: float = 10.0
+    # ... in a step of at least this many measured seconds (fewer: no median to stand out from) ...
+    outage_min_seconds: int = 3
+    # ... and not where the generator's own loop was late by this share of that second or more
+    # (the generator stalled, not the server).
+    outage_generator_lag_share: float = 0.50
     # --- failed requests ----------------------------------------------------------------------
     # Failed or dropped requests at this share or more: they decide the figures, and a p99 of
     # the answered ones leaves out more than the 1% beyond it (the tail is not compared).
     errors_share: float = 0.01
+    # Failed at least this share: the failures, not the answers, used the server's CPU (fast
+    # refusals from a full pool), so the CPU is not the limit; the failures are.
+    mostly_failed_share: float = 0.50
     # --- the lab's apparatus (load generators, upstream, host) --------------------------------
     # One generator process at this % of its core: it is saturated (`client_saturated`).
     generator_cpu_saturated_pct: float = 90.0
@@ -83,6 +104,9 @@ class Thresholds:
     generator_lag_throughput_delays: float = 1.0
     generator_lag_ms: float = 3.0
     generator_lag_p99_share: float = 0.15
+    # A generator delay shorter than this is its loop's ordinary jitter, whatever a percentile's
+    # budget (`lab.record.counted`).
+    generator_touch_floor_ms: float = 1.0
     # --- trials ------------------------------------------------------------------------------
     # (max - min) / median of a point's trials at or above this: the point is `unstable`.
     trials_unstable_spread_share: float = 0.10
@@ -97,7 +121,6 @@ class Thresholds:
     # --- lab advise's search ------------------------------------------------------------------
     advise_pool_over_inflight: float = 1.5  # the pool over Little's law's in-flight count
     advise_plan_cpu_share: float = 0.80  # the share of each core a candidate plans to keep busy
-    advise_busy_cpu_share: float = 0.70  # server CPU at this share: the CPU makes requests wait
     advise_full_pool_share: float = 0.90  # requests in flight at this share of the pool: full
     advise_queued_delays: float = 3.0  # p99 this many service times: requests waited somewhere
 

@@ -14,10 +14,13 @@ from lab.record.step import Measured, Raised, Sampled
 from lab.record.thresholds import T
 
 
-def host_busy(measured: Measured, sampled: Sampled) -> list[Raised]:
+def host_busy(measured: Measured, sampled: Sampled, elsewhere_cpu_pct: float = 0.0) -> list[Raised]:
     """Processes outside the run; kernel softirq (network) work is charged to no process, so
-    it is counted apart instead of blamed on them."""
-    apparatus = sampled.server_cpu_pct + measured.client_cpu_pct + sampled.upstream_cpu_pct
+    it is counted apart instead of blamed on them. `elsewhere_cpu_pct`: the generators on other
+    machines (`--remote-generators`), whose CPU is in the step's client CPU but not in this
+    host's, so it is not taken off this host's."""
+    here = measured.client_cpu_pct - elsewhere_cpu_pct
+    apparatus = sampled.server_cpu_pct + here + sampled.upstream_cpu_pct
     apparatus += max(sampled.front_cpu_pct, 0.0)  # nginx in front is part of the run
     others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
     if others < T.host_busy_pct:

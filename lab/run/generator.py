@@ -184,6 +184,7 @@ def measured_from(done: Done | None) -> Measured:
         failed_latency_ms=done.failed_latency_ms,
         generator_lag=done.lag,
         late_sends=done.late_sends,
+        closed_loop=done.closed_loop,
     )
 
 

@@ -150,6 +150,9 @@ class Samplers:
             host_softirq_pct=_mean(self.cores.softirq),
             apparatus_wait_pct=_mean(self.cores.waited),
             server_wait_pct=_mean(self.cores.server_waited),
+            server_cores_busy_pct=_mean(self.cores.server_cores_busy)
+            if self.cores.server_cores_busy
+            else -1.0,
             **self.front_figures(window_s),
             timeseries={
                 "server_cpu_pct": self.server.cpu,

@@ -9,6 +9,7 @@ the generator or the host was saturated). What it raises becomes the step's flag
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -217,7 +218,8 @@ class StepRunner:
         if self.s.app is not None:  # a user's app waits on its own, not on the upstream
             window = replace(window, max_inflight=-1)
         sampled = samplers.sampled(window, measured.duration_s or None)
-        raised += host_busy(measured, sampled) + saturated(measured, sampled, self.s.delay_ms)
+        raised += host_busy(measured, sampled, _elsewhere_cpu(outcome))
+        raised += saturated(measured, sampled, self.s.delay_ms)
         raised += generator_lag(measured)
         record = step_record(
             self.plan.run_id,
@@ -280,6 +282,14 @@ class StepRunner:
 
 def _users(point: Point) -> int | None:
     return point.users if point.rate_rps is None else None
+
+
+def _elsewhere_cpu(outcome: Outcome) -> float:
+    """The CPU of the step's generators on other machines (named `generator-i@<host>` by the
+    master, `loadgen.master`), 100 = one core."""
+    parts = outcome.done.parts if outcome.done is not None else []
+    here = socket.gethostname()
+    return sum(p.cpu_pct for p in parts if p.source.rsplit("@", 1)[-1] != here)
 
 
 def _fleet(outcome: Outcome) -> dict[str, Any]:

@@ -112,6 +112,10 @@ class HostMeter:
         # same for the server's processes (its master and workers)
         self.waited: list[float] = []
         self.server_waited: list[float] = []
+        # busy % of the server's own cores summed (100 = one core), where they are its alone
+        # (pinned apart from the apparatus's); none where they are not
+        self.server_cores_busy: list[float] = []
+        self.server_cores = self._server_cores()
         self.last = self._read()
         self.last_wait = _waits(self.procs)
         self.last_server_wait = _waits(self.server)
@@ -136,8 +140,20 @@ class HostMeter:
                 continue
         return found
 
+    def _server_cores(self) -> tuple[int, ...]:
+        """The cores the server is pinned to, where none of the apparatus's is among them."""
+        try:
+            cores = tuple(self.server[0].cpu_affinity() or ()) if self.server else ()
+        except psutil.Error:
+            return ()
+        total = psutil.cpu_count() or 0
+        return (
+            () if not self.cores or set(cores) & set(self.cores) or len(cores) >= total else cores
+        )
+
     def clear(self) -> None:
         """Forget what was sampled before the measured window."""
+        self.server_cores_busy.clear()
         self.softirq.clear()
         self.apparatus.clear()
         self.waited.clear()
@@ -153,6 +169,8 @@ class HostMeter:
         mine = [busy[c] for c in self._apparatus_cores() if c < len(busy)]
         self.softirq.append(round(softirq, 1))
         self.apparatus.append(round(min(max(mine, default=0.0), 100.0), 1))
+        if self.server_cores:
+            self.server_cores_busy.append(round(sum(busy[c] for c in self.server_cores), 1))
         wait, server = _waits(self.procs), _waits(self.server)
         self.waited.append(_most(wait, self.last_wait, wall))
         self.server_waited.append(_most(server, self.last_server_wait, wall))

@@ -60,6 +60,7 @@ class Facts:
     memory_share: float  # the server's memory of the machine's
     host_full: bool  # every core of the host busy
     disturbances: frozenset[str]
+    outage: tuple[int, ...] = ()  # measured seconds (0-based) with almost no answers (`outage_of`)
 
     @property
     def cpu_bound(self) -> bool:
@@ -111,7 +112,35 @@ def facts_of(r: StepRecord, cap: Capacity) -> Facts:
         memory_share=r.server_rss_mb / cap.memory_mb if cap.memory_mb else 0.0,
         host_full=cap.host_cores > 0 and r.host_cpu_pct >= T.host_full_share * 100 * cap.host_cores,
         disturbances=disturbances(r, cpu_share, cap.delay_ms),
+        outage=outage_of(r),
     )
+
+
+def outage_of(r: StepRecord) -> tuple[int, ...]:
+    """The measured seconds in which the server almost stopped answering while requests waited:
+    at most `outage_second_share` of the step's median answers a second, where that median is
+    enough to tell (`outage_min_answers_per_s`), and not a second the generator's own loop
+    stalled through (its lag that second, `lag_max_ms`). Closed loop: every user waits on its
+    request; open loop: arrivals keep coming. Read from the per-second series every step keeps, so
+    it holds for any app and any cause (a GC pause, a lock convoy, a worker respawned)."""
+    median = median_rps(r)
+    if not (r.users or r.rate_rps) or median < T.outage_min_answers_per_s:
+        return ()
+    lags = list(r.timeseries.get("lag_max_ms") or [])
+    own_ms = T.outage_generator_lag_share * 1000
+    return tuple(
+        i
+        for i, x in enumerate(r.timeseries.get("rps") or [])
+        if x == x
+        and x <= T.outage_second_share * median
+        and not (i < len(lags) and lags[i] >= own_ms)
+    )
+
+
+def median_rps(r: StepRecord) -> float:
+    """The median measured second's answers a second (0: too few seconds to tell)."""
+    rps = sorted(x for x in r.timeseries.get("rps") or [] if x == x)
+    return rps[len(rps) // 2] if len(rps) >= T.outage_min_seconds else 0.0
 
 
 def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> frozenset[str]:
@@ -124,12 +153,21 @@ def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> fro
         "host_busy": "host_busy" in r.flags,
         "apparatus_cpu_wait": r.apparatus_wait_pct >= T.apparatus_cpu_wait_pct,
         # A server's own threads and processes queue for its cores too (a pool of 10 threads
-        # on one core waits on itself): its wait is a disturbance only beside other processes.
+        # on one core waits on itself): its wait is a disturbance only beside other processes,
+        # on the machine or, where its cores are its own, on those cores.
         "server_cpu_wait": r.server_wait_pct >= T.server_cpu_wait_pct
         and server_cpu_share < T.server_cpu_saturated_share
-        and "host_busy" in r.flags,
+        and ("host_busy" in r.flags or others_on_server_cores(r) >= T.host_busy_pct),
     }
     return frozenset(name for name, yes in found.items() if yes)
+
+
+def others_on_server_cores(r: StepRecord) -> float:
+    """CPU that ran on the server's own cores besides the server (and nginx in front), % of
+    one core (0: not measured, its cores not its own)."""
+    if r.server_cores_busy_pct < 0:
+        return 0.0
+    return max(r.server_cores_busy_pct - r.deployed_cpu_pct, 0.0)
 
 
 def _apparatus_core(r: StepRecord) -> bool:

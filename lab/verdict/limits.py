@@ -27,6 +27,8 @@ LIMITS: dict[str, str] = {
     "or woke late: the figures are the lab's limit, not the model's",
     "host_busy": "other processes took CPU the server or the apparatus needed: the figures are "
     "the machine's, not the model's",
+    "stall": "the server almost stopped answering for whole seconds while requests waited (a "
+    "pause, a lock, a restarted worker): its throughput counts, its tail is never compared",
     "unknown": "throughput stayed under the ideal with no resource saturated and no cap found: "
     "the cause was not found (the reason gives the figures)",
     "none": "throughput tracks the ideal (users / delay, or the arrival rate): nothing ran out",
@@ -43,6 +45,7 @@ TITLES = {
     "connections": "a new connection per request",
     "apparatus": "the lab's apparatus",
     "host_busy": "a busy machine",
+    "stall": "a stall",
     "unknown": "a cause not found",
     "none": "nothing",
 }

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lab.record.counted import hides_p99
 from lab.record.thresholds import T
 from lab.verdict import words
-from lab.verdict.facts import Facts, upstream_lag_limit_ms
+from lab.verdict.facts import Facts, median_rps, upstream_lag_limit_ms
 
 EXCLUDED, TAIL, COMPARED = "excluded", "tail", "compared"
 
@@ -78,7 +79,10 @@ def memory(f: Facts) -> Finding | None:
 
 
 def server_cpu(f: Facts) -> Finding | None:
-    if not f.cpu_bound:
+    """The server's cores were full, where its answers, not its refusals, used them: a server
+    that fails most requests (fast 503s from a full pool) spent its CPU on the failures, and
+    they are the limit (the rule `errors`, after the apparatus and the caps)."""
+    if not f.cpu_bound or f.failed_share >= T.mostly_failed_share:
         return None
     r = f.r
     cpu = f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
@@ -94,6 +98,31 @@ def server_cpu(f: Facts) -> Finding | None:
             "per request first"
         )
     return Finding(cpu)
+
+
+def server_busy(f: Facts) -> Finding | None:
+    """A server's cores nearly busy while requests waited, below the ideal, nothing else
+    disturbing: a core that busy makes requests queue for it (an event loop at 85% of its one
+    core waits most of the time for its turn), so the CPU, not a pool, is the limit; its own
+    run-queue wait (schedstat) is quoted where it was measured."""
+    busy = f.server_cpu_share >= T.server_cpu_busy_share and not f.cpu_bound
+    queued = f.p50_ms >= T.queueing_delays * f.cap.delay_ms
+    if (
+        not (busy and queued and f.below_ideal)
+        or f.disturbed
+        or f.failed_share >= T.mostly_failed_share
+    ):
+        return None
+    waited = (
+        f"; its processes waited for a CPU {f.r.server_wait_pct:.0f}% of the window"
+        if f.r.server_wait_pct > 0
+        else ""
+    )
+    return Finding(
+        f"server CPU {f.server_cpu_share:.0%} of {words.cores(f.cap.cores)}: a core that busy "
+        f"makes requests queue for it (p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms"
+        f"{waited})"
+    )
 
 
 def front(f: Facts) -> Finding | None:
@@ -188,13 +217,42 @@ def host_busy(f: Facts) -> Finding | None:
     return Finding(f"{words.others(f)}: below the ideal on a disturbed machine")
 
 
-def errors(f: Facts) -> Finding | None:
-    if f.failed_share < T.errors_share:
+def stalled(f: Facts) -> Finding | None:
+    """Seconds with almost no answers while requests waited: an outage the step's means hide
+    (its throughput averages over it, its p99 of the answers may leave the waiting requests
+    out). The tail is not compared; the throughput is, its per-second interval without those
+    seconds (they are the event, not noise: `lab.record.step.StepRecord.outage_seconds`)."""
+    if not f.outage:
         return None
-    kinds = sorted(f.r.errors.items(), key=lambda kv: -kv[1])
-    said = ", ".join(f"{k} {v}" for k, v in kinds)
+    series = f.r.timeseries.get("rps") or []
+    answered = [series[i] for i in f.outage]
+    median = median_rps(f.r)
+    n = len(f.outage)
     return Finding(
-        f"{f.failed_share:.0%} of requests failed or were dropped ({said})",
+        f"the server almost stopped answering for {n} second{'s' if n != 1 else ''} of the "
+        f"{f.r.duration_s:g} s window (second{'s' if n != 1 else ''} "
+        f"{', '.join(str(i + 1) for i in f.outage)}: {', '.join(f'{x:g}' for x in answered)} "
+        f"answers a second against a median of {median:g}) while requests waited: a pause, a "
+        "lock, a restarted worker?",
+        {"seconds": list(f.outage), "answers_per_s": answered, "median_per_s": median},
+    )
+
+
+def errors(f: Facts) -> Finding | None:
+    if not hides_p99(f.failed_share):
+        return None
+    kinds = sorted(f.r.errors.items(), key=lambda kv: (-kv[1], kv[0]))
+    said = ", ".join(f"{k} {v}" for k, v in kinds) or "unanswered at the cut-off"
+    pool = ""
+    if f.failed_share >= T.mostly_failed_share and f.cap.delay_ms > 0:
+        held = f.r.throughput_rps * f.cap.delay_ms / 1000
+        pool = (
+            f"; the answers, {f.r.throughput_rps:g} req/s, are what about {held:.2g} requests "
+            f"in flight for d = {f.cap.delay_ms:g} ms allow (Little's law): a pool that size "
+            "was full and the rest failed, and the CPU went on the failures"
+        )
+    return Finding(
+        f"{f.failed_share:.1%} of requests failed or were dropped ({said}){pool}",
         {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)},
     )
 
@@ -205,10 +263,8 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
     for a CPU a little does not empty the upstream's counter (its users' requests stay in
     flight), so the counter path ignores that one; the inference from outside does not."""
     ignored = {"apparatus_cpu_wait"} if f.inflight_seen else set()
-    # Little's law counts answered requests only: refused or timed-out ones held slots (or
-    # none) unseen, so where many failed an in-flight count from outside is no evidence.
-    if not f.inflight_seen and f.failed_share >= T.errors_share:
-        return None
+    # Failures never lift a cap: Little's law counts answered requests only, so where requests
+    # failed the pool they left full is at least what the answers show, never less.
     d = f.cap.delay_ms
     queueing = T.queueing_delays if f.inflight_seen else T.queueing_inferred_delays
     if f.inflight < 0 or f.offered < T.min_offered_requests or d <= 0:
@@ -233,7 +289,13 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
 
 
 def _explained(f: Facts) -> bool:
-    return f.cap.requests <= f.inflight * (1 + T.knob_cap_tolerance_share) + 1
+    """The knobs allow about what plateaued: neither more (then something else capped it) nor
+    less (a plateau above the knobs is not theirs: more came in than they let through)."""
+    tolerance = 1 + T.knob_cap_tolerance_share
+    return (
+        f.cap.requests <= f.inflight * tolerance + 1
+        and f.inflight <= f.cap.requests * tolerance + 1
+    )
 
 
 def knob_cap(f: Facts) -> Finding | None:
@@ -259,8 +321,9 @@ def hidden_cap(f: Facts) -> Finding | None:
             evidence,
         )
     per = f.inflight / max(f.cap.processes, 1)
+    at_once = f"about {per:.0f} requests" if per >= 1 else f"fewer than one request ({per:.2g})"
     return Finding(
-        f"your app, or something it calls, lets about {per:.0f} requests run at once per process "
+        f"your app, or something it calls, lets {at_once} run at once per process "
         f"({f.inflight:.1f} in flight by Little's law, of {f.offered:g} offered; {allows}){probe}: "
         "a connection pool, a lock or a semaphore?",
         evidence,
@@ -268,15 +331,19 @@ def hidden_cap(f: Facts) -> Finding | None:
 
 
 def upstream_slow(f: Facts) -> Finding | None:
-    """Every request at the upstream, on time by its own loop, yet slow: only where nothing
-    disturbed the step (else the client's latency is not the upstream's)."""
-    reached = f.inflight_seen and f.inflight >= T.plateau_share * f.offered
-    slow = f.p50_ms >= T.upstream_slow_delays * f.cap.delay_ms
-    if not (reached and f.idle and slow and f.below_ideal) or f.disturbed:
+    """The upstream held the step's requests longer than its delay by its own evidence: its
+    event loop stalled (late by at least `upstream_slow_delays` d at its worst) while the step's
+    load went through it, below the ideal. Judged by the upstream's figures alone, whatever the
+    server's CPU did, so two models behind the same slow upstream are judged alike; the client's
+    latency is never quoted as the upstream's."""
+    stalled_ms = f.r.upstream_lag_max_ms
+    through = f.inflight_seen and f.r.upstream_served > 0
+    if not (through and f.below_ideal and stalled_ms >= T.upstream_slow_delays * f.cap.delay_ms):
         return None
     return Finding(
-        f"every request reached the upstream, which answered in p50 {f.p50_ms:.0f} ms against "
-        f"its {f.cap.delay_ms:g} ms delay, while the server's CPU idled"
+        f"the upstream's own event loop stalled: late by up to {stalled_ms:g} ms (on average "
+        f"{f.r.upstream_lag_ms:g} ms) against its {f.cap.delay_ms:g} ms delay, so the requests "
+        "it held waited on it, not on the server"
     )
 
 
@@ -289,9 +356,20 @@ def tracks_ideal(f: Facts) -> Finding | None:
 
 
 def not_found(f: Facts) -> Finding:
+    """Below the ideal and no rule fired: every figure the rules read, so the reader sees what
+    is known (the server's CPU and its own wait for one, the host's, the queue)."""
+    r = f.r
+    known = [
+        f"throughput {f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s",
+        f"server CPU {r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}",
+        f"p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms",
+    ]
+    if r.server_wait_pct > 0:
+        known.append(f"the server waited for a CPU {r.server_wait_pct:.0f}% of the window")
+    if f.cap.host_cores:
+        known.append(f"the host's {f.cap.host_cores} cores at {r.host_cpu_pct:.0f}%")
+    if f.disturbances:
+        known.append("disturbed: " + ", ".join(sorted(f.disturbances)))
     return Finding(
-        f"below the ideal with no resource saturated: cause not found (throughput "
-        f"{f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s, server CPU "
-        f"{f.r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}, p50 {f.p50_ms:.0f} ms "
-        f"against d = {f.cap.delay_ms:g} ms)"
+        f"below the ideal with no resource saturated: cause not found ({'; '.join(known)})"
     )

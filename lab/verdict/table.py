@@ -26,7 +26,9 @@ from lab.verdict.rules import (
     not_found,
     nothing_measured,
     serialized,
+    server_busy,
     server_cpu,
+    stalled,
     tracks_ideal,
     upstream_down,
     upstream_late,
@@ -104,7 +106,8 @@ RULES: tuple[Rule, ...] = (
         limit="server_cpu",
         effect=COMPARED,
         when=f"the server's CPU at {_CPU} of the cores it can use (with the apparatus full "
-        "too: both named, the apparatus as secondary evidence)",
+        "too: both named, the apparatus as secondary evidence), where fewer than "
+        f"{T.mostly_failed_share:.0%} of requests failed (else the failures used the CPU)",
         advice="more cores (processes) or less CPU per request; more concurrency cannot help",
         check=server_cpu,
     ),
@@ -157,7 +160,8 @@ RULES: tuple[Rule, ...] = (
         name="host_busy",
         limit="host_busy",
         effect=EXCLUDED,
-        when=f"other processes using {T.host_busy_pct:g}% of a core while the server waited "
+        when=f"other processes using {T.host_busy_pct:g}% of a core (on the machine, or on "
+        "the server's own cores where it is pinned apart) while the server waited "
         f"{T.server_cpu_wait_pct:g}% of the window for a CPU it was not using, or the "
         f"apparatus {T.apparatus_cpu_wait_pct:g}%, with throughput below {_IDEAL}",
         advice="measure again on a quiet machine",
@@ -165,11 +169,23 @@ RULES: tuple[Rule, ...] = (
         flag=_LAB,
     ),
     Rule(
+        name="stalled",
+        limit="stall",
+        effect=TAIL,
+        when=f"a measured second with at most {T.outage_second_share:.0%} of the step's median "
+        f"answers a second (a median of {T.outage_min_answers_per_s:g} or more) while requests "
+        f"waited, the generator's own loop late by less than "
+        f"{T.outage_generator_lag_share * 1000:g} ms that second",
+        advice="find the pause: the server's log, its GC, a lock, a worker that restarted",
+        check=stalled,
+        flag="stalled",
+    ),
+    Rule(
         name="knob_cap",
         limit="concurrency_cap",
         effect=COMPARED,
-        when=f"{_CAP_WHEN}, and the knobs allow no more than the plateau (within "
-        f"{T.knob_cap_tolerance_share:.0%} + 1)",
+        when=f"{_CAP_WHEN}, and the knobs allow about the plateau (neither more nor less, "
+        f"within {T.knob_cap_tolerance_share:.0%} + 1)",
         advice="a larger pool (the knob named)",
         check=knob_cap,
         flag="capped",
@@ -178,7 +194,7 @@ RULES: tuple[Rule, ...] = (
         name="hidden_cap",
         limit="concurrency_cap",
         effect=EXCLUDED,
-        when=f"{_CAP_WHEN}, where the knobs allow more",
+        when=f"{_CAP_WHEN}, where the knobs allow more or less; failed requests never lift it",
         advice="find the pool, lock or semaphore in the app or what it calls",
         check=hidden_cap,
         flag="capped_unexplained",
@@ -187,19 +203,28 @@ RULES: tuple[Rule, ...] = (
         name="upstream_slow",
         limit="upstream",
         effect=EXCLUDED,
-        when=f"every request at the upstream (its counter at {T.plateau_share:.0%} of the "
-        f"offered load), p50 {T.upstream_slow_delays:g} d or more, an idle server, nothing "
-        "disturbing",
+        when="the step's load through the upstream, its own event loop late by "
+        f"{T.upstream_slow_delays:g} d or more at its worst, throughput below {_IDEAL}",
         advice="a faster upstream",
         check=upstream_slow,
         flag=_LAB,
     ),
     Rule(
+        name="server_busy",
+        limit="server_cpu",
+        effect=COMPARED,
+        when=f"the server's CPU at {T.server_cpu_busy_share:.0%} of its cores or more (under "
+        f"{_CPU}), p50 {T.queueing_delays:g} d or more, throughput below {_IDEAL}, nothing "
+        "disturbing, most requests answered",
+        advice="more cores (processes) or less CPU per request: requests queue for a busy core",
+        check=server_busy,
+    ),
+    Rule(
         name="errors",
         limit="errors",
         effect=TAIL,
-        when=f"failed or dropped requests at {T.errors_share:.0%} of all or more: the p99 of "
-        "the answered ones leaves them out",
+        when=f"failed, dropped or unfinished requests more than {T.errors_share:.0%} of all: "
+        "the p99 of the answered ones leaves them out",
         advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
         check=errors,
         flag="failed_tail",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.verdict.facts import Facts
+from lab.verdict.facts import Facts, others_on_server_cores
 
 
 def what_saturated(f: Facts) -> str:
@@ -53,6 +53,8 @@ def others(f: Facts) -> str:
     parts = []
     if "host_busy" in f.disturbances:
         parts.append(str(r.evidence.get("host_busy") or "other processes used a core's share"))
+    if "server_cpu_wait" in f.disturbances and (beside := others_on_server_cores(r)) > 0:
+        parts.append(f"{beside:.0f}% of a core ran on the server's own cores besides it")
     if "server_cpu_wait" in f.disturbances:
         parts.append(
             f"the server waited for a CPU {r.server_wait_pct:.0f}% of the time while using "

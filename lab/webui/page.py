@@ -37,7 +37,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from lab.record.errors import LabError
 from lab.system import http_client, procstats
 from lab.system.sampling import Meter, Reading
-from lab.webui.liveflags import Live, flags
+from lab.webui.liveflags import SERVER_CORES_ENV, Live, flags
 from lab.webui.save import UiRun, save_run
 from loadgen import fanout
 from loadgen.live import LiveRecorder
@@ -141,7 +141,7 @@ class LabPage:
             now = self.samples.get(model)
             cpu, pss = (now.cpu_pct, now.pss_mb) if now else (None, None)
             front = self.front_samples.get(model)
-            raised = flags(Live(users, live["rps"], ideal, cpu, self.client_cpu))
+            raised = flags(self._live(users, live, ideal, cpu))
             out.append(
                 {
                     "model": model,
@@ -157,6 +157,22 @@ class LabPage:
                 }
             )
         return out
+
+    def _live(self, users: int, live: dict[str, float], ideal: float, cpu: float | None) -> Live:
+        """One model's live figures for the rule table: its server's cores (`lab ui` says;
+        the knobs' default process, else), the upstream's own loop lag."""
+        cores = float(os.environ.get(SERVER_CORES_ENV) or 1.0)
+        return Live(
+            users,
+            live["rps"],
+            ideal,
+            cpu,
+            self.client_cpu,
+            cores,
+            live.get("p50_ms"),
+            live.get("errors_per_s", 0.0),
+            self.upstream,
+        )
 
     def data(self) -> dict[str, Any]:
         p = self.params

@@ -7,6 +7,7 @@ records
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from lab.record.rundir import RunDir
 from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.run.generator import measured_of
 from lab.system.environment import capture
-from lab.webui.liveflags import Live, flags
+from lab.webui.liveflags import SERVER_CORES_ENV, Live, flags
 from loadgen.live import Segment
 from loadgen.runparams import RunParams
 
@@ -73,7 +74,12 @@ def _step(run_id: str, seg: Segment, key: StepKey, rel: str, params: RunParams) 
     )
     rps = round(seg.ok / seg.duration_s, 2) if seg.duration_s else 0.0
     ideal = seg.users / params.mean_delay_s if params.mean_delay_s else 0.0
-    live = Live(seg.users, rps, ideal, _mean(cpu) if cpu else None, client)
+    cores = float(os.environ.get(SERVER_CORES_ENV) or 1.0)
+    p50 = seg.latency_ms.get("p50")
+    failed_per_s = sum(seg.errors.values()) / seg.duration_s if seg.duration_s else 0.0
+    live = Live(
+        seg.users, rps, ideal, _mean(cpu) if cpu else None, client, cores, p50, failed_per_s
+    )
     raised = tuple(Raised(name, why) for name, why in flags(live).items())
     return step_record(run_id, key, measured, sampled, raised, histogram=rel)
 

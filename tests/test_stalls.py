@@ -1,0 +1,120 @@
+"""Stalls seen: a server that stops answering for seconds is flagged, its waiting requests counted.
+
+A real `lab run` against a real server whose whole process tree the test stops (SIGSTOP) for a
+few seconds across the end of the measured window, as a GC pause or a lock convoy would; and a
+real generator against a socket that accepts and never answers, for the requests still unanswered
+after the drain. Both closed loop: the loop that used to count requests by the clock, so the
+requests a stall held at the cut-off vanished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import psutil
+
+from analysis.judge import judge
+from analysis.loading import load
+from lab.record.step import StepKey, step_record
+from lab.run.generator import measured_from, run_step
+from loadgen.protocol import Start
+from tests.labrun import LabRun
+
+MODEL = "gunicorn-asyncio"
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def _stop_server(run: LabRun, after_s: float, stop_s: float, done: threading.Event) -> None:
+    """`after_s` into the measured window, stop the server's every process for `stop_s`."""
+    server = run.wait_measuring(MODEL, 0)
+    time.sleep(after_s)
+    tree = _tree(server.pid)
+    try:
+        for proc in tree:
+            os.kill(proc.pid, signal.SIGSTOP)
+        done.wait(stop_s)
+    finally:
+        for proc in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+
+
+def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(tmp_path: Path) -> None:
+    """Stopped 4 s into a 6 s window for 3 s: the last seconds have no answers while the users
+    wait (flag `stalled`, its limit named or kept as secondary evidence), and the requests the
+    stop held at the cut-off are counted with their real latency, seconds long (counted by the
+    clock they would have vanished)."""
+    args = ("--models", MODEL, "--levels", "8", "--duration", "6", "--warmup", "0")
+    run = LabRun(tmp_path, *args, "--delay-ms", "20")
+    done = threading.Event()
+    striker = threading.Thread(target=_stop_server, args=(run, 4.0, 3.0, done), daemon=True)
+    striker.start()
+    try:
+        assert run.finish() == 0, run.output()
+    finally:
+        done.set()
+        striker.join(timeout=10)
+        run.kill()
+    (step,) = run.steps()
+    assert "stalled" in step["flags"], (step["flags"], step["timeseries"]["rps"])
+    stall = step["evidence"]["stalled"]
+    assert stall["seconds"] and max(stall["answers_per_s"]) <= 0.1 * stall["median_per_s"]
+    assert "stall" in (step["limited_by"], *step["also_limited_by"]), step["limit_reason"]
+    # the users' requests held across the cut-off answered in the drain: counted, seconds long
+    assert step["latency_ms"]["max"] >= 1500, step["latency_ms"]
+    assert step["requests"] >= step["ok"] > 0
+    (verdict,) = judge(load(run.dir).records)
+    assert verdict.best_p99 == ()
+
+
+class _Freezing(BaseHTTPRequestHandler):
+    """Answers at once for FREEZE_AFTER_S after its first request (the settle, then half the
+    window), then holds every request longer than a test."""
+
+    first: list[float] = []
+    FREEZE_AFTER_S = 0.3 + 0.5
+
+    def do_GET(self) -> None:
+        if not self.first:
+            self.first.append(time.monotonic())
+        if time.monotonic() - self.first[0] >= self.FREEZE_AFTER_S:
+            time.sleep(30)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_requests_still_unanswered_after_the_drain_are_lower_bounds(tmp_path: Path) -> None:
+    """A server that answers, then stops answering half way through the window, with a timeout
+    beyond the drain's longest wait: every user's last request, sent inside the window, is
+    unanswered after the drain, recorded with its age since its send (a lower bound), counted
+    among the step's requests and not among its answers."""
+    _Freezing.first.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Freezing)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = run_step(Start(url, "/", 0.3, 1.0, 12.0, users=4), tmp_path / "gen.log")
+    finally:
+        server.shutdown()
+    cut = done.closed_loop
+    assert cut["unfinished"] == 4 and done.requests == done.ok + 4, (cut, done.requests, done.ok)
+    assert "max" in cut["all_lower_bounds"] and done.all_latency_ms["max"] >= 9000
+    record = step_record("run", StepKey("m", "closed", 4, None, 1), measured_from(done))
+    assert record.unfinished == 4 and record.unanswered_share > 0
+    assert "max" in record.latency_all_lower_bounds
