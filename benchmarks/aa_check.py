@@ -7,14 +7,14 @@ compare` does and lists each run's crossovers beyond noise (`analysis.metrics.cr
 reverses. The target (issue 33): at most 5% of the points called changed, and every beyond-noise
 crossover of one run holding (the same order at that level) in the other. The table shows the
 count with the intervals of each step's own seconds only, beside the lab's intervals (the same
-seconds widened by the committed run-to-run floor, `analysis/noise.toml`), so the floor's share
+seconds widened by the committed run-to-run floor, `lab/verdict/noise.toml`), so the floor's share
 is measured side by side.
 
-`--calibrate` writes this pair's run-to-run floor into analysis/noise.toml (the relative spread of
-its fair points, `analysis.noise.calibrate`, with the two run ids): calibrate on one pair, then
-check on another, or the check grades its own answer. `--runs A B` analyses two existing runs
-instead of running them. A full `quick` run takes about 4.5 minutes on 2 cores; `--models`,
-`--levels` and `--duration` make a shorter one (the table's source line says which).
+`--calibrate` writes this pair's run-to-run floor into lab/verdict/noise.toml (the relative
+spread of its fair points, `lab.verdict.difference.calibrate`, with the two run ids): calibrate on
+one pair, then check on another, or the check grades its own answer. `--runs A B` analyses two
+existing runs instead of running them. A full `quick` run takes about 4.5 minutes on 2 cores;
+`--models`, `--levels` and `--duration` make a shorter one (the table's source line says which).
 
 Usage: .venv/bin/python benchmarks/aa_check.py [--scenario quick] [--models M,M] [--levels 1,50]
        [--duration S] [--out results/aa-check] [--runs A B] [--calibrate]
@@ -33,12 +33,20 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.compare import FLAGGED, compare
+from analysis.compare import compare
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, point_table
-from analysis.noise import CALIBRATION, NO_FLOOR, TOO_FEW, Floor, calibrate, floor
 from benchmarks.figures import write_summary
 from lab.system import environment
+from lab.verdict.difference import (
+    CALIBRATION,
+    FLAGGED,
+    NO_FLOOR,
+    TOO_FEW,
+    Floor,
+    calibrate,
+    floor,
+)
 
 TARGET_CHANGED = 0.05  # at most this share of the points called changed
 HEADERS = [
@@ -112,7 +120,7 @@ def row(name: str, frame: pd.DataFrame, crossing: str, holding: str) -> list[str
 def rows(a: Run, b: Run, noise: Floor) -> list[list[str]]:
     """Seconds only, then the lab's intervals (its floor): changed points and crossovers."""
     ta, tb = point_table(a), point_table(b)
-    ca, cb = crossovers(ta, a.seconds), crossovers(tb, b.seconds)
+    ca, cb = crossovers(ta, a.records), crossovers(tb, b.records)
     (ha, na), (hb, nb) = held(ca, tb), held(cb, ta)
     lab = row("seconds + run-to-run floor", compare(a, b, noise), f"{na} / {nb}", "")
     lab[-1] = f"{ha} of {na} / {hb} of {nb}"
@@ -120,7 +128,7 @@ def rows(a: Run, b: Run, noise: Floor) -> list[list[str]]:
 
 
 def write_floor(a: Run, b: Run) -> Floor:
-    """The pair's run-to-run floor, over the points fair in both runs, into analysis/noise.toml."""
+    """The pair's run-to-run floor, over the points fair in both runs, into the calibration."""
     frame = compare(a, b, NO_FLOOR)
     fair = frame["rps_basis"] != FLAGGED
     p99 = fair & (frame["p99_basis"] != TOO_FEW)
