@@ -239,6 +239,19 @@ def differ(a: Side, b: Side, noise: Floor | None = None) -> Difference:
     return Difference(a.metric, a.value, b.value, diff - half, diff + half, basis)
 
 
+def smallest(metric: str, trials: int, noise: Floor | None = None) -> float:
+    """The smallest relative difference between two points of `trials` trials each that this
+    test calls apart, where each trial varies run to run as the floor says (its interval just
+    touches zero there: a true difference of that size is called about half the time)."""
+    noise = floor() if noise is None else noise
+    sd = noise.rps_sd if metric == "rps" else noise.p99_sd
+    if trials >= 2:  # Welch over equal variances: 2n - 2 degrees of freedom
+        half = t975(2 * trials - 2) * sd * math.sqrt(2 / trials)
+    else:
+        half = math.sqrt(2) * t975(noise.points) * sd if noise.points >= 2 else math.nan
+    return max(half, BUDGET_SHARE) if metric == "p99" else half
+
+
 def _welch_half(a: Sequence[float], b: Sequence[float]) -> float:
     """Welch's 95% half-width of mean(b) - mean(a), each from two or more trials."""
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
