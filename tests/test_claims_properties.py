@@ -11,6 +11,7 @@ import random
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from analysis.interfaces import answer, bests, claim
 from analysis.judge import contender, judge
+from analysis.limiting import model_sentences
 from lab.record.flags import FLAGS, excluding, tail_excluding
 from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS, ASYNC_PORT
@@ -175,6 +177,22 @@ def test_the_claims_do_not_depend_on_record_order(
     rng.shuffle(shuffled)
     assert judge(shuffled) == judge(records)
     assert answer(shuffled, CLASSES, "wsgi") == answer(records, CLASSES, "wsgi")
+
+
+@SETTINGS
+@given(
+    sweep(),
+    st.lists(st.sampled_from(("none", "server_cpu", "errors", "unknown")), min_size=1),
+    st.randoms(use_true_random=False),
+)
+def test_what_limits_a_model_does_not_depend_on_record_order(
+    records: list[StepRecord], limits: list[str], rng: random.Random
+) -> None:
+    """Trials that name different limits: the sentence names the same one whatever the order."""
+    limited = [replace(r, limited_by=limits[i % len(limits)]) for i, r in enumerate(records)]
+    shuffled = list(limited)
+    rng.shuffle(shuffled)
+    assert model_sentences(shuffled) == model_sentences(limited)
 
 
 HASH_SEED_SCRIPT = """
