@@ -22,13 +22,12 @@ records. Rules:
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from analysis.stats import estimate
 from lab.record.flags import FLAGS, excluding
 from lab.record.step import StepRecord, level_label
-from lab.record.thresholds import T
 from lab.verdict.difference import MIN_BEYOND, TOO_FEW, Side, beyond, differ, side
 
 
@@ -83,11 +82,8 @@ def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:
 
 
 def contender(model: str, records: Sequence[StepRecord]) -> Contender:
-    rps = [r.throughput_rps for r in records]
     flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
-    centre = statistics.median(rps)
-    spread = (max(rps) - min(rps)) / centre if centre > 0 else 0.0
-    if len(rps) > 1 and spread >= T.trials_unstable_spread_share:
+    if estimate([r.throughput_rps for r in records]).unstable:
         flags += ("unstable",)
     return Contender(
         model=model,

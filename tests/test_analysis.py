@@ -137,10 +137,10 @@ def test_truncated_last_lines_and_run_in_progress(tmp_path: Path) -> None:
 
 def test_stats_by_hand() -> None:
     est = estimate([110.0, 90.0, 100.0])
-    assert (est.n, est.median, est.mean) == (3, 100.0, 100.0)
+    assert (est.n, est.median, est.spread) == (3, 100.0, 0.2)
     assert est.unstable
     single = estimate([7.0])
-    assert single.median == 7.0 and math.isnan(single.lo) and not single.unstable
+    assert single.median == 7.0 and single.spread == 0 and not single.unstable
     # Welch: means 2 and 3, variances 1, se^2 = 2/3, df = 4, t = 2.776
     a = [record("a", x, trial=t) for t, x in enumerate((1.0, 2.0, 3.0), 1)]
     b = [record("b", x, trial=t) for t, x in enumerate((2.0, 3.0, 4.0), 1)]
