@@ -14,12 +14,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from analysis.compare import compare
 from analysis.interfaces import answer, bests, claim
 from analysis.judge import contender, judge
 from analysis.limiting import model_sentences
+from analysis.loading import load
+from analysis.metrics import crossovers, point_table
 from lab.record.flags import FLAGS, excluding, tail_excluding
 from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS, ASYNC_PORT
@@ -33,6 +37,7 @@ from lab.verdict.difference import (
     points,
     side,
 )
+from tests.fixture_run import FixtureStep, build_run
 from tests.test_judge import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +173,49 @@ def test_a_run_compared_with_itself_changed_nowhere(records: list[StepRecord]) -
         assert (diffs["rps"].basis == FLAGGED) == ((model, float(level)) in excluded)
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(MODELS),
+            st.sampled_from((1, 10)),
+            st.floats(50.0, 500.0),
+            st.lists(st.sampled_from(FLAG_NAMES), max_size=2, unique=True),
+        ),
+        min_size=2,
+        max_size=6,
+        unique_by=lambda x: x[:2],
+    )
+)
+def test_the_summary_table_compare_and_the_judge_agree(
+    tmp_path_factory: pytest.TempPathFactory, drawn: list[tuple[str, int, float, list[str]]]
+) -> None:
+    """On a run directory: the summary's table calls unfair what the judge excludes, the
+    crossovers and `lab compare` never call an excluded point apart, and the answer's pick is
+    the judge's best."""
+    steps = [FixtureStep(m, u, 1, (r,) * 3, (100.0,), flags=tuple(f)) for m, u, r, f in drawn]
+    run = load(build_run(tmp_path_factory.mktemp("run"), steps))
+    table = point_table(run).set_index(["model", "concurrency"])
+    verdicts = judge(run.records)
+    for v in verdicts:
+        for model in {r.model for r in run.records if r.key.level == v.level}:
+            assert bool(table.loc[(model, round(v.level)), "fair"]) == (model not in v.excluded)
+    unfair = {(m, c) for (m, c), fair in table["fair"].items() if not fair}
+    cross = crossovers(point_table(run), run.records)
+    assert not any(
+        (r.overtaker, r.concurrency) in unfair for r in cross[cross["clear"]].itertuples()
+    )
+    same = compare(run, run)
+    assert not same["rps_significant"].any() and not same["p99_significant"].any()
+    flagged = same.set_index(["model", "concurrency"])["rps_basis"] == FLAGGED
+    assert {k for k, f in flagged.items() if f} == unfair
+    best = {v.level: v.best_rps[0] for v in verdicts if v.best_rps}
+    said = answer(run.records, {m: AS_IS for m in MODELS}, "wsgi")
+    if best:
+        top = max(best)
+        assert f": {best[top]}," in said[1]
+
+
 @SETTINGS
 @given(sweep(), st.randoms(use_true_random=False))
 def test_the_claims_do_not_depend_on_record_order(
@@ -199,6 +247,7 @@ HASH_SEED_SCRIPT = """
 import json, sys
 from analysis.interfaces import answer
 from analysis.judge import judge, sentence
+from tests.fixture_run import FixtureStep, build_run
 from tests.test_judge import record
 rows = json.load(sys.stdin)
 records = [record(m, r, users=u, trial=t, p99=p, flags=f) for m, r, u, t, p, f in rows]
