@@ -32,6 +32,7 @@ from analysis.loading import load
 from analysis.metrics import point_table
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, level_label, step_record
 from lab.run.manifest import models_run_app
+from lab.verdict.difference import floor, smallest
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(
@@ -218,6 +219,18 @@ def view_image(s: Summary) -> str:
     return f"![{alt}]({s['image']})"
 
 
+def view_smallest(s: Summary) -> str:
+    """The smallest difference the one test of difference calls apart between two points of one
+    and of three trials each, from the committed run-to-run floor (today's code and floor)."""
+    noise = floor()
+    rows = [
+        [str(n), f"{smallest('rps', n, noise):.1%}", f"{smallest('p99', n, noise):.1%}"]
+        for n in (1, 3)
+    ]
+    where = f"From the floor of A/A runs {' and '.join(noise.runs)} on {noise.machine}."
+    return f"{where}\n\n" + table(["trials per point", "throughput", "p99"], rows)
+
+
 VIEWS: dict[str, Callable[[Summary], str]] = {
     "table": view_table,
     "text": view_text,
@@ -227,6 +240,7 @@ VIEWS: dict[str, Callable[[Summary], str]] = {
     "quick-answer": view_quick_answer,
     "image": view_image,
     "samples": view_samples,
+    "smallest": view_smallest,
 }
 
 
