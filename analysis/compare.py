@@ -37,6 +37,7 @@ from lab.record.errors import EXIT_CHANGED, EXIT_OTHER_SCENARIO
 from lab.verdict.difference import (
     BUDGET_MS,
     BUDGET_SHARE,
+    CHANGED,
     FLAGGED,
     MIN_BEYOND,
     TOO_FEW,
@@ -209,7 +210,7 @@ def print_compare(
     few = int((frame["p99_basis"] == TOO_FEW).sum())
     unfair = int((frame["rps_basis"] == FLAGGED).sum())
     console.print(
-        f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
+        f"{rps_sig} of {n} points {CHANGED} significantly (*) in throughput, {p99_sig} of {n} in "
         f"p99: their 95% interval of the change excludes zero. {unfair} of {n} not compared "
         f"(not a fair result in a run), {few} of {n} p99s not compared "
         f"(fewer than {MIN_BEYOND} requests beyond p99); a p99 change within the instrument's "
