@@ -66,7 +66,7 @@ def _scenario(m: Manifest, *keys: str) -> object:
 
 def _machine(m: Manifest) -> object:
     env = m.get("environment") or {}
-    return {k: env.get(k) for k in ("cpus", "cpu_model", "hostname") if env.get(k) is not None}
+    return {k: env.get(k) for k in ("cpus", "cpu_model", "memory_gb") if env.get(k) is not None}
 
 
 def scenario_differences(a: Run, b: Run) -> list[str]:
