@@ -73,15 +73,29 @@ def scenario_differences(a: Run, b: Run) -> list[str]:
     """What the two runs measured differently, one line each ([] when the same scenario)."""
     out = []
     for what, read in SCENARIO:
-        x, y = read(a.manifest), read(b.manifest)
+        x, y = _flat(read(a.manifest)), _flat(read(b.manifest))
         if x != y:
-            out.append(f"{what}: {_brief(x)} in A, {_brief(y)} in B")
+            keys = [k for k in dict.fromkeys([*x, *y]) if x.get(k) != y.get(k)]
+            said = "; ".join(
+                f"{k} {_brief(x.get(k))} in A, {_brief(y.get(k))} in B".lstrip() for k in keys
+            )
+            out.append(f"{what}: {said}")
+    return out
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    """A manifest's value as dotted keys ("upstream.delay_ms"), so only what differs is said."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[str, object] = {}
+    for k, v in value.items():
+        out |= _flat(v, f"{prefix}.{k}" if prefix else str(k))
     return out
 
 
 def _brief(value: object) -> str:
-    text = str(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+    text = "-" if value is None else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def unpaired(a: Run, b: Run) -> list[str]:

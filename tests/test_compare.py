@@ -38,7 +38,7 @@ def test_runs_of_other_scenarios_say_so_first_and_list_the_unpaired_points(
     a = build_run(tmp_path / "a", [point("m", 400.0), point("n", 400.0)])
     b = build_run(tmp_path / "b", [point("m", 320.0)], delay_ms=125.0)
     said = scenario_differences(load(a), load(b))
-    assert said[0].startswith("upstream delay: {'delay_ms': 100.0")
+    assert said[0].startswith("upstream delay: delay_ms 100.0 in A, 125.0 in B")
     assert any(line.startswith("models: ['m', 'n'] in A, ['m'] in B") for line in said)
     assert unpaired(load(a), load(b)) == ["only in A: n at 100 users"]
     out = subprocess.run(lab_cli("compare", str(a), str(b)), capture_output=True, text=True)
