@@ -1,14 +1,19 @@
 """Compare two runs point by point: the change in throughput and p99, and whether it is real.
 
-A change is significant when its 95% interval excludes zero, the interval built by
-`analysis.noise`: with at least two trials per point in both runs, Welch's over the trials
-(throughput and per-trial p99); with single trials (`quick`), the step's seconds (Welch over
-per-second throughput, a block bootstrap of the per-second histograms for p99: slow requests come
-in bursts) widened by the run-to-run floor the lab measured by A/A runs, since a step's seconds
-cannot see what differs between runs. A p99 is compared only where ten or more requests lie
-beyond it in both runs, and never finer than the instrument's 15% / 3 ms. The basis column says
-which was used. The values shown are always each run's point values (median throughput,
-merged-histogram p99).
+Every change is judged by the one test of difference (`lab.verdict.difference`), the same that
+names the best model and the ties: with at least two trials per point in both runs, Welch's
+interval over the trials; with single trials (`quick`), each point's own interval (its seconds
+and the run-to-run floor the lab measured by A/A runs) in quadrature. A point that is not a fair
+result in either run is compared with nothing, and neither is a p99 whose tail is not the
+server's (a flag that excludes the tail) or with fewer than ten requests beyond it; a p99 change
+is never finer than the instrument's 15% / 3 ms. The values shown are the ones compared (the
+medians of the trials), so a printed change always lies inside its own interval, and a relative
+interval never falls below -100%.
+
+Two runs that differ in scenario (delay, route or mix, app, front, models, levels, machine) say
+so first, and the points measured in only one of them are listed: a change between them is the
+scenario's, not the code's. The exit code says what was found (docs/running.md): 0 nothing
+changed, 6 a point changed, 7 the runs differ in scenario.
 
 What limits each point (`limited_by`) is shown for both runs: a change in throughput that comes
 with a change of limit (`none -> server_cpu`) says why it changed, not only that it did.
@@ -17,6 +22,7 @@ with a change of limit (`none -> server_cpu`) says why it changed, not only that
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -26,85 +32,115 @@ from rich.table import Table
 
 from analysis.loading import POINT, Run
 from analysis.metrics import point_table
-from analysis.noise import (
+from analysis.summary import wide_console
+from lab.record.errors import EXIT_CHANGED, EXIT_OTHER_SCENARIO
+from lab.verdict.difference import (
     BUDGET_MS,
     BUDGET_SHARE,
+    CHANGED,
+    FLAGGED,
     MIN_BEYOND,
     TOO_FEW,
     Floor,
+    compare_points,
     floor,
-    p99_change,
-    rps_change,
+    points,
 )
-from analysis.stats import Change
-from analysis.summary import wide_console
-from lab.record.flags import excluding
 
-Key = tuple[str, str, int]  # (model, mode, concurrency): one point of a run
-FLAGGED = "flagged"  # the basis of a point not a fair result in either run: compared with nothing
-
-
-def _trials(run: Run, key: Key, column: str) -> list[float]:
-    steps = run.steps
-    sel = steps[(steps["model"] == key[0]) & (steps["mode"] == key[1])]
-    values: list[float] = sel.loc[sel["concurrency"] == key[2], column].astype(float).tolist()
-    return values
+Manifest = dict[str, Any]
+SCENARIO: tuple[tuple[str, Callable[[Manifest], object]], ...] = (  # what a run measured
+    ("upstream delay", lambda m: _scenario(m, "delay_ms", "distribution", "upstream")),
+    ("route or mix", lambda m: _scenario(m, "route", "path")),
+    ("app", lambda m: _scenario(m, "app")),
+    ("mode and levels", lambda m: _scenario(m, "mode", "levels", "rates")),
+    ("models", lambda m: sorted(m.get("models") or {})),
+    ("front", lambda m: {k: v.get("front") for k, v in (m.get("models") or {}).items()}),
+    ("machine", lambda m: _machine(m)),
+)
 
 
-def _seconds(run: Run, key: Key) -> list[float]:
-    ts = run.timeseries
-    if ts.empty:
-        return []
-    sel = ts[(ts["model"] == key[0]) & (ts["mode"] == key[1]) & (ts["concurrency"] == key[2])]
-    values: list[float] = sel["rps"].dropna().astype(float).tolist()
-    return values
+def _scenario(m: Manifest, *keys: str) -> object:
+    scenario = m.get("scenario") or {}
+    return {k: scenario.get(k) for k in keys if scenario.get(k) is not None}
 
 
-def _throughput_change(a: Run, b: Run, key: Key, noise: Floor) -> tuple[Change, str]:
-    trials = (_trials(a, key, "throughput_rps"), _trials(b, key, "throughput_rps"))
-    return rps_change(trials, (_seconds(a, key), _seconds(b, key)), noise)
+def _machine(m: Manifest) -> object:
+    env = m.get("environment") or {}
+    return {k: env.get(k) for k in ("cpus", "cpu_model", "memory_gb") if env.get(k) is not None}
 
 
-def _p99_change(a: Run, b: Run, key: Key, noise: Floor) -> tuple[Change, str]:
-    trials = (_trials(a, key, "p99_ms"), _trials(b, key, "p99_ms"))
-    return p99_change((a.seconds.get(key, []), b.seconds.get(key, [])), trials, noise)
+def scenario_differences(a: Run, b: Run) -> list[str]:
+    """What the two runs measured differently, one line each ([] when the same scenario)."""
+    out = []
+    for what, read in SCENARIO:
+        x, y = _flat(read(a.manifest)), _flat(read(b.manifest))
+        if x != y:
+            keys = [k for k in dict.fromkeys([*x, *y]) if x.get(k) != y.get(k)]
+            said = "; ".join(
+                f"{k} {_brief(x.get(k))} in A, {_brief(y.get(k))} in B".lstrip() for k in keys
+            )
+            out.append(f"{what}: {said}")
+    return out
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    """A manifest's value as dotted keys ("upstream.delay_ms"), so only what differs is said."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[str, object] = {}
+    for k, v in value.items():
+        out |= _flat(v, f"{prefix}.{k}" if prefix else str(k))
+    return out
+
+
+def _brief(value: object) -> str:
+    text = "-" if value is None else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def unpaired(a: Run, b: Run) -> list[str]:
+    """The points measured in one run only, e.g. "only in A: uvicorn at 200 users"."""
+    pa, pb = points(a.records), points(b.records)
+    out = []
+    for name, mine, other in (("A", pa, pb), ("B", pb, pa)):
+        alone = [f"{k[0]} at {v[0].key.label}" for k, v in mine.items() if k not in other]
+        if alone:
+            out.append(f"only in {name}: {', '.join(alone)}")
+    return out
 
 
 def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
-    """One row per point present in both runs: values, relative change, its interval, verdict
-    (`noise`: the run-to-run floor, the committed calibration unless given)."""
+    """One row per point present in both runs: the compared values, the relative change, its
+    interval and verdict (`noise`: the run-to-run floor, the committed calibration unless given)."""
     noise = floor() if noise is None else noise
     ta, tb = point_table(a), point_table(b)
     if ta.empty or tb.empty:
         return pd.DataFrame()
-    both = ta.merge(tb, on=POINT, suffixes=("_a", "_b"))
+    pa, pb = points(a.records), points(b.records)
     rows = []
-    nan = float("nan")
-    for rec in both.to_dict("records"):
-        key = (rec["model"], rec["mode"], int(rec["concurrency"]))
-        row = {k: rec[k] for k in POINT}
-        unfair = excluding(rec["flags_a"]) or excluding(rec["flags_b"])
-        for metric, column, test in (
-            ("rps", "rps", _throughput_change),
-            ("p99", "p99_ms", _p99_change),
-        ):
-            change, basis = test(a, b, key, noise)
-            if unfair:  # a step that is not a fair result is never called changed, as never best
-                change, basis = Change(change.mean_a, change.mean_b, change.diff, nan, nan), FLAGGED
-            base = rec[f"{column}_a"]
-            row[f"{metric}_a"] = base
-            row[f"{metric}_b"] = rec[f"{column}_b"]
-            answered = rec["ok_a"] > 0 and rec["ok_b"] > 0  # no answers: never a ratio
-            change_ab = (rec[f"{column}_b"] - base) / base if base and answered else math.nan
-            row[f"{metric}_change"] = change_ab
-            row[f"{metric}_ci_lo"] = change.lo / change.mean_a if change.mean_a else math.nan
-            row[f"{metric}_ci_hi"] = change.hi / change.mean_a if change.mean_a else math.nan
-            row[f"{metric}_significant"] = change.significant
-            row[f"{metric}_basis"] = basis
+    for rec in ta.merge(tb, on=POINT, suffixes=("_a", "_b")).to_dict("records"):
+        key = (str(rec["model"]), str(rec["mode"]), int(rec["concurrency"]))
+        if key not in pa or key not in pb:
+            continue
+        diffs = compare_points(pa[key], pb[key], noise, (rec["flags_a"], rec["flags_b"]))
+        row: dict[str, Any] = {k: rec[k] for k in POINT}
+        for metric, d in diffs.items():
+            change, lo, hi = d.relative()
+            row |= {f"{metric}_a": d.a, f"{metric}_b": d.b, f"{metric}_change": change}
+            row |= {f"{metric}_ci_lo": lo, f"{metric}_ci_hi": hi}
+            row |= {f"{metric}_significant": d.apart, f"{metric}_basis": d.basis}
         row["limited_by_a"], row["limited_by_b"] = rec["limited_by_a"], rec["limited_by_b"]
         row["flags"] = ", ".join(sorted(set(rec["flags_a"]) | set(rec["flags_b"])))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def exit_code(frame: pd.DataFrame, differences: list[str]) -> int:
+    """7 when the runs differ in scenario, else 6 when a point changed, else 0."""
+    if differences:
+        return EXIT_OTHER_SCENARIO
+    changed = not frame.empty and bool(frame[["rps_significant", "p99_significant"]].any().any())
+    return EXIT_CHANGED if changed else 0
 
 
 HEADERS = (
@@ -141,10 +177,23 @@ def _change(r: dict[str, Any], metric: str) -> str:
 
 
 def print_compare(
-    frame: pd.DataFrame, title: str, console: Console | None = None, noise: Floor | None = None
+    frame: pd.DataFrame,
+    title: str,
+    console: Console | None = None,
+    noise: Floor | None = None,
+    first: tuple[list[str], list[str]] = ([], []),
 ) -> None:
+    """The table and what it says; `first`: the runs' scenario differences and the points
+    without a partner, said before anything else."""
     console = console or wide_console()
     noise = floor() if noise is None else noise
+    differ, alone = first
+    if differ:
+        console.print("[bold red]the runs differ in scenario: changes below are the scenario's")
+        for line in differ:
+            console.print(f"  {line}", markup=False, highlight=False)
+    for line in alone:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if frame.empty:
         console.print("no point was measured in both runs")
         return
@@ -175,7 +224,7 @@ def print_compare(
     few = int((frame["p99_basis"] == TOO_FEW).sum())
     unfair = int((frame["rps_basis"] == FLAGGED).sum())
     console.print(
-        f"{rps_sig} of {n} points changed significantly (*) in throughput, {p99_sig} of {n} in "
+        f"{rps_sig} of {n} points {CHANGED} significantly (*) in throughput, {p99_sig} of {n} in "
         f"p99: their 95% interval of the change excludes zero. {unfair} of {n} not compared "
         f"(not a fair result in a run), {few} of {n} p99s not compared "
         f"(fewer than {MIN_BEYOND} requests beyond p99); a p99 change within the instrument's "

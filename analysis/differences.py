@@ -4,23 +4,22 @@ On a small machine and an I/O-bound app every model often reaches the same throu
 ties them at every level, and seven per-level verdicts naming seven tied models say nothing one
 line cannot. So the summary and the report say the tie once, then what does separate the models
 at the highest tied level (the most load): the server CPU a request cost, the memory a connection
-cost and p99, whose extremes are called apart only when the interval of their difference
-(`analysis.noise`: enough requests beyond p99, the instrument's error, run-to-run variance)
-excludes zero; and they point to `lab advise`, which answers a target load with the cheapest
+cost and p99, whose extremes are called apart only by the one test of difference
+(`lab.verdict.difference`: enough requests beyond p99, the instrument's error, run-to-run
+variance); and they point to `lab advise`, which answers a target load with the cheapest
 configuration per model.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
 from analysis.judge import LevelVerdict
-from analysis.metrics import Point
-from analysis.noise import TOO_FEW, floor, p99_change
-from analysis.stats import Second
+from lab.record.step import StepRecord
+from lab.verdict.difference import APART, TOO_FEW, differ, points, side
 
 ADVISE = (
     "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest "
@@ -48,7 +47,7 @@ def tied(table: pd.DataFrame, verdicts: Sequence[LevelVerdict]) -> list[LevelVer
 def lead(
     table: pd.DataFrame,
     verdicts: Sequence[LevelVerdict],
-    seconds: Mapping[Point, list[Second]],
+    records: Sequence[StepRecord],
 ) -> list[str]:
     """The tie in one line, what separates the tied models, and the pointer to `lab advise`
     ([] when no level is a tie of every model)."""
@@ -61,7 +60,7 @@ def lead(
     trials = "; one trial each" if min(v.trials for v in ties) == 1 else ""
     notes = sorted({n for v in ties for n in v.notes})
     first = f"all {len(rows)} models tie on throughput at {where}{trials}"
-    separate = [_spread(rows, *cost) for cost in COSTS] + [_p99(rows, top, seconds)]
+    separate = [_spread(rows, *cost) for cost in COSTS] + [_p99(rows, top, records)]
     return [
         "; ".join([first, *notes]),
         f"what separates them at {top.label}: " + "; ".join(s for s in separate if s),
@@ -90,17 +89,19 @@ def _spread(rows: pd.DataFrame, column: str, what: str, unit: str, spec: str) ->
     return f"{what} {lo} {unit} ({low['model']}) to {hi} {unit} ({high['model']})"
 
 
-def _p99(rows: pd.DataFrame, v: LevelVerdict, seconds: Mapping[Point, list[Second]]) -> str:
-    """p99 from its lowest to its highest model, and whether they are apart beyond noise (only
-    points whose tail is the server's: none the generator's own lag may have moved)."""
+def _p99(rows: pd.DataFrame, v: LevelVerdict, records: Sequence[StepRecord]) -> str:
+    """p99 from its lowest to its highest model, and whether the one test of difference calls
+    them apart (only points whose tail is the server's: none the generator's own lag may have
+    moved)."""
     known = rows[rows["p99_ms"].map(lambda x: not math.isnan(x)) & rows["fair_p99"]]
     if len(known) < 2:
         return ""
     low, high = known.loc[known["p99_ms"].idxmin()], known.loc[known["p99_ms"].idxmax()]
-    a, b = (seconds.get((str(r["model"]), v.mode, round(v.level)), []) for r in (low, high))
-    change, basis = p99_change((a, b), (low["p99_trials"], high["p99_trials"]), floor())
-    words = "apart beyond noise" if change.significant else "within noise"
-    if basis == TOO_FEW:
+    by_point = points(records)
+    a, b = (by_point.get((str(r["model"]), v.mode, round(v.level)), []) for r in (low, high))
+    d = differ(side(a, "p99"), side(b, "p99"))
+    words = "apart beyond noise" if d.word == APART else "within noise"
+    if d.basis == TOO_FEW:
         words = "too few requests beyond p99 to tell"
     return (
         f"p99 {low['p99_ms']:,.0f} ms ({low['model']}) to {high['p99_ms']:,.0f} ms "

@@ -27,11 +27,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from analysis.interfaces import run_answer
+from analysis.interfaces import answer
 from analysis.loading import load
 from analysis.metrics import point_table
-from lab.record.step import level_label
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, level_label, step_record
 from lab.run.manifest import models_run_app
+from lab.verdict.difference import floor, smallest
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(
@@ -149,14 +150,35 @@ def view_quick_caption(s: Summary) -> str:
     )
 
 
+def records(s: Summary) -> list[StepRecord]:
+    """The committed run's steps as step records, with what every claim reads: throughput,
+    answered requests, p99, flags and the per-second throughput (where it was kept)."""
+    out = []
+    for st in s["steps"]:
+        measured = Measured(
+            started_at=s["started_at"],
+            duration_s=float(s["duration_s"]),
+            requests=int(st["requests"]),
+            ok=int(st["ok"]),
+            latency_ms={"p50": st["p50_ms"], "p99": st["p99_ms"]},
+            timeseries={"rps": st.get("seconds_rps", [])},
+        )
+        key = StepKey(st["model"], st["mode"], st["users"], st["rate_rps"], st["trial"])
+        raised = tuple(Raised(f, {}) for f in st["flags"])
+        out.append(step_record(s["run_id"], key, measured, Sampled(), raised))
+    return out
+
+
 def view_quick_answer(s: Summary) -> str:
-    """The README's short answer and why: the run's own answer lines (the best model that runs
-    the app unchanged, ties named, the async port beside it as a port) and the figures that
-    explain it, every number from the summary."""
+    """The README's short answer and why: the answer today's code gives from the committed
+    run's step records (the best model that runs the app unchanged, ties named, the async port
+    beside it at one level with the difference's interval) and the figures that explain it,
+    every number from the summary."""
     _, levels, _, at_top, worst_below = _quick_levels(s)
     top, below = levels[-1], levels[:-1]
     cpu = [p["server_cpu_pct"] for p in at_top]
-    lines = [f"- {line[0].upper()}{line[1:]}." for line in s["answer"]]
+    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"))
+    lines = [f"- {line[0].upper()}{line[1:]}." for line in said]
     why = (
         f"- Why: the app waits {s['delay_ms']:g} ms on its upstream per request, so a model that "
         f"holds the users in flight serves about users / delay, whatever its kind: every fair "
@@ -197,6 +219,18 @@ def view_image(s: Summary) -> str:
     return f"![{alt}]({s['image']})"
 
 
+def view_smallest(s: Summary) -> str:
+    """The smallest difference the one test of difference calls apart between two points of one
+    and of three trials each, from the committed run-to-run floor (today's code and floor)."""
+    noise = floor()
+    rows = [
+        [str(n), f"{smallest('rps', n, noise):.1%}", f"{smallest('p99', n, noise):.1%}"]
+        for n in (1, 3)
+    ]
+    where = f"From the floor of A/A runs {' and '.join(noise.runs)} on {noise.machine}."
+    return f"{where}\n\n" + table(["trials per point", "throughput", "p99"], rows)
+
+
 VIEWS: dict[str, Callable[[Summary], str]] = {
     "table": view_table,
     "text": view_text,
@@ -206,6 +240,7 @@ VIEWS: dict[str, Callable[[Summary], str]] = {
     "quick-answer": view_quick_answer,
     "image": view_image,
     "samples": view_samples,
+    "smallest": view_smallest,
 }
 
 
@@ -256,9 +291,28 @@ def summarize(run_dir: Path, command: str, image: Path | None = None) -> Summary
         "duration_s": m["scenario"]["duration_s"],
         "models": list(m["scenario"]["models"]),
         "runs_app": models_run_app(m),
-        "answer": run_answer(run.records, m),
+        "kind": (m["scenario"].get("app") or {}).get("kind", "wsgi"),
+        "started_at": m["created_at"],
+        "steps": [_step(r) for r in run.records],
         "points": points,
         **({"image": str(image), "sha256": digest(image)} if image else {}),
+    }
+
+
+def _step(r: StepRecord) -> dict[str, Any]:
+    """What the claims read of one step (`records` builds it back)."""
+    return {
+        "model": r.model,
+        "mode": r.mode,
+        "users": r.users,
+        "rate_rps": r.rate_rps,
+        "trial": r.trial,
+        "requests": r.requests,
+        "ok": r.ok,
+        "p50_ms": r.latency_ms.get("p50"),
+        "p99_ms": r.latency_ms.get("p99"),
+        "flags": list(r.flags),
+        "seconds_rps": [round(float(x), 2) for x in r.timeseries.get("rps", [])],
     }
 
 

@@ -4,7 +4,8 @@ Each model and its NAME+nginx twin were measured at the same levels, interleaved
 the differences are the front's: its CPU per request, what it added to p50 and p99, what it did
 to the server's own CPU per request (a uWSGI model no longer accepts and closes a connection per
 request) and whether the models' order by throughput changes behind it. Only steps fair for the
-verdict count; an order that flips by less than the noise of a single trial is not a change.
+verdict count; an order that flips only within noise (the one test of difference,
+`lab.verdict.difference`) is not a change.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from statistics import mean
 
 from lab.front.nginx import SUFFIX
 from lab.record.step import StepRecord, level_label
+from lab.verdict.difference import differ, side
 
-NOISE = 0.10  # a single trial's throughput differs by up to ~10% run to run (the summary says so)
+Steps = dict[tuple[str, int], list[StepRecord]]  # (model, users) -> its fair measured steps
 
 
-def _means(records: list[StepRecord]) -> dict[tuple[str, int], dict[str, float]]:
-    """Per (model, users): the fair measured steps' mean figures."""
-    grouped: dict[tuple[str, int], list[StepRecord]] = defaultdict(list)
+def _fair(records: list[StepRecord]) -> Steps:
+    grouped: Steps = defaultdict(list)
     for r in records:
         if r.status == "measured" and r.users is not None and not r.excluded_by and r.ok:
             grouped[(r.model, r.users)].append(r)
+    return grouped
+
+
+def _means(grouped: Steps) -> dict[tuple[str, int], dict[str, float]]:
+    """Per (model, users): the fair measured steps' mean figures."""
     return {
         key: {
             "rps": mean(s.throughput_rps for s in steps),
@@ -38,7 +44,8 @@ def _means(records: list[StepRecord]) -> dict[tuple[str, int], dict[str, float]]
 
 def front_costs(records: list[StepRecord]) -> list[str]:
     """One line per model and level measured both ways, then the ranking per level."""
-    figures = _means(records)
+    grouped = _fair(records)
+    figures = _means(grouped)
     lines, levels = [], sorted({users for _, users in figures})
     for (model, users), bare in sorted(figures.items()):
         front = figures.get((model + SUFFIX, users))
@@ -52,13 +59,13 @@ def front_costs(records: list[StepRecord]) -> list[str]:
             f"{bare['rps']:.0f} -> {front['rps']:.0f} req/s"
         )
     for users in levels if lines else []:
-        lines.append(_ranking(figures, users))
+        lines.append(_ranking(figures, grouped, users))
     return lines
 
 
-def _ranking(figures: dict[tuple[str, int], dict[str, float]], users: int) -> str:
+def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Steps, users: int) -> str:
     """The models' order by throughput at one level, bare and behind nginx, and whether the
-    front changed it (a pair flipped by more than the noise both ways)."""
+    front changed it (a pair apart beyond noise both ways, in opposite orders)."""
     pairs = [
         (m, figures[(m, users)]["rps"], figures[(m + SUFFIX, users)]["rps"])
         for (m, u) in figures
@@ -70,8 +77,17 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], users: int) -> st
         f"{a} and {b}"
         for a, a_bare, a_front in pairs
         for b, b_bare, b_front in pairs
-        if a_bare > b_bare * (1 + NOISE) and b_front > a_front * (1 + NOISE)
+        if a_bare > b_bare
+        and b_front > a_front
+        and _apart(grouped, b, a, users, "")
+        and _apart(grouped, a, b, users, SUFFIX)
     ]
     said = f"changes ({'; '.join(flipped)} swap places)" if flipped else "unchanged by the front"
     order = f"bare {' > '.join(bare)}; behind nginx {' > '.join(front)}"
     return f"ranking at {level_label(users)} by req/s: {order}: {said}"
+
+
+def _apart(grouped: Steps, low: str, high: str, users: int, suffix: str) -> bool:
+    """`high` (behind `suffix`) is apart from `low` on throughput at `users`."""
+    a, b = (side(grouped[(m + suffix, users)], "rps") for m in (low, high))
+    return differ(a, b).apart

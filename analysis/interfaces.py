@@ -6,6 +6,11 @@ port); an asyncio server can run the Flask app itself only through a WSGI-to-ASG
 a configuration of its own with its own cost. So the recommendation is split: the best model that
 runs the app as it is (bridged ones included, with their cost), then, beside it, the best async
 port and what it would buy. A pure function of the step records and the manifest's models.
+
+Every comparison in the answer is a `Claim`: two configurations at one level (the heaviest where
+both have a fair result), the difference of their throughput and p99 with its interval from the
+one test of difference (`lab.verdict.difference`), and "no measurable difference" where that test
+calls them tied. A claim never sets figures from two levels against each other.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 from analysis.judge import Contender, contender, judge
 from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
+from lab.verdict.difference import Difference, differ
 
 UNCHANGED = (AS_IS, BRIDGED)  # what runs the user's app without rewriting it
 WORDS = {
@@ -26,6 +32,8 @@ WORDS = {
     ASYNC_PORT: "needs an async port (ASGI, like the lab's Quart twin)",
 }
 KIND_WORDS = {"wsgi": "WSGI (Flask)", "asgi": "ASGI"}
+METRIC_WORDS = {"rps": "throughput", "p99": "p99"}
+Level = tuple[str, float]  # (mode, users or arrival rate)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,24 @@ class Pick:
     level: float  # users or arrival rate
     best: Contender
     tied: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Two configurations side by side at one level: the reference, the other, and per metric
+    the difference other - reference with its interval (the one test of difference)."""
+
+    label: str
+    level: float
+    ref: Contender
+    other: Contender
+    differences: tuple[Difference, Difference]  # throughput, p99
+
+    def words(self) -> str:
+        """'uvicorn, 900.0 rps, p99 110 ms against uwsgi-threads, 800.0 rps, p99 120 ms:
+        throughput +12% [+5%, +19%], no measurable difference in p99 (-8% [-30%, +14%])'."""
+        said = ", ".join(_said(d) for d in self.differences)
+        return f"{_figures(self.other)} against {_figures(self.ref)}: {said}"
 
 
 def groups(classes: Mapping[str, str], kind: str) -> str:
@@ -49,28 +75,57 @@ def groups(classes: Mapping[str, str], kind: str) -> str:
     return "; ".join(parts)
 
 
-def best_of(records: Sequence[StepRecord], models: set[str]) -> Pick | None:
-    """The best fair model among `models` at the heaviest level where one has a fair result."""
+def bests(records: Sequence[StepRecord], models: set[str]) -> dict[Level, Pick]:
+    """The best fair model among `models` at each level where one has a fair result."""
     picked = [r for r in records if r.model in models]
-    for verdict in reversed(judge(picked)):
+    out = {}
+    for verdict in judge(picked):
         if verdict.best_rps:
             best, *tied = verdict.best_rps
-            rows = [r for r in picked if r.model == best and r.key.level == verdict.level]
-            return Pick(verdict.label, verdict.level, contender(best, rows), tuple(tied))
-    return None
+            rows = [
+                r for r in picked if r.model == best and _at(r) == (verdict.mode, verdict.level)
+            ]
+            out[(verdict.mode, verdict.level)] = Pick(
+                verdict.label, verdict.level, contender(best, rows), tuple(tied)
+            )
+    return out
+
+
+def _at(r: StepRecord) -> Level:
+    return r.mode, r.key.level
+
+
+def best_of(records: Sequence[StepRecord], models: set[str]) -> Pick | None:
+    """The best fair model among `models` at the heaviest level where one has a fair result."""
+    found = bests(records, models)
+    return found[max(found)] if found else None
+
+
+def claim(records: Sequence[StepRecord], ref: set[str], other: set[str]) -> Claim | None:
+    """The best of `other` against the best of `ref` at the heaviest level where both groups
+    have a fair result (None: no such level)."""
+    a, b = bests(records, ref), bests(records, other)
+    common = set(a) & set(b)
+    if not common:
+        return None
+    level = max(common)
+    x, y = a[level].best, b[level].best
+    diffs = (differ(x.throughput, y.throughput), differ(x.latency, y.latency))
+    return Claim(a[level].label, a[level].level, x, y, diffs)
+
+
+def _said(d: Difference) -> str:
+    what = METRIC_WORDS[d.metric]
+    if not d.compared:
+        return f"{what} not compared ({d.basis})"
+    if not d.apart:
+        return f"no measurable difference in {what} ({d.percent()})"
+    return f"{what} {d.percent()}"
 
 
 def _figures(c: Contender) -> str:
     p99 = "" if math.isnan(c.p99_ms) else f", p99 {c.p99_ms:,.0f} ms"
     return f"{c.model}, {c.rps:,.1f} rps{p99}"
-
-
-def _against(c: Contender, ref: Contender) -> str:
-    """`c` against the reference: throughput and p99 as a signed percentage."""
-    parts = [f"{(c.rps / ref.rps - 1):+.0%} throughput" if ref.rps > 0 else ""]
-    if not (math.isnan(c.p99_ms) or math.isnan(ref.p99_ms)) and ref.p99_ms > 0:
-        parts.append(f"{(c.p99_ms / ref.p99_ms - 1):+.0%} p99")
-    return f"{', '.join(p for p in parts if p)} against {ref.model}"
 
 
 def answer(records: Sequence[StepRecord], classes: Mapping[str, str], kind: str) -> list[str]:
@@ -80,34 +135,47 @@ def answer(records: Sequence[StepRecord], classes: Mapping[str, str], kind: str)
         return []
     kind_words = KIND_WORDS.get(kind, kind)
     lines = [f"your app is {kind_words}: {groups(classes, kind)}"]
-    unchanged = best_of(records, {m for m, c in classes.items() if c in UNCHANGED})
-    port = best_of(records, {m for m, c in classes.items() if c == ASYNC_PORT})
-    if unchanged is None:
+    unchanged = {m for m, c in classes.items() if c in UNCHANGED}
+    ported = {m for m, c in classes.items() if c == ASYNC_PORT}
+    best = best_of(records, unchanged)
+    if best is None:
         lines.append(f"no model that runs your {kind_words} app as it is has a fair result")
     else:
-        tied = f" (tied: {', '.join(unchanged.tied)})" if unchanged.tied else ""
-        lines.append(
-            f"for your app as it is, at {unchanged.label}: {_figures(unchanged.best)}{tied}"
-        )
-    if port is not None:
-        cost = f": {_against(port.best, unchanged.best)}" if unchanged else ""
-        lines.append(f"if you port it to async, at {port.label}: {_figures(port.best)}{cost}")
-    lines += [_bridge_cost(records, m, unchanged) for m, c in classes.items() if c == BRIDGED]
+        tied = f" (tied: {', '.join(best.tied)})" if best.tied else ""
+        lines.append(f"for your app as it is, at {best.label}: {_figures(best.best)}{tied}")
+    lines.append(_port(records, unchanged, ported))
+    as_is = {m for m, c in classes.items() if c == AS_IS}
+    lines += [_bridge(records, as_is, m) for m, c in sorted(classes.items()) if c == BRIDGED]
     return [line for line in lines if line]
 
 
-def _bridge_cost(records: Sequence[StepRecord], model: str, ref: Pick | None) -> str:
-    """A bridged configuration's own figures at the reference level, excluded or not."""
+def _port(records: Sequence[StepRecord], unchanged: set[str], ported: set[str]) -> str:
+    """What an async port buys, at the heaviest level where both sides are fair."""
+    if (found := claim(records, unchanged, ported)) is not None:
+        return f"if you port it to async, at {found.label}: {found.words()}"
+    if (port := best_of(records, ported)) is None:
+        return ""
+    alone = "no model that runs your app as it is has a fair result at a level beside it"
+    return f"if you port it to async, at {port.label}: {_figures(port.best)} ({alone})"
+
+
+def _bridge(records: Sequence[StepRecord], as_is: set[str], model: str) -> str:
+    """A bridged configuration against the best that runs the app as it is, or its own figures
+    and why it is compared with nothing."""
+    if (found := claim(records, as_is, {model})) is not None:
+        return f"through the bridge, at {found.label}: {found.words()}"
     rows = [r for r in records if r.model == model]
     if not rows:
         return ""
-    levels = {r.key.level for r in rows}
-    level = ref.level if ref is not None and ref.level in levels else max(levels)
-    at = [r for r in rows if r.key.level == level]
+    level = max(_at(r) for r in rows)
+    at = [r for r in rows if _at(r) == level]
     c = contender(model, at)
-    excluded = f" ({', '.join(c.excluded_by)}: excluded from the verdict)" if c.excluded_by else ""
-    cost = f": {_against(c, ref.best)}" if ref else ""
-    return f"through the bridge, {at[0].key.label}: {_figures(c)}{cost}{excluded}"
+    why = (
+        f"{', '.join(c.excluded_by)}: excluded from the verdict"
+        if c.excluded_by
+        else "no model that runs your app as it is has a fair result beside it"
+    )
+    return f"through the bridge, at {at[0].key.label}: {_figures(c)} ({why})"
 
 
 def run_answer(records: Sequence[StepRecord], manifest: Mapping[str, Any]) -> list[str]:

@@ -7,14 +7,12 @@ records. Rules:
   excluding (serialized, a fault, nothing measured, or `lab_limited`: the verdict's rule table
   named the lab's own apparatus or the machine as the limit): an excluded model is never
   "best", and a level the lab limited says so.
-- Throughput and p99 are the medians of the trials; their 95% intervals come from the trials
-  (Student's t, n >= 2: the trials carry run-to-run variance) or, for a single trial, from the
-  run-to-run floor the lab measured by A/A runs (`analysis.noise`), around that trial's
-  per-second throughput interval.
-- A rival ties the best when their intervals overlap (without intervals: within 2%); on p99 when
-  the interval of their difference (its half-width: the two halves in quadrature) or the
-  instrument's error (15% or 3 ms) covers it. A p99 with fewer than ten
-  requests beyond it in a trial is compared with nothing: no best p99 rests on it.
+- Throughput and p99 are the medians of the trials. A rival ties the best when the one test of
+  difference (`lab.verdict.difference`: the interval of their difference, from the trials, or for
+  one trial from the run-to-run floor the lab measured by A/A runs; never finer than the
+  instrument on p99) does not call them apart. A p99 with fewer than ten requests beyond it in a
+  trial, or whose tail may be the generator's own (`generator_lag`), is compared with nothing:
+  no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
   tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
 - A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
@@ -24,35 +22,36 @@ records. Rules:
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.noise import MIN_BEYOND, beyond, budget_ms, floor
-from analysis.stats import UNSTABLE_SPREAD, t975
-from lab.record.flags import FLAGS, excluding, tail_excluding
+from analysis.stats import estimate
+from lab.record.flags import FLAGS, excluding
 from lab.record.step import StepRecord, level_label
-
-TIE = 0.02  # throughput: within 2% with no interval to tell them apart is a tie
+from lab.verdict.difference import MIN_BEYOND, TOO_FEW, Side, beyond, differ, side
 
 
 @dataclass(frozen=True)
 class Contender:
-    """One model at one level, its trials combined."""
+    """One model at one level, its trials combined: its throughput and p99 as the one test of
+    difference compares them."""
 
     model: str
     trials: int
-    rps: float
-    rps_lo: float  # 95% interval (nan when there is none)
-    rps_hi: float
-    p99_ms: float
+    throughput: Side
+    latency: Side  # the p99
     flags: tuple[str, ...]
     excluded_by: tuple[str, ...]
-    p99_excluded_by: tuple[str, ...] = ()  # flags that keep its p99 out of the p99 verdict
     unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
-    p99_lo: float = math.nan  # 95% interval of the p99 (nan when there is none)
-    p99_hi: float = math.nan
     p99_beyond: float = math.inf  # requests beyond p99 in its thinnest trial
+
+    @property
+    def rps(self) -> float:
+        return self.throughput.value
+
+    @property
+    def p99_ms(self) -> float:
+        return self.latency.value
 
 
 @dataclass(frozen=True)
@@ -83,28 +82,17 @@ def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:
 
 
 def contender(model: str, records: Sequence[StepRecord]) -> Contender:
-    rps = [r.throughput_rps for r in records]
-    centre = statistics.median(rps)
-    lo, hi = _interval(rps) if len(rps) > 1 else _seconds_interval(records[0], centre)
-    p99 = [r.latency_ms.get("p99", math.nan) for r in records if r.ok]
-    p99_centre = statistics.median(p99) if p99 else math.nan
-    p99_lo, p99_hi = _p99_interval(p99, p99_centre)
     flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
-    if len(rps) > 1 and centre > 0 and (max(rps) - min(rps)) / centre >= UNSTABLE_SPREAD:
+    if estimate([r.throughput_rps for r in records]).unstable:
         flags += ("unstable",)
     return Contender(
         model=model,
         trials=len(records),
-        rps=centre,
-        rps_lo=lo,
-        rps_hi=hi,
-        p99_ms=p99_centre,
+        throughput=side(records, "rps"),
+        latency=side(records, "p99"),
         flags=flags,
         excluded_by=tuple(excluding(flags)),
-        p99_excluded_by=tuple(tail_excluding(flags)),
         unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
-        p99_lo=p99_lo,
-        p99_hi=p99_hi,
         p99_beyond=min(beyond(r.ok) for r in records),
     )
 
@@ -148,70 +136,37 @@ def _labs_own(contenders: list[Contender]) -> tuple[str, ...]:
 
 
 def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
-    """The best model on throughput (higher) or p99 (lower), then those tied with it."""
+    """The best model on throughput (higher) or p99 (lower), then those the one test of
+    difference does not set apart from it."""
     if higher:
-        ranked = sorted(fair, key=lambda c: -c.rps)
+        ranked = sorted((c for c in fair if c.rps > 0), key=lambda c: (-c.rps, c.model))
     else:
-        ranked = sorted(_p99_known(fair), key=lambda c: c.p99_ms)
-    if not ranked or (higher and ranked[0].rps <= 0):
+        ranked = sorted(_p99_known(fair), key=lambda c: (c.p99_ms, c.model))
+    if not ranked:
         return ()
     best = ranked[0]
-    tied = [c.model for c in ranked[1:] if _tied(best, c, higher)]
+    tied = [c.model for c in ranked[1:] if not _apart(best, c, higher)]
     return (best.model, *sorted(tied))
+
+
+def _apart(best: Contender, rival: Contender, higher: bool) -> bool:
+    if higher:
+        return differ(rival.throughput, best.throughput).apart
+    return differ(best.latency, rival.latency).apart
 
 
 def _p99_known(fair: list[Contender]) -> list[Contender]:
     """The contenders whose p99 can be compared: measured, the server's own tail, and with
     enough requests beyond it (docs/trust.md)."""
-    return [
-        c
-        for c in fair
-        if not math.isnan(c.p99_ms) and not c.p99_excluded_by and c.p99_beyond >= MIN_BEYOND
-    ]
+    return [c for c in fair if not c.latency.unfit and not math.isnan(c.p99_ms)]
 
 
 def _unread(fair: list[Contender]) -> float:
     """Where no fair p99 can be compared for too few requests beyond it: the most there were."""
-    measured = [c for c in fair if not math.isnan(c.p99_ms) and not c.p99_excluded_by]
-    if not measured or _p99_known(fair):
+    thin = [c for c in fair if c.latency.unfit == (TOO_FEW,)]
+    if not thin or _p99_known(fair):
         return math.nan
-    return max(c.p99_beyond for c in measured)
-
-
-def _tied(best: Contender, rival: Contender, higher: bool) -> bool:
-    if not higher:
-        halves = ((c.p99_hi - c.p99_lo) / 2 for c in (best, rival))
-        half = math.hypot(*(0.0 if math.isnan(h) else h for h in halves))  # of the difference
-        return rival.p99_ms - best.p99_ms <= max(half, budget_ms(best.p99_ms, rival.p99_ms))
-    if not (math.isnan(rival.rps_hi) or math.isnan(best.rps_lo)):
-        return rival.rps_hi >= best.rps_lo
-    return abs(rival.rps - best.rps) <= TIE * abs(best.rps)
-
-
-def _interval(xs: Sequence[float]) -> tuple[float, float]:
-    """95% interval of the mean of `xs` (Student's t)."""
-    n = len(xs)
-    mean = sum(xs) / n
-    half = t975(n - 1) * statistics.stdev(xs) / math.sqrt(n)
-    return mean - half, mean + half
-
-
-def _seconds_interval(record: StepRecord, centre: float) -> tuple[float, float]:
-    """A single trial's interval: its per-second throughput's, widened by the run-to-run floor."""
-    seconds = [float(x) for x in record.timeseries.get("rps", [])]
-    if len(seconds) < 2:
-        return math.nan, math.nan
-    lo, hi = _interval(seconds)
-    half = math.hypot((hi - lo) / 2, floor().point("rps", centre))
-    return centre - half, centre + half
-
-
-def _p99_interval(p99: list[float], centre: float) -> tuple[float, float]:
-    """The trials' t interval, or for one trial the run-to-run floor around it (nan: none)."""
-    if len(p99) > 1:
-        return _interval(p99)
-    half = floor().point("p99", centre) if p99 else 0.0
-    return (centre - half, centre + half) if half else (math.nan, math.nan)
+    return max(c.p99_beyond for c in thin)
 
 
 def sentence(v: LevelVerdict) -> str:

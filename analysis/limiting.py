@@ -51,9 +51,11 @@ def _sentence(model: str, mode: str, levels: dict[float, list[StepRecord]]) -> s
 
 
 def _common(records: list[StepRecord]) -> StepRecord:
-    """The trial whose limit is the most common among the trials of one level."""
-    name, _ = Counter(r.limited_by for r in records).most_common(1)[0]
-    return next(r for r in records if r.limited_by == name)
+    """The first trial whose limit is the most common among the trials of one level (the first
+    in alphabetical order among equally common ones: the same whatever the records' order)."""
+    counts = Counter(r.limited_by for r in records)
+    name = min(counts, key=lambda n: (-counts[n], n))
+    return min((r for r in records if r.limited_by == name), key=lambda r: r.trial)
 
 
 def _cost(records: list[StepRecord]) -> str:

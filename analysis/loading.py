@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from analysis.stats import Second, percentiles_of, seconds_of
+from analysis.stats import percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.errors import LabError
 from lab.record.flags import owed
@@ -54,7 +54,6 @@ class Run:
     timeseries: pd.DataFrame  # one row per second of each step, with per-second p50/p99
     records: list[StepRecord] = field(default_factory=list)  # what the judge reads
     histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
-    seconds: dict[tuple[str, str, int], list[Second]] = field(default_factory=dict)  # all trials
     problems: list[str] = field(default_factory=list)  # lines not read, planned steps not found
 
     @property
@@ -96,13 +95,11 @@ def load(run_dir: Path | str) -> Run:
         raise RunError(str(exc)) from None
     rows = [_row(r) for r in records]
     steps = steps_frame(rows)
-    timeseries, histograms, seconds = _histograms_and_series(run.path, rows)
+    timeseries, histograms = _histograms_and_series(run.path, rows)
     if preflight.empty:
         preflight = pd.DataFrame(columns=["model", "ok", "serialized", "message"])
     problems = run.unreadable() + _not_found(manifest, {r.key for r in records})
-    return Run(
-        run.path, manifest, preflight, steps, timeseries, records, histograms, seconds, problems
-    )
+    return Run(run.path, manifest, preflight, steps, timeseries, records, histograms, problems)
 
 
 def _not_found(manifest: dict[str, Any], recorded: set[StepKey]) -> list[str]:
@@ -168,17 +165,13 @@ def read_hlog_safe(path: Path) -> Iterator[HdrHistogram]:
 
 def _histograms_and_series(
     run_dir: Path, rows: list[dict[str, Any]]
-) -> tuple[
-    pd.DataFrame, dict[tuple[str, str, int], HdrHistogram], dict[tuple[str, str, int], list[Second]]
-]:
+) -> tuple[pd.DataFrame, dict[tuple[str, str, int], HdrHistogram]]:
     """Per-second rows from each step's time series, plus per-second p50/p99 from its `.hlog`.
 
     The step's histograms are also merged per point across trials (counts added, never
-    percentiles averaged) so percentiles of a point use every request of every trial; each
-    second is also kept in compact form for the block bootstrap of `compare`.
+    percentiles averaged) so percentiles of a point use every request of every trial.
     """
     merged: dict[tuple[str, str, int], HdrHistogram] = {}
-    seconds: dict[tuple[str, str, int], list[Second]] = {}
     records: list[dict[str, Any]] = []
     for r in rows:
         key = (r["model"], r["mode"], int(r["concurrency"]))
@@ -189,7 +182,6 @@ def _histograms_and_series(
             merged.setdefault(key, hist.new_histogram())
             for h in every:  # the drain's latencies too: they are the window's requests
                 merged[key].add(h)
-            seconds.setdefault(key, []).extend(compact)
         series = r.get("timeseries") or {}
         outage = set(outage_seconds(r.get("flags") or (), r.get("evidence") or {}))
         n = max([len(v or []) for v in series.values()] + [len(intervals)])
@@ -215,4 +207,4 @@ def _histograms_and_series(
                     values = series.get(name) or []
                     rec[name] = float(values[i]) if i < len(values) else float("nan")
             records.append(rec)
-    return pd.DataFrame(records), merged, seconds
+    return pd.DataFrame(records), merged

@@ -24,24 +24,20 @@ Definitions (all per point = model x mode x concurrency, trials combined):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
-from analysis.noise import floor, p99_change
-from analysis.stats import Second, estimate, percentiles_of, seconds_of, t975
+from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
-from lab.record.step import ERROR_KINDS
+from lab.record.step import ERROR_KINDS, StepRecord
+from lab.record.thresholds import T
 from lab.verdict import capacity
-
-MIN_CPU_PCT_FOR_CEILING = 10.0  # below this the CPU sample is mostly noise
-TIE = 0.02  # crossovers: within 2% with no interval to tell two models apart is no crossover
-Point = tuple[str, str, int]  # (model, mode, concurrency), as Run.seconds keys its points
+from lab.verdict.difference import differ, points, side
 
 
 def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
@@ -96,9 +92,11 @@ def point_table(run: Run) -> pd.DataFrame:
     if steps.empty:
         return pd.DataFrame()
     pre = preflight_status(run)
+    by_point = points(run.records)
     rows = []
     for key, group in steps.groupby(POINT, sort=True):
-        rows.append(_point_row(run, key, group, pre.get(str(key[0]), [])))
+        point = by_point.get((str(key[0]), str(key[1]), int(key[2])), [])
+        rows.append(_point_row(run, key, group, pre.get(str(key[0]), []), point))
     table = pd.DataFrame(rows)
     table["ceiling_rps"] = _ceilings(run, table)
     limit = table[["ideal_rps", "ceiling_rps"]].min(axis=1, skipna=True)
@@ -118,7 +116,7 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
         table = table.assign(
             flags=table["flags"].map(", ".join),
             latency_lower_bounds=table["latency_lower_bounds"].map(", ".join),
-        ).drop(columns="p99_trials")
+        )
     paths = [run.run_dir / "summary.csv", run.run_dir / "summary.parquet"]
     table.to_csv(paths[0], index=False)
     table.to_parquet(paths[1], index=False)
@@ -126,14 +124,18 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
 
 
 def _point_row(
-    run: Run, key: tuple[Any, ...], group: pd.DataFrame, pre_flags: list[str]
+    run: Run,
+    key: tuple[Any, ...],
+    group: pd.DataFrame,
+    pre_flags: list[str],
+    point: list[StepRecord],
 ) -> dict[str, Any]:
+    """One point's figures; its throughput interval is the one the claims use
+    (`lab.verdict.difference`: its trials', or one trial's seconds and the run-to-run floor)."""
     model, mode, conc = key[0], key[1], int(key[2])
     rps = estimate(group["throughput_rps"].tolist())
-    ci_basis = "trials"
-    lo, hi = rps.lo, rps.hi
-    if rps.n == 1:  # one trial: its per-second throughput and the run-to-run floor
-        lo, hi, ci_basis = *_seconds_ci(run, key, rps.median), "seconds+floor"
+    lo, hi = side(point, "rps").interval() if point else (float("nan"),) * 2
+    ci_basis = "trials" if rps.n > 1 else "seconds+floor"
     requests = int(group["requests"].sum())
     row: dict[str, Any] = {
         "model": model,
@@ -151,7 +153,6 @@ def _point_row(
         "ok": int(group["ok"].sum()),
     }
     row.update(_latency(run, key, group))
-    row["p99_trials"] = tuple(float(x) for x in group["p99_ms"])  # the crossovers' intervals
     row.update(_every_request(group))
     errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
     row.update({f"err_{k}": v for k, v in errs.items()})
@@ -186,7 +187,7 @@ def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
     limits = [str(x) for x in group.get("limited_by", pd.Series(dtype=str)) if x]
     bounds = {k for ks in group.get("latency_lower_bounds", pd.Series(dtype=object)) for k in ks}
     out: dict[str, Any] = {
-        "limited_by": max(set(limits), key=limits.count) if limits else "",
+        "limited_by": _most_common(limits),
         "latency_lower_bounds": tuple(sorted(bounds)),
     }
     for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn", "front_cpu_ms_per_req"):
@@ -196,6 +197,12 @@ def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
     front = front.where(front >= 0)  # -1: no nginx in front of this model
     out["front_cpu_pct"] = float(front.median()) if front.notna().any() else float("nan")
     return out
+
+
+def _most_common(names: list[str]) -> str:
+    """The most common name, the first in alphabetical order among equals ("" for none): the
+    same whatever the order of the trials or the hash seed."""
+    return min(set(names), key=lambda n: (-names.count(n), n)) if names else ""
 
 
 def _every_request(group: pd.DataFrame) -> dict[str, Any]:
@@ -222,24 +229,6 @@ def _ideal(run: Run, mode: str, conc: int, group: pd.DataFrame) -> float:
         rate = group["rate_rps"].dropna()
         return float(rate.median()) if len(rate) else float("nan")
     return conc / (run.delay_ms / 1000) if run.delay_ms > 0 else float("nan")
-
-
-def _seconds_ci(run: Run, key: tuple[Any, ...], centre: float) -> tuple[float, float]:
-    """95% half-width of the mean per-second throughput, widened by the run-to-run floor
-    (`analysis.noise`), around the step's throughput."""
-    ts = run.timeseries
-    if ts.empty:
-        return float("nan"), float("nan")
-    sel = ts[(ts["model"] == key[0]) & (ts["mode"] == key[1]) & (ts["concurrency"] == key[2])]
-    if "outage" in sel:  # an outage's seconds are the event (flag `stalled`), not noise
-        sel = sel[~sel["outage"].astype(bool)]
-    xs = sel["rps"].dropna().tolist()
-    if len(xs) < 2:
-        return float("nan"), float("nan")
-    mean = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    half = math.hypot(t975(len(xs) - 1) * sd / math.sqrt(len(xs)), floor().point("rps", centre))
-    return centre - half, centre + half
 
 
 def _latency(run: Run, key: tuple[Any, ...], group: pd.DataFrame) -> dict[str, Any]:
@@ -286,7 +275,7 @@ def _ceilings(run: Run, table: pd.DataFrame) -> pd.Series:
     for (model, _mode), group in table.groupby(["model", "mode"]):
         usable = group[
             group["flags"].map(lambda f: not excluding(f))
-            & (group["server_cpu_pct"] >= MIN_CPU_PCT_FOR_CEILING)
+            & (group["server_cpu_pct"] >= T.ceiling_min_server_cpu_pct)
         ]
         if usable.empty:
             continue
@@ -309,64 +298,49 @@ def _rss_per_conn(table: pd.DataFrame) -> pd.Series:
     return out
 
 
-def crossovers(table: pd.DataFrame, seconds: Mapping[Point, list[Second]]) -> pd.DataFrame:
+def crossovers(table: pd.DataFrame, records: Sequence[StepRecord]) -> pd.DataFrame:
     """Where one model overtakes another: higher throughput, or lower p99, from a level on.
 
     Only fair points count (on p99, not one whose tail may be the generator's own either). A
-    crossover is reported at the first level where the order of a pair
-    flips relative to the level before (both models measured at both levels). `clear` says the
-    two are apart at that level beyond noise: non-overlapping 95% intervals for throughput (they
-    include the run-to-run floor for one trial; 2% without intervals); for p99, the interval of
-    the difference from `analysis.noise` (the points' per-second histograms, `Run.seconds`, or
-    their trials; ten requests beyond p99 in each; never finer than the instrument) excludes zero.
+    crossover is reported at the first level where the order of a pair flips relative to the
+    level before (both models measured at both levels). `clear` says the one test of difference
+    (`lab.verdict.difference`) calls the two apart at that level.
     """
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "clear"]
     if table.empty:
         return pd.DataFrame(columns=cols)
+    by_point = points(records)
     found = []
     for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
         fair = table[table["fair" if metric == "rps" else "fair_p99"]]
         for mode, sub in fair.groupby("mode"):
             wide = sub.pivot_table(index="concurrency", columns="model", values=metric)
-            rows = sub.set_index(["concurrency", "model"])
-            models = list(wide.columns)
+            models = sorted(wide.columns)
             for i, a in enumerate(models):
                 for b in models[i + 1 :]:
-                    diff = (sign * (wide[a] - wide[b])).dropna()
-                    prev_c, prev_d = None, None
-                    for c, d in diff.items():
-                        if (
-                            prev_d is not None
-                            and d != 0
-                            and prev_d != 0
-                            and (d > 0) != (prev_d > 0)
-                        ):
-                            win, lose = (a, b) if d > 0 else (b, a)
-                            pair = (rows.loc[(c, win)], rows.loc[(c, lose)])
-                            clear = (
-                                _apart(*pair)
-                                if metric == "rps"
-                                else _p99_apart(
-                                    *pair,
-                                    *(seconds.get((m, str(mode), int(c)), []) for m in (win, lose)),
-                                )
-                            )
-                            found.append([metric, mode, int(c), int(prev_c or 0), win, lose, clear])
-                        if d != 0:
-                            prev_c, prev_d = c, d
+                    for c, prev, win, lose in _flips(sign * (wide[a] - wide[b]), a, b):
+                        pair = [by_point.get((m, str(mode), int(c)), []) for m in (lose, win)]
+                        clear = all(pair) and _apart(metric, pair[0], pair[1])
+                        found.append([metric, mode, int(c), int(prev), win, lose, clear])
     return pd.DataFrame(found, columns=cols)
 
 
-def _apart(win: pd.Series, lose: pd.Series) -> bool:
-    if not any(math.isnan(v) for v in (win["rps_lo"], lose["rps_hi"])):
-        return bool(win["rps_lo"] > lose["rps_hi"])
-    return bool(abs(win["rps"] - lose["rps"]) > TIE * abs(lose["rps"]))
+def _flips(diff: pd.Series, a: str, b: str) -> list[tuple[Any, Any, str, str]]:
+    """(level, the level before, overtaker, overtaken) where the sign of a - b flips."""
+    out = []
+    prev_c, prev_d = None, None
+    for c, d in diff.dropna().items():
+        if d == 0:
+            continue
+        if prev_d is not None and (d > 0) != (prev_d > 0):
+            out.append((c, prev_c, *((a, b) if d > 0 else (b, a))))
+        prev_c, prev_d = c, d
+    return out
 
 
-def _p99_apart(win: pd.Series, lose: pd.Series, win_s: list[Second], lose_s: list[Second]) -> bool:
-    """The interval of the p99 difference (`analysis.noise.p99_change`) excludes zero."""
-    change, _ = p99_change((lose_s, win_s), (lose["p99_trials"], win["p99_trials"]), floor())
-    return change.significant
+def _apart(metric: str, lose: list[StepRecord], win: list[StepRecord]) -> bool:
+    name = "rps" if metric == "rps" else "p99"
+    return differ(side(lose, name), side(win, name)).apart
 
 
 def flagged(table: pd.DataFrame) -> pd.DataFrame:

@@ -22,10 +22,10 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
-from analysis.noise import floor
 from analysis.plots import Plot, draw_all
 from lab.record.flags import FLAGS
 from lab.record.step import level_label
+from lab.verdict.difference import floor
 from lab.verdict.limits import LIMITS
 
 
@@ -137,11 +137,11 @@ def _meta(m: dict[str, Any]) -> str:
 def _verdict(run: Run, table: pd.DataFrame) -> str:
     if table.empty:
         return "<p>No step has been measured yet.</p>"
-    cross = crossovers(table, run.seconds)
+    cross = crossovers(table, run.records)
     flags = flagged(table)
     judged = judge(run.records)
     ties = tied(table, judged)
-    verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.seconds)]
+    verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.records)]
     verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
     if any(v.trials == 1 for v in judged):
         verdicts.append(f"<li>{_e(floor().words())}</li>")

@@ -19,10 +19,10 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
-from analysis.noise import floor
 from lab.record.step import StepRecord, level_label
 from lab.run import generators
 from lab.run.manifest import models_run_app
+from lab.verdict.difference import floor
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -99,7 +99,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     console.print(summary_table(table, title, models_run_app(run.manifest)))
     verdicts = judge(run.records)
     ties = tied(table, verdicts)
-    for line in lead(table, verdicts, run.seconds):
+    for line in lead(table, verdicts, run.records):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for verdict in (v for v in verdicts if v not in ties):
         console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
@@ -107,7 +107,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in run_answer(run.records, run.manifest):
         console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)
-    cross = crossovers(table, run.seconds)
+    cross = crossovers(table, run.records)
     for rec in cross[cross["clear"]].to_dict("records"):
         what = "throughput" if rec["metric"] == "rps" else "p99"
         console.print(

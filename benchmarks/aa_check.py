@@ -7,18 +7,25 @@ compare` does and lists each run's crossovers beyond noise (`analysis.metrics.cr
 reverses. The target (issue 33): at most 5% of the points called changed, and every beyond-noise
 crossover of one run holding (the same order at that level) in the other. The table shows the
 count with the intervals of each step's own seconds only, beside the lab's intervals (the same
-seconds widened by the committed run-to-run floor, `analysis/noise.toml`), so the floor's share
+seconds widened by the committed run-to-run floor, `lab/verdict/noise.toml`), so the floor's share
 is measured side by side.
 
-`--calibrate` writes this pair's run-to-run floor into analysis/noise.toml (the relative spread of
-its fair points, `analysis.noise.calibrate`, with the two run ids): calibrate on one pair, then
-check on another, or the check grades its own answer. `--runs A B` analyses two existing runs
-instead of running them. A full `quick` run takes about 4.5 minutes on 2 cores; `--models`,
-`--levels` and `--duration` make a shorter one (the table's source line says which).
+`--calibrate` writes this pair's run-to-run floor into lab/verdict/noise.toml (the relative
+spread of its fair points, `lab.verdict.difference.calibrate`, with the two run ids): calibrate on
+one pair, then check on another, or the check grades its own answer. `--runs A B` analyses two
+existing runs instead of running them. A full `quick` run takes about 4.5 minutes on 2 cores;
+`--models`, `--levels` and `--duration` make a shorter one (the table's source line says which).
+
+Power beside it (`--delays 100 125`): an A/B test, where the truth differs. Run A at upstream
+delay 100 ms and B at 125 ms: where a model tracks the ideal (users / d) in A, its throughput
+truly falls by a fifth in B, so the lab must call it changed there (the target: at least 80% of
+those points); with `--trials 3` a smaller step (100 vs 110 ms) must be seen. The table also gives
+the smallest difference the one test of difference calls apart with that many trials
+(`lab.verdict.difference.smallest`), for throughput and p99.
 
 Usage: .venv/bin/python benchmarks/aa_check.py [--scenario quick] [--models M,M] [--levels 1,50]
-       [--duration S] [--out results/aa-check] [--runs A B] [--calibrate]
-       [--summary docs/figures/bench-aa-check.json]
+       [--duration S] [--trials N] [--out results/aa-check] [--runs A B] [--calibrate]
+       [--delays DA DB] [--summary docs/figures/bench-aa-check.json]
 """
 
 from __future__ import annotations
@@ -33,14 +40,25 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.compare import FLAGGED, compare
-from analysis.loading import Run, load
+from analysis.compare import compare
+from analysis.loading import POINT, Run, load
 from analysis.metrics import crossovers, point_table
-from analysis.noise import CALIBRATION, NO_FLOOR, TOO_FEW, Floor, calibrate, floor
 from benchmarks.figures import write_summary
+from lab.record.thresholds import T
 from lab.system import environment
+from lab.verdict.difference import (
+    CALIBRATION,
+    FLAGGED,
+    NO_FLOOR,
+    TOO_FEW,
+    Floor,
+    calibrate,
+    floor,
+    smallest,
+)
 
-TARGET_CHANGED = 0.05  # at most this share of the points called changed
+TARGET_CHANGED = 0.05  # A/A: at most this share of the points called changed
+TARGET_SEEN = 0.80  # A/B: at least this share of the points tracking the ideal called changed
 HEADERS = [
     "intervals",
     "points",
@@ -59,6 +77,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--models", help="comma-separated models (default: the scenario's)")
     p.add_argument("--levels", help="comma-separated levels (default: the scenario's)")
     p.add_argument("--duration", type=float, help="seconds per level (default: the scenario's)")
+    p.add_argument("--trials", type=int, help="trials per point (default: the scenario's)")
+    p.add_argument("--delays", nargs=2, type=float, help="A/B: run A and B at these delays (ms)")
     p.add_argument("--out", type=Path, default=Path("results/aa-check"))
     p.add_argument("--runs", nargs=2, type=Path, help="analyse these two runs, run nothing")
     p.add_argument("--calibrate", action="store_true", help="write this pair's floor")
@@ -66,14 +86,16 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def sweep(args: argparse.Namespace) -> Path:
+def sweep(args: argparse.Namespace, delay_ms: float | None = None) -> Path:
     """One `lab run` into a fresh directory under --out; returns the run directory."""
     out = args.out / time.strftime("%Y%m%d-%H%M%S")
     argv = [sys.executable, "-c", "from lab.cli.main import entry; entry()", "run"]
     argv += ["--scenario", args.scenario, "--out", str(out)]
     for flag, value in (("--models", args.models), ("--levels", args.levels)):
         argv += [flag, value] if value else []
-    argv += ["--duration", str(args.duration)] if args.duration else []
+    for flag, number in (("--duration", args.duration), ("--trials", args.trials)):
+        argv += [flag, f"{number:g}"] if number else []
+    argv += ["--delay-ms", f"{delay_ms:g}"] if delay_ms else []
     subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, timeout=3600)
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     return run_dir
@@ -112,7 +134,7 @@ def row(name: str, frame: pd.DataFrame, crossing: str, holding: str) -> list[str
 def rows(a: Run, b: Run, noise: Floor) -> list[list[str]]:
     """Seconds only, then the lab's intervals (its floor): changed points and crossovers."""
     ta, tb = point_table(a), point_table(b)
-    ca, cb = crossovers(ta, a.seconds), crossovers(tb, b.seconds)
+    ca, cb = crossovers(ta, a.records), crossovers(tb, b.records)
     (ha, na), (hb, nb) = held(ca, tb), held(cb, ta)
     lab = row("seconds + run-to-run floor", compare(a, b, noise), f"{na} / {nb}", "")
     lab[-1] = f"{ha} of {na} / {hb} of {nb}"
@@ -120,7 +142,7 @@ def rows(a: Run, b: Run, noise: Floor) -> list[list[str]]:
 
 
 def write_floor(a: Run, b: Run) -> Floor:
-    """The pair's run-to-run floor, over the points fair in both runs, into analysis/noise.toml."""
+    """The pair's run-to-run floor, over the points fair in both runs, into the calibration."""
     frame = compare(a, b, NO_FLOOR)
     fair = frame["rps_basis"] != FLAGGED
     p99 = fair & (frame["p99_basis"] != TOO_FEW)
@@ -143,9 +165,67 @@ def write_floor(a: Run, b: Run) -> Floor:
     return noise
 
 
+POWER_HEADERS = [
+    "delays A / B",
+    "trials",
+    "points tracking the ideal in A",
+    "rps changed there",
+    "p99 changed there",
+    "rps changed, all points",
+    "smallest difference called apart: rps / p99",
+]
+
+
+def power_row(a: Run, b: Run) -> list[str]:
+    """Where the truth differs: of the points fair in both runs whose throughput tracked the
+    ideal in A, how many the lab called changed, and the smallest difference it can call."""
+    frame = compare(a, b)
+    ta = point_table(a).set_index(POINT)
+    keys = list(zip(*(frame[k] for k in POINT), strict=True))
+    tracks = [bool(ta.loc[k, "efficiency"] >= T.tracks_ideal_share) for k in keys]
+    seen = frame[pd.Series(tracks, index=frame.index) & (frame["rps_basis"] != FLAGGED)]
+    trials = int(ta["trials"].min())
+    n = len(seen)
+    return [
+        f"{a.delay_ms:g} / {b.delay_ms:g} ms",
+        str(trials),
+        str(n),
+        f"{int(seen['rps_significant'].sum())} of {n}",
+        f"{int(seen['p99_significant'].sum())} of {n}",
+        f"{int(frame['rps_significant'].sum())} of {len(frame)}",
+        f"{smallest('rps', trials):.1%} / {smallest('p99', trials):.1%}",
+    ]
+
+
+def power(args: argparse.Namespace, started: float) -> None:
+    """The A/B check: runs at two delays (or two given runs), the table, the target."""
+    dirs = args.runs or [sweep(args, args.delays[0]), sweep(args, args.delays[1])]
+    a, b = load(dirs[0]), load(dirs[1])
+    body = [power_row(a, b)]
+    out = Table(title=f"A/B: {b.run_dir.name} against {a.run_dir.name}", header_style="bold")
+    for header in POWER_HEADERS:
+        out.add_column(header, justify="right")
+    out.add_row(*body[0])
+    console = Console()
+    console.print(out)
+    called, n = (int(x) for x in body[0][3].split(" of "))
+    met = n > 0 and called >= TARGET_SEEN * n
+    console.print(
+        f"target {'met' if met else 'NOT met'}: at least {TARGET_SEEN:.0%} of the points that "
+        f"track the ideal called changed in throughput (here {called} of {n})",
+        highlight=False,
+    )
+    if args.summary:
+        kept = f"the script's printed table, runs {a.run_dir.name} and {b.run_dir.name}"
+        write_summary(args.summary, "ab-check", POWER_HEADERS, body, kept, started)
+
+
 def main() -> None:
     args = parse_args()
     started = time.time()
+    if args.delays:
+        power(args, started)
+        return
     dirs = args.runs or [sweep(args), sweep(args)]
     a, b = load(dirs[0]), load(dirs[1])
     noise = write_floor(a, b) if args.calibrate else floor()

@@ -20,17 +20,11 @@ from analysis.metrics import (
     server_cores,
     unmeasured,
 )
-from analysis.noise import TOO_FEW, floor
-from analysis.stats import (
-    bootstrap_percentile,
-    estimate,
-    percentiles_of,
-    seconds_of,
-    t975,
-    welch,
-)
+from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.cli.report import compare_runs, report
 from lab.record import hist
+from lab.verdict.difference import TOO_FEW, differ, floor, side, t975
+from tests.test_judge import record
 
 
 def _row(table, model: str, conc: int) -> dict:
@@ -143,17 +137,21 @@ def test_truncated_last_lines_and_run_in_progress(tmp_path: Path) -> None:
 
 def test_stats_by_hand() -> None:
     est = estimate([110.0, 90.0, 100.0])
-    assert (est.n, est.median, est.mean) == (3, 100.0, 100.0)
+    assert (est.n, est.median, est.spread) == (3, 100.0, 0.2)
     assert est.unstable
     single = estimate([7.0])
-    assert single.median == 7.0 and math.isnan(single.lo) and not single.unstable
+    assert single.median == 7.0 and single.spread == 0 and not single.unstable
     # Welch: means 2 and 3, variances 1, se^2 = 2/3, df = 4, t = 2.776
-    change = welch([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
+    a = [record("a", x, trial=t) for t, x in enumerate((1.0, 2.0, 3.0), 1)]
+    b = [record("b", x, trial=t) for t, x in enumerate((2.0, 3.0, 4.0), 1)]
+    change = differ(side(a, "rps"), side(b, "rps"))
     half = 2.776 * math.sqrt(2 / 3)
-    assert change.diff == 1.0
+    assert change.diff == 1.0 and change.basis == "trials"
     assert (change.lo, change.hi) == (pytest.approx(1 - half), pytest.approx(1 + half))
-    assert not change.significant
-    assert welch([10.0, 10.5, 9.5], [20.0, 20.5, 19.5]).significant
+    assert not change.apart
+    a = [record("a", x, trial=t) for t, x in enumerate((10.0, 10.5, 9.5), 1)]
+    b = [record("b", x, trial=t) for t, x in enumerate((20.0, 20.5, 19.5), 1)]
+    assert differ(side(a, "rps"), side(b, "rps")).apart
     assert t975(1000) == pytest.approx(1.962, abs=0.002)
 
 
@@ -189,7 +187,7 @@ def two(tmp_path_factory) -> Path:
 
 def test_crossovers_on_throughput_and_p99(two: Path) -> None:
     run = load(two)
-    found = crossovers(point_table(run), run.seconds)
+    found = crossovers(point_table(run), run.records)
     got = {
         (r.metric, r.overtaker, r.overtaken, r.from_concurrency, r.concurrency)
         for r in found.itertuples()
@@ -222,7 +220,7 @@ def test_serialized_model_is_shown_but_excluded(tmp_path: Path) -> None:
     assert len(table) == 6  # nothing dropped
     assert not table[table["model"] == "b"]["fair"].any()
     assert {v.best_rps for v in judge(loaded.records)} == {("a",)}
-    assert crossovers(table, loaded.seconds).empty
+    assert crossovers(table, loaded.records).empty
     why = flagged(table)
     assert (why["model"] == "b").sum() == 3 and why["why"].str.contains("not a fair result").all()
 
@@ -291,25 +289,6 @@ def test_model_without_steps_is_reported(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "x: no measured step (preflight_failed: body differs)" in result.output
     assert "body differs" in (run / "report.html").read_text()
-
-
-def _seconds(values_ms: list[float], n: int = 5) -> list:
-    """n seconds that each record the same latencies."""
-    h = hist.new_histogram()
-    for v in values_ms:
-        hist.record_ms(h, v)
-    return [seconds_of(h)] * n
-
-
-def test_block_bootstrap_of_p99_tells_noise_from_change() -> None:
-    base = [100.0 + i % 50 for i in range(1000)]
-    same = bootstrap_percentile(_seconds(base), _seconds(base), 99.0)
-    assert same.diff == 0 and same.lo <= 0 <= same.hi and not same.significant
-    slower = bootstrap_percentile(_seconds(base), _seconds([v * 2 for v in base]), 99.0)
-    assert slower.diff == pytest.approx(149.0, rel=0.01) and slower.significant
-    # one bad second out of five: resampling seconds keeps the burst together -> not significant
-    burst = _seconds(base, 4) + _seconds([1000.0] * 50, 1)
-    assert not bootstrap_percentile(_seconds(base), burst, 99.0).significant
 
 
 def test_compare_single_trials_uses_seconds(tmp_path: Path) -> None:

@@ -1,19 +1,18 @@
 """The summary leads with what differs: a tie of every model said once, then what separates them;
 a p99 crossover from single trials is beyond noise only with ten requests beyond p99, beyond the
-instrument's error and the run-to-run floor."""
+instrument's error and the run-to-run floor (the one test of difference)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+import pytest
 from rich.console import Console
 
 from analysis.differences import ADVISE, lead, tied
 from analysis.judge import judge
 from analysis.loading import load
 from analysis.metrics import crossovers, point_table
-from analysis.stats import Second
 from analysis.summary import print_summary
 from tests.fixture_run import FixtureStep, build_run
 
@@ -42,7 +41,7 @@ def test_a_tie_of_every_model_is_said_once_then_what_separates_them(tmp_path: Pa
     table = point_table(run)
     verdicts = judge(run.records)
     assert len(tied(table, verdicts)) == 2
-    first, separate, pointer = lead(table, verdicts, run.seconds)
+    first, separate, pointer = lead(table, verdicts, run.records)
     assert first.startswith("all 3 models tie on throughput at every level; one trial each")
     said = "what separates them at 10 users: server CPU per request 3.00 ms (a)"
     assert separate.startswith(said)
@@ -54,25 +53,37 @@ def test_a_tie_of_every_model_is_said_once_then_what_separates_them(tmp_path: Pa
     assert "all 3 models tie" in said and "1 user (closed): best rps" not in said
 
 
-def second(p99_ms: float) -> Second:
-    """One second of 1,000 requests, 980 at 50 ms and the slowest 20 at `p99_ms`."""
-    return np.array([50.0, p99_ms]), np.array([980.0, 20.0])
+def p99_run(run_dir: Path, at_ten: dict[str, float]) -> Path:
+    """Three models, one trial each, 1,200 requests a point (12 beyond p99): at 1 user a has the
+    lowest p99, at 10 users each has its p99 in `at_ten`."""
+    at_one = {"a": 100.0, "b": 130.0, "c": 115.0}
+    steps = [
+        FixtureStep(m, users, rps_per_second=(400.0,) * 3, latencies_ms=(p99[m],))
+        for users, p99 in ((1, at_one), (10, at_ten))
+        for m in p99
+    ]
+    return build_run(run_dir, steps)
 
 
-def test_a_p99_crossover_from_one_trial_needs_the_seconds_to_show_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("at_ten", "clear"),
+    [
+        ({"a": 112.0, "b": 100.0, "c": 106.0}, set()),  # within the instrument's 15%
+        ({"a": 130.0, "b": 100.0, "c": 106.0}, set()),  # beyond it, within the floor
+        ({"a": 400.0, "b": 100.0, "c": 115.0}, {"a"}),  # 4x apart: beyond noise
+    ],
+    ids=["within-instrument", "within-floor", "beyond"],
+)
+def test_a_p99_crossover_from_one_trial_is_clear_only_beyond_noise(
+    tmp_path: Path, at_ten: dict[str, float], clear: set[str]
+) -> None:
+    run = load(p99_run(tmp_path / "run", at_ten))
+    found = crossovers(point_table(run), run.records)
+    p99 = found[found["metric"] == "p99_ms"]
+    assert set(p99.loc[p99["clear"], "overtaken"]) == clear
+
+
+def test_a_thin_p99_crossover_is_never_clear(tmp_path: Path) -> None:
     run = load(tied_run(tmp_path))
-    table = point_table(run)
-    p99 = crossovers(table, run.seconds)[lambda f: f["metric"] == "p99_ms"]
-    assert len(p99) == 3 and not p99["clear"].any()  # 300 requests a point: 3 beyond p99
-    noisy = {("a", "closed", 10): [second(x) for x in (90, 170, 100)]}
-    noisy |= {("b", "closed", 10): [second(x) for x in (160, 95, 110)]}
-    noisy |= {("c", "closed", 10): [second(x) for x in (100, 150, 120)]}
-    assert not crossovers(table, noisy)["clear"].any()
-    steady = {("a", "closed", 10): [second(112)] * 3, ("b", "closed", 10): [second(100)] * 3}
-    steady |= {("c", "closed", 10): [second(106)] * 3}
-    p99 = crossovers(table, steady)[lambda f: f["metric"] == "p99_ms"]
-    assert not p99["clear"].any()  # no spread, but within the instrument's 15%
-    far = {("a", "closed", 10): [second(400)] * 3, ("b", "closed", 10): [second(100)] * 3}
-    far |= {("c", "closed", 10): [second(115)] * 3}
-    p99 = crossovers(table, far)[lambda f: f["metric"] == "p99_ms"]
-    assert set(p99.loc[p99["clear"], "overtaken"]) == {"a"}  # 4x apart: beyond noise
+    p99 = crossovers(point_table(run), run.records)[lambda f: f["metric"] == "p99_ms"]
+    assert len(p99) == 3 and not p99["clear"].any()  # 30 requests a point: none beyond p99

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.docfigures import BLOCK
+from analysis.docfigures import BLOCK, records, summarize
+from analysis.interfaces import answer, run_answer
+from analysis.loading import load
+from tests.fixture_run import FixtureStep, build_run
 from tests.test_docs import DOCS, ROOT, lab_help, options_of, scan, subcommands
 
 FIGURE_BLOCKS = [
@@ -140,3 +143,17 @@ def test_the_quick_runs_time_is_the_measured_one_wherever_it_is_said() -> None:
             int(n) for n in re.findall(r"about (\d+) min", " ".join(text.replace("#", "").split()))
         ]
         assert said and set(said) == {minutes}, f"{where} says {said} min; the run took {minutes}"
+
+
+def test_the_docs_answer_is_todays_answer_from_the_committed_steps(tmp_path: Path) -> None:
+    """A summary keeps what every claim reads of each step, so the README's answer is computed
+    by today's code: the same lines as from the run's own records."""
+    steps = [
+        FixtureStep(m, c, t, (rps * c,) * 3, (100.0 + c,) * 50)
+        for m, rps in (("uwsgi-threads", 9.0), ("gunicorn-gevent", 8.0))
+        for c in (1, 10)
+        for t in (1, 2)
+    ]
+    run = load(build_run(tmp_path / "run", steps))
+    s = summarize(run.run_dir, "lab run")
+    assert answer(records(s), s["runs_app"], s["kind"]) == run_answer(run.records, run.manifest)

@@ -91,6 +91,17 @@ def report_unwritable(tmp: Path) -> int:
     return lab("report", str(run)).returncode
 
 
+def compared(delay_b: float, rps_b: float) -> Callable[[Path], int]:
+    """`lab compare` of a run against one at upstream delay `delay_b` and `rps_b` req/s."""
+
+    def produce(tmp: Path) -> int:
+        a = build_run(tmp / "a", [FixtureStep("m", 5, 1, (100.0,) * 3)])
+        b = build_run(tmp / "b", [FixtureStep("m", 5, 1, (rps_b,) * 3)], delay_ms=delay_b)
+        return lab("compare", str(a), str(b)).returncode
+
+    return produce
+
+
 def model(name: str, meets: bool, runs_app: str = "as is", limited_by: str = "none") -> ModelAdvice:
     return ModelAdvice(
         name, meets, {}, "", "", 1, 10, 60, None, limited_by, "", "", "", 1, runs_app
@@ -131,6 +142,9 @@ CASES: dict[str, tuple[int, Callable[[Path], int]]] = {
         advised(model("uvicorn", True, ASYNC_PORT), model("uwsgi", False)),
     ),
     "advise-as-is-meets": (0, advised(model("uvicorn", True, ASYNC_PORT), model("uwsgi", True))),
+    "compare-unchanged": (0, compared(100.0, 100.0)),
+    "compare-changed": (errors.EXIT_CHANGED, compared(100.0, 200.0)),
+    "compare-other-scenario": (errors.EXIT_OTHER_SCENARIO, compared(125.0, 100.0)),
     "sighup": (128 + signal.SIGHUP, hang_up),
 }
 SIGNALS = {128 + signal.SIGINT, 128 + signal.SIGTERM}  # tests/test_reliability.py

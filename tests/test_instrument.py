@@ -80,7 +80,7 @@ def test_a_lagged_step_is_never_crowned_on_p99_but_counts_on_throughput() -> Non
 def test_a_lagged_point_makes_no_p99_crossover(tmp_path: Path) -> None:
     run = load(_two_models(tmp_path, b_flags=("generator_lag",)))
     table = point_table(run)
-    found = crossovers(table, run.seconds)
+    found = crossovers(table, run.records)
     assert set(found["metric"]) == {"rps"}  # b's lower p99 at c=10 is the generator's, maybe
     assert table["fair"].all() and not table[table["model"] == "b"]["fair_p99"].any()
 

@@ -99,9 +99,28 @@ def test_the_recommendation_runs_the_app_unchanged_and_the_port_stands_beside_it
     unchanged = "for your app as it is, at 100 users: uwsgi-threads, 800.0 rps"
     assert lines[1].startswith(unchanged), said
     assert lines[2].startswith("if you port it to async, at 100 users: uvicorn, 900.0 rps"), said
-    assert "+12% throughput" in lines[2] and "against uwsgi-threads" in lines[2]
-    assert lines[3].startswith("through the bridge, 100 users: uvicorn-wsgi-bridge, 10.0 rps"), said
-    assert "-99% throughput" in lines[3] and "serialized: excluded from the verdict" in lines[3]
+    assert "against uwsgi-threads, 800.0 rps, p99 120 ms: throughput +12% [" in lines[2], said
+    assert "no measurable difference in p99 (-8% [" in lines[2], said
+    bridge = "through the bridge, at 100 users: uvicorn-wsgi-bridge, 10.0 rps, p99 9,003 ms"
+    assert lines[3] == f"{bridge} (serialized: excluded from the verdict)", said
+
+
+def test_the_port_is_compared_at_one_level_where_both_are_fair(tmp_path: Path) -> None:
+    """uwsgi-threads is fair at 10 users only: the port is set against it there, never at 100."""
+    run_dir = build_run(
+        tmp_path / "run",
+        [
+            FixtureStep("uwsgi-threads", 10, rps_per_second=(80.0,) * 3, latencies_ms=(120.0,)),
+            FixtureStep("uwsgi-threads", 100, rps_per_second=(9.0,) * 3, flags=("server_died",)),
+            *steps("uvicorn", 800, 120),
+        ],
+    )
+    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    assert lines[1].startswith("for your app as it is, at 10 users: uwsgi-threads, 80.0 rps")
+    port = "if you port it to async, at 10 users: uvicorn, 80.0 rps, p99 120 ms against "
+    assert lines[2].startswith(port + "uwsgi-threads, 80.0 rps, p99 120 ms: "), lines
+    assert "no measurable difference in throughput (+0% [" in lines[2]
+    assert "p99 not compared (too few)" in lines[2]  # 240 requests: 2.4 beyond p99
 
 
 def test_an_excluded_model_is_never_the_recommendation(tmp_path: Path) -> None:

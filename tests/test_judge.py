@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.judge import judge, sentence
-from analysis.noise import floor
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.verdict.difference import floor
 
 
 def record(

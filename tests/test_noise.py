@@ -1,7 +1,7 @@
-"""Claims that survive an A/A test (`analysis.noise`): no p99 compared on fewer than ten requests
-beyond it, nothing called changed between two runs of the same code or within the calibrated
-noise, and a real difference beyond noise still called. Built records and run directories: the
-thing under test is pure analysis."""
+"""Claims that survive an A/A test (`lab.verdict.difference`): no p99 compared on fewer than ten
+requests beyond it, nothing called changed between two runs of the same code or within the
+calibrated noise, and a real difference beyond noise still called. Built records and run
+directories: the thing under test is pure analysis."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from analysis.compare import compare
 from analysis.judge import judge, sentence
 from analysis.loading import load
-from analysis.noise import TOO_FEW, calibrate, floor, readable
+from lab.verdict.difference import MIN_BEYOND, TOO_FEW, beyond, calibrate, floor
 from tests.fixture_run import FixtureStep, build_run
 from tests.test_judge import record
 
@@ -75,7 +75,7 @@ def test_a_thin_p99_is_not_compared(tmp_path: Path) -> None:
     slow = [FixtureStep("a", 1, 1, (10.0,) * 3, (300.0,) * 10)]
     row = compare(load(build_run(tmp_path / "a", thin)), load(build_run(tmp_path / "b", slow)))
     assert row.iloc[0]["p99_basis"] == TOO_FEW and not row.iloc[0]["p99_significant"]
-    assert not readable(999) and readable(1000)
+    assert beyond(999) < MIN_BEYOND <= beyond(1000)
 
 
 def test_calibrate_is_the_root_mean_square_of_a_change_over_root_two() -> None:

@@ -19,11 +19,12 @@ from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
 from lab.record.errors import EXIT_NO_ANSWER, EXIT_NOT_CONFIRMED, EXIT_ONLY_PORT
 from lab.record.step import StepRecord
+from lab.record.thresholds import T
 from lab.verdict.facts import upstream_inflight
 from lab.verdict.limits import TITLES
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
-TIE_MEMORY = 0.10  # models on as many cores whose PSS is within this share of the cheapest: a tie
+TIE_MEMORY = T.advise_memory_tie_share  # as many cores, PSS within this share of the cheapest
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.record.step import StepRecord
+from lab.record.thresholds import T
 
-THROUGHPUT_SHARE = 0.97  # of the target rate: the answers a confirming step must deliver
+THROUGHPUT_SHARE = T.advise_throughput_share  # of the target rate: what a confirming step answers
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,12 @@ def report(run_dir: Path, level: int | None) -> None:
 def compare_runs(run_a: Path, run_b: Path) -> None:
     """Show per model and level how RUN_B differs from RUN_A, and whether the change is real
     (docs/trust.md: with one trial, the lab's run-to-run floor; p99 only where 10 requests lie
-    beyond it)."""
+    beyond it). Runs of different scenarios say so first. Exit code 0: nothing changed; 6: a
+    point changed; 7: the runs differ in scenario."""
     a, b = _load(run_a), _load(run_b)
-    from analysis.compare import compare, print_compare
+    from analysis.compare import compare, exit_code, print_compare, scenario_differences, unpaired
 
-    frame = compare(a, b)
-    print_compare(frame, f"{run_b.name} vs {run_a.name}")
+    frame, differ = compare(a, b), scenario_differences(a, b)
+    print_compare(frame, f"{run_b.name} vs {run_a.name}", first=(differ, unpaired(a, b)))
+    if code := exit_code(frame, differ):
+        raise SystemExit(code)

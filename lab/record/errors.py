@@ -3,7 +3,8 @@
 Exit codes (the table in docs/running.md, walked by tests/test_exit_codes.py), owned here: 1 when
 a command ran but has no answer, 2 for bad input (click's convention for usage errors, and
 LabError), 3 for a refusal caused by the machine's state rather than the arguments (`Refused`),
-4 and 5 for `lab advise`'s two answers that are not "use this model".
+4 and 5 for `lab advise`'s two answers that are not "use this model", 6 and 7 for `lab compare`'s
+findings (a point changed; the runs differ in scenario).
 """
 
 EXIT_NO_ANSWER = 1  # lab run: no model ran; lab advise: no model meets the target
@@ -11,6 +12,8 @@ EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_NOT_CONFIRMED = 4  # lab advise: none confirmed; the lab's own generators were the limit
 EXIT_ONLY_PORT = 5  # lab advise: only models that need the app ported to async meet the target
+EXIT_CHANGED = 6  # lab compare: a point changed beyond noise (throughput or p99)
+EXIT_OTHER_SCENARIO = 7  # lab compare: the two runs measured different scenarios
 
 
 class LabError(Exception):

@@ -111,8 +111,15 @@ class Thresholds:
     # (max - min) / median of a point's trials at or above this: the point is `unstable`.
     trials_unstable_spread_share: float = 0.10
     # A percentile is compared only where this many answered requests lie beyond it in each
-    # point (docs/trust.md; `analysis.noise`): fewer, and it is one request's luck.
+    # point (docs/trust.md; `lab.verdict.difference`): fewer, and it is one request's luck.
     requests_beyond_percentile: int = 10
+    # --- claims (`lab.verdict.difference`) -----------------------------------------------------
+    # Two figures with no interval at all (one trial, no floor, no seconds) within this share of
+    # the first are no difference.
+    difference_without_interval_share: float = 0.02
+    # Server CPU under this % of a core at a model's best point: the CPU sample is mostly noise,
+    # so no CPU ceiling is inferred from it.
+    ceiling_min_server_cpu_pct: float = 10.0
     # --- the web UI's live view ---------------------------------------------------------------
     # At least this many users before "about one request per delay" reads as serialised, and
     # throughput at most this many times one request per delay.
@@ -123,6 +130,8 @@ class Thresholds:
     advise_plan_cpu_share: float = 0.80  # the share of each core a candidate plans to keep busy
     advise_full_pool_share: float = 0.90  # requests in flight at this share of the pool: full
     advise_queued_delays: float = 3.0  # p99 this many service times: requests waited somewhere
+    advise_throughput_share: float = 0.97  # of the target rate: what a confirming step delivers
+    advise_memory_tie_share: float = 0.10  # as many cores, PSS within this share: a tie
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)

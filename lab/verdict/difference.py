@@ -1,0 +1,291 @@
+"""One test of difference: every claim that two measured figures differ goes through here.
+
+Best and ties, crossovers, the answer (as it is, bridged, ported), `lab compare` and the summary's
+lead all ask the same question of two points (one model at one level, its trials combined): is the
+difference of their throughput, or of their p99, beyond noise? Each used to answer it with its own
+arithmetic (interval overlap in one place, the interval of the difference in another, none in a
+third), so the same two points could be "tied" in the verdict and "changed" in a comparison. The
+one answer, from the step records alone:
+
+1. **What is compared.** A point's value is the median of its trials (throughput, and the p99 of
+   its answered requests). A point carrying a flag that excludes it, or (for p99) one that keeps
+   its tail out, is compared with nothing; so is a p99 with fewer than `MIN_BEYOND` answered
+   requests beyond it in its thinnest trial (one count per point: nearly one request's luck).
+   Flags are read through the registry (`lab.record.flags`), so a flag added later works here.
+2. **The interval of the difference** b - a, at 95%, around the difference of the two values:
+   with two or more trials on both sides, Welch's over the trials (they carry run-to-run
+   variance: separate, interleaved steps); otherwise each point's own half-width in quadrature:
+   its trials' t interval, or for one trial the run-to-run floor the lab measured by A/A runs
+   (`noise.toml`, written by `benchmarks/aa_check.py --calibrate`), with a throughput's own
+   per-second interval beside it. The floor was calibrated on whole single-trial changes, so it
+   already holds a step's own noise. A p99 interval is never narrower than the instrument's
+   error (15% or 3 ms: benchmarks/latency_fidelity.py). With no interval at all (one trial, no
+   floor, no seconds), a difference within `T.difference_without_interval_share` is no difference.
+3. **The words**: `APART` when the interval excludes zero, `TIE` when it does not; between two
+   runs of one point an apart difference is `CHANGED`. A relative difference's interval stays
+   within what a ratio of non-negative figures can be (never below -100%).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from lab.record.flags import excluding, tail_excluding
+from lab.record.step import StepRecord
+from lab.record.thresholds import T
+
+MIN_BEYOND = T.requests_beyond_percentile  # requests beyond a percentile before it is compared
+BUDGET_SHARE = T.generator_lag_p99_share  # the instrument's p99 error: 15% of the p99 ...
+BUDGET_MS = T.generator_lag_ms  # ... or 3 ms, whichever is larger (as generator_lag's)
+CALIBRATION = Path(__file__).with_name("noise.toml")
+METRICS = ("rps", "p99")
+
+TIE, APART, CHANGED = "tie", "apart", "changed"  # the words of every claim
+TRIALS, SECONDS, FLOOR, NONE = "trials", "seconds", "seconds+floor", "none"  # interval bases
+TOO_FEW = "too few"  # a p99 refused for too few requests beyond it
+FLAGGED = "flagged"  # a point that is not a fair result (or whose tail is not the server's)
+
+# two-sided 95% Student t critical values, index = degrees of freedom (1..30)
+_T975: tuple[float, ...] = (math.nan, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306)
+_T975 += (2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086)
+_T975 += (2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: float) -> float:
+    """The 97.5% t quantile; fractional df (Welch) rounds down, which widens the interval."""
+    if math.isnan(df) or df < 1:
+        return math.nan
+    d = int(math.floor(df))
+    return _T975[d] if d < len(_T975) else 1.96 + 2.4 / d  # within 0.002 beyond 30
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Run-to-run relative standard deviation of one single-trial point, from an A/A pair."""
+
+    rps_sd: float
+    p99_sd: float
+    points: int  # the points of the A/A pair the figures rest on
+    runs: tuple[str, ...]  # the A/A runs' ids
+    machine: str
+
+    def point(self, metric: str, value: float, trials: int = 1) -> float:
+        """The run-to-run half-width (95%) of one point's `metric`, a mean of `trials` trials."""
+        sd = self.rps_sd if metric == "rps" else self.p99_sd
+        if self.points < 2 or sd == 0 or math.isnan(value):
+            return 0.0
+        return t975(self.points) * sd * abs(value) / math.sqrt(max(trials, 1))
+
+    def words(self) -> str:
+        """The floor as the summary and `lab compare` state it."""
+        if self.points < 2:
+            return "no run-to-run floor (intervals from each step's own seconds only)"
+        return (
+            f"intervals of one trial include a run-to-run floor of {self.rps_sd:.1%} "
+            f"(throughput) and {self.p99_sd:.1%} (p99) per point, measured by A/A runs "
+            f"{' and '.join(self.runs)} on {self.machine}"
+        )
+
+
+NO_FLOOR = Floor(0.0, 0.0, 0, (), "")
+
+
+@cache
+def floor() -> Floor:
+    """The committed calibration (lab/verdict/noise.toml)."""
+    with open(CALIBRATION, "rb") as f:
+        data = tomllib.load(f)
+    runs = tuple(str(r) for r in data["runs"])
+    sds = float(data["rps_sd"]), float(data["p99_sd"])
+    return Floor(*sds, int(data["points"]), runs, str(data["machine"]))
+
+
+def calibrate(changes: Sequence[float]) -> float:
+    """A run-to-run relative SD per point from an A/A pair's relative changes (B - A) / A: the
+    root mean square over sqrt(2), since each change holds two points' noise. The whole change
+    is counted as run-to-run, so a step's own noise is inside the floor."""
+    xs = [x for x in changes if not math.isnan(x)]
+    return math.sqrt(sum(x * x for x in xs) / len(xs) / 2) if xs else 0.0
+
+
+def beyond(answered: float, percentile: float = 99.0) -> float:
+    """Requests that lie beyond `percentile` among `answered`."""
+    return answered * (1 - percentile / 100)
+
+
+def mean_half(xs: Sequence[float]) -> float:
+    """The 95% half-width of the mean of `xs` (Student's t; nan for fewer than two)."""
+    if len(xs) < 2:
+        return math.nan
+    return t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+@dataclass(frozen=True)
+class Side:
+    """One point's figure of one metric, ready to compare."""
+
+    metric: str  # "rps" or "p99"
+    value: float  # the median of the trials
+    trials: tuple[float, ...]
+    own_half: float = 0.0  # one trial's half-width from its own seconds (0: none)
+    unfit: tuple[str, ...] = ()  # why it is compared with nothing: flags, or TOO_FEW
+
+    def half(self, noise: Floor) -> float:
+        """The point's own 95% half-width: its trials', or one trial's seconds and the floor."""
+        if len(self.trials) >= 2:
+            return mean_half(self.trials)
+        return math.hypot(self.own_half, noise.point(self.metric, self.value))
+
+    def interval(self, noise: Floor | None = None) -> tuple[float, float]:
+        """The point's 95% interval (nan: none), never below zero."""
+        half = self.half(floor() if noise is None else noise)
+        if not half or math.isnan(half):
+            return math.nan, math.nan
+        return max(self.value - half, 0.0), self.value + half
+
+
+def side(records: Sequence[StepRecord], metric: str, more: Sequence[str] = ()) -> Side:
+    """One point (a model's trials at one level) as a side of a comparison of `metric`; `more`:
+    flags the point carries beside its steps' (a preflight's)."""
+    flags = tuple(dict.fromkeys([*more, *(f for r in records for f in r.flags)]))
+    if metric == "rps":
+        trials = tuple(float(r.throughput_rps) for r in records)
+        seconds = _seconds(records[0]) if records else []
+        own = mean_half(seconds) if len(trials) == 1 and len(seconds) >= 2 else 0.0
+        return Side(metric, _median(trials), trials, own, tuple(excluding(flags)))
+    answered = [r for r in records if r.ok > 0]
+    trials = tuple(float(r.latency_ms.get("p99", math.nan)) for r in answered)
+    trials = tuple(x for x in trials if not math.isnan(x))
+    unfit = tuple(tail_excluding(flags))
+    if not trials or min((beyond(r.ok) for r in records), default=0.0) < MIN_BEYOND:
+        unfit += (TOO_FEW,)
+    return Side(metric, _median(trials), trials, 0.0, unfit)
+
+
+def _seconds(r: StepRecord) -> list[float]:
+    """A step's per-second throughput, less an outage's seconds (flag `stalled`): the outage is
+    the event the flag names, not noise that should widen the step's interval into a tie."""
+    outage = set(r.outage_seconds)
+    return [float(x) for i, x in enumerate(r.timeseries.get("rps", [])) if i not in outage]
+
+
+def _median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else math.nan
+
+
+@dataclass(frozen=True)
+class Difference:
+    """b - a for one metric: the two values, the 95% interval of their difference (nan: not
+    compared) and what the interval rests on."""
+
+    metric: str
+    a: float
+    b: float
+    lo: float
+    hi: float
+    basis: str
+
+    @property
+    def diff(self) -> float:
+        return self.b - self.a
+
+    @property
+    def compared(self) -> bool:
+        return not math.isnan(self.lo)
+
+    @property
+    def apart(self) -> bool:
+        """The interval of the difference excludes zero."""
+        return self.compared and (self.lo > 0 or self.hi < 0)
+
+    @property
+    def word(self) -> str:
+        return APART if self.apart else TIE if self.compared else self.basis
+
+    def relative(self) -> tuple[float, float, float]:
+        """(b - a) / a with its interval, never below -100% (nan where a is not positive)."""
+        if not self.a > 0 or math.isnan(self.b):
+            return math.nan, math.nan, math.nan
+        lo = max(self.lo, -self.a) if self.compared else math.nan
+        return self.diff / self.a, lo / self.a, self.hi / self.a
+
+    def percent(self) -> str:
+        """'+31% [+12%, +50%]'; '+31% [not compared]' where there is no interval."""
+        rel, lo, hi = self.relative()
+        if math.isnan(rel):
+            return "-"
+        if not self.compared:
+            return f"{rel:+.0%} [not compared]"
+        return f"{rel:+.0%} [{lo:+.0%}, {hi:+.0%}]"
+
+
+def differ(a: Side, b: Side, noise: Floor | None = None) -> Difference:
+    """The one test: b - a with its 95% interval (see the module's rules)."""
+    noise = floor() if noise is None else noise
+    nan = math.nan
+    unfit = a.unfit + b.unfit
+    if unfit or math.isnan(a.value) or math.isnan(b.value):
+        basis = FLAGGED if any(u != TOO_FEW for u in unfit) else TOO_FEW
+        return Difference(a.metric, a.value, b.value, nan, nan, basis)
+    diff = b.value - a.value
+    if min(len(a.trials), len(b.trials)) >= 2:
+        half, basis = _welch_half(a.trials, b.trials), TRIALS
+    else:
+        half = math.hypot(a.half(noise), b.half(noise))
+        basis = FLOOR if noise.points >= 2 else SECONDS if half else NONE
+    if a.metric == "p99":
+        half = max(half, BUDGET_MS, BUDGET_SHARE * max(a.value, b.value))
+    elif not half:
+        half = T.difference_without_interval_share * abs(a.value)
+    return Difference(a.metric, a.value, b.value, diff - half, diff + half, basis)
+
+
+def smallest(metric: str, trials: int, noise: Floor | None = None) -> float:
+    """The smallest relative difference between two points of `trials` trials each that this
+    test calls apart, where each trial varies run to run as the floor says (its interval just
+    touches zero there: a true difference of that size is called about half the time)."""
+    noise = floor() if noise is None else noise
+    sd = noise.rps_sd if metric == "rps" else noise.p99_sd
+    if trials >= 2:  # Welch over equal variances: 2n - 2 degrees of freedom
+        half = t975(2 * trials - 2) * sd * math.sqrt(2 / trials)
+    else:
+        half = math.sqrt(2) * t975(noise.points) * sd if noise.points >= 2 else math.nan
+    return max(half, BUDGET_SHARE) if metric == "p99" else half
+
+
+def _welch_half(a: Sequence[float], b: Sequence[float]) -> float:
+    """Welch's 95% half-width of mean(b) - mean(a), each from two or more trials."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se2 = va + vb
+    if se2 == 0:
+        return 0.0
+    df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return t975(df) * math.sqrt(se2)
+
+
+def compare_points(
+    a: Sequence[StepRecord],
+    b: Sequence[StepRecord],
+    noise: Floor | None = None,
+    flags: tuple[Sequence[str], Sequence[str]] = ((), ()),
+) -> dict[str, Difference]:
+    """Two points (each a model's trials at one level) compared on every metric; `flags`: each
+    point's flags beside its steps'."""
+    return {m: differ(side(a, m, flags[0]), side(b, m, flags[1]), noise) for m in METRICS}
+
+
+PointKey = tuple[str, str, int]  # (model, mode, level rounded): one point of a sweep
+
+
+def points(records: Sequence[StepRecord]) -> dict[PointKey, list[StepRecord]]:
+    """The records grouped by point (their trials), in a fixed order whatever the records'."""
+    out: dict[PointKey, list[StepRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.model, r.mode, r.key.level, r.trial)):
+        out.setdefault((r.model, r.mode, round(r.key.level)), []).append(r)
+    return out

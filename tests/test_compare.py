@@ -1,0 +1,58 @@
+"""`lab compare` knows what it compares: a point whose tail a flag keeps out is never compared on
+p99, runs of different scenarios say so first with the points that have no partner, and the
+exit code says what was found. Built run directories, the real command."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.compare import compare, scenario_differences, unpaired
+from analysis.loading import load
+from lab.record import errors
+from lab.verdict.difference import FLAGGED
+from tests.conftest import lab_cli
+from tests.fixture_run import FixtureStep, build_run
+
+SLOW = tuple(100.0 + i % 40 for i in range(400))  # 1,200 requests a point: 12 beyond p99
+
+
+def point(model: str, rps: float, scale: float = 1.0, flags: tuple[str, ...] = ()) -> FixtureStep:
+    return FixtureStep(model, 100, 1, (rps,) * 3, tuple(x * scale for x in SLOW), flags=flags)
+
+
+@pytest.mark.parametrize("flag", ["client_saturated", "generator_lag"], ids=lambda f: f)
+def test_a_point_whose_tail_is_excluded_is_never_compared_on_p99(tmp_path: Path, flag: str) -> None:
+    a = build_run(tmp_path / "a", [point("m", 400.0)])
+    b = build_run(tmp_path / "b", [point("m", 400.0, scale=5.0, flags=(flag,))])
+    (row,) = compare(load(a), load(b)).to_dict("records")
+    assert row["p99_basis"] == FLAGGED and not row["p99_significant"]
+    assert row["rps_basis"] != FLAGGED  # its throughput is still compared
+
+
+def test_runs_of_other_scenarios_say_so_first_and_list_the_unpaired_points(
+    tmp_path: Path,
+) -> None:
+    a = build_run(tmp_path / "a", [point("m", 400.0), point("n", 400.0)])
+    b = build_run(tmp_path / "b", [point("m", 320.0)], delay_ms=125.0)
+    said = scenario_differences(load(a), load(b))
+    assert said[0].startswith("upstream delay: delay_ms 100.0 in A, 125.0 in B")
+    assert any(line.startswith("models: ['m', 'n'] in A, ['m'] in B") for line in said)
+    assert unpaired(load(a), load(b)) == ["only in A: n at 100 users"]
+    out = subprocess.run(lab_cli("compare", str(a), str(b)), capture_output=True, text=True)
+    assert out.returncode == errors.EXIT_OTHER_SCENARIO, out.stderr
+    first = out.stdout.splitlines()[0]
+    assert first.startswith("the runs differ in scenario"), out.stdout
+    assert "only in A: n at 100 users" in out.stdout
+    assert out.stdout.index("only in A") < out.stdout.index("rps change")
+
+
+def test_a_printed_change_lies_inside_its_interval(tmp_path: Path) -> None:
+    a = build_run(tmp_path / "a", [point("m", r) for r in (400.0,)])
+    steps = [FixtureStep("m", 100, t, (r,) * 3, SLOW) for t, r in ((1, 400.0), (2, 1000.0))]
+    b = build_run(tmp_path / "b", steps)
+    (row,) = compare(load(a), load(b)).to_dict("records")
+    assert row["rps_ci_lo"] <= row["rps_change"] <= row["rps_ci_hi"]
+    assert row["rps_ci_lo"] >= -1.0 and row["p99_ci_lo"] >= -1.0
