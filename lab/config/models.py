@@ -10,12 +10,14 @@ coroutines). The old name `workers` is still read, with a note, because a gunico
 
 from __future__ import annotations
 
+import os
 import shutil
 import string
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lab.config import appenv
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError
 from lab.system import interpreters, procs
@@ -386,13 +388,16 @@ def _requires(value: list[Any], where: str) -> tuple[str, ...]:
 
 
 def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
-    """The environment a model's server runs with: the app reads its settings from here."""
+    """The environment a model's server runs with: the app reads its settings from here. A
+    user's `--env` values are in `model.env`, their placeholders resolved here (lab.config.appenv):
+    the upstream's and the databases' addresses are known only once the run has started them."""
+    env = {name: appenv.resolve(value, upstream_url, os.environ) for name, value in model.env}
     return child_env(
         {
             "LAB_UPSTREAM_URL": upstream_url,
             "LAB_POOL_SIZE": str(knobs.pool),
             "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
             "LAB_DB_POOL": str(knobs.db_pool),
-            **dict(model.env),
+            **env,
         }
     )
