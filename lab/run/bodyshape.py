@@ -134,7 +134,9 @@ def learn(first: str, second: str, content_type: str, mode: str) -> Template:
         except ValueError:
             pass
         else:
-            words = "" if a == b else "its JSON shape: " + "; ".join(conforms(b, a)[:SHOWN])
+            words = "" if first == second else "its JSON values (keys and types compared)"
+            if a != b:
+                words = "its JSON shape: " + "; ".join(conforms(b, a)[:SHOWN])
             return Template(mode, json=merge(a, b), varied=words)
     if mode == "shape":
         first, second = NUMBER.sub("0", first), NUMBER.sub("0", second)
@@ -144,6 +146,8 @@ def learn(first: str, second: str, content_type: str, mode: str) -> Template:
     shown = ", ".join(f"{a[:24]!r} then {b[:24]!r}" for a, b in spans[:SHOWN])
     more = f" and {len(spans) - SHOWN} more" if len(spans) > SHOWN else ""
     varied = f"{len(spans)} span(s) of its text: {shown}{more}"
+    if mode == "exact":  # said, but compared all the same: the user asked for identical bodies
+        return Template(mode, parts=(first,), varied=f"{varied} (compared all the same)")
     return Template(mode, parts=parts, gap_first=gap_first, gap_last=gap_last, varied=varied)
 
 
