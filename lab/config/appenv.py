@@ -11,6 +11,7 @@ each server's environment is resolved when it starts.
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -88,6 +89,12 @@ def resolve(value: str, upstream_url: str, environ: Mapping[str, str]) -> str:
         return known[name]
 
     return PLACEHOLDER.sub(one, value)
+
+
+def resolved(env: Env, upstream_url: str) -> dict[str, str]:
+    """The environment with its placeholders resolved, for a server started now (the databases'
+    addresses are in this process's environment while the run serves them: lab.backends.dbrun)."""
+    return {name: resolve(value, upstream_url, os.environ) for name, value in env}
 
 
 def stand_ins(env: Env) -> dict[str, str]:

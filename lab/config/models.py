@@ -10,7 +10,6 @@ coroutines). The old name `workers` is still read, with a note, because a gunico
 
 from __future__ import annotations
 
-import os
 import shutil
 import string
 from dataclasses import asdict, dataclass, fields, replace
@@ -388,16 +387,14 @@ def _requires(value: list[Any], where: str) -> tuple[str, ...]:
 
 
 def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
-    """The environment a model's server runs with: the app reads its settings from here. A
-    user's `--env` values are in `model.env`, their placeholders resolved here (lab.config.appenv):
-    the upstream's and the databases' addresses are known only once the run has started them."""
-    env = {name: appenv.resolve(value, upstream_url, os.environ) for name, value in model.env}
+    """The environment a model's server runs with: the app reads its settings from here (a
+    user's `--env` too, its placeholders resolved as the server starts: lab.config.appenv)."""
     return child_env(
         {
             "LAB_UPSTREAM_URL": upstream_url,
             "LAB_POOL_SIZE": str(knobs.pool),
             "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
             "LAB_DB_POOL": str(knobs.db_pool),
-            **env,
+            **appenv.resolved(model.env, upstream_url),
         }
     )
