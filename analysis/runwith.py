@@ -46,8 +46,7 @@ def how_to_run(
     rate = statistics.fmean(r.throughput_rps for r in rows)
     latency = statistics.fmean(r.latency_ms.get("mean", 0.0) for r in rows)
     sized = to_run(model, entry["unit"], rate, latency, statistics.fmean(costs), cores)
-    run = configuration_words(sized.candidate.processes, sized.candidate.workers, entry["unit"])
     return (
-        f"{said}; to run it on this machine's {cores} cores at {rows[0].key.label}: {run} "
-        f"(projection from the measured figures: {sized.why})"
+        f"{said}; to run it on this machine's {cores} cores at {rows[0].key.label}, projected "
+        f"from the measured figures: {sized.why}"
     )
