@@ -163,10 +163,7 @@ def _stable(
     while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
     mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
-    blocks: list[tuple[int, int, int]] = [(len(mid_a), len(mid_b), 0)]  # the middle: one gap
-    if max(len(mid_a), len(mid_b)) <= MAX_DIFF_TOKENS:
-        matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
-        blocks = [(b.a, b.b, b.size) for b in matcher.get_matching_blocks()]
+    blocks = _matching(mid_a, mid_b)
     runs: list[str] = ["".join(a[:head])]
     spans: list[tuple[str, str]] = []
     at_a = at_b = 0
@@ -179,6 +176,23 @@ def _stable(
     runs[-1] += "".join(a[len(a) - tail :])
     gap_first, gap_last = runs[0] == "", runs[-1] == ""
     return tuple(r for r in runs if r), gap_first, gap_last, spans
+
+
+def _matching(a: list[str], b: list[str]) -> list[tuple[int, int, int]]:
+    """(i, j, n): a[i:i+n] == b[j:j+n], in order, ending with (len(a), len(b), 0). As many
+    tokens on both sides (ids, tokens and timestamps that vary in place): position by position,
+    in linear time; else difflib up to MAX_DIFF_TOKENS; beyond that, one gap."""
+    if len(a) == len(b):
+        blocks, start = [], 0
+        for i, (x, y) in enumerate([*zip(a, b, strict=True), ("", "-")]):
+            if x != y:
+                blocks += [(start, start, i - start)] if i > start else []
+                start = i + 1
+        return [*blocks, (len(a), len(b), 0)]
+    if max(len(a), len(b)) <= MAX_DIFF_TOKENS:
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        return [(m.a, m.b, m.size) for m in matcher.get_matching_blocks()]
+    return [(len(a), len(b), 0)]
 
 
 def _fits(text: str, parts: tuple[str, ...], gap_first: bool, gap_last: bool) -> str:
