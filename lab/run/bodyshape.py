@@ -7,9 +7,9 @@ refuse every such app, so a body is compared by its shape:
 - JSON (a content type that says so, and a body that parses): the same keys and value types,
   recursively; a list by the shape of its items. Values are data, never compared.
 - anything else: the text that is stable when the same model answers the same route twice. The
-  first model answers each route twice; what differs between its two answers (token by token,
-  numbers read as numbers, not digits) becomes a gap, and another model's answer must hold every
-  stable part in order, anything in the gaps.
+  first model answers each route twice; what differs between its two answers (word by word, a
+  word with a digit in it read as a value: a number, an id, a token, a date) becomes a gap, and
+  another model's answer must hold every stable part in order, anything in the gaps.
 
 Where a model's own address appears in its body (`127.0.0.1:41234`) it is read as one placeholder
 first, in every mode. `exact` (the user's choice) compares the rest byte for byte.
@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 MODES = ("shape", "exact")
-TOKENS = re.compile(r"\w+|\s+|.", re.DOTALL)  # words (an id whole), spaces, a char
-NUMBER = re.compile(r"\d+")
+TOKENS = re.compile(r"[\w-]+|\s+|.", re.DOTALL)  # words (a UUID, a date whole), spaces, a char
+VALUE = re.compile(r"[\w-]*\d[\w-]*")  # a word with a digit: a number, an id, a token, a date
 MAX_DIFF_TOKENS = 20_000  # beyond this a varying middle is one gap: difflib is quadratic
 SHOWN = 3  # varying spans or differences named in words
 ANY = "any"  # a JSON value whose type varied by itself
+VALUES_VARIED = "only words with a digit in them (numbers, ids, tokens, dates)"
 
 
 def own_address_read(body: bytes, address: str) -> str:
@@ -122,7 +123,7 @@ class Template:
                 return "not JSON"
             return "; ".join(found[:SHOWN]) + (" ..." if len(found) > SHOWN else "")
         if self.mode == "shape":
-            text = NUMBER.sub("0", text)
+            text = VALUE.sub("0", text)
         return _fits(text, self.parts, self.gap_first, self.gap_last)
 
 
@@ -138,10 +139,11 @@ def learn(first: str, second: str, content_type: str, mode: str) -> Template:
             if a != b:
                 words = "its JSON shape: " + "; ".join(conforms(b, a)[:SHOWN])
             return Template(mode, json=merge(a, b), varied=words)
+    raw_differs = first != second
     if mode == "shape":
-        first, second = NUMBER.sub("0", first), NUMBER.sub("0", second)
+        first, second = VALUE.sub("0", first), VALUE.sub("0", second)
     if first == second:
-        return Template(mode, parts=(first,))
+        return Template(mode, parts=(first,), varied=VALUES_VARIED if raw_differs else "")
     parts, gap_first, gap_last, spans = _stable(TOKENS.findall(first), TOKENS.findall(second))
     shown = ", ".join(f"{a[:24]!r} then {b[:24]!r}" for a, b in spans[:SHOWN])
     more = f" and {len(spans) - SHOWN} more" if len(spans) > SHOWN else ""
