@@ -317,8 +317,9 @@ def render(result: AppCheck) -> list[Table]:
 def _routes(result: AppCheck) -> Table:
     """Each route: how its answers were compared, and what varied when one model answered it
     twice (that part is not compared)."""
-    table = Table(title=f"routes: status and content type always; bodies by {result.compare}")
-    for column in ("route", "varied by itself (not compared)", "alike under every model"):
+    how = "shape; what varied by itself is not compared" if result.compare == "shape" else "bytes"
+    table = Table(title=f"routes: status and content type always; bodies by {how}")
+    for column in ("route", "varied when one model answered twice", "alike under every model"):
         table.add_column(column)
     labels = dict.fromkeys(label for m in result.models for label in m.answers)
     for label in labels:
