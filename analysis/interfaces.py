@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.judge import Contender, contender, judge
+from analysis.runwith import how_to_run
 from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
 from lab.verdict.difference import Difference, differ
@@ -181,4 +182,9 @@ def _bridge(records: Sequence[StepRecord], as_is: set[str], model: str) -> str:
 def run_answer(records: Sequence[StepRecord], manifest: Mapping[str, Any]) -> list[str]:
     """`answer()` for a run: its models' classes and the app's kind from its manifest."""
     app = manifest.get("scenario", {}).get("app") or {}
-    return answer(records, models_run_app(dict(manifest)), app.get("kind", "wsgi"))
+    classes = models_run_app(dict(manifest))
+    lines = answer(records, classes, app.get("kind", "wsgi"))
+    unchanged = best_of(records, {m for m, c in classes.items() if c in UNCHANGED})
+    if app and unchanged is not None:  # a user's app: how to run it (lab.advise.sizing)
+        lines.append(how_to_run(records, manifest, unchanged.best.model, unchanged.level))
+    return [line for line in lines if line]

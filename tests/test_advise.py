@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from lab.advise.advice import Advice, ModelAdvice
-from lab.advise.search import Attempt, Bounds, Candidate, Conclusion, Setting, next_move
+from lab.advise.search import Attempt, Conclusion, Setting, next_move
+from lab.advise.sizing import Bounds, Candidate
 from lab.advise.target import Slo
 from lab.config.models import KnobLimit, Model, load_registry
 from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record

@@ -4,12 +4,14 @@ best async port beside it and what each bridged configuration costs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
+from lab.advise.sizing import to_run
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, load_registry, runs_app
 from lab.config.userapp import UserApp, fit
 from lab.run.manifest import model_entry, models_run_app
@@ -139,3 +141,23 @@ def test_a_run_reads_its_classes_from_the_manifest(tmp_path: Path) -> None:
     assert (
         lines[0] == "your app is WSGI (Flask): runs your WSGI (Flask) app as it is: uwsgi-threads"
     )
+
+
+def test_a_users_app_is_told_how_to_run_it(tmp_path: Path) -> None:
+    """The configuration measured, and the one to run on this machine's cores at the heaviest
+    level: lab advise's own sizing of the throughput, latency and CPU measured there."""
+    run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
+    entry = model_entry(REGISTRY.models["uwsgi-threads"], REGISTRY.knobs.resolve(100))
+    manifest = {
+        **run.manifest,
+        "scenario": {"app": {"target": "mine:app", "kind": "wsgi"}},
+        "models": {"uwsgi-threads": entry},
+        "knobs": {"processes": 1, "concurrency": 100},
+        "environment": {"cpus_usable": [0, 1, 2, 3]},
+    }
+    records = [replace(r, server_cpu_ms_per_req=0.6) for r in run.records]
+    line = run_answer(records, manifest)[-1]
+    at = next(r for r in records if r.key.level == 100)
+    sized = to_run("uwsgi-threads", "thread", at.throughput_rps, at.latency_ms["mean"], 0.6, 4)
+    assert line.startswith("uwsgi-threads was measured as 1 process x 100 threads; to run it on ")
+    assert "this machine's 4 cores at 100 users" in line and line.endswith(sized.why)

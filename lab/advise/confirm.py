@@ -32,13 +32,13 @@ from typing import Any
 from lab.advise.advice import Advice, ModelAdvice, model_advice
 from lab.advise.search import (
     Attempt,
-    Bounds,
     Conclusion,
     Move,
     Setting,
     next_move,
     outstanding,
 )
+from lab.advise.sizing import Bounds
 from lab.advise.target import Slo
 from lab.backends.base import Backend
 from lab.config.models import Model

@@ -1,17 +1,8 @@
 """Where to look for a model's cheapest configuration: candidates from what is already known.
 
-Two laws size a candidate, so the search confirms instead of sweeping:
-
-- Little's law: R req/s that each take W ms keep R x W / 1000 requests in flight, so a pool
-  (threads, greenlets, connections) of that size plus HEADROOM for bursts holds the load; a
-  smaller one queues. W is the service time d before any step, then the latency measured.
-- CPU: R req/s at c ms of server CPU each keep R x c / 1000 cores busy; a candidate plans for
-  PLAN_UTIL of each core, so that queueing for the CPU does not eat the p99.
-
-Fewest cores first: one process unless the measured CPU says more, never more processes than the
-cores the server may use (one CPython process computes on one core), except for a model that
-serves one request per process, whose processes are its pool. Then least memory: the smallest pool
-Little's law allows. Each model's knob limits bound both.
+Two laws size a candidate (lab.advise.sizing: Little's law for the pool, the cost per request for
+the processes), so the search confirms instead of sweeping. W in Little's law is the service time
+d before any step, then the latency measured.
 
 `next_move` is a pure function of the steps measured so far, so a resumed search replays the
 recorded steps and goes on where it stopped. Per model:
@@ -34,18 +25,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from lab.advise.sizing import Bounds, Candidate, clamp, for_rate, little, plural, sized
 from lab.advise.target import Slo, confirmed, unfair
-from lab.config.models import KNOB_MAX, Knobs, Model
+from lab.config.models import Model
 from lab.config.scenario import LIMITS
 from lab.record.step import StepRecord
 from lab.record.thresholds import T
 from lab.run import generators
 from lab.verdict.facts import upstream_inflight
 
-HEADROOM = T.advise_pool_over_inflight  # the pool over Little's law's in-flight count
-PLAN_UTIL = T.advise_plan_cpu_share  # the share of each core a candidate plans to keep busy
 CALIBRATION_RPS = 500.0  # above this target, measure the cost per request here first
 BUSY = T.server_cpu_busy_share  # server CPU at this share of its cores: the CPU makes them wait
 FULL = T.advise_full_pool_share  # requests in flight at this share of the pool: it is full
@@ -53,69 +43,6 @@ QUEUED = T.advise_queued_delays  # p99 this many service times: requests waited 
 OUTSTANDING = 2.0  # the generator's cap on requests in flight: rate x this many p99 limits
 MIN_OUTSTANDING = 16
 MAX_STEPS = 5  # per model; a search that has not met the target by then stops
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """What one model may be given: its knob limits within KNOB_MAX, and the server's cores."""
-
-    cores: int  # cores the server may use
-    processes: tuple[int, int]  # (least, most)
-    workers: tuple[int, int]
-    one_per_process: bool  # the model serves one request per process (gunicorn-sync)
-
-    @classmethod
-    def of(cls, model: Model, cores: int) -> Bounds:
-        ranges = {knob: (1, KNOB_MAX[knob]) for knob in ("processes", "concurrency")}
-        for limit in model.limits:
-            if limit.knob in ranges:
-                low, high = ranges[limit.knob]
-                ranges[limit.knob] = (max(low, limit.min or low), min(high, limit.max or high))
-        one = model.unit == "process"
-        low, high = ranges["processes"]
-        processes = (low, high if one else max(low, min(high, cores)))
-        return cls(cores, processes, ranges["concurrency"], one)
-
-    @property
-    def most(self) -> int:
-        """Requests the largest configuration allowed holds at once."""
-        return self.processes[1] * (1 if self.one_per_process else self.workers[1])
-
-    def words(self, model: Model) -> str:
-        if self.one_per_process:
-            return f"at most {self.processes[1]} processes (knob limit)"
-        why = "the cores this server may use" if self.processes[1] <= self.cores else "knob limit"
-        pool = next((lim for lim in model.limits if lim.knob == "concurrency" and lim.max), None)
-        cap = (pool.why or "knob limit") if pool else "the lab's largest"
-        pools = _n(self.workers[1], model.unit)
-        return f"{_n(self.processes[1], 'process')} ({why}) x {pools} ({cap})"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A configuration to try: processes, and the pool of each (1 for one-per-process)."""
-
-    processes: int
-    workers: int
-
-    def holds(self) -> int:
-        return self.processes * self.workers
-
-    def knobs(self, base: Knobs) -> Knobs:
-        """`base` with this candidate's processes and pool; the outbound pools follow the pool
-        (their "auto")."""
-        w = self.workers
-        return replace(base, processes=self.processes, concurrency=w, pool=w, db_pool=w)
-
-    def name(self, model: Model) -> str:
-        """The configuration's name in the run directory: its steps' `model`."""
-        pool = "" if model.unit == "process" else f".w{self.workers}"
-        return f"{model.name}.p{self.processes}{pool}"
-
-    def words(self, model: Model) -> str:
-        if model.unit == "process":
-            return _n(self.processes, "process")
-        return f"{_n(self.processes, 'process')} x {_n(self.workers, model.unit)}"
 
 
 @dataclass(frozen=True)
@@ -186,21 +113,11 @@ def _first(model: Model, st: Setting) -> Move:
             "concurrency_cap",
         )
     rate = min(st.slo.rps, CALIBRATION_RPS)
-    candidate = sized(model, st.bounds, rate, st.service_ms, 1)
-    why = _little(rate, st.service_ms, candidate, model)
+    candidate = sized(st.bounds, rate, st.service_ms, 1)
+    why = little(rate, st.service_ms, candidate, model.unit)
     if rate < st.slo.rps:
         return Attempt(candidate, rate, "calibrate", f"{why}; the cost per request first")
     return Attempt(candidate, rate, "confirm", why)
-
-
-def sized(model: Model, b: Bounds, rate: float, latency_ms: float, processes: int) -> Candidate:
-    """The smallest pool Little's law allows at `rate` (plus HEADROOM), on at least
-    `processes` processes, within the model's bounds."""
-    hold = max(1, math.ceil(rate * latency_ms / 1000 * HEADROOM))
-    if b.one_per_process:
-        return Candidate(_clamp(max(processes, hold), b.processes), 1)
-    p = _clamp(max(processes, math.ceil(hold / b.workers[1])), b.processes)
-    return Candidate(p, _clamp(math.ceil(hold / p), b.workers))
 
 
 def _costed(step: StepRecord) -> bool:
@@ -224,18 +141,13 @@ def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
         return Conclusion(
             False,
             f"server CPU: {st.slo.rps:,g} req/s x {cost:.2f} ms = {cores:,.1f} cores, more than "
-            f"the {_n(st.bounds.cores, 'core')} this server may use, full at about {top:,.0f} "
+            f"the {plural(st.bounds.cores, 'core')} this server may use, full at about {top:,.0f} "
             f"req/s (measured: {_cpu(step)} {step.deployed_cpu_pct:.0f}% of a core at "
             f"{step.throughput_rps:,.0f} req/s)",
             "server_cpu",
         )
-    processes = 1 if st.bounds.one_per_process else max(1, math.ceil(cores / PLAN_UTIL))
-    candidate = sized(model, st.bounds, st.slo.rps, latency, processes)
-    why = (
-        f"{cost:.2f} ms CPU per request x {st.slo.rps:,g} req/s = {cores:.2f} cores; "
-        f"{_little(st.slo.rps, latency, candidate, model)}"
-    )
-    return Attempt(candidate, st.slo.rps, "confirm", why)
+    sized = for_rate(model.unit, st.bounds, st.slo.rps, latency, cost)
+    return Attempt(sized.candidate, st.slo.rps, "confirm", sized.why)
 
 
 def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord) -> Move:
@@ -252,10 +164,10 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
     cores = min(c.processes, st.bounds.cores)
     if step.deployed_cpu_pct >= BUSY * 100 * cores:
         if st.bounds.one_per_process or c.processes >= st.bounds.processes[1]:
-            cpu = f"{_cpu(step)} {step.deployed_cpu_pct:.0f}% of {_n(cores, 'core')}"
+            cpu = f"{_cpu(step)} {step.deployed_cpu_pct:.0f}% of {plural(cores, 'core')}"
             return Conclusion(False, f"{words}: {cpu}, and no more cores for this server")
         p = c.processes + 1
-        more = Candidate(p, _clamp(math.ceil(c.holds() / p), st.bounds.workers))
+        more = Candidate(p, clamp(math.ceil(c.holds() / p), st.bounds.workers))
         return Attempt(more, attempt.rate, "confirm", f"{words} with the CPU busy: {p} processes")
     if _pool_full(step, c):
         why = f"{words} with the pool of {c.holds()} full: twice the pool"
@@ -282,7 +194,7 @@ def _not_confirmed(st: Setting, step: StepRecord) -> str:
     how = "; ".join(missed) if missed else f"the figures meet it: {confirmed(step)}"
     return (
         f"not confirmed on this machine: the lab's generators reached {step.throughput_rps:,.0f} "
-        f"req/s on {_n(step.generators, 'generator process')} ({how}; {step.limit_reason})"
+        f"req/s on {plural(step.generators, 'generator process')} ({how}; {step.limit_reason})"
     )
 
 
@@ -315,26 +227,9 @@ def _inflight(step: StepRecord) -> float:
 
 def _doubled(c: Candidate, b: Bounds) -> Candidate:
     if b.one_per_process:
-        return Candidate(_clamp(c.processes * 2, b.processes), 1)
-    return Candidate(c.processes, _clamp(c.workers * 2, b.workers))
-
-
-def _little(rate: float, latency_ms: float, c: Candidate, model: Model) -> str:
-    hold = rate * latency_ms / 1000
-    return (
-        f"{rate:,g} req/s x {latency_ms:,.0f} ms = {hold:,.1f} in flight (Little's law), "
-        f"+{HEADROOM - 1:.0%}: {c.words(model)}"
-    )
+        return Candidate(clamp(c.processes * 2, b.processes), 1)
+    return Candidate(c.processes, clamp(c.workers * 2, b.workers))
 
 
 def _same(a: Attempt, b: Attempt) -> bool:
     return a.candidate == b.candidate and a.rate == b.rate
-
-
-def _clamp(value: int, bounds: tuple[int, int]) -> int:
-    return max(bounds[0], min(bounds[1], value))
-
-
-def _n(count: int, unit: str) -> str:
-    plural = "es" if unit.endswith("s") else "s"
-    return f"{count} {unit}{'' if count == 1 else plural}"

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.config import appenv
 from lab.record.errors import LabError, Refused
 from lab.system import procs, safety
 
@@ -267,7 +268,7 @@ def user_database(url: str, allow_remote: bool) -> Database:
     return db
 
 
-ENV_NAMES = {"postgres": "LAB_DB_URL", "redis": "LAB_REDIS_URL"}
+ENV_NAMES = appenv.DB_VARIABLES  # the variables servers find the databases in
 
 
 @contextlib.contextmanager

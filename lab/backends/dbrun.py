@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from lab.backends import databases
+from lab.config import appenv
 from lab.config.models import Knobs
 from lab.config.scenario import DB_ROUTES
 
 
-def needed(route: str) -> tuple[str, ...]:
-    """The database kinds a route waits in."""
-    return (DB_ROUTES[route],) if route in DB_ROUTES else ()
+def needed(route: str, env: appenv.Env = ()) -> tuple[str, ...]:
+    """The database kinds a route waits in, and those a user's app's --env names."""
+    kinds = (DB_ROUTES[route],) if route in DB_ROUTES else ()
+    return tuple(dict.fromkeys((*kinds, *appenv.databases(env))))
 
 
 @contextlib.contextmanager
@@ -46,10 +48,12 @@ def serving(
     driver: str | None = None,
     allow_remote: bool = False,
     host: str = "127.0.0.1",
+    app_env: appenv.Env = (),
 ) -> Iterator[dict[str, str]]:
-    """The databases the route needs (the user's, else started here), exported to servers."""
+    """The databases the route or the app's --env needs (the user's, else started here),
+    exported to servers."""
     given = tuple(databases.user_database(url, allow_remote) for url in db_urls)
-    with databases.running(needed(route), run_dir, given, host) as env:
+    with databases.running(needed(route, app_env), run_dir, given, host) as env:
         if driver:
             env = {**env, "LAB_DB_DRIVER": driver}
         with exported(env):

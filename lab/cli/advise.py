@@ -16,6 +16,7 @@ from lab.advise.advice import Advice
 from lab.advise.confirm import Advisor
 from lab.advise.table import advice_table, details
 from lab.advise.target import Slo
+from lab.backends import dbrun
 from lab.cli.app import check_user_app
 from lab.cli.options import (
     console,
@@ -171,9 +172,11 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         f"at most {opts['budget_min']:g} min"
     )
     expected = min(budget_s, 1.5 * plan.expected_seconds())
+    env = scenario.app.env if scenario.app else ()
     with (
         exit_when_stopped(plan.run_dir, "lab advise"),
         stop_signals(),
+        dbrun.serving("", plan.run_dir, app_env=env),  # those the app's --env names
         ConsoleProgress(console, expected) as progress,
     ):
         advisor = Advisor(plan, backend, progress, slo, budget_s, say, recorded)

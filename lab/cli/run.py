@@ -44,7 +44,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
     clean_leftovers(opts["resume"].parent if opts["resume"] else opts["out"])
     registry = load_registry(opts["models_file"])
     scenario = scenario_from(opts)
-    if not opts["app_target"] and (given := [f"--{o}" for o, k in APP_ONLY.items() if opts[k]]):
+    given = [f"--{o}" for o, k in APP_ONLY.items() if opts[k]] + ["[env]"] * bool(scenario.env)
+    if not opts["app_target"] and given:
         raise LabError(f"{', '.join(given)}: only with --app MODULE:ATTR (your own app)")
     checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
     if checked is None and opts["app_target"]:
@@ -85,6 +86,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         opts["db_driver"],
         opts["allow_remote"],
         scenario.host,
+        scenario.app.env if scenario.app else (),
     )
     sweep_and_summarise(plan, backend, recorded, databases)
 

@@ -18,6 +18,7 @@ from lab.cli.options import (
     results_dir_option,
     resume_option,
 )
+from lab.config import appenv
 from lab.config.scenario import ROUTES, builtin_names
 from servers.common import DB_DRIVERS
 
@@ -40,6 +41,9 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "body": "app_body",
     "header": "app_headers",
     "check-only": "check_only",
+    "env": "app_env",
+    "compare": "compare",
+    "import-timeout": "import_timeout",
 }
 
 
@@ -132,6 +136,30 @@ APP_OPTIONS = (  # --app and what goes with it
         metavar="'NAME: VALUE'",
         help="With --app: a header sent with every request (repeatable), "
         "e.g. 'Authorization: ...'.",
+    ),
+    click.option(
+        "--env",
+        "app_env",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="With --app: a variable of the app's environment, in the import check, the check, "
+        "the probe and every server (repeatable; wins over a scenario's [env]), e.g. "
+        "DJANGO_SETTINGS_MODULE=mysite.settings. Placeholders name what the lab runs: "
+        f"{appenv.words()}.",
+    ),
+    click.option(
+        "--compare",
+        type=click.Choice(["shape", "exact"]),
+        help="With --app: how bodies must match across models: shape (JSON keys and value "
+        "types; other text, what stays the same when one model answers a route twice) or "
+        "exact (byte for byte, the server's own address aside) [default: shape].",
+    ),
+    click.option(
+        "--import-timeout",
+        type=float,
+        callback=positive,
+        help="With --app: seconds importing the app may take [default: 60]; a server's start-up "
+        "is bounded by --start-timeout.",
     ),
 )
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lab.config import appenv
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError
 from lab.system import interpreters, procs
@@ -386,13 +387,14 @@ def _requires(value: list[Any], where: str) -> tuple[str, ...]:
 
 
 def server_env(model: Model, knobs: Knobs, upstream_url: str) -> dict[str, str]:
-    """The environment a model's server runs with: the app reads its settings from here."""
+    """The environment a model's server runs with: the app reads its settings from here (a
+    user's `--env` too, its placeholders resolved as the server starts: lab.config.appenv)."""
     return child_env(
         {
             "LAB_UPSTREAM_URL": upstream_url,
             "LAB_POOL_SIZE": str(knobs.pool),
             "LAB_UPSTREAM_TIMEOUT_S": str(knobs.timeout_s),
             "LAB_DB_POOL": str(knobs.db_pool),
-            **dict(model.env),
+            **appenv.resolved(model.env, upstream_url),
         }
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lab.config import appenv
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError, Refused
 from lab.record.step import level_label
@@ -73,6 +74,7 @@ class AppSpec:
     method: str = "GET"  # the load route's method, body and headers
     body: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    env: appenv.Env = ()  # --env and [env], placeholders as given (resolved per server)
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ class Scenario:
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
     knobs: dict[str, Any] = field(default_factory=dict)
     app: AppSpec | None = None  # set by `lab run --app`, never by a scenario file
+    env: dict[str, str] = field(default_factory=dict)  # [env]: the user's app's environment
 
     def points(self) -> list[Point]:
         if self.mode == "open":
@@ -204,6 +207,7 @@ class Scenario:
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{where}: {port} must be 0-65535")
+        appenv.from_table(self.env, where)
         return self
 
     def _check_points(self, where: str) -> None:
@@ -280,6 +284,7 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "upstream_port": int,
     "upstream": dict,
     "knobs": dict,
+    "env": dict,
     "host": str,
     "start_timeout_s": _NUMBER,
     "rates": list,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from lab.config import appenv
 from lab.config.models import BUILTIN_MODELS, Model
 from lab.record.errors import LabError
 
@@ -48,10 +49,13 @@ class UserApp:
     target: str  # "package.module:attribute"
     kind: str  # "wsgi" or "asgi"
     app_dir: Path | None = None  # put first on the servers' import path
+    env: appenv.Env = ()  # --env: placeholders resolved as each server starts
 
     def python_path(self) -> str:
+        """The app's directory, the user's own PYTHONPATH (--env), then the lab's code."""
         parts = [str(self.app_dir)] if self.app_dir else []
-        return ":".join([*parts, str(BUILTIN_MODELS.parent.parent)])
+        given = [p for n, v in self.env if n == "PYTHONPATH" for p in v.split(":") if p]
+        return ":".join([*parts, *given, str(BUILTIN_MODELS.parent.parent)])
 
 
 @dataclass(frozen=True)
@@ -107,25 +111,35 @@ def _header(text: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def inspect_app(target: str, app_dir: Path | None) -> UserApp:
-    """Import the app in a child process; LabError naming what to fix if it is not servable."""
+def inspect_app(
+    target: str,
+    app_dir: Path | None,
+    env: appenv.Env = (),
+    timeout_s: float = IMPORT_TIMEOUT_S,
+    environ: dict[str, str] | None = None,
+) -> UserApp:
+    """Import the app in a child process, with its environment (`environ`: `env` resolved);
+    LabError naming what to fix if it is not servable."""
     if not TARGET.match(target):
         raise LabError(f"--app {target!r}: expected package.module:attribute, e.g. myapp.web:app")
     if app_dir is not None and not app_dir.is_dir():
         raise LabError(f"--app-dir {app_dir}: not a directory")
-    app = UserApp(target, "wsgi", app_dir.resolve() if app_dir else None)
+    app = UserApp(target, "wsgi", app_dir.resolve() if app_dir else None, env)
+    given = environ if environ is not None else dict(env)
     try:
         done = subprocess.run(
             [sys.executable, "-c", _INSPECT, target],
             capture_output=True,
             text=True,
-            timeout=IMPORT_TIMEOUT_S,
-            env={**os.environ, "PYTHONPATH": app.python_path()},
+            timeout=timeout_s,
+            env={**os.environ, **given, "PYTHONPATH": app.python_path()},
             cwd=app.app_dir or Path.cwd(),
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise LabError(f"--app {target}: importing it took over {IMPORT_TIMEOUT_S:.0f} s") from None
+        raise LabError(
+            f"--app {target}: importing it took over {timeout_s:g} s (raise --import-timeout)"
+        ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -147,7 +161,7 @@ def fit(app: UserApp, model: Model) -> tuple[Model, bool] | None:
     An ASGI app cannot run under a WSGI server at all; a WSGI app under an asyncio server only
     through the declared one-thread bridge.
     """
-    env = dict(model.env) | {"PYTHONPATH": app.python_path()}
+    env = dict(model.env) | dict(app.env) | {"PYTHONPATH": app.python_path()}
     if app.kind == model.app:
         return replace(model, target=app.target, env=tuple(sorted(env.items()))), False
     if app.kind == "asgi":

@@ -1,7 +1,10 @@
 """Before any load on a user's app: does every model answer alike, and which one serialises?
 
-Each route is requested under every model and the answers compared (status, content type, body
-digest); a difference is reported as a table, never averaged away. Then K requests go at once to
+Each route is requested under every model and the answers compared by what must match: status
+and content type always, the body by its shape (lab.run.bodyshape: the first model answers each
+route twice, to learn what varies by itself); a difference is reported as a table, never averaged
+away. While each model runs, the connections its processes open to non-loopback addresses are
+listed (lab.system.outbound): the sweep must not load a real service. Then K requests go at once to
 a user-chosen route that waits (on a database, an API, a sleep): a model that overlaps them takes
 about one request's time, one that serialises them about K times that, and is flagged
 `serialized` with a hint naming the likely cause for its kind of worker.
@@ -13,20 +16,22 @@ import hashlib
 import http.client
 import json
 import urllib.parse
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from rich.table import Table
 
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, Model
+from lab.config.scenario import UpstreamSpec
 from lab.config.userapp import Route, UserApp, fit, health_route
 from lab.record.errors import LabError
-from lab.run import preflight
+from lab.run import bodyshape, preflight
 from lab.run.preflight import Preflight, Probe
-from lab.system import http_client, procs
+from lab.system import http_client, outbound, procs
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
+NO_UPSTREAM = "http://127.0.0.1:9"  # the discard port: an app whose --env names no upstream
 MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
 HINTS = {
     "bridged": "a one-thread bridge (WsgiToAsgi runs a worker's requests one at a time)",
@@ -41,17 +46,33 @@ HINTS = {
 
 
 @dataclass(frozen=True)
+class Options:
+    """How the check runs: bodies compared by shape or byte for byte, how long a server gets to
+    answer its first route, the mock upstream's behaviour where the app calls it."""
+
+    compare: str = "shape"
+    start_timeout_s: float = READY_TIMEOUT_S
+    upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
+
+
+@dataclass(frozen=True)
 class Answer:
     status: int
     content_type: str
     digest: str  # sha256 of the body, first 16 hex digits
     size: int
     error: str = ""
+    body: str = ""  # how the body departs from the route's template ("" = it fits)
 
     def summary(self) -> str:
         if self.error:
             return f"error: {self.error}"
-        return f"{self.status} {self.content_type or '-'} {self.size} B sha256:{self.digest}"
+        said = f"{self.status} {self.content_type or '-'} {self.size} B sha256:{self.digest}"
+        return f"{said}; body: {self.body}" if self.body else said
+
+    def kind(self) -> tuple[int, str]:
+        """What must match exactly: the status and the content type (case and spaces aside)."""
+        return self.status, "".join(self.content_type.lower().split())
 
 
 @dataclass
@@ -63,6 +84,7 @@ class ModelCheck:
     serialized: bool = False
     hint: str = ""
     error: str = ""  # the server did not start, or the app failed
+    remote: list[str] = field(default_factory=list)  # non-loopback far ends, and what names them
 
     def preflight(self) -> Preflight:
         """This check as the sweep's preflight record: the app's answers and its probe."""
@@ -78,6 +100,8 @@ class AppCheck:
     probe_path: str
     models: tuple[ModelCheck, ...]
     differences: dict[str, dict[str, str]]  # path -> model -> answer summary
+    compare: str = "shape"  # bodies compared by shape, or byte for byte (exact)
+    varied: dict[str, str] = field(default_factory=dict)  # path -> how it varied by itself
 
     def problems(self) -> list[str]:
         """Why the app cannot be compared fairly: start failures, 5xx answers, differences."""
@@ -91,6 +115,10 @@ class AppCheck:
         found += [f"{path} differs between models" for path in self.differences]
         return found
 
+    def remote(self) -> list[str]:
+        """The non-loopback connections any model's processes opened, once each."""
+        return sorted({line for m in self.models for line in m.remote})
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
@@ -100,8 +128,8 @@ class AppCheck:
         return round(min((m.probe.delay_ms for m in self.models if m.probe), default=0.0), 1)
 
 
-def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> Answer:
-    """One request on a fresh connection, reduced to what must match across models."""
+def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> tuple[Answer, bytes]:
+    """One request on a fresh connection: its answer, and the body to compare."""
     url = urllib.parse.urlsplit(base_url)
     conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
     request = route.request()
@@ -110,11 +138,40 @@ def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> Answer:
         reply = conn.getresponse()
         body = reply.read()
     except OSError as e:
-        return Answer(0, "", "", 0, error=str(e) or type(e).__name__)
+        return Answer(0, "", "", 0, error=str(e) or type(e).__name__), b""
     finally:
         conn.close()
     digest = hashlib.sha256(body).hexdigest()[:16]
-    return Answer(reply.status, reply.getheader("Content-Type", ""), digest, len(body))
+    return Answer(reply.status, reply.getheader("Content-Type", ""), digest, len(body)), body
+
+
+@dataclass
+class Learnt:
+    """Each route's template (lab.run.bodyshape), learnt from the first model that answers it."""
+
+    compare: str = "shape"
+    templates: dict[str, bodyshape.Template] = field(default_factory=dict)
+
+    def answers(self, base_url: str, routes: tuple[Route, ...]) -> dict[str, Answer]:
+        """Every route's answer from one server, its body checked against the route's template;
+        a route without one yet is asked twice, to learn what varies by itself."""
+        address = urllib.parse.urlsplit(base_url).netloc
+        found = {}
+        for route in routes:
+            answer, body = fetch(base_url, route)
+            text = bodyshape.own_address_read(body, address)
+            template = self.templates.get(route.label)
+            if template is not None:
+                answer = replace(answer, body=template.check(text))
+            elif not answer.error:
+                again = bodyshape.own_address_read(fetch(base_url, route)[1], address)
+                learnt = bodyshape.learn(text, again, answer.content_type, self.compare)
+                self.templates[route.label] = learnt
+            found[route.label] = answer
+        return found
+
+    def varied(self) -> dict[str, str]:
+        return {label: t.varied for label, t in self.templates.items() if t.varied}
 
 
 def probe_route(base_url: str, route: Route, k: int) -> Probe | str:
@@ -134,8 +191,10 @@ def check_model(
     routes: tuple[Route, ...],
     probe: Route,
     upstream_url: str,
+    learnt: Learnt,
 ) -> ModelCheck:
-    """Start the model, request every route, probe, stop; failures become evidence."""
+    """Start the model, request every route, probe, stop, with its processes' connections read
+    all along; failures become evidence."""
     result = ModelCheck(model.name, bridged)
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
@@ -145,27 +204,36 @@ def check_model(
         result.error = f"did not start ({e}); {last}"
         return result
     try:
-        result.answers = {r.label: fetch(server.url, r) for r in routes}
-        k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
-        probed = probe_route(server.url, probe, k) if k >= 2 else None
-        if isinstance(probed, str):
-            result.error = probed
-        elif probed is not None:
-            result.probe = probed
-            result.serialized = not probed.passed
-            if result.serialized:
-                result.hint = HINTS["bridged" if bridged else model.unit]
+        with outbound.watching(server.proc.pid) as seen:
+            result.answers = learnt.answers(server.url, routes)
+            _probe(result, model, knobs, server.url, probe)
+        environ = outbound.environment(server.proc.pid)
+        result.remote = [outbound.advice(r, environ) for r in sorted(seen)]
     finally:
         server.stop()
     return result
 
 
+def _probe(result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route) -> None:
+    k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
+    probed = probe_route(url, probe, k) if k >= 2 else None
+    if isinstance(probed, str):
+        result.error = probed
+    elif probed is not None:
+        result.probe = probed
+        result.serialized = not probed.passed
+        if result.serialized:
+            result.hint = HINTS["bridged" if result.bridged else model.unit]
+
+
 def differences(checks: tuple[ModelCheck, ...], paths: list[str]) -> dict[str, dict[str, str]]:
-    """Routes (labels) whose (status, content type, body) is not the same under every model."""
+    """Routes (labels) whose status or content type is not the same under every model, or whose
+    body departs from the route's template under one."""
     found = {}
     for path in paths:
         answers = {m.model: m.answers[path] for m in checks if path in m.answers}
-        if len({(a.status, a.content_type, a.digest) for a in answers.values()}) > 1:
+        kinds = {a.kind() for a in answers.values()}
+        if len(kinds) > 1 or any(a.body for a in answers.values()):
             found[path] = {name: a.summary() for name, a in answers.items()}
     return found
 
@@ -177,9 +245,11 @@ def run(
     routes: tuple[Route, ...],
     probe: Route,
     run_dir: Path,
-    upstream_url: str = "http://127.0.0.1:9",
+    options: Options | None = None,
 ) -> AppCheck:
-    """Check the app under every model that can serve it; written to run_dir/appcheck.json."""
+    """Check the app under every model that can serve it; written to run_dir/appcheck.json.
+    The lab's mock upstream runs beside it where the app's --env names it."""
+    options = options or Options()
     fitted = [(m.name, fit(app, m)) for m in models]
     unfit = [name for name, f in fitted if f is None]
     if unfit:
@@ -187,11 +257,15 @@ def run(
             f"--app {app.target} is an ASGI app; WSGI servers cannot run it: drop "
             f"{', '.join(unfit)} from --models"
         )
-    backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=READY_TIMEOUT_S)
-    backend.ready_path = health_route(routes).path
+    backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=options.start_timeout_s)
+    learnt = Learnt(options.compare)
     try:
+        upstream_url = NO_UPSTREAM
+        if any("{upstream_" in value for _, value in app.env):
+            upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
+        backend.ready_path = health_route(routes).path
         checks = tuple(
-            check_model(backend, m, bridged, knobs, routes, probe, upstream_url)
+            check_model(backend, m, bridged, knobs, routes, probe, upstream_url, learnt)
             for _, f in fitted
             if f is not None
             for m, bridged in [f]
@@ -199,7 +273,8 @@ def run(
     finally:
         backend.close()
     labels = [r.label for r in routes]
-    result = AppCheck(app.target, probe.label, checks, differences(checks, labels))
+    found = differences(checks, labels)
+    result = AppCheck(app.target, probe.label, checks, found, options.compare, learnt.varied())
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
 
@@ -222,12 +297,32 @@ def render(result: AppCheck) -> list[Table]:
         if m.bridged:
             verdict_text = f"bridged (WSGI through WsgiToAsgi); {verdict_text}"
         verdict.add_row(m.model, answers, probe, verdict_text)
-    tables = [verdict]
+    tables = [verdict, _routes(result)]
     for path, by_model in result.differences.items():
         diff = Table(title=f"{path}: answers differ between models")
         diff.add_column("model")
-        diff.add_column("status, content type, size, body digest")
+        diff.add_column("status, content type, size, body digest; how the body differs")
         for name, summary in by_model.items():
             diff.add_row(name, summary)
         tables.append(diff)
+    if remote := result.remote():
+        away = Table(title="connections to non-loopback addresses while the app was checked")
+        away.add_column("far end, and what to point elsewhere")
+        for line in remote:
+            away.add_row(line)
+        tables.append(away)
     return tables
+
+
+def _routes(result: AppCheck) -> Table:
+    """Each route: how its answers were compared, and what varied when one model answered it
+    twice (that part is not compared)."""
+    how = "shape; what varied by itself is not compared" if result.compare == "shape" else "bytes"
+    table = Table(title=f"routes: status and content type always; bodies by {how}")
+    for column in ("route", "varied when one model answered twice", "alike under every model"):
+        table.add_column(column)
+    labels = dict.fromkeys(label for m in result.models for label in m.answers)
+    for label in labels:
+        alike = "no" if label in result.differences else "yes"
+        table.add_row(label, result.varied.get(label, "no"), alike)
+    return table
