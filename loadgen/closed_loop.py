@@ -19,30 +19,33 @@ from gevent.pool import Group
 from locust.contrib.fasthttp import FastHttpSession
 from locust.event import EventHook
 
+from loadgen.mix import Picker
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
-from loadgen.request import Request
 from loadgen.session import lab_session
 
 
 def run_closed(start: Start) -> Done:
     expected = start.expected_body.encode() if start.expected_body is not None else None
-    recorder = Recorder(expected)
+    picker = Picker(start)  # the step's route, or a mix's drawn by weight
+    recorder = Recorder(expected, picker.names)
     events = EventHook()
     events.add_listener(recorder.on_request)
-    request = Request.of(start)  # the recorder checks each body against `expected`
     users = Group()
     for _ in range(start.users):
-        users.spawn(user, lab_session(start, events, 1), request)
+        users.spawn(user, lab_session(start, events, 1), picker)
     try:
         return run_phases(start, recorder)
     finally:
         users.kill(block=True, timeout=5)
 
 
-def user(session: FastHttpSession, req: Request) -> None:
+def user(session: FastHttpSession, picker: Picker) -> None:
     """One closed-loop user until killed. The yield between requests keeps a request that fails
-    at once (a refused connection) from starving the event loop, as locust's wait does."""
+    at once (a refused connection) from starving the event loop, as locust's wait does. The
+    recorder checks each body against `expected`."""
     while True:
-        session.request(req.method, req.path, name=req.path, data=req.body, headers=req.header_dict)
+        req = picker.next()
+        name = req.name or req.path
+        session.request(req.method, req.path, name=name, data=req.body, headers=req.header_dict)
         gevent.sleep(0)

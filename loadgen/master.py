@@ -28,6 +28,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from lab.record import hist
 from loadgen import fanout
+from loadgen.mix import Picker
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
 from loadgen.recording import (
     CpuMeter,
@@ -37,7 +38,6 @@ from loadgen.recording import (
     merge_failed,
     run_phases,
 )
-from loadgen.request import Request
 from loadgen.users import model_user
 
 
@@ -196,9 +196,8 @@ def fleet_for(start: Start, make: Callable[[MasterRunner], F]) -> Iterator[F]:
     """A master, its local workers started and pinned, every worker connected; all of them
     stopped afterwards, whatever happens."""
     host, port = address(start.master)
-    request = Request.of(start)
     user = model_user(
-        "lab", start.base_url, lambda: request, timeout_s=start.timeout_s, cookies=False
+        "lab", start.base_url, Picker(start).next, timeout_s=start.timeout_s, cookies=False
     )
     env = Environment(user_classes=[user], host=start.base_url)
     runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)

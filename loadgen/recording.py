@@ -25,6 +25,7 @@ from hdrh.histogram import HdrHistogram
 from lab.record import hist
 from loadgen.errors import classify
 from loadgen.lean import quiet_gc
+from loadgen.mix import RouteTally
 from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
 
 SAMPLE_SERIES = (  # in Done.timeseries
@@ -115,8 +116,10 @@ class LoopLag:
 class Recorder:
     """Listens to locust's request event; keeps one histogram and error counter per second."""
 
-    def __init__(self, expected: bytes | None) -> None:
+    def __init__(self, expected: bytes | None, routes: frozenset[str] = frozenset()) -> None:
         self.expected = expected
+        # A mix: each route's measured requests, by request name (`loadgen.mix`)
+        self.routes = {name: RouteTally() for name in routes}
         self.measuring = False
         self.opened_at = math.inf  # perf_counter when the measured window opened
         self.interval = Interval()
@@ -155,6 +158,8 @@ class Recorder:
         if not (self.measuring if measured is None else measured):
             return kind
         self.interval.record(kind, response_time)
+        if self.routes and (route := self.routes.get(_.get("name", ""))) is not None:
+            route.record(kind, response_time)
         return kind
 
     def take(self) -> Interval:
@@ -313,6 +318,7 @@ def run_phases(
         timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
         generator_lag_ms=recorder.lag_ms(),
         periodic_pct=recorder.periodic_pct(duration_s),
+        routes={name: tally.figures() for name, tally in recorder.routes.items()},
     )
 
 

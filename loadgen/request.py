@@ -24,6 +24,7 @@ class Request:
     method: str = "GET"
     body: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    name: str = ""  # a route of a mix: its label, under which its latency is kept
 
     @classmethod
     def of(cls, start: Start) -> Request:

@@ -28,6 +28,7 @@ from locust.env import Environment  # noqa: E402
 from lab.record import hist  # noqa: E402
 from loadgen import fanout  # noqa: E402
 from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
+from loadgen.mix import Picker  # noqa: E402
 from loadgen.open_loop import DRAIN_MAX_S, OpenLoop, run_share  # noqa: E402
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
 from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
@@ -80,8 +81,7 @@ class Node:
             start.expected_body.encode() if start.expected_body is not None else None
         )
         self.user.host = start.base_url
-        request = Request.of(start)
-        self.user.plan = staticmethod(lambda: request)
+        self.user.plan = staticmethod(Picker(start).next)  # a mix: each route by its weight
         self.user.network_timeout = start.timeout_s
         self.user.connection_timeout = start.timeout_s
 

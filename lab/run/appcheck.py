@@ -22,9 +22,9 @@ from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, Model
 from lab.config.userapp import Route, UserApp, fit, health_route
 from lab.record.errors import LabError
-from lab.run import preflight
+from lab.run import mixcheck, preflight
 from lab.run.preflight import Preflight, Probe
-from lab.system import http_client, procs
+from lab.system import procs
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
 MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
@@ -63,6 +63,8 @@ class ModelCheck:
     serialized: bool = False
     hint: str = ""
     error: str = ""  # the server did not start, or the app failed
+    solo_ms: dict[str, float] = field(default_factory=dict)  # each loaded route's time alone
+    note: str = ""  # why it was not probed (every loaded route answers too fast to time)
 
     def preflight(self) -> Preflight:
         """This check as the sweep's preflight record: the app's answers and its probe."""
@@ -94,10 +96,10 @@ class AppCheck:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
-    def solo_ms(self) -> float:
-        """The probe route's time with nothing else running: the fastest model's single request
-        (d in the ideal c / d); 0 when no model could be probed (no ideal then)."""
-        return round(min((m.probe.delay_ms for m in self.models if m.probe), default=0.0), 1)
+    def route_solo_ms(self) -> dict[str, float]:
+        """Each loaded route's time with nothing else running: the fastest model's best single
+        request (d in the ideal c / d is the mix's, weighted); 0 where none answered."""
+        return mixcheck.fastest_each([m.solo_ms for m in self.models if not m.error])
 
 
 def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> Answer:
@@ -117,13 +119,16 @@ def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> Answer:
     return Answer(reply.status, reply.getheader("Content-Type", ""), digest, len(body))
 
 
-def probe_route(base_url: str, route: Route, k: int) -> Probe | str:
-    """K simultaneous requests to a route, timed against its own single-request time."""
-    request = route.request()
-    single_s = min(http_client.get(base_url, route.path, **request)[2] for _ in range(2))
-    if single_s * 1000 < MIN_PROBE_MS:
-        return f"{route.label} answers in {single_s * 1000:.0f} ms: choose a route that waits"
-    return preflight.probe(base_url, route.path, k, single_s * 1000, **request)
+def probe_route(base_url: str, route: Route, k: int, single_ms: float) -> Probe | str:
+    """K simultaneous requests to a route, timed against its own single-request time; a note
+    instead where it answers too fast for overlap to be timed (no reason to refuse the app)."""
+    if single_ms < MIN_PROBE_MS:
+        return (
+            f"not probed: {route.label}, the slowest loaded route, answers in {single_ms:.0f} ms "
+            f"alone (under {MIN_PROBE_MS:.0f} ms, nothing to overlap); --probe-path a route "
+            "that waits to probe"
+        )
+    return preflight.probe(base_url, route.path, k, single_ms, **route.request())
 
 
 def check_model(
@@ -132,10 +137,12 @@ def check_model(
     bridged: bool,
     knobs: Knobs,
     routes: tuple[Route, ...],
-    probe: Route,
+    load: tuple[Route, ...],
+    probe: Route | None,
     upstream_url: str,
 ) -> ModelCheck:
-    """Start the model, request every route, probe, stop; failures become evidence."""
+    """Start the model, request every route, time each loaded one alone, probe `probe` (None:
+    the slowest loaded route), stop; failures become evidence."""
     result = ModelCheck(model.name, bridged)
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
@@ -146,10 +153,13 @@ def check_model(
         return result
     try:
         result.answers = {r.label: fetch(server.url, r) for r in routes}
+        result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
+        probe = probe or mixcheck.slowest(load, result.solo_ms)
         k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
-        probed = probe_route(server.url, probe, k) if k >= 2 else None
+        single_ms = result.solo_ms.get(probe.label, 0.0)
+        probed = probe_route(server.url, probe, k, single_ms) if k >= 2 else None
         if isinstance(probed, str):
-            result.error = probed
+            result.note = probed
         elif probed is not None:
             result.probe = probed
             result.serialized = not probed.passed
@@ -175,11 +185,15 @@ def run(
     models: list[Model],
     knobs: Knobs,
     routes: tuple[Route, ...],
-    probe: Route,
+    load: tuple[Route, ...],
+    probe: Route | None,
     run_dir: Path,
     upstream_url: str = "http://127.0.0.1:9",
 ) -> AppCheck:
-    """Check the app under every model that can serve it; written to run_dir/appcheck.json."""
+    """Check the app under every model that can serve it; written to run_dir/appcheck.json.
+    `load`: the routes the sweep loads (one, or a mix); `probe`: the route probed, None for
+    the slowest loaded one, as the first model that answers times them (then the same for
+    every model)."""
     fitted = [(m.name, fit(app, m)) for m in models]
     unfit = [name for name, f in fitted if f is None]
     if unfit:
@@ -189,17 +203,19 @@ def run(
         )
     backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=READY_TIMEOUT_S)
     backend.ready_path = health_route(routes).path
+    checks: list[ModelCheck] = []
     try:
-        checks = tuple(
-            check_model(backend, m, bridged, knobs, routes, probe, upstream_url)
-            for _, f in fitted
-            if f is not None
-            for m, bridged in [f]
-        )
+        for model, bridged in (f for _, f in fitted if f is not None):
+            checks.append(
+                check_model(backend, model, bridged, knobs, routes, load, probe, upstream_url)
+            )
+            if probe is None and (times := checks[-1].solo_ms):
+                probe = mixcheck.slowest(load, times)
     finally:
         backend.close()
     labels = [r.label for r in routes]
-    result = AppCheck(app.target, probe.label, checks, differences(checks, labels))
+    probed = probe.label if probe else "-"
+    result = AppCheck(app.target, probed, tuple(checks), differences(tuple(checks), labels))
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
 
@@ -217,6 +233,7 @@ def render(result: AppCheck) -> list[Table]:
             else "-"
         )
         verdict_text = m.error or (f"serialized: likely {m.hint}" if m.serialized else "concurrent")
+        verdict_text = m.note if m.note and not m.error else verdict_text
         if m.probe and m.probe.cap is not None and not m.serialized:
             verdict_text = f"concurrent up to a cap of about {m.probe.cap:g} at once"
         if m.bridged:
