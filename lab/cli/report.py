@@ -69,3 +69,8 @@ def compare_runs(run_a: Path, run_b: Path) -> None:
 
     frame = compare(a, b)
     print_compare(frame, f"{run_b.name} vs {run_a.name}")
+    from analysis.routes import print_route_compare
+    from analysis.summary import wide_console
+
+    title = f"per route: {run_b.name} (B) vs {run_a.name} (A)"
+    print_route_compare(a, b, title, wide_console())
