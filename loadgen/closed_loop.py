@@ -19,9 +19,9 @@ from gevent.pool import Group
 from locust.contrib.fasthttp import FastHttpSession
 from locust.event import EventHook
 
-from loadgen.mix import Picker
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
+from loadgen.request import Picker
 from loadgen.session import lab_session
 
 

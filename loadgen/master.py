@@ -28,7 +28,6 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from lab.record import hist
 from loadgen import fanout
-from loadgen.mix import Picker
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
 from loadgen.recording import (
     CpuMeter,
@@ -38,6 +37,7 @@ from loadgen.recording import (
     merge_failed,
     run_phases,
 )
+from loadgen.request import Picker
 from loadgen.users import model_user
 
 

@@ -39,9 +39,9 @@ from gevent.pool import Group
 from locust.event import EventHook
 
 from lab.record import hist
-from loadgen.mix import Picker
 from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
+from loadgen.request import Picker
 from loadgen.session import lab_session
 from loadgen.shares import intended_offsets, lower_bounds
 from loadgen.timer import DueTimer

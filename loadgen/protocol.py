@@ -201,7 +201,7 @@ class Done(Window):
     # unknown or none): the generators' loop lag over the window, and open-loop sends' lateness.
     lag: str = ""
     late_sends: str = ""
-    # A mix: each route's figures (`loadgen.mix.RouteTally.figures`) by label ({}: one route).
+    # A mix: each route's figures (`loadgen.request.RouteTally.figures`) by label ({}: one route).
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 

@@ -25,8 +25,8 @@ from hdrh.histogram import HdrHistogram
 from lab.record import hist
 from loadgen.errors import classify
 from loadgen.lean import quiet_gc
-from loadgen.mix import RouteTally
 from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
+from loadgen.request import RouteTally
 
 SAMPLE_SERIES = (  # in Done.timeseries
     *("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct"),
@@ -118,7 +118,7 @@ class Recorder:
 
     def __init__(self, expected: bytes | None, routes: frozenset[str] = frozenset()) -> None:
         self.expected = expected
-        # A mix: each route's measured requests, by request name (`loadgen.mix`)
+        # A mix: each route's measured requests, by request name (`loadgen.request.Picker`)
         self.routes = {name: RouteTally() for name in routes}
         self.measuring = False
         self.opened_at = math.inf  # perf_counter when the measured window opened

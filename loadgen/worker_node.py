@@ -28,11 +28,10 @@ from locust.env import Environment  # noqa: E402
 from lab.record import hist  # noqa: E402
 from loadgen import fanout  # noqa: E402
 from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
-from loadgen.mix import Picker  # noqa: E402
 from loadgen.open_loop import DRAIN_MAX_S, OpenLoop, run_share  # noqa: E402
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
 from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
-from loadgen.request import Request  # noqa: E402
+from loadgen.request import Picker, Request  # noqa: E402
 from loadgen.shares import ShareResult  # noqa: E402
 from loadgen.users import model_user  # noqa: E402
 

@@ -101,9 +101,7 @@ def test_gzip_logs_are_read_and_bad_files_get_one_line_errors(tmp_path: Path) ->
     ),
     st.integers(min_value=1, max_value=5),
 )
-def test_any_bytes_never_raise_and_every_line_is_counted_once(
-    lines: list[bytes], top: int
-) -> None:
+def test_any_bytes_never_raise_and_every_line_is_counted_once(lines: list[bytes], top: int) -> None:
     """Kept + each reason == lines, whatever the bytes; each kept route is one a server sees."""
     split = [piece for line in lines for piece in line.split(b"\n")]
     found = accesslog.read_mix(split, "soup", top=top)
