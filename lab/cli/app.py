@@ -38,10 +38,11 @@ def check_user_app(
     tables go to `tables` (default: stdout)."""
     if opts["backend"] != "native" or opts["resume"]:
         raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
+    out = tables or Console()
     load = appmix.traffic(opts, scenario.paths)
     if load.log is not None:  # the log's mix and what it left out, before any load
         for table in appmix.render_log(load.log):
-            (tables or Console()).print(table)
+            out.print(table)
     routes = load.routes
     health = userapp.health_route(routes)
     app = userapp.inspect_app(opts["app_target"], opts["app_dir"])
@@ -57,13 +58,15 @@ def check_user_app(
     ):
         result = appcheck.run(app, models, knobs, routes, load.load, load.probe, run.path)
     for table in appcheck.render(result):
-        (tables or Console()).print(table)
+        out.print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
     if problems := result.problems():
         raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
+    spec = appmix.app_spec(app, load, health, result.route_solo_ms())
+    if load.mix:  # what the sweep loads, and d from each route's time alone
+        out.print(appmix.render_mix(load.mix, result.route_solo_ms(), spec.solo_ms))
     if opts["check_only"]:
         return None
-    spec = appmix.app_spec(app, load, health, result.route_solo_ms())
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
     return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)

@@ -85,6 +85,18 @@ def _unique(routes: tuple[Route, ...]) -> tuple[Route, ...]:
     return tuple({r.label: r for r in routes}.values())
 
 
+def render_mix(mix: tuple[MixRoute, ...], solo: dict[str, float], d_ms: float) -> Table:
+    """The mix the sweep loads: each route's share and its time alone, and d from them."""
+    share = shares(mix)
+    table = Table(title=f"the mix swept: d = {d_ms:g} ms, each route's time alone by its share")
+    for column in ("route", "weight", "share", "alone (fastest model)"):
+        table.add_column(column, justify="left" if column == "route" else "right")
+    for m in mix:
+        alone = f"{solo[m.label]:.1f} ms" if solo.get(m.label) else "no answer"
+        table.add_row(m.label, f"{m.weight:g}", f"{100 * share[m.label]:.1f}%", alone)
+    return table
+
+
 def render_log(log: LogMix) -> list[Table]:
     """The log's top routes by share, and every line left out by its reason."""
     share = shares(log.mix())
