@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab.cli.appmix import traffic
 from lab.config.mix import MixRoute, split_weight, weighted_ms
@@ -184,3 +186,15 @@ def test_the_probe_takes_the_slowest_route_and_fast_routes_are_no_reason_to_refu
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (fast,) = json.loads(next(tmp_path.glob("*/appcheck.json")).read_text())["models"]
     assert fast["probe"] is None and not fast["error"] and "not probed" in fast["note"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="#", blacklist_categories=("Cs",))),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=10**6)),
+)
+def test_any_route_without_a_hash_keeps_its_text_and_its_weight(
+    route: str, weight: int | None
+) -> None:
+    text = route if weight is None else f"{route}#{weight}"
+    assert split_weight(text) == (route.strip(), weight)

@@ -42,7 +42,7 @@ def split_weight(text: str, where: str = "--path") -> tuple[str, float | None]:
             f"{where} {text!r}: the weight after {WEIGHT_MARK} must be a number >= 0, "
             f"e.g. /orders{WEIGHT_MARK}5"
         )
-    return route, value
+    return route.strip(), value
 
 
 def shares(mix: tuple[MixRoute, ...]) -> dict[str, float]:
