@@ -35,9 +35,10 @@ from loadgen.recording import (
     Recorder,
     lag_figures,
     merge_failed,
+    merge_routes,
     run_phases,
 )
-from loadgen.request import Picker
+from loadgen.request import Picker, RouteTally
 from loadgen.users import model_user
 
 
@@ -156,6 +157,8 @@ def merged(intervals: list[Interval]) -> Interval:
     late = [i.late_sends for i in intervals if i.late_sends is not None]
     failed: dict[str, HdrHistogram] = {}
     merge_failed(failed, (i.failed for i in intervals))
+    routes: dict[str, RouteTally] = {}
+    merge_routes(routes, (i.routes for i in intervals))
     return Interval(
         hist.merge(i.hist for i in intervals),
         sum(i.requests for i in intervals),
@@ -165,6 +168,7 @@ def merged(intervals: list[Interval]) -> Interval:
         sum(i.periodic_s for i in intervals),
         failed,
         hist.merge(late) if late else None,
+        routes,
     )
 
 

@@ -215,6 +215,7 @@ def run_open(spec: Start) -> Done:
         requests=rec.requests + loop.unfinished,
         ok=rec.ok,
         errors=dict(rec.errors),
+        routes=rec.route_figures(),  # the drain's answers too
         **latency,
         open_loop=loop.figures(latency["latency_ms"], drain_s, latency["all_latency_ms"]),
     )

@@ -104,6 +104,18 @@ class RouteTally:
         else:
             self.errors[kind] += 1
 
+    def add(self, other: RouteTally) -> None:
+        self.hist.add(other.hist)
+        self.requests += other.requests
+        self.errors.update(other.errors)
+
+    @classmethod
+    def of(cls, figures: dict[str, Any]) -> RouteTally:
+        """The tally `figures` sent (a worker's, to its master)."""
+        return cls(
+            hist.decode(figures["histogram"]), figures["requests"], Counter(figures["errors"])
+        )
+
     def figures(self) -> dict[str, Any]:
         """What `Done.routes` carries for the route: counts and the encoded histogram."""
         return {

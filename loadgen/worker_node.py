@@ -80,7 +80,9 @@ class Node:
             start.expected_body.encode() if start.expected_body is not None else None
         )
         self.user.host = start.base_url
-        self.user.plan = staticmethod(Picker(start).next)  # a mix: each route by its weight
+        picker = Picker(start)  # a mix: each route by its weight, each kept apart
+        self.recorder.route_names = picker.names
+        self.user.plan = staticmethod(picker.next)
         self.user.network_timeout = start.timeout_s
         self.user.connection_timeout = start.timeout_s
 

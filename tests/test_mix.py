@@ -198,3 +198,34 @@ def test_any_route_without_a_hash_keeps_its_text_and_its_weight(
 ) -> None:
     text = route if weight is None else f"{route}#{weight}"
     assert split_weight(text) == (route.strip(), weight)
+
+
+@pytest.mark.parametrize(
+    "generators,load",
+    [
+        (2, ("--levels", "8")),
+        (2, ("--mode", "open", "--rates", "40")),
+        (1, ("--mode", "open", "--rates", "40")),
+    ],
+    ids=["closed-2-generators", "open-2-generators", "open-1-generator"],
+)
+def test_each_route_is_kept_apart_in_the_open_loop_and_on_several_generators(
+    mix_run: Any, tmp_path: Path, generators: int, load: tuple[str, ...]
+) -> None:
+    """Several generator processes (locust workers under a master): each worker draws the mix's
+    routes and reports each route's histogram with its second's, the master merges them; the
+    open loop's answers after the window (its drain) count in their routes too."""
+    app_dir = mix_run[0].parent.parent
+    argv = lab_cli(
+        *("run", "--app", "mix_app:app", "--app-dir", str(app_dir)),
+        *("--generators", str(generators)),
+        *("--path", "/health", "--path", "/fast/1#3", "--path", "/slow#1", *load),
+        *("--models", "uwsgi-threads", "--knob", "concurrency=8", "--duration", "2"),
+        *("--warmup", "0", "--out", str(tmp_path)),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    (step,) = [json.loads(line) for line in next(tmp_path.glob("*/steps.jsonl")).open()]
+    assert step["generators"] == generators and set(step["routes"]) == {"/fast/1", "/slow"}
+    assert sum(r["ok"] for r in step["routes"].values()) == step["ok"] > 0
+    assert step["routes"]["/slow"]["latency_ms"]["p50"] >= 95
