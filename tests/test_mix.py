@@ -229,3 +229,18 @@ def test_each_route_is_kept_apart_in_the_open_loop_and_on_several_generators(
     assert step["generators"] == generators and set(step["routes"]) == {"/fast/1", "/slow"}
     assert sum(r["ok"] for r in step["routes"].values()) == step["ok"] > 0
     assert step["routes"]["/slow"]["latency_ms"]["p50"] >= 95
+
+
+def test_a_loaded_route_no_model_answers_is_refused_in_one_line(
+    mix_run: Any, tmp_path: Path
+) -> None:
+    app_dir = mix_run[0].parent.parent
+    argv = lab_cli(
+        *("run", "--app", "mix_app:app", "--app-dir", str(app_dir), "--check-only"),
+        *("--path", "/health", "--path", "/fast/1#3", "--path", "/gone#1"),
+        *("--models", "uwsgi-threads", "--out", str(tmp_path)),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "/gone: no model answered it with a status below 400" in done.stderr
+    assert "Traceback" not in done.stderr

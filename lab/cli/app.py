@@ -62,6 +62,8 @@ def check_user_app(
     console.print(f"written: {run.path / 'appcheck.json'}")
     if problems := result.problems():
         raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
+    if refused := appmix.unanswered(load, result.route_solo_ms()):
+        raise LabError(f"{app.target} cannot be swept: {refused}")
     spec = appmix.app_spec(app, load, health, result.route_solo_ms())
     if load.mix:  # what the sweep loads, and d from each route's time alone
         out.print(appmix.render_mix(load.mix, result.route_solo_ms(), spec.solo_ms))

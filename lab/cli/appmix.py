@@ -85,6 +85,19 @@ def _unique(routes: tuple[Route, ...]) -> tuple[Route, ...]:
     return tuple({r.label: r for r in routes}.values())
 
 
+def unanswered(load: Traffic, solo: dict[str, float]) -> str:
+    """Why the load cannot be swept: a loaded route that no model answered below 400 when it
+    was requested alone (every request of the sweep would be an error); "" when none."""
+    bad = [r.label for r in load.load if solo.get(r.label, 0.0) <= 0]
+    if not bad:
+        return ""
+    return (
+        f"{', '.join(bad)}: no model answered it with a status below 400 when requested alone, "
+        "so every request to it would be an error; drop it (or #0 to check it only), or give "
+        "the --header or --body it needs"
+    )
+
+
 def render_mix(mix: tuple[MixRoute, ...], solo: dict[str, float], d_ms: float) -> Table:
     """The mix the sweep loads: each route's share and its time alone, and d from them."""
     share = shares(mix)
