@@ -18,6 +18,7 @@ from lab.cli.options import (
     results_dir_option,
     resume_option,
 )
+from lab.config.accesslog import TOP_ROUTES
 from lab.config.scenario import ROUTES, builtin_names
 from servers.common import DB_DRIVERS
 
@@ -101,7 +102,8 @@ APP_OPTIONS = (  # --app and what goes with it
         "app_target",
         metavar="MODULE:ATTR",
         help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
-        "serve it (answers compared, concurrency probed), then swept on --probe-path.",
+        "serve it (answers compared, concurrency probed), then swept on its load route or "
+        "its traffic mix (weighted --path, or --access-log).",
     ),
     click.option(
         "--app-dir",
@@ -138,7 +140,7 @@ APP_OPTIONS = (  # --app and what goes with it
         "--log-top",
         type=int,
         callback=positive,
-        help="With --access-log: how many of its routes make the mix [default: 10].",
+        help=f"With --access-log: how many of its routes make the mix [default: {TOP_ROUTES}].",
     ),
     click.option(
         "--log-methods",
