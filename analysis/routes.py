@@ -19,7 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from analysis.loading import Run
+from analysis.loading import Run, read_hlog_safe
 from lab.record import hist
 from lab.record.step import StepRecord
 from lab.record.thresholds import T
@@ -40,10 +40,7 @@ def _route_hists(run_dir: Path, record: StepRecord) -> dict[str, HdrHistogram]:
     files = {r.get("histogram", "") for r in record.routes.values()} - {""}
     out: dict[str, HdrHistogram] = {}
     for name in files:
-        path = run_dir / name
-        if not path.exists():
-            continue
-        for h in hist.read_hlog(path):
+        for h in read_hlog_safe(run_dir / name):  # a half-written file: what is complete
             if (label := by_tag.get(h.get_tag() or "")) is not None:
                 out[label] = h
     return out
@@ -66,7 +63,9 @@ def route_table(records: list[StepRecord], run_dir: Path) -> pd.DataFrame:
             shares[label] = float(r.routes[label].get("share", 0.0))
     rows = []
     for point, steps in sorted(mix.items()):
-        whole = hist.merge(hist.load_hlog(run_dir / s.histogram) for s in steps if s.histogram)
+        whole = hist.merge(
+            h for s in steps if s.histogram for h in read_hlog_safe(run_dir / s.histogram)
+        )
         rows.append(_row(point, labels[point], MIX, 1.0, whole))
         for (model, level, label), h in sorted(merged.items()):
             if (model, level) == point:

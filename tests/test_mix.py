@@ -4,6 +4,7 @@ together under a real `lab run --app`, each route's latency recorded apart."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,13 @@ def test_a_loaded_route_no_model_answers_is_refused_in_one_line(
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "/gone: no model answered it with a status below 400" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_half_written_routes_histogram_is_read_as_far_as_it_is_complete(
+    mix_run: Any, tmp_path: Path
+) -> None:
+    run_dir = shutil.copytree(mix_run[0], tmp_path / "run")
+    for path in run_dir.glob("histograms/*/*.routes.hlog"):
+        path.write_bytes(path.read_bytes()[:300])
+    report = subprocess.run(lab_cli("report", str(run_dir)), capture_output=True, text=True)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
