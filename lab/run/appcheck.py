@@ -2,9 +2,10 @@
 
 Each route is requested under every model and the answers compared (status, content type, body
 digest); a difference is reported as a table, never averaged away. Then K requests go at once to
-a user-chosen route that waits (on a database, an API, a sleep): a model that overlaps them takes
-about one request's time, one that serialises them about K times that, and is flagged
-`serialized` with a hint naming the likely cause for its kind of worker.
+the loaded route that waits longest alone (`lab.run.mixcheck`; or `--probe-path`): a model that
+overlaps them takes about one request's time, one that serialises them about K times that, and
+is flagged `serialized` with a hint naming the likely cause for its kind of worker. A route too
+fast to time overlap on is noted, not refused.
 """
 
 from __future__ import annotations
