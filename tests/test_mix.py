@@ -88,6 +88,18 @@ def test_weighted_routes_are_the_mix_and_the_others_only_checked() -> None:
         traffic(opts("/list#3", "/list#1"))
     with pytest.raises(LabError, match="--path /ROUTE .* or --access-log"):
         traffic(opts())
+    with pytest.raises(LabError, match="--log-top: only with --access-log"):
+        traffic(opts("/list#1", log_top=3))
+
+
+def test_log_methods_must_be_methods_that_change_data(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    log.write_text(LINE.format("GET /a", 200) + "\n" + LINE.format("POST /b", 201) + "\n")
+    found = traffic(opts(access_log=log, log_methods=("post",), app_body="{}"))
+    assert [(m.label, m.weight) for m in found.mix] == [("/a", 1.0), ("POST /b", 1.0)]
+    assert found.load[1].body == "{}"
+    with pytest.raises(LabError, match="--log-methods GET,TRACE: expected some of POST"):
+        traffic(opts(access_log=log, log_methods=("GET", "trace")))
 
 
 def test_d_is_the_mix_weighted_service_time() -> None:

@@ -37,15 +37,8 @@ def traffic(opts: dict[str, Any], scenario_paths: tuple[str, ...] = ()) -> Traff
     split = [split_weight(t) for t in texts]
     routes = userapp.parse_routes(tuple(t for t, _ in split), *given)
     probe = userapp.parse_routes((opts["probe_path"],), *given)[0] if opts["probe_path"] else None
-    log = None
-    if opts.get("access_log"):
-        if any(w is not None for _, w in split):
-            raise LabError("--path weights and --access-log: the log gives the weights; drop #N")
-        log = accesslog.read_file(
-            Path(opts["access_log"]),
-            opts.get("log_top") or accesslog.TOP_ROUTES,
-            opts.get("log_methods") or (),
-        )
+    log = _log(opts, any(w is not None for _, w in split))
+    if log is not None:
         mix = log.mix()
         routes = _unique(routes + tuple(_route(m, *given) for m in mix))
     else:
@@ -75,6 +68,30 @@ def app_spec(app: UserApp, load: Traffic, health: Route, solo: dict[str, float])
 
 def weights(load: Traffic) -> dict[str, float]:
     return {m.label: m.weight for m in load.mix}
+
+
+def _log(opts: dict[str, Any], weighted: bool) -> LogMix | None:
+    """--access-log read into its mix (None: not given); its options only with it."""
+    if not opts.get("access_log"):
+        if given := [o for o in ("log_top", "log_methods") if opts.get(o)]:
+            said = ", ".join(f"--{o.replace('_', '-')}" for o in given)
+            raise LabError(f"{said}: only with --access-log FILE")
+        return None
+    if weighted:
+        raise LabError("--path weights and --access-log: the log gives the weights; drop #N")
+    top = opts.get("log_top") or accesslog.TOP_ROUTES
+    return accesslog.read_file(Path(opts["access_log"]), top, _allowed(opts))
+
+
+def _allowed(opts: dict[str, Any]) -> tuple[str, ...]:
+    """--log-methods, each one a method that changes data (the others are kept anyway, or
+    cannot be sent)."""
+    methods = tuple(m.upper() for m in opts.get("log_methods") or ())
+    if bad := [m for m in methods if m not in accesslog.CHANGES_DATA]:
+        raise LabError(
+            f"--log-methods {','.join(bad)}: expected some of {', '.join(accesslog.CHANGES_DATA)}"
+        )
+    return methods
 
 
 def _route(m: MixRoute, body: str | None, headers: tuple[str, ...]) -> Route:
