@@ -33,7 +33,17 @@ JUNK = [
     "2026-11-26 13:55:36 INFO worker booted",
     "[pid: 1|app: 0|req: 1/1] truncated",
 ]
-FORMATS = {"nginx": NGINX, "apache-common": APACHE_COMMON, "gunicorn": GUNICORN, "uwsgi": UWSGI}
+FORMATS = {
+    "nginx": NGINX,
+    "apache-common": APACHE_COMMON,
+    "gunicorn": GUNICORN,
+    "uwsgi": UWSGI,
+    "apache-vhost": "shop.example:443 " + APACHE_COMMON,
+    "syslog-nginx": "<190>Nov 26 13:55:36 web1 nginx: " + NGINX,
+    "compose-gunicorn": "web-1  | " + GUNICORN,
+    "uwsgi-log-date": "Thu Nov 26 13:55:36 2026 - " + UWSGI,
+    "ipv6-nginx": NGINX.replace("127.0.0.1", "2001:db8::7"),
+}
 
 
 def log_lines(template: str) -> list[bytes]:

@@ -72,14 +72,16 @@ REASONS = {  # key -> words, in the order a line is judged
     "beyond_top": "a route beyond the top routes kept",
 }
 
-# `host ident user [time] "request" status size` and, combined, `"referer" "agent"` after it.
+# `host ident user [time] "request" status size` and, combined, `"referer" "agent"` after it;
+# searched from the time on, so a prefix (syslog's, `docker compose logs`'s) is no matter.
 _COMMON = re.compile(
-    r'^\S+ \S+ .*?\[[^\]]*\] "(?P<request>(?:[^"\\]|\\.)*)" (?P<status>\d{3}) (?:\d+|-)'
+    r'\[[^\]]*\] "(?P<request>(?:[^"\\]|\\.)*)" (?P<status>\d{3}) (?:\d+|-)'
     r'(?P<combined> "(?:[^"\\]|\\.)*" "(?:[^"\\]|\\.)*")?'
 )
-# uWSGI's default: `[pid: 1|app: 0|req: 1/1] addr () {n vars in n bytes} [time] GET /p => ...`.
+# uWSGI's default: `[pid: 1|app: 0|req: 1/1] addr () {n vars in n bytes} [time] GET /p => ...`
+# (after `--log-date`'s date, if any).
 _UWSGI = re.compile(
-    r"^\[pid: \d+\|app: -?\d+\|req: -?\d+/\d+\] \S+ \(.*?\) \{[^}]*\} \[[^\]]*\] "
+    r"\[pid: \d+\|app: -?\d+\|req: -?\d+/\d+\] \S+ \(.*?\) \{[^}]*\} \[[^\]]*\] "
     r"(?P<method>\S+) (?P<target>\S+) => generated \d+ bytes in \d+ \w+ "
     r"\(HTTP/[\d.]+ (?P<status>\d{3})\)"
 )
@@ -134,13 +136,13 @@ class LogMix:
 
 def parse_line(text: str) -> Line | None:
     """One line in any of the formats read; None when it is none of them."""
-    if match := _COMMON.match(text):
+    if match := _COMMON.search(text):
         parts = match["request"].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
             return None
         kind = "combined" if match["combined"] else "common"
         method, target, status = parts[0], parts[1], int(match["status"])
-    elif match := _UWSGI.match(text):
+    elif match := _UWSGI.search(text):
         kind, method, target, status = "uwsgi", match["method"], match["target"], int(match[3])
     else:
         return None
