@@ -118,7 +118,7 @@ def unanswered(load: Traffic, solo: dict[str, float]) -> str:
 def render_mix(mix: tuple[MixRoute, ...], solo: dict[str, float], d_ms: float) -> Table:
     """The mix the sweep loads: each route's share and its time alone, and d from them."""
     share = shares(mix)
-    table = Table(title=f"the mix swept: d = {d_ms:g} ms, each route's time alone by its share")
+    table = Table(title=f"the mix: d = {d_ms:g} ms, each route's time alone weighted by its share")
     for column in ("route", "weight", "share", "alone (fastest model)"):
         table.add_column(column, justify="left" if column == "route" else "right")
     for m in mix:
