@@ -14,6 +14,7 @@ split a route. Each group is loaded as its most frequent concrete request.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import re
 import urllib.parse
@@ -163,6 +164,13 @@ def _origin_form(target: str) -> str | None:
     return target
 
 
+@functools.lru_cache(maxsize=65_536)
+def path_of(target: str) -> str:
+    """The target's path (a log asks for the same few targets over and over: once each)."""
+    return urllib.parse.urlsplit(target).path
+
+
+@functools.lru_cache(maxsize=65_536)
 def shape(path: str) -> str:
     """The route's shape: each id-like segment (digits, a UUID, a long hex) becomes `{id}`."""
     return "/".join("{id}" if _ID.match(s) else s for s in path.split("/"))
@@ -183,7 +191,7 @@ def reason(line: Line | None, allowed: frozenset[str]) -> str | None:
         return "method"
     if line.method not in SENDABLE:
         return "unsendable"
-    if is_static(urllib.parse.urlsplit(line.target).path):
+    if is_static(path_of(line.target)):
         return "static"
     return None
 
@@ -207,7 +215,7 @@ def read_mix(
             left[why] += 1
             continue
         assert line is not None
-        key = (line.method, shape(urllib.parse.urlsplit(line.target).path))
+        key = (line.method, shape(path_of(line.target)))
         shapes[key] += 1
         targets.setdefault(key, Counter())[line.target] += 1
     ranked = shapes.most_common()
