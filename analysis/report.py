@@ -23,6 +23,7 @@ from analysis.limiting import model_sentences
 from analysis.loading import Run, load
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
+from analysis.routes import routes_html
 from lab.record.flags import FLAGS
 from lab.record.step import level_label
 from lab.verdict.difference import floor
@@ -98,6 +99,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
         )
     parts.append("<h2>Against the source experiment</h2>" + _overhead(table))
     parts.append("<h2>All points</h2>" + _points(table))
+    parts.append(routes_html(run.records, run.run_dir))  # a traffic mix, route by route
     parts.append(
         "<h2>Preflight</h2>" + _frame(run.preflight, ["model", "ok", "serialized", "message"])
     )

@@ -19,6 +19,7 @@ from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from analysis.routes import summary_tables
 from lab.record.step import StepRecord, level_label
 from lab.run import generators
 from lab.run.manifest import models_run_app
@@ -97,6 +98,8 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     scen = run.manifest.get("scenario", {})
     title = f"{name}: {scen.get('name', '?')}, d = {run.delay_ms:g} ms, ideal = c/d"
     console.print(summary_table(table, title, models_run_app(run.manifest)))
+    for routes in summary_tables(run.records, run.run_dir):  # a traffic mix, route by route
+        console.print(routes)
     verdicts = judge(run.records)
     ties = tied(table, verdicts)
     for line in lead(table, verdicts, run.records):

@@ -25,7 +25,7 @@ from locust.event import EventHook
 
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder, run_phases
-from loadgen.request import Request
+from loadgen.request import Picker
 from loadgen.session import lab_session
 from loadgen.shares import lower_bounds
 
@@ -43,7 +43,8 @@ class ClosedLoop:
     def __init__(self, start: Start) -> None:
         expected = start.expected_body.encode() if start.expected_body is not None else None
         self.start = start
-        self.recorder = Recorder(expected)
+        self.picker = Picker(start)  # the step's route, or a mix's drawn by weight
+        self.recorder = Recorder(expected, self.picker.names)
         self.pending: dict[int, float] = {}  # the window's requests not answered yet: sent at
         self.ok_in_window = 0  # answers that arrived inside the window, whenever sent
         self.unfinished = 0
@@ -57,21 +58,22 @@ class ClosedLoop:
         kind = self.recorder.on_request(measured=bool(context.get("measured")), **kw)
         self.ok_in_window += kind is None and self.recorder.measuring
 
-    def user(self, session: FastHttpSession, req: Request) -> None:
+    def user(self, session: FastHttpSession, picker: Picker) -> None:
         """One closed-loop user until the window closes. The yield between requests keeps a
         request that fails at once (a refused connection) from starving the event loop, as
-        locust's wait does."""
+        locust's wait does. The recorder checks each body against `expected`."""
         token = id(gevent.getcurrent())
         while not self.stopping:
             measured = self.recorder.measuring
             if measured:
                 self.pending[token] = time.perf_counter()
+            req = picker.next()
             try:
                 context = {"measured": measured}
                 session.request(
                     req.method,
                     req.path,
-                    name=req.path,
+                    name=req.name or req.path,
                     data=req.body,
                     headers=req.header_dict,
                     context=context,
@@ -101,10 +103,9 @@ def run_closed(start: Start) -> Done:
     loop = ClosedLoop(start)
     events = EventHook()
     events.add_listener(loop.on_request)
-    request = Request.of(start)  # the recorder checks each body against `expected`
     users = Group()
     for _ in range(start.users):
-        users.spawn(loop.user, lab_session(start, events, 1), request)
+        users.spawn(loop.user, lab_session(start, events, 1), loop.picker)
     try:
         done = run_phases(start, loop.recorder)
         drain_s = loop.drain()

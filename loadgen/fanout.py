@@ -23,6 +23,7 @@ from typing import Any
 from lab.record import hist
 from loadgen.protocol import OpenLoopFigures
 from loadgen.recording import Interval
+from loadgen.request import RouteTally
 from loadgen.shares import ShareResult
 
 START = "lab_start"  # master -> workers: the step's Start, as JSON
@@ -52,6 +53,7 @@ class Report:
     bounds: int = 0  # open loop: unanswered requests' ages in the histogram (not answers)
     failed: dict[str, str] = field(default_factory=dict)  # failed latencies by kind, encoded
     late_sends: str = ""  # open loop: its sends' lateness, encoded ("": none)
+    routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # a mix: RouteTally figures
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +77,7 @@ class Report:
             bounds=interval.bounds,
             failed={k: hist.encode(h) for k, h in interval.failed.items()},
             late_sends=late_sends,
+            routes={name: tally.figures() for name, tally in interval.routes.items()},
         )
 
     def interval(self) -> Interval:
@@ -83,8 +86,10 @@ class Report:
         encoded = hist.decode(self.encoded)
         failed = {k: hist.decode(e) for k, e in self.failed.items()}
         late = hist.decode(self.late_sends) if self.late_sends else None
+        routes = {name: RouteTally.of(figures) for name, figures in self.routes.items()}
         return Interval(
-            *(encoded, self.requests, errors, self.bounds, lag, self.periodic_s, failed, late)
+            *(encoded, self.requests, errors, self.bounds, lag, self.periodic_s, failed, late),
+            routes=routes,
         )
 
 

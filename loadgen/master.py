@@ -35,9 +35,10 @@ from loadgen.recording import (
     Recorder,
     lag_figures,
     merge_failed,
+    merge_routes,
     run_phases,
 )
-from loadgen.request import Request
+from loadgen.request import Picker, RouteTally
 from loadgen.users import model_user
 
 
@@ -156,6 +157,8 @@ def merged(intervals: list[Interval]) -> Interval:
     late = [i.late_sends for i in intervals if i.late_sends is not None]
     failed: dict[str, HdrHistogram] = {}
     merge_failed(failed, (i.failed for i in intervals))
+    routes: dict[str, RouteTally] = {}
+    merge_routes(routes, (i.routes for i in intervals))
     return Interval(
         hist.merge(i.hist for i in intervals),
         sum(i.requests for i in intervals),
@@ -165,6 +168,7 @@ def merged(intervals: list[Interval]) -> Interval:
         sum(i.periodic_s for i in intervals),
         failed,
         hist.merge(late) if late else None,
+        routes=routes,
     )
 
 
@@ -196,9 +200,8 @@ def fleet_for(start: Start, make: Callable[[MasterRunner], F]) -> Iterator[F]:
     """A master, its local workers started and pinned, every worker connected; all of them
     stopped afterwards, whatever happens."""
     host, port = address(start.master)
-    request = Request.of(start)
     user = model_user(
-        "lab", start.base_url, lambda: request, timeout_s=start.timeout_s, cookies=False
+        "lab", start.base_url, Picker(start).next, timeout_s=start.timeout_s, cookies=False
     )
     env = Environment(user_classes=[user], host=start.base_url)
     runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)

@@ -114,6 +114,7 @@ def run_open_distributed(start: Start) -> Done:
             requests=fleet.requests + figures.unfinished,
             ok=fleet.ok,
             errors=dict(fleet.errors),
+            routes=fleet.route_figures(),  # the drain's answers too
             **latency,
             open_loop=figures,
             parts=fleet.parts(done.duration_s),

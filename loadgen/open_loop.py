@@ -41,7 +41,7 @@ from locust.event import EventHook
 from lab.record import hist
 from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder, run_phases
-from loadgen.request import Request
+from loadgen.request import Picker
 from loadgen.session import lab_session
 from loadgen.shares import intended_offsets, lower_bounds
 from loadgen.timer import DueTimer
@@ -54,9 +54,9 @@ class OpenLoop:
 
     def __init__(self, spec: Start) -> None:
         self.spec = spec
-        self.request = Request.of(spec)
+        self.picker = Picker(spec, spec.seed)  # the step's route, or a mix's drawn by weight
         expected = spec.expected_body.encode() if spec.expected_body is not None else None
-        self.recorder = Recorder(expected)
+        self.recorder = Recorder(expected, self.picker.names)
         self.service = hist.new_histogram()  # send-to-answer time, what closed loop would show
         events = EventHook()
         events.add_listener(self.on_request)
@@ -106,10 +106,10 @@ class OpenLoop:
             self.pending[token] = intended
         try:
             context = {"intended": intended, "measured": measured}
-            req = self.request
-            headers = req.header_dict
+            req = self.picker.next()
+            headers, name = req.header_dict, req.name or req.path
             self.session.request(
-                req.method, req.path, name=req.path, data=req.body, headers=headers, context=context
+                req.method, req.path, name=name, data=req.body, headers=headers, context=context
             )
         finally:
             self.pending.pop(token, None)
@@ -215,6 +215,7 @@ def run_open(spec: Start) -> Done:
         requests=rec.requests + loop.unfinished,
         ok=rec.ok,
         errors=dict(rec.errors),
+        routes=rec.route_figures(),  # the drain's answers too
         **latency,
         open_loop=loop.figures(latency["latency_ms"], drain_s, latency["all_latency_ms"]),
     )

@@ -66,6 +66,8 @@ class Start:
     method: str = "GET"  # a user's app may be loaded with another method, a body and headers
     body: str | None = None  # sent with every method but GET
     headers: dict[str, str] = field(default_factory=dict)
+    # A traffic mix (`lab.config.mix`): [{"label", "method", "path", "weight"}]; empty: `path`.
+    mix: list[dict[str, Any]] = field(default_factory=list)
     warmup: bool = False  # a warm-up: nothing kept (a remote generator does not count it a step)
     # Open loop on several generators (`loadgen.shares`): this one's schedule starts `offset_s`
     # after `begin_at` (wall clock, time.time()), so that the schedules of all of them interleave.
@@ -203,6 +205,8 @@ class Done(Window):
     # answered (`loadgen.closed_loop.ClosedLoop`): unfinished, ok_in_window, drain_s,
     # lower_bounds, all_lower_bounds ({}: counted by the clock, an older or fleet generator).
     closed_loop: dict[str, Any] = field(default_factory=dict)
+    # A mix: each route's figures (`loadgen.request.RouteTally.figures`) by label ({}: one route).
+    routes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from lab.record import hist
 from loadgen.errors import classify
 from loadgen.lean import quiet_gc
 from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
+from loadgen.request import RouteTally
 
 SAMPLE_SERIES = (  # in Done.timeseries
     *("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct"),
@@ -54,6 +55,7 @@ class Interval:
     # part's interval): the per-second throughput, where the histogram keeps only the requests
     # sent (closed loop) or due (open loop) inside the window.
     answers: int | None = None
+    routes: dict[str, RouteTally] = field(default_factory=dict)  # a mix: each route's requests
 
     def record(self, kind: str | None, latency_ms: float) -> None:
         """One request that ended: an answer's latency, or a failure's under its kind. The one
@@ -81,6 +83,13 @@ def merge_failed(
     for part in parts:
         for kind, h in part.items():
             into.setdefault(kind, hist.new_histogram()).add(h)
+
+
+def merge_routes(into: dict[str, RouteTally], parts: Iterable[Mapping[str, RouteTally]]) -> None:
+    """A mix's routes added into `into`, route by route (exact, like every merge)."""
+    for part in parts:
+        for name, tally in part.items():
+            into.setdefault(name, RouteTally()).add(tally)
 
 
 class LoopLag:
@@ -119,8 +128,10 @@ class LoopLag:
 class Recorder:
     """Listens to locust's request event; keeps one histogram and error counter per second."""
 
-    def __init__(self, expected: bytes | None) -> None:
+    def __init__(self, expected: bytes | None, routes: frozenset[str] = frozenset()) -> None:
         self.expected = expected
+        self.route_names = routes  # a mix: the request names kept apart (`Picker.names`)
+        self.routes: dict[str, RouteTally] = {}  # and their measured requests, every second's
         self.measuring = False
         self.opened_at = math.inf  # perf_counter when the measured window opened
         self.interval = Interval(answers=0)
@@ -161,6 +172,8 @@ class Recorder:
         if not (self.measuring if measured is None else measured):
             return kind
         self.interval.record(kind, response_time)
+        if self.route_names and (name := _.get("name", "")) in self.route_names:
+            self.interval.routes.setdefault(name, RouteTally()).record(kind, response_time)
         return kind
 
     def take(self) -> Interval:
@@ -199,6 +212,7 @@ class Recorder:
         self.ok += merged.get_total_count() - sum(p.bounds for p in parts.values())
         self.errors.update(errors)
         merge_failed(self.failed, (p.failed for p in parts.values()))
+        merge_routes(self.routes, (p.routes for p in parts.values()))
         summary = hist.summary_ms(merged)
         if not merged.get_total_count():  # no answer this second: no latency, not 0 ms
             summary = {**summary, "p50": math.nan, "p99": math.nan}
@@ -240,6 +254,10 @@ class Recorder:
             "lag": hist.encode(hist.merge(self.lags.values())) if self.lags else "",
             "late_sends": hist.encode(late) if late.get_total_count() else "",
         }
+
+    def route_figures(self) -> dict[str, dict[str, Any]]:
+        """A mix: each route's measured requests, as `Done.routes` carries them."""
+        return {name: tally.figures() for name, tally in sorted(self.routes.items())}
 
     def lag_ms(self) -> dict[str, float]:
         """The step's loop lag, every generator process's merged: p50, p99, max, mean (ms)."""
@@ -321,6 +339,7 @@ def run_phases(
         timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
         generator_lag_ms=recorder.lag_ms(),
         periodic_pct=recorder.periodic_pct(duration_s),
+        routes=recorder.route_figures(),
     )
 
 

@@ -1,4 +1,6 @@
-"""One request a user sends, and its name: `<model> <route>`, one statistics row per model.
+"""One request a user sends, and its name: `<model> <route>`, one statistics row per model; a
+traffic mix's next request drawn by weight (`Picker`), and each route's latency kept apart
+(`RouteTally`), the same in the closed loop, the open loop and the distributed workers.
 
 Here, apart from the users (loadgen/users.py imports locust, which monkey-patches the process
 with gevent on import), so that what only builds requests or reads names (the run parameters, the
@@ -8,9 +10,16 @@ live recorder, the lab's UI save) never imports locust.
 from __future__ import annotations
 
 import functools
+import itertools
+import random
 import urllib.parse
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
+from lab.record import hist
 from loadgen.protocol import Start
 
 
@@ -24,6 +33,7 @@ class Request:
     method: str = "GET"
     body: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    name: str = ""  # a route of a mix: its label, under which its latency is kept
 
     @classmethod
     def of(cls, start: Start) -> Request:
@@ -46,3 +56,71 @@ def request_name(model: str, path: str) -> str:
 def model_of(name: str) -> str:
     """The model a request name belongs to (the inverse of `request_name`)."""
     return name.split(" ", 1)[0]
+
+
+class Picker:
+    """The next request of a step: its one route, or a route of the mix drawn by weight."""
+
+    def __init__(self, start: Start, seed: int | None = None) -> None:
+        body = start.body
+        headers = tuple(start.headers.items())
+        self.requests = tuple(
+            Request(
+                r["path"],
+                None,
+                r["method"],
+                body if r["method"] != "GET" else None,
+                headers,
+                name=r["label"],
+            )
+            for r in start.mix
+        ) or (Request.of(start),)
+        self.cumulative = list(itertools.accumulate(float(r["weight"]) for r in start.mix))
+        self.rng = random.Random(seed)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The routes whose latencies are kept apart (none for one route: the step's is its)."""
+        return frozenset(r.name for r in self.requests) if len(self.requests) > 1 else frozenset()
+
+    def next(self) -> Request:
+        if len(self.requests) == 1:
+            return self.requests[0]
+        return self.rng.choices(self.requests, cum_weights=self.cumulative)[0]
+
+
+@dataclass
+class RouteTally:
+    """One route's measured requests: answers' latency (an HdrHistogram), failures by kind."""
+
+    hist: HdrHistogram = field(default_factory=hist.new_histogram)
+    requests: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def record(self, kind: str | None, latency_ms: float) -> None:
+        self.requests += 1
+        if kind is None:
+            hist.record_ms(self.hist, latency_ms)
+        else:
+            self.errors[kind] += 1
+
+    def add(self, other: RouteTally) -> None:
+        self.hist.add(other.hist)
+        self.requests += other.requests
+        self.errors.update(other.errors)
+
+    @classmethod
+    def of(cls, figures: dict[str, Any]) -> RouteTally:
+        """The tally `figures` sent (a worker's, to its master)."""
+        return cls(
+            hist.decode(figures["histogram"]), figures["requests"], Counter(figures["errors"])
+        )
+
+    def figures(self) -> dict[str, Any]:
+        """What `Done.routes` carries for the route: counts and the encoded histogram."""
+        return {
+            "requests": self.requests,
+            "ok": self.hist.get_total_count(),
+            "errors": dict(self.errors),
+            "histogram": hist.encode(self.hist),
+        }

@@ -45,7 +45,7 @@ class ModelUser(FastHttpUser):
     @task
     def hit(self) -> None:
         req = type(self).plan()
-        name = request_name(self.model, req.path)
+        name = req.name or request_name(self.model, req.path)  # a mix's route: its own name
         headers = req.header_dict
         if req.expected is None:  # the lab's recorder checks bodies itself: no context to open
             self.client.request(req.method, req.path, name=name, data=req.body, headers=headers)

@@ -31,7 +31,7 @@ from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
 from loadgen.open_loop import DRAIN_MAX_S, OpenLoop, run_share  # noqa: E402
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
 from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
-from loadgen.request import Request  # noqa: E402
+from loadgen.request import Picker, Request  # noqa: E402
 from loadgen.shares import ShareResult  # noqa: E402
 from loadgen.users import model_user  # noqa: E402
 
@@ -80,8 +80,9 @@ class Node:
             start.expected_body.encode() if start.expected_body is not None else None
         )
         self.user.host = start.base_url
-        request = Request.of(start)
-        self.user.plan = staticmethod(lambda: request)
+        picker = Picker(start)  # a mix: each route by its weight, each kept apart
+        self.recorder.route_names = picker.names
+        self.user.plan = staticmethod(picker.next)
         self.user.network_timeout = start.timeout_s
         self.user.connection_timeout = start.timeout_s
 

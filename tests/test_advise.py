@@ -337,3 +337,19 @@ def test_the_users_app_is_advised_for_like_the_labs_own(tmp_path: Path) -> None:
     assert met(model) and "users_app:app" in model["command"], said
     assert model["knobs"]["concurrency"] == 8  # 100 req/s x the route's ~50 ms, +50%
     assert (Path(found["run_dir"]) / "appcheck.json").exists()
+
+
+def test_a_mix_is_advised_for_by_its_weighted_service_time(tmp_path: Path) -> None:
+    """Half the requests to /health, half to /work: d in Little's law is the mix's (~25 ms),
+    so the pool is about half the one /work alone needs, and the target is still met."""
+    (tmp_path / "users_app.py").write_text(USER_APP)
+    app = ("--app", "users_app:app", "--app-dir", str(tmp_path))
+    mix = ("--path", "/health#1", "--path", "/work#1")
+    target = ("--rps", "100", "--p99-ms", "300", "--models", "uwsgi-threads")
+    _, found, said = advise(tmp_path / "out", *app, *mix, *target, *SHORT[:4])
+    (model,) = found["models"]
+    assert met(model), said
+    assert 2 <= model["knobs"]["concurrency"] <= 5  # 100 req/s x ~25 ms, +50%
+    run = Path(found["run_dir"])
+    scenario = json.loads((run / "manifest.json").read_text())["scenario"]
+    assert 20 <= scenario["delay_ms"] < 40 and len(scenario["app"]["mix"]) == 2

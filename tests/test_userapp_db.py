@@ -178,7 +178,7 @@ def test_psycopg2_serializes_gevent_unless_psycogreen(
         dbrun.exported({**env, "LAB_DB_DRIVER": driver}),
     ):
         (route,) = parse_routes(("/db?delay_ms=200",), None, ())
-        result = appcheck.run(app, models, knobs, (route,), route, tmp_path)
+        result = appcheck.run(app, models, knobs, (route,), (route,), route, tmp_path)
     for m in result.models:
         assert not m.error, m.error
         assert m.serialized == (serializes and m.model in GEVENT), (m.model, m.probe)

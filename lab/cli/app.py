@@ -9,11 +9,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from lab.backends import dbrun
+from lab.cli import appmix
 from lab.cli.options import console
 from lab.cli.stopping import stop_signals
 from lab.config import appenv, userapp
 from lab.config.models import Model, Registry
-from lab.config.scenario import AppSpec, Scenario, override
+from lab.config.scenario import Scenario, override
 from lab.record.errors import LabError
 from lab.record.rundir import RunDir
 from lab.run import appcheck
@@ -36,13 +37,14 @@ def check_user_app(
     """`lab run --app`: verify and probe the user's app under every model that can serve it;
     refuse it if they differ or fail. None with --check-only, else what to sweep. The check's
     tables go to `tables` (default: stdout)."""
-    if not opts["app_paths"]:
-        raise LabError("--app needs at least one --path /ROUTE")
     if opts["backend"] != "native" or opts["resume"]:
         raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
-    given = (opts["app_body"], opts["app_headers"])
-    routes = userapp.parse_routes(opts["app_paths"], *given)
-    probe = userapp.parse_routes((opts["probe_path"],), *given)[0] if opts["probe_path"] else None
+    out = tables or Console()
+    load = appmix.traffic(opts, scenario.paths)
+    if load.log is not None:  # the log's mix and what it left out, before any load
+        for table in appmix.render_log(load.log):
+            out.print(table)
+    routes = load.routes
     health = userapp.health_route(routes)
     env = app_env(opts, scenario)
     timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
@@ -54,24 +56,25 @@ def check_user_app(
         model.check_installed(registry.knobs.resolve(1))
     knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
     run = RunDir.create(opts["out"], "app")
-    load = probe or routes[-1]
     options = appcheck.Options(
         opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream
     )
     dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
     with stop_signals(), dbrun.serving("", run.path, *dbs):
-        result = appcheck.run(app, models, knobs, routes, load, run.path, options)
+        result = appcheck.run(app, models, knobs, routes, load.load, load.probe, run.path, options)
     for table in appcheck.render(result):
-        (tables or Console()).print(table)
+        out.print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
     if problems := result.problems():
         raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
     refuse_remote(result, opts["allow_remote"])
+    if refused := appmix.unanswered(load, result.route_solo_ms()):
+        raise LabError(f"{app.target} cannot be swept: {refused}")
+    spec = replace(appmix.app_spec(app, load, health, result.route_solo_ms()), env=env)
+    if load.mix:  # what the sweep loads, and d from each route's time alone
+        out.print(appmix.render_mix(load.mix, result.route_solo_ms(), spec.solo_ms))
     if opts["check_only"]:
         return None
-    labels = tuple(r.label for r in routes)
-    spec = AppSpec(app.target, app.kind, labels, health.path, load.path, result.solo_ms())
-    spec = replace(spec, method=load.method, body=load.body, headers=load.headers, env=env)
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
     return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)

@@ -70,5 +70,10 @@ def compare_runs(run_a: Path, run_b: Path) -> None:
 
     frame, differ = compare(a, b), scenario_differences(a, b)
     print_compare(frame, f"{run_b.name} vs {run_a.name}", first=(differ, unpaired(a, b)))
+    from analysis.routes import print_route_compare
+    from analysis.summary import wide_console
+
+    title = f"per route: {run_b.name} (B) vs {run_a.name} (A)"
+    print_route_compare(a, b, title, wide_console())
     if code := exit_code(frame, differ):
         raise SystemExit(code)

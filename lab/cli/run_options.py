@@ -19,6 +19,7 @@ from lab.cli.options import (
     resume_option,
 )
 from lab.config import appenv
+from lab.config.accesslog import TOP_ROUTES
 from lab.config.scenario import ROUTES, builtin_names
 from servers.common import DB_DRIVERS
 
@@ -44,6 +45,9 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "env": "app_env",
     "compare": "compare",
     "import-timeout": "import_timeout",
+    "access-log": "access_log",
+    "log-top": "log_top",
+    "log-methods": "log_methods",
 }
 
 
@@ -102,7 +106,8 @@ APP_OPTIONS = (  # --app and what goes with it
         "app_target",
         metavar="MODULE:ATTR",
         help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
-        "serve it (answers compared, concurrency probed), then swept on --probe-path.",
+        "serve it (answers compared, concurrency probed), then swept on its load route or "
+        "its traffic mix (weighted --path, or --access-log).",
     ),
     click.option(
         "--app-dir",
@@ -113,14 +118,40 @@ APP_OPTIONS = (  # --app and what goes with it
         "--path",
         "app_paths",
         multiple=True,
-        metavar="/ROUTE",
+        metavar="/ROUTE[#WEIGHT]",
         help="A route of --app to request, /ROUTE or METHOD /ROUTE (repeatable; the first GET "
-        "route also proves a server is up).",
+        "route also proves a server is up). Without weights the last one is loaded; with "
+        "#WEIGHT the weighted routes are swept together as a mix, each request's route drawn "
+        "by weight: --path '/list#5' --path '/item/7#3' (# is never part of a request, so "
+        "it cannot clash with a query; #0: checked, not loaded).",
     ),
     click.option(
         "--probe-path",
         metavar="/ROUTE",
-        help="--app route to probe, then load in the sweep [default: last --path].",
+        help="--app route to probe [default: the mix's slowest route]; without a mix, also the "
+        "one loaded [default: last --path].",
+    ),
+    click.option(
+        "--access-log",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: a production access log (nginx/Apache combined or common format, "
+        "gunicorn's, uWSGI's default; .gz read too) whose top routes by share are the mix; "
+        "what it leaves out (4xx/5xx, methods that change data, static files, lines that do "
+        "not parse) is counted and printed before any load. Enough without --path.",
+    ),
+    click.option(
+        "--log-top",
+        type=int,
+        callback=positive,
+        help=f"With --access-log: how many of its routes make the mix [default: {TOP_ROUTES}].",
+    ),
+    click.option(
+        "--log-methods",
+        callback=name_list,
+        metavar="POST,PUT,...",
+        help="With --access-log: methods that change data to keep in the mix (sent with "
+        "--body) [default: none: GET only].",
     ),
     click.option(
         "--body",

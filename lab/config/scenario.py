@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.config import appenv
+from lab.config.mix import MixRoute
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError, Refused
 from lab.record.step import level_label
@@ -75,6 +76,8 @@ class AppSpec:
     body: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     env: appenv.Env = ()  # --env and [env], placeholders as given (resolved per server)
+    # A traffic mix (`lab.config.mix`): the routes the users draw by weight; (): load_path alone.
+    mix: tuple[MixRoute, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,9 @@ class Scenario:
     knobs: dict[str, Any] = field(default_factory=dict)
     app: AppSpec | None = None  # set by `lab run --app`, never by a scenario file
     env: dict[str, str] = field(default_factory=dict)  # [env]: the user's app's environment
+    # --app's routes, as --path takes them (`/orders#5`: weighted, `lab.config.mix`); --path
+    # replaces them.
+    paths: tuple[str, ...] = ()
 
     def points(self) -> list[Point]:
         if self.mode == "open":
@@ -290,6 +296,7 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "rates": list,
     "max_outstanding": int,
     "arrival": str,
+    "paths": list,
 }
 
 
@@ -318,11 +325,12 @@ def load_scenario(name_or_path: str) -> Scenario:
             )
     data = check_table(load_toml(path), str(path), SCENARIO_TYPES)
     upstream = check_table(data.pop("upstream", {}), f"{path}: [upstream]", UPSTREAM_TYPES)
-    for key in ("models", "levels", "rates"):
+    for key in ("models", "levels", "rates", "paths"):
         if key in data:
             data[key] = tuple(data[key])
-    if not all(isinstance(m, str) for m in data.get("models", ())):
-        raise LabError(f"{path}: models must be a list of model names")
+    for key in ("models", "paths"):
+        if not all(isinstance(m, str) for m in data.get(key, ())):
+            raise LabError(f"{path}: {key} must be a list of strings")
     return Scenario(name=path.stem, upstream=UpstreamSpec(**upstream), **data).validate()
 
 

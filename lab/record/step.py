@@ -99,6 +99,7 @@ class Measured:
     # Closed loop counted by send (`loadgen.closed_loop`): unfinished, ok_in_window, drain_s,
     # lower_bounds, all_lower_bounds ({}: counted by the clock).
     closed_loop: Mapping[str, Any] = field(default_factory=dict)
+    routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a mix: per route
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,10 @@ class StepRecord:
     # Connections nginx opened and closed to an HTTP server behind it in the window (-1: no
     # front, or uWSGI over a unix socket): beyond its keepalive pool, each request pays a new one.
     front_server_connections: int = -1
+    # A traffic mix (`lab run --app` with weighted routes or an access log): each route's
+    # weight, share, counts and latency (p50 ... max of its answers; {}: none), read from its
+    # own HdrHistogram (`histogram`, the interval tagged `tag`); {}: one route, the step's.
+    routes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def key(self) -> StepKey:
@@ -326,6 +331,7 @@ def step_record(
         generators=generators,
         generator_lag_ms=dict(measured.generator_lag_ms),
         generator_periodic_pct=measured.generator_periodic_pct,
+        routes={k: dict(v) for k, v in measured.routes.items()},
         **_sampled_figures(sampled),
         **_open_loop_fields(cut),
         **counts,

@@ -5,9 +5,10 @@ and content type always, the body by its shape (lab.run.bodyshape: the first mod
 route twice, to learn what varies by itself); a difference is reported as a table, never averaged
 away. While each model runs, the connections its processes open to non-loopback addresses are
 listed (lab.system.outbound): the sweep must not load a real service. Then K requests go at once to
-a user-chosen route that waits (on a database, an API, a sleep): a model that overlaps them takes
-about one request's time, one that serialises them about K times that, and is flagged
-`serialized` with a hint naming the likely cause for its kind of worker.
+the loaded route that waits longest alone (`lab.run.mixcheck`; or `--probe-path`): a model that
+overlaps them takes about one request's time, one that serialises them about K times that, and
+is flagged `serialized` with a hint naming the likely cause for its kind of worker. A route too
+fast to time overlap on is noted, not refused.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
 from lab.config.userapp import Route, UserApp, fit, health_route
 from lab.record.errors import LabError
-from lab.run import bodyshape, preflight
+from lab.run import bodyshape, mixcheck, preflight
 from lab.run.preflight import Preflight, Probe
-from lab.system import http_client, outbound, procs
+from lab.system import outbound, procs
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
 NO_UPSTREAM = "http://127.0.0.1:9"  # the discard port: an app whose --env names no upstream
@@ -85,6 +86,8 @@ class ModelCheck:
     hint: str = ""
     error: str = ""  # the server did not start, or the app failed
     remote: list[str] = field(default_factory=list)  # non-loopback far ends, and what names them
+    solo_ms: dict[str, float] = field(default_factory=dict)  # each loaded route's time alone
+    note: str = ""  # why it was not probed (every loaded route answers too fast to time)
 
     def preflight(self) -> Preflight:
         """This check as the sweep's preflight record: the app's answers and its probe."""
@@ -122,10 +125,10 @@ class AppCheck:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
-    def solo_ms(self) -> float:
-        """The probe route's time with nothing else running: the fastest model's single request
-        (d in the ideal c / d); 0 when no model could be probed (no ideal then)."""
-        return round(min((m.probe.delay_ms for m in self.models if m.probe), default=0.0), 1)
+    def route_solo_ms(self) -> dict[str, float]:
+        """Each loaded route's time with nothing else running: the fastest model's best single
+        request (d in the ideal c / d is the mix's, weighted); 0 where none answered."""
+        return mixcheck.fastest_each([m.solo_ms for m in self.models if not m.error])
 
 
 def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> tuple[Answer, bytes]:
@@ -174,13 +177,16 @@ class Learnt:
         return {label: t.varied for label, t in self.templates.items() if t.varied}
 
 
-def probe_route(base_url: str, route: Route, k: int) -> Probe | str:
-    """K simultaneous requests to a route, timed against its own single-request time."""
-    request = route.request()
-    single_s = min(http_client.get(base_url, route.path, **request)[2] for _ in range(2))
-    if single_s * 1000 < MIN_PROBE_MS:
-        return f"{route.label} answers in {single_s * 1000:.0f} ms: choose a route that waits"
-    return preflight.probe(base_url, route.path, k, single_s * 1000, **request)
+def probe_route(base_url: str, route: Route, k: int, single_ms: float) -> Probe | str:
+    """K simultaneous requests to a route, timed against its own single-request time; a note
+    instead where it answers too fast for overlap to be timed (no reason to refuse the app)."""
+    if single_ms < MIN_PROBE_MS:
+        return (
+            f"not probed: {route.label}, the slowest loaded route, answers in {single_ms:.0f} ms "
+            f"alone (under {MIN_PROBE_MS:.0f} ms, nothing to overlap); --probe-path a route "
+            "that waits to probe"
+        )
+    return preflight.probe(base_url, route.path, k, single_ms, **route.request())
 
 
 def check_model(
@@ -189,12 +195,14 @@ def check_model(
     bridged: bool,
     knobs: Knobs,
     routes: tuple[Route, ...],
-    probe: Route,
+    load: tuple[Route, ...],
+    probe: Route | None,
     upstream_url: str,
     learnt: Learnt,
 ) -> ModelCheck:
-    """Start the model, request every route, probe, stop, with its processes' connections read
-    all along; failures become evidence."""
+    """Start the model, request every route, time each loaded one alone, probe `probe` (None:
+    the slowest loaded route), stop, with its processes' connections read all along; failures
+    become evidence."""
     result = ModelCheck(model.name, bridged)
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
@@ -206,7 +214,10 @@ def check_model(
     try:
         with outbound.watching(server.proc.pid) as seen:
             result.answers = learnt.answers(server.url, routes)
-            _probe(result, model, knobs, server.url, probe)
+            result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
+            _probe(
+                result, model, knobs, server.url, probe or mixcheck.slowest(load, result.solo_ms)
+            )
         environ = outbound.environment(server.proc.pid)
         result.remote = [outbound.advice(r, environ) for r in sorted(seen)]
     finally:
@@ -216,9 +227,10 @@ def check_model(
 
 def _probe(result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route) -> None:
     k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
-    probed = probe_route(url, probe, k) if k >= 2 else None
+    single_ms = result.solo_ms.get(probe.label, 0.0)
+    probed = probe_route(url, probe, k, single_ms) if k >= 2 else None
     if isinstance(probed, str):
-        result.error = probed
+        result.note = probed
     elif probed is not None:
         result.probe = probed
         result.serialized = not probed.passed
@@ -243,12 +255,15 @@ def run(
     models: list[Model],
     knobs: Knobs,
     routes: tuple[Route, ...],
-    probe: Route,
+    load: tuple[Route, ...],
+    probe: Route | None,
     run_dir: Path,
     options: Options | None = None,
 ) -> AppCheck:
     """Check the app under every model that can serve it; written to run_dir/appcheck.json.
-    The lab's mock upstream runs beside it where the app's --env names it."""
+    `load`: the routes the sweep loads (one, or a mix); `probe`: the route probed, None for
+    the slowest loaded one, as the first model that answers times them (then the same for
+    every model). The lab's mock upstream runs beside it where the app's --env names it."""
     options = options or Options()
     fitted = [(m.name, fit(app, m)) for m in models]
     unfit = [name for name, f in fitted if f is None]
@@ -259,22 +274,23 @@ def run(
         )
     backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=options.start_timeout_s)
     learnt = Learnt(options.compare)
+    checks: list[ModelCheck] = []
     try:
         upstream_url = NO_UPSTREAM
         if any("{upstream_" in value for _, value in app.env):
             upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
         backend.ready_path = health_route(routes).path
-        checks = tuple(
-            check_model(backend, m, bridged, knobs, routes, probe, upstream_url, learnt)
-            for _, f in fitted
-            if f is not None
-            for m, bridged in [f]
-        )
+        for model, bridged in (f for _, f in fitted if f is not None):
+            args = (knobs, routes, load, probe, upstream_url, learnt)
+            checks.append(check_model(backend, model, bridged, *args))
+            if probe is None and (times := checks[-1].solo_ms):
+                probe = mixcheck.slowest(load, times)
     finally:
         backend.close()
     labels = [r.label for r in routes]
-    found = differences(checks, labels)
-    result = AppCheck(app.target, probe.label, checks, found, options.compare, learnt.varied())
+    found = differences(tuple(checks), labels)
+    probed = probe.label if probe else "-"
+    result = AppCheck(app.target, probed, tuple(checks), found, options.compare, learnt.varied())
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
 
@@ -292,6 +308,7 @@ def render(result: AppCheck) -> list[Table]:
             else "-"
         )
         verdict_text = m.error or (f"serialized: likely {m.hint}" if m.serialized else "concurrent")
+        verdict_text = m.note if m.note and not m.error else verdict_text
         if m.probe and m.probe.cap is not None and not m.serialized:
             verdict_text = f"concurrent up to a cap of about {m.probe.cap:g} at once"
         if m.bridged:

@@ -9,6 +9,7 @@ interrupted ones.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,7 +58,7 @@ def manifest(plan: Plan, backend: Backend, status: str) -> dict[str, Any]:
             "models": [m.name for m in plan.models],
             "request_timeout_s": s.request_timeout_s,
             "probe_k": s.probe_k,
-            **({"app": vars(s.app)} if s.app else {}),
+            **({"app": asdict(s.app)} if s.app else {}),
         },
         "knobs": vars(plan.knobs),
         "models": {m.name: model_entry(m, plan.knobs) for m in plan.models},

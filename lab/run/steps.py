@@ -12,7 +12,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from lab.backends.base import Backend, Server
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
-from lab.run import generators
+from lab.run import generators, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
@@ -213,6 +213,10 @@ class StepRunner:
         capacity: Capacity,
     ) -> StepRecord:
         measured = measured_from(outcome.done)
+        if self.s.app is not None and self.s.app.mix:  # each route's histogram and figures
+            hlog = self.plan.run.hlog_relpath(key)
+            routes = routestep.kept(self.plan.run.path, hlog, outcome.done, self.s.app.mix)
+            measured = replace(measured, routes=routes)
         upstream_down = any(r.flag == "upstream_down" for r in raised)
         window = UpstreamWindow() if upstream_down else self.upstream.window()
         if self.s.app is not None:  # a user's app waits on its own, not on the upstream
@@ -304,7 +308,8 @@ def _app_request(s: Scenario) -> dict[str, Any]:
     """A user's app: the load route's method, body and headers for the generator."""
     if s.app is None:
         return {}
-    return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers)}
+    mix = [asdict(m) for m in s.app.mix]  # a traffic mix: the users draw routes by weight
+    return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers), "mix": mix}
 
 
 def partial(outcome: Outcome) -> Measured:

@@ -1,0 +1,165 @@
+"""A traffic mix, route by route: each route's p50 and p99 beside the mix's, in the summary,
+the report and a comparison of two runs.
+
+Each route's percentiles come from its own HdrHistogram (`lab.run.routestep`: the step's
+`.routes.hlog`), trials merged by adding counts, never from the mix's. A route's p99 is given
+only where at least `MIN_BEYOND` answers lie beyond it, the rule every p99 comparison of the
+lab follows; with fewer, the table says "too few" and how many answers there were.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+from hdrh.histogram import HdrHistogram
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from analysis.loading import Run, read_hlog_safe
+from lab.record import hist
+from lab.record.step import StepRecord
+from lab.record.thresholds import T
+
+MIN_BEYOND = T.requests_beyond_percentile  # answers beyond p99 before a route's p99 is given
+MIX = "(mix)"  # the row of the whole mix, the step's own figures
+COLUMNS = ["model", "level", "route", "share", "answers", "p50_ms", "p99_ms", "p99_enough"]
+
+
+def p99_enough(answers: int) -> bool:
+    """Whether MIN_BEYOND answers lie beyond the p99 (1 in 100 of them)."""
+    return answers // 100 >= MIN_BEYOND
+
+
+def _route_hists(run_dir: Path, record: StepRecord) -> dict[str, HdrHistogram]:
+    """Each route's histogram of one step, from its `.routes.hlog` by tag ({}: not found)."""
+    by_tag = {r["tag"]: label for label, r in record.routes.items() if "tag" in r}
+    files = {r.get("histogram", "") for r in record.routes.values()} - {""}
+    out: dict[str, HdrHistogram] = {}
+    for name in files:
+        for h in read_hlog_safe(run_dir / name):  # a half-written file: what is complete
+            if (label := by_tag.get(h.get_tag() or "")) is not None:
+                out[label] = h
+    return out
+
+
+def route_table(records: list[StepRecord], run_dir: Path) -> pd.DataFrame:
+    """One row per model, level and route (and the mix's), trials merged; empty: no mix."""
+    merged: dict[tuple[str, float, str], HdrHistogram] = {}
+    shares: dict[str, float] = {}
+    labels: dict[tuple[str, float], str] = {}
+    mix: dict[tuple[str, float], list[StepRecord]] = defaultdict(list)
+    for r in records:
+        if not r.routes or r.status != "measured":
+            continue
+        point = (r.model, r.key.level)
+        labels[point] = r.key.label
+        mix[point].append(r)
+        for label, h in _route_hists(run_dir, r).items():
+            merged.setdefault((*point, label), hist.new_histogram()).add(h)
+            shares[label] = float(r.routes[label].get("share", 0.0))
+    rows = []
+    for point, steps in sorted(mix.items()):
+        whole = hist.merge(
+            h for s in steps if s.histogram for h in read_hlog_safe(run_dir / s.histogram)
+        )
+        rows.append(_row(point, labels[point], MIX, 1.0, whole))
+        for (model, level, label), h in sorted(merged.items()):
+            if (model, level) == point:
+                rows.append(_row(point, labels[point], label, shares.get(label, 0.0), h))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _row(
+    point: tuple[str, float], label: str, route: str, share: float, h: HdrHistogram
+) -> list[object]:
+    n = h.get_total_count()
+    figures = hist.summary_ms(h) if n else {"p50": float("nan"), "p99": float("nan")}
+    return [point[0], label, route, share, n, figures["p50"], figures["p99"], p99_enough(n)]
+
+
+def _p99(rec: dict[str, object]) -> str:
+    """The p99, and "too few" beside it where fewer than MIN_BEYOND answers lie beyond it."""
+    if not rec["answers"]:
+        return "-"
+    value = f"{rec['p99_ms']:.1f}"
+    return value if rec["p99_enough"] else f"{value} (too few: {rec['answers']} answers)"
+
+
+def heaviest(frame: pd.DataFrame, records: list[StepRecord]) -> pd.DataFrame:
+    """Each model's rows at its heaviest level: what the summary shows."""
+    top: dict[str, tuple[float, str]] = {}
+    for r in records:
+        if r.routes and r.key.level >= top.get(r.model, (0.0, ""))[0]:
+            top[r.model] = (r.key.level, r.key.label)
+    keep = frame.apply(lambda row: top.get(row["model"], (0, ""))[1] == row["level"], axis=1)
+    return frame[keep] if len(frame) else frame
+
+
+def rich_table(frame: pd.DataFrame, title: str) -> Table:
+    out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for header in ("model", "level", "route", "share", "answers", "p50 ms", "p99 ms"):
+        out.add_column(header, justify="left" if header in ("model", "route") else "right")
+    for rec in frame.to_dict("records"):
+        share = "" if rec["route"] == MIX else f"{100 * rec['share']:.0f}%"
+        p50 = f"{rec['p50_ms']:.1f}" if rec["answers"] else "-"
+        style = "bold" if rec["route"] == MIX else None
+        cells = (rec["model"], rec["level"], rec["route"], share, str(rec["answers"]), p50)
+        out.add_row(*cells, _p99(rec), style=style)
+    return out
+
+
+def summary_tables(records: list[StepRecord], run_dir: Path) -> list[Table]:
+    """The summary's per-route table at each model's heaviest level ([]: no mix)."""
+    frame = route_table(records, run_dir)
+    if frame.empty:
+        return []
+    title = f"per route, each model's heaviest level (p99 given with {MIN_BEYOND}+ beyond it)"
+    return [rich_table(heaviest(frame, records), title)]
+
+
+def routes_html(records: list[StepRecord], run_dir: Path) -> str:
+    """The report's per-route table, every level ("": no mix)."""
+    frame = route_table(records, run_dir)
+    if frame.empty:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("model", "level", "route", "share", "answers"))
+    rows = []
+    for rec in frame.to_dict("records"):
+        share = "" if rec["route"] == MIX else f"{100 * rec['share']:.0f}%"
+        p50 = f"{rec['p50_ms']:.1f}" if rec["answers"] else "-"
+        cells = (rec["model"], rec["level"], rec["route"], share, rec["answers"], p50, _p99(rec))
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return (
+        f"<h2>Per route</h2><p>Each route of the mix from its own histogram, beside the mix's; "
+        f"a p99 is given where at least {MIN_BEYOND} answers lie beyond it.</p>"
+        f"<table><tr>{head}<th>p50 ms</th><th>p99 ms</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def print_route_compare(a: Run, b: Run, title: str, console: Console) -> None:
+    """`lab compare`'s per-route table, where both runs swept a mix."""
+    table = compare_table(route_table(a.records, a.run_dir), route_table(b.records, b.run_dir))
+    if table is not None:
+        table.title = title
+        console.print(table)
+
+
+def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> Table | None:
+    """Per route and point measured in both runs: p50 and p99 of A and B (None: no mix, or no
+    point and route in both)."""
+    both = a.merge(b, on=["model", "level", "route"], suffixes=("_a", "_b"))
+    if both.empty:
+        return None
+    out = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for header in ("model", "level", "route", "p50 A", "p50 B", "p99 A", "p99 B", "p99 change"):
+        out.add_column(header, justify="left" if header in ("model", "route") else "right")
+    for r in both.to_dict("records"):
+        enough = r["p99_enough_a"] and r["p99_enough_b"]
+        change = f"{100 * (r['p99_ms_b'] / r['p99_ms_a'] - 1):+.0f}%" if enough else "too few"
+        cells = (r["model"], r["level"], r["route"], f"{r['p50_ms_a']:.1f}", f"{r['p50_ms_b']:.1f}")
+        out.add_row(*cells, f"{r['p99_ms_a']:.1f}", f"{r['p99_ms_b']:.1f}", change)
+    return out

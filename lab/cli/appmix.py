@@ -1,0 +1,146 @@
+"""What `lab run --app` loads: one route, or a traffic mix from weighted `--path`s or an access
+log, decided before any server starts; the log's mix and what it left out, as tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from lab.config import accesslog, userapp
+from lab.config.accesslog import LogMix
+from lab.config.mix import MixRoute, shares, split_weight, weighted_ms
+from lab.config.scenario import AppSpec
+from lab.config.userapp import Route, UserApp
+from lab.record.errors import LabError
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The routes checked, those the sweep loads with their weights, and the probe's route."""
+
+    routes: tuple[Route, ...]  # every route checked, in the order given (the log's after)
+    load: tuple[Route, ...]  # what the users request: one route, or the mix's
+    mix: tuple[MixRoute, ...]  # the load's weights; () when one route is loaded alone
+    probe: Route | None  # None: the mix's slowest route, as the check measures it
+    log: LogMix | None = None
+
+
+def traffic(opts: dict[str, Any], scenario_paths: tuple[str, ...] = ()) -> Traffic:
+    """From --path (or the scenario's `paths`), --access-log, --probe-path, --body, --header."""
+    texts = opts["app_paths"] or scenario_paths
+    if not texts and not opts.get("access_log"):
+        raise LabError("--app needs --path /ROUTE (repeatable) or --access-log FILE")
+    given = (opts["app_body"], opts["app_headers"])
+    split = [split_weight(t) for t in texts]
+    routes = userapp.parse_routes(tuple(t for t, _ in split), *given)
+    probe = userapp.parse_routes((opts["probe_path"],), *given)[0] if opts["probe_path"] else None
+    log = _log(opts, any(w is not None for _, w in split))
+    if log is not None:
+        mix = log.mix()
+        routes = _unique(routes + tuple(_route(m, *given) for m in mix))
+    else:
+        mix = tuple(
+            MixRoute(r.label, r.method, r.path, w)
+            for r, (_, w) in zip(routes, split, strict=True)
+            if w
+        )
+    if not mix:  # one route loaded alone, as before mixes: the probe route, or the last
+        load = probe or routes[-1]
+        return Traffic(routes, (load,), (), load)
+    if len({m.label for m in mix}) < len(mix):
+        raise LabError("a route of the mix is listed twice: list each once, with one #WEIGHT")
+    by_label = {r.label: r for r in routes}
+    return Traffic(routes, tuple(by_label[m.label] for m in mix), mix, probe, log)
+
+
+def app_spec(app: UserApp, load: Traffic, health: Route, solo: dict[str, float]) -> AppSpec:
+    """What the sweep loads, as the scenario records it: d is the load's time alone (a mix's
+    weighted by its shares); the heaviest route stands for the load where one path is named."""
+    main = max(load.load, key=lambda r: weights(load).get(r.label, 0.0))
+    d = weighted_ms(load.mix, solo) if load.mix else solo.get(main.label, 0.0)
+    labels = tuple(r.label for r in load.routes)
+    spec = AppSpec(app.target, app.kind, labels, health.path, main.path, d, mix=load.mix)
+    return replace(spec, method=main.method, body=main.body, headers=main.headers)
+
+
+def weights(load: Traffic) -> dict[str, float]:
+    return {m.label: m.weight for m in load.mix}
+
+
+def _log(opts: dict[str, Any], weighted: bool) -> LogMix | None:
+    """--access-log read into its mix (None: not given); its options only with it."""
+    if not opts.get("access_log"):
+        if given := [o for o in ("log_top", "log_methods") if opts.get(o)]:
+            said = ", ".join(f"--{o.replace('_', '-')}" for o in given)
+            raise LabError(f"{said}: only with --access-log FILE")
+        return None
+    if weighted:
+        raise LabError("--path weights and --access-log: the log gives the weights; drop #N")
+    top = opts.get("log_top") or accesslog.TOP_ROUTES
+    return accesslog.read_file(Path(opts["access_log"]), top, _allowed(opts))
+
+
+def _allowed(opts: dict[str, Any]) -> tuple[str, ...]:
+    """--log-methods, each one a method that changes data (the others are kept anyway, or
+    cannot be sent)."""
+    methods = tuple(m.upper() for m in opts.get("log_methods") or ())
+    if bad := [m for m in methods if m not in accesslog.CHANGES_DATA]:
+        raise LabError(
+            f"--log-methods {','.join(bad)}: expected some of {', '.join(accesslog.CHANGES_DATA)}"
+        )
+    return methods
+
+
+def _route(m: MixRoute, body: str | None, headers: tuple[str, ...]) -> Route:
+    return userapp.parse_routes((f"{m.method} {m.path}",), body, headers)[0]
+
+
+def _unique(routes: tuple[Route, ...]) -> tuple[Route, ...]:
+    return tuple({r.label: r for r in routes}.values())
+
+
+def unanswered(load: Traffic, solo: dict[str, float]) -> str:
+    """Why the load cannot be swept: a loaded route that no model answered below 400 when it
+    was requested alone (every request of the sweep would be an error); "" when none."""
+    bad = [r.label for r in load.load if solo.get(r.label, 0.0) <= 0]
+    if not bad:
+        return ""
+    return (
+        f"{', '.join(bad)}: no model answered it with a status below 400 when requested alone, "
+        "so every request to it would be an error; drop it (or #0 to check it only), or give "
+        "the --header or --body it needs"
+    )
+
+
+def render_mix(mix: tuple[MixRoute, ...], solo: dict[str, float], d_ms: float) -> Table:
+    """The mix the sweep loads: each route's share and its time alone, and d from them."""
+    share = shares(mix)
+    table = Table(title=f"the mix: d = {d_ms:g} ms, each route's time alone weighted by its share")
+    for column in ("route", "weight", "share", "alone (fastest model)"):
+        table.add_column(column, justify="left" if column == "route" else "right")
+    for m in mix:
+        alone = f"{solo[m.label]:.1f} ms" if solo.get(m.label) else "no answer"
+        table.add_row(m.label, f"{m.weight:g}", f"{100 * share[m.label]:.1f}%", alone)
+    return table
+
+
+def render_log(log: LogMix) -> list[Table]:
+    """The log's top routes by share, and every line left out by its reason."""
+    share = shares(log.mix())
+    kept = Table(title=f"{log.path}: {log.lines} lines, {log.kept} kept, top routes by share")
+    for column in ("route", "requested as", "lines", "share"):
+        kept.add_column(column, justify="left" if column != "lines" else "right")
+    for route, m in zip(log.routes, log.mix(), strict=True):
+        kept.add_row(route.shape, m.label, str(route.requests), f"{100 * share[m.label]:.1f}%")
+    left = Table(title=f"{log.path}: left out of the mix")
+    left.add_column("why")
+    left.add_column("lines", justify="right")
+    for key, words in accesslog.REASONS.items():
+        if log.left_out.get(key):
+            left.add_row(words, str(log.left_out[key]))
+    formats = ", ".join(f"{n} {k}" for k, n in log.formats.items()) or "none"
+    left.caption = f"formats read: {formats}"
+    return [kept, left]

@@ -1,0 +1,48 @@
+"""The check's part of a traffic mix: each loaded route's time alone, and which route is probed.
+
+d in the ideal c / d is the mix's service time with nothing else running: each route's best
+single request (`solo_times`), weighted by its share (`lab.config.mix.weighted_ms`). The probe
+needs a route that waits long enough for overlap to be timed: the mix's slowest. A mix whose
+every route answers fast is still swept (the sweep measures it); it is only not probed, and says
+so, since a fast route is no evidence against the app.
+"""
+
+from __future__ import annotations
+
+from lab.config.userapp import Route
+from lab.system import http_client
+
+SOLO_TRIES = 2  # the best of these single requests: a route's time alone
+
+
+def solo_ms(base_url: str, route: Route) -> float:
+    """The route's best single request on a fresh connection, ms (0 where none answered)."""
+    request = route.request()
+    times = []
+    for _ in range(SOLO_TRIES):
+        try:
+            status, _, seconds = http_client.get(base_url, route.path, **request)
+        except OSError:
+            continue
+        if status < 400:
+            times.append(seconds * 1000)
+    return round(min(times), 1) if times else 0.0
+
+
+def solo_times(base_url: str, routes: tuple[Route, ...]) -> dict[str, float]:
+    """Every loaded route's time alone under one model (label -> ms)."""
+    return {r.label: solo_ms(base_url, r) for r in routes}
+
+
+def slowest(routes: tuple[Route, ...], times: dict[str, float]) -> Route:
+    """The route that waits the longest alone: the one whose overlap a probe can time."""
+    return max(routes, key=lambda r: times.get(r.label, 0.0))
+
+
+def fastest_each(checks: list[dict[str, float]]) -> dict[str, float]:
+    """Each route's time alone under the model that served it fastest (0: none answered)."""
+    labels = {label for times in checks for label in times}
+    return {
+        label: min((t[label] for t in checks if t.get(label, 0.0) > 0), default=0.0)
+        for label in labels
+    }
