@@ -45,7 +45,8 @@ class ClosedLoop:
         self.start = start
         self.picker = Picker(start)  # the step's route, or a mix's drawn by weight
         self.recorder = Recorder(expected, self.picker.names)
-        self.pending: dict[int, float] = {}  # the window's requests not answered yet: sent at
+        # the window's requests not answered yet: when each was sent, and its route
+        self.pending: dict[int, tuple[float, str]] = {}
         self.ok_in_window = 0  # answers that arrived inside the window, whenever sent
         self.unfinished = 0
         self.floor: float | None = None  # the youngest unfinished request's age, ms
@@ -65,9 +66,9 @@ class ClosedLoop:
         token = id(gevent.getcurrent())
         while not self.stopping:
             measured = self.recorder.measuring
-            if measured:
-                self.pending[token] = time.perf_counter()
             req = picker.next()
+            if measured:
+                self.pending[token] = (time.perf_counter(), req.name or req.path)
             try:
                 context = {"measured": measured}
                 session.request(
@@ -91,10 +92,10 @@ class ClosedLoop:
         while self.pending and time.perf_counter() - t0 < limit:
             gevent.sleep(0.05)
         cutoff = time.perf_counter()
-        ages = [(cutoff - sent) * 1000 for sent in self.pending.values()]
-        for age in ages:
-            self.recorder.bound(age)
-        self.unfinished, self.floor = len(ages), min(ages) if ages else None
+        ages = [((cutoff - sent) * 1000, name) for sent, name in self.pending.values()]
+        for age, name in ages:
+            self.recorder.bound(age, name)
+        self.unfinished, self.floor = len(ages), min(a for a, _ in ages) if ages else None
         self.cut = True
         return cutoff - t0
 
@@ -124,6 +125,7 @@ def _with_cut(done: Done, loop: ClosedLoop, drain_s: float) -> Done:
         requests=rec.requests + loop.unfinished,
         ok=rec.ok,
         errors=dict(rec.errors),
+        routes=rec.route_figures(),  # the drain's answers and unfinished requests too
         **latency,
         closed_loop={
             "unfinished": loop.unfinished,

@@ -66,7 +66,8 @@ class OpenLoop:
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
         self.dropped = 0  # requests due while measuring that the cap did not let start
         self.tick_dropped = 0
-        self.pending: dict[int, float] = {}  # the window's requests not answered yet: intended
+        # the window's requests not answered yet: when each was due, and its route
+        self.pending: dict[int, tuple[float, str]] = {}
         self.completed = 0  # the window's requests answered (ok or failed)
         self.ok_in_window = 0
         self.unfinished = 0  # still unanswered at the cut-off
@@ -102,12 +103,12 @@ class OpenLoop:
 
     def send(self, intended: float, measured: bool) -> None:
         token = id(gevent.getcurrent())
+        req = self.picker.next()
+        headers, name = req.header_dict, req.name or req.path
         if measured:
-            self.pending[token] = intended
+            self.pending[token] = (intended, name)
         try:
             context = {"intended": intended, "measured": measured}
-            req = self.picker.next()
-            headers, name = req.header_dict, req.name or req.path
             self.session.request(
                 req.method, req.path, name=name, data=req.body, headers=headers, context=context
             )
@@ -254,11 +255,11 @@ def drain(loop: OpenLoop, spec: Start) -> float:
     while loop.pending and time.perf_counter() - t0 < limit:
         gevent.sleep(0.05)
     cutoff = time.perf_counter()
-    ages = [(cutoff - intended) * 1000 for intended in loop.pending.values()]
-    for age in ages:
-        loop.recorder.bound(age)
+    ages = [((cutoff - intended) * 1000, name) for intended, name in loop.pending.values()]
+    for age, name in ages:
+        loop.recorder.bound(age, name)
     loop.unfinished = len(ages)
-    loop.lower_bound_floor = min(ages) if ages else None
+    loop.lower_bound_floor = min(a for a, _ in ages) if ages else None
     while loop.waiting:
         loop.bound_dropped(cutoff)
     loop.cut = True  # killing the unanswered ones yields: a late answer must not count twice

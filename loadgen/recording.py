@@ -186,10 +186,13 @@ class Recorder:
     def refresh(self) -> None:
         """Once a second while settling; a recorder fed by other processes asks them here."""
 
-    def bound(self, age_ms: float) -> None:
-        """An unfinished request's age at the cut-off: its latency is at least this."""
+    def bound(self, age_ms: float, name: str = "") -> None:
+        """An unfinished request's age at the cut-off: its latency is at least this. `name`:
+        its route, counted in a mix's route as unfinished."""
         hist.record_ms(self.interval.hist, age_ms)
         self.interval.bounds += 1
+        if name in self.route_names:
+            self.interval.routes.setdefault(name, RouteTally()).bound()
 
     def roll(self, start: float, end: float, drain: bool = False) -> dict[str, Any]:
         """Close the current one-second interval (or the drain), send its histogram; return

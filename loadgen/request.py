@@ -96,6 +96,7 @@ class RouteTally:
     hist: HdrHistogram = field(default_factory=hist.new_histogram)
     requests: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    unfinished: int = 0  # sent inside the window, still unanswered at the cut-off
 
     def record(self, kind: str | None, latency_ms: float) -> None:
         self.requests += 1
@@ -104,16 +105,26 @@ class RouteTally:
         else:
             self.errors[kind] += 1
 
+    def bound(self) -> None:
+        """A request of this route unanswered at the cut-off: counted, with no latency (the
+        step's histogram keeps its age as a lower bound), so the routes add up to the step."""
+        self.requests += 1
+        self.unfinished += 1
+
     def add(self, other: RouteTally) -> None:
         self.hist.add(other.hist)
         self.requests += other.requests
         self.errors.update(other.errors)
+        self.unfinished += other.unfinished
 
     @classmethod
     def of(cls, figures: dict[str, Any]) -> RouteTally:
         """The tally `figures` sent (a worker's, to its master)."""
         return cls(
-            hist.decode(figures["histogram"]), figures["requests"], Counter(figures["errors"])
+            hist.decode(figures["histogram"]),
+            figures["requests"],
+            Counter(figures["errors"]),
+            figures.get("unfinished", 0),
         )
 
     def figures(self) -> dict[str, Any]:
@@ -122,5 +133,6 @@ class RouteTally:
             "requests": self.requests,
             "ok": self.hist.get_total_count(),
             "errors": dict(self.errors),
+            "unfinished": self.unfinished,
             "histogram": hist.encode(self.hist),
         }
