@@ -99,3 +99,16 @@ def test_env_in_a_scenario_without_app_is_one_line(tmp_path: Path) -> None:
     argv = lab_cli("run", "--scenario", str(scenario), "--out", str(tmp_path / "out"))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "[env]: only with --app" in done.stderr
+
+
+def test_a_slow_import_is_bounded_by_import_timeout(tmp_path: Path) -> None:
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(30)\napp = None\n")
+    argv = lab_cli(
+        *("run", "--app", "slow_import:app", "--app-dir", str(tmp_path), "--path", "/"),
+        *("--import-timeout", "1", "--check-only", "--out", str(tmp_path / "out")),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert (
+        done.returncode == 2
+        and "importing it took over 1 s (raise --import-timeout)" in done.stderr
+    )
