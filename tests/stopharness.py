@@ -75,7 +75,7 @@ CASES: dict[str, Case] = {
             "--out",
             "{out}",
         ),
-        12.0,
+        7.0,
         True,
     ),  # fmt: skip
     "advise": Case(
@@ -97,7 +97,7 @@ CASES: dict[str, Case] = {
             "--out",
             "{out}",
         ),
-        30.0,
+        12.0,
         True,
     ),  # fmt: skip
     "reproduce": Case((*LAB, "reproduce", "mixpanel", "--quick", "--out", "{out}"), 40.0, True),
@@ -117,7 +117,7 @@ CASES: dict[str, Case] = {
             "--out",
             "{out}",
         ),
-        8.0,
+        5.0,
         True,
     ),  # fmt: skip
     "ui": Case((*LAB, "ui", "--port", "{port}", "--models", "uwsgi-threads", "--out", "{out}")),
