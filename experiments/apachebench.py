@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from lab.system import procs
 from lab.system.procs import pinned
 
 LINE = re.compile(r"^\s*([A-Za-z0-9 %-]+?):\s+(.*)$")
@@ -74,13 +75,7 @@ def run(
     started = time.time()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        pinned(argv(url, n, c, timeout_s, deadline_s), cpus),
-        capture_output=True,
-        text=True,
-        timeout=deadline_s + 30,
-        check=False,
-    )
+    proc = procs.run_client(pinned(argv(url, n, c, timeout_s, deadline_s), cpus), deadline_s + 30)
     elapsed = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)

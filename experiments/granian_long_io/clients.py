@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.system import procs
+
 CARGO_BIN = Path.home() / ".cargo" / "bin"
 # The May 2025 harness's headers: keep-alive asked for (its Keep-Alive value had a stray quote).
 REWRK_HEADERS = ("Connection: Keep-Alive", "Keep-Alive: timeout=60'")
@@ -119,13 +121,7 @@ def run(url: str, connections: int, seconds: float, raw: Path | None = None) -> 
         raise RuntimeError(missing())
     argv = [exe, "--no-tui", "-c", str(connections), "-z", f"{seconds:g}s"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(
-        [*argv, "--output-format", "json", url],
-        capture_output=True,
-        text=True,
-        timeout=seconds + 60,
-        check=False,
-    )
+    out = procs.run_client([*argv, "--output-format", "json", url], seconds + 60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if out.returncode != 0:
@@ -145,9 +141,7 @@ def rewrk(url: str, connections: int, seconds: float) -> dict[str, float]:
     argv = [exe, "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--json"]
     for header in REWRK_HEADERS:
         argv += ["-H", header]
-    out = subprocess.run(
-        [*argv, "-h", url], capture_output=True, text=True, timeout=seconds + 60, check=False
-    )
+    out = procs.run_client([*argv, "-h", url], seconds + 60)
     if out.returncode != 0:
         raise RuntimeError(f"rewrk exited {out.returncode}: {out.stderr.strip()[-300:]}")
     doc = json.loads(out.stdout)

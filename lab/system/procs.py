@@ -258,6 +258,20 @@ def spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
     return popen
 
 
+def run_client(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(argv, capture_output=True, text=True)` for a bounded client (ab, oha,
+    rewrk), started as `spawn` starts every child, so it dies with the lab however the lab is
+    stopped; stopped with its group on a timeout or an interrupt."""
+    proc = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:
+        stop_group(proc.pid, 1.0, proc.wait)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 EXECUTABLE_MAGIC = (b"\x7fELF", b"#!")  # what execve(2) runs on Linux without binfmt_misc
 
 
