@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lab.record.flags import tail_excluding
 from lab.record.step import StepRecord
 from lab.verdict.difference import FLAGGED, TOO_FEW, Difference, Side, differ, side
 
@@ -56,15 +57,15 @@ class Slo:
         missed = []
         p99 = self.against(step, "p99", flags)
         if not p99_meets(p99):
-            missed.append(f"p99 {_p99_words(p99)}")
+            missed.append(f"p99 {_p99_words(p99, step)}")
         failed, rate = failures(step)
         if rate > self.error_rate:
             missed.append(f"{failed} failed ({rate:.2%}) > {self.error_rate:.2%}")
         rps = self.against(step, "rps", flags)
-        if not rps.compared or (rps.apart and rps.diff < 0):
+        if rps.apart and rps.diff < 0:  # not compared: a flag excludes the step (`unfair`)
             missed.append(
                 f"throughput {step.throughput_rps:,.0f} req/s short of {self.rps:,g} beyond noise "
-                f"({rps.percent() if rps.compared else rps.basis})"
+                f"({rps.percent()})"
             )
         return missed
 
@@ -94,12 +95,12 @@ def exact(metric: str, value: float) -> Side:
     return Side(metric, value, (value, value))
 
 
-def _p99_words(d: Difference) -> str:
+def _p99_words(d: Difference, step: StepRecord) -> str:
     """`312 ms > 250 ms (+25% [+6%, +44%])`, or why it was not compared."""
     if math.isnan(d.b):
         return "none (nothing answered)"
     if d.word == FLAGGED:
-        return f"{d.b:,.0f} ms not compared (a flag says the tail may not be the server's)"
+        return f"{d.b:,.0f} ms, not the server's alone ({', '.join(tail_excluding(step.flags))})"
     over = f"{d.b:,.0f} ms > {d.a:g} ms"
     return f"{over} ({d.percent()})" if d.compared else f"{over} ({d.basis})"
 
