@@ -16,7 +16,7 @@ import pytest
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Conclusion, Setting, next_move
 from lab.advise.sizing import Bounds, Candidate
-from lab.advise.target import Slo
+from lab.advise.target import Slo, confirmed
 from lab.config.models import KnobLimit, Model, load_registry
 from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
@@ -119,6 +119,34 @@ def test_a_miss_is_answered_by_the_resource_that_ran_out() -> None:
     assert isinstance(met, Conclusion) and met.meets and "p99 130.0 ms" in met.reason
 
 
+@pytest.mark.parametrize(
+    ("rps", "p99", "meets", "said"),
+    [
+        (298, 270, True, "p99 270.0 ms (over 250 ms within noise: +8% ["),
+        (298, 400, False, "p99 400 ms > 250 ms (+60% ["),
+        (250, 130, False, "throughput 250 req/s short of 300 beyond noise (-17% ["),
+        (285, 130, True, "p99 130.0 ms, 0 errors, 285.0 of 300 req/s answered"),
+    ],
+    ids=["p99-over-within-noise", "p99-over-beyond-noise", "short-beyond-noise", "short-within"],
+)
+def test_a_step_meets_the_target_unless_a_figure_misses_it_beyond_noise(
+    rps: float, p99: float, meets: bool, said: str
+) -> None:
+    """The one test of difference, the target a figure with no noise of its own (docs/trust.md):
+    a figure within noise of its target on the wrong side is a tie, which meets, and says so."""
+    slo, measured = Slo(300, 250), step(300, rps, p99, cpu=15, inflight=31)
+    missed = slo.misses(measured)
+    assert (not missed) == meets
+    assert said in ("; ".join(missed) if missed else confirmed(measured, slo))
+
+
+def test_a_step_whose_tail_a_flag_disowns_meets_nothing() -> None:
+    fine = step(300, 298, 130, cpu=15, inflight=31)
+    stalled = replace(fine, flags=(*fine.flags, "stalled"))  # as the verdict's table raises it
+    assert Slo(300, 250).misses(fine) == []
+    assert Slo(300, 250).misses(stalled) == ["p99 130 ms, not the server's alone (stalled)"]
+
+
 def test_a_miss_the_generators_caused_is_not_confirmed_never_a_verdict() -> None:
     """The generators saturated on every core this machine gives them (the advisor measured it
     again with more first): the search says what they reached, and concludes nothing on the
@@ -156,12 +184,12 @@ def advice(model: str, meets: bool, cores: int, rss: float, app: str = "as is") 
 
 def test_the_cheapest_is_recommended_and_ties_are_called_ties() -> None:
     slo = Slo(300, 250)
-    models = (advice("a", True, 1, 70), advice("b", True, 1, 75), advice("c", True, 2, 40))
+    models = (advice("a", True, 1, 70), advice("b", True, 1, 71), advice("c", True, 2, 40))
     found = Advice(slo, (*models, advice("d", False, 1, 30)), "run", True)
-    assert found.recommended() == ("a", "b")
-    assert "tied with b" in found.sentence()
-    alone = Advice(slo, (advice("a", True, 1, 70), advice("b", True, 1, 90)), "run", True)
-    assert alone.recommended() == ("a",)
+    assert found.recommended() == ("a", "b")  # 1.4% more PSS: no difference without interval
+    assert "tied with b (as many cores, no measurable difference in PSS)" in found.sentence()
+    alone = Advice(slo, (advice("a", True, 1, 70), advice("b", True, 1, 75)), "run", True)
+    assert alone.recommended() == ("a",)  # 7% more: apart
     assert Advice(slo, (advice("d", False, 1, 30),), "run", True).recommended() == ()
 
 

@@ -253,6 +253,13 @@ rows = json.load(sys.stdin)
 records = [record(m, r, users=u, trial=t, p99=p, flags=f) for m, r, u, t, p, f in rows]
 classes = {"a": "as is", "b": "as is", "c": "async port"}
 print([sentence(v) for v in judge(records)], answer(records, classes, "wsgi"))
+from lab.advise.advice import Advice, ModelAdvice
+from lab.advise.target import Slo
+kinds = {"x": "as is", "y": "as is", "z": "bridged", "w": "async port", "v": "async port"}
+pss = {"x": 40.5, "y": 40.0, "z": 40.3, "w": 39.0, "v": 39.5}
+advised = [ModelAdvice(n, True, {}, "", "", 1, 10.0, pss[n], None, "none", "", "", "", 1, k)
+           for n, k in kinds.items()]
+print(Advice(Slo(300, 250), tuple(advised), "run", True).to_json())
 """
 
 

@@ -19,12 +19,11 @@ from lab.advise.target import Slo, failures
 from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
 from lab.record.errors import EXIT_NO_ANSWER, EXIT_NOT_CONFIRMED, EXIT_ONLY_PORT
 from lab.record.step import StepRecord
-from lab.record.thresholds import T
+from lab.verdict.difference import NO_FLOOR, TIE, Side, differ
 from lab.verdict.facts import upstream_inflight
 from lab.verdict.limits import TITLES
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
-TIE_MEMORY = T.advise_memory_tie_share  # as many cores, PSS within this share of the cheapest
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
 
 
@@ -194,15 +193,11 @@ class Advice:
 
     def _cheapest(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
         candidates = (m for m in self.models if m.meets and m.runs_app in kinds)
-        meeting = sorted(candidates, key=lambda m: (m.cores, m.pss_mb))
+        meeting = sorted(candidates, key=lambda m: (m.cores, m.pss_mb, m.model))
         if not meeting:
             return ()
         best = meeting[0]
-        tied = [
-            m.model
-            for m in meeting[1:]
-            if m.cores == best.cores and m.pss_mb <= best.pss_mb * (1 + TIE_MEMORY)
-        ]
+        tied = [m.model for m in meeting[1:] if m.cores == best.cores and memory_tie(best, m)]
         return (best.model, *tied)
 
     def held_back(self) -> tuple[ModelAdvice, ...]:
@@ -243,7 +238,7 @@ class Advice:
         best = next(m for m in self.models if m.model == picked[0])
         how = " through a bridge" if best.runs_app == BRIDGED else ""
         tied = (
-            f"; tied with {', '.join(picked[1:])} (as many cores, PSS within {TIE_MEMORY:.0%})"
+            f"; tied with {', '.join(picked[1:])} (as many cores, no measurable difference in PSS)"
             if picked[1:]
             else ""
         )
@@ -261,6 +256,16 @@ class Advice:
             "run_dir": self.run_dir,
             "complete": self.complete,
         }
+
+
+def memory_tie(a: ModelAdvice, b: ModelAdvice) -> bool:
+    """Whether two configurations' memory (PSS) is a tie by the one test of difference
+    (lab.verdict.difference). Memory has no run-to-run floor measured (`noise.toml` holds
+    throughput's and p99's), so a one-step PSS has no interval and the test's rule for a
+    figure without one decides: within `T.difference_without_interval_share` of the cheaper is
+    no difference."""
+    cheaper, other = (Side("pss_mb", m.pss_mb, (m.pss_mb,)) for m in (a, b))
+    return differ(cheaper, other, NO_FLOOR).word == TIE
 
 
 def _cores(n: float) -> str:

@@ -153,7 +153,7 @@ def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
 def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord) -> Move:
     missed = st.slo.misses(step)
     if not missed:
-        return Conclusion(True, confirmed(step))
+        return Conclusion(True, confirmed(step, st.slo))
     faults = set(step.excluded_by) - {"lab_limited"}
     if generators.saturated(step) and not faults:  # measured again with more first (confirm.py)
         return Conclusion(False, _not_confirmed(st, step), "apparatus")
@@ -190,8 +190,8 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
 def _not_confirmed(st: Setting, step: StepRecord) -> str:
     """A miss the lab's own apparatus caused, on the most generators this machine gives: what
     they reached, never a verdict on the model."""
-    missed = st.slo.figures_miss(step)
-    how = "; ".join(missed) if missed else f"the figures meet it: {confirmed(step)}"
+    missed = st.slo.figures_miss(step, flags=False)
+    how = "; ".join(missed) if missed else f"the figures meet it: {confirmed(step, st.slo)}"
     return (
         f"not confirmed on this machine: the lab's generators reached {step.throughput_rps:,.0f} "
         f"req/s on {plural(step.generators, 'generator process')} ({how}; {step.limit_reason})"

@@ -112,7 +112,9 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
     confirmed by open-loop steps, and recommend the cheapest that runs your app unchanged (an
     async port is shown beside it, labelled, never instead); exit 5 when only an async port
     meets the target, 1 when no model does, 4 when none was confirmed because the lab's own
-    generators were the limit."""
+    generators were the limit. A step meets the target unless its throughput falls short of
+    --rps or its p99 exceeds --p99-ms beyond noise (the sweep's test of a tie), its failures
+    exceed --error-rate, or a flag disowns it."""
     opts = dict(ctx.params)
     recorded = resumed_advice(ctx) if opts["resume"] else None
     if recorded is not None:

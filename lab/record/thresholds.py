@@ -130,8 +130,6 @@ class Thresholds:
     advise_plan_cpu_share: float = 0.80  # the share of each core a candidate plans to keep busy
     advise_full_pool_share: float = 0.90  # requests in flight at this share of the pool: full
     advise_queued_delays: float = 3.0  # p99 this many service times: requests waited somewhere
-    advise_throughput_share: float = 0.97  # of the target rate: what a confirming step delivers
-    advise_memory_tie_share: float = 0.10  # as many cores, PSS within this share: a tie
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
