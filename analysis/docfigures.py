@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -89,6 +90,12 @@ def _points(s: Summary) -> dict[tuple[str, int], dict[str, Any]]:
     return {(p["model"], int(p["users"])): p for p in s["points"]}
 
 
+def _known(value: float | None) -> bool:
+    """A figure the step measured: not missing, not zero, not NaN (a step with no answers has
+    no efficiency and no p99)."""
+    return bool(value) and not math.isnan(float(value or 0))
+
+
 def view_quick_table(s: Summary) -> str:
     """Throughput per level (efficiency against users/d from 100 users on), then p99, server and
     client CPU at the top level, flags on the model's steps, and how it runs a Flask app."""
@@ -102,7 +109,7 @@ def view_quick_table(s: Summary) -> str:
         cells = []
         for c in levels:
             p = points.get((model, c))
-            eff = f" ({p['efficiency']:.2f})" if p and c >= 100 and p["efficiency"] else ""
+            eff = f" ({p['efficiency']:.2f})" if p and c >= 100 and _known(p["efficiency"]) else ""
             cells.append(f"{p['rps']:,.1f}{eff}" if p else "-")
         last = points.get((model, top), {})
         flags = sorted({f for c in levels for f in points.get((model, c), {}).get("flags", [])})
@@ -111,7 +118,7 @@ def view_quick_table(s: Summary) -> str:
                 model,
                 s["runs_app"].get(model, "-"),
                 *cells,
-                f"{last['p99_ms']:,.0f} ms" if last else "-",
+                f"{last['p99_ms']:,.0f} ms" if last and _known(last["p99_ms"]) else "-",
                 f"{last['server_cpu_pct']:.0f}%" if last else "-",
                 f"{last['client_cpu_pct']:.0f}%" if last else "-",
                 ", ".join(flags) or "none",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.docfigures import BLOCK, records, summarize
+from analysis.docfigures import BLOCK, records, summarize, view_quick_table
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
 from tests.fixture_run import FixtureStep, build_run
@@ -157,3 +157,27 @@ def test_the_docs_answer_is_todays_answer_from_the_committed_steps(tmp_path: Pat
     run = load(build_run(tmp_path / "run", steps))
     s = summarize(run.run_dir, "lab run")
     assert answer(records(s), s["runs_app"], s["kind"]) == run_answer(run.records, run.manifest)
+
+
+def test_a_step_without_answers_shows_no_efficiency_and_no_p99() -> None:
+    """A model that answered nothing at a level (gunicorn-sync's one process behind 512 users in
+    docs/figures/reproduce-granian-long-io-sweep.json) has no efficiency and no p99: the table
+    says `-`, never `nan`."""
+    point = {"model": "gunicorn-sync", "rps": 9.8, "server_cpu_pct": 1.0, "client_cpu_pct": 3.0}
+    s = {
+        "models": ["gunicorn-sync"],
+        "runs_app": {"gunicorn-sync": "as is"},
+        "points": [
+            {**point, "users": 64, "efficiency": 0.02, "p99_ms": 6504.4, "flags": []},
+            {
+                **point,
+                "users": 512,
+                "efficiency": float("nan"),
+                "p99_ms": float("nan"),
+                "flags": ["no_responses"],
+            },
+        ],
+    }
+    row = view_quick_table(s).splitlines()[-1]
+    assert "nan" not in row
+    assert row == "| gunicorn-sync | as is | 9.8 | 9.8 | - | 1% | 3% | no_responses |"
