@@ -24,6 +24,7 @@ import math
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,10 @@ def records(s: Summary) -> list[StepRecord]:
         )
         key = StepKey(st["model"], st["mode"], st["users"], st["rate_rps"], st["trial"])
         raised = tuple(Raised(f, {}) for f in st["flags"])
-        out.append(step_record(s["run_id"], key, measured, Sampled(), raised))
+        record = step_record(s["run_id"], key, measured, Sampled(), raised)
+        if "rps" in st:  # the step's own throughput (its measured window, not the nominal)
+            record = replace(record, throughput_rps=float(st["rps"]))
+        out.append(record)
     return out
 
 
@@ -194,6 +198,13 @@ def view_quick_answer(s: Summary) -> str:
         f"({min(cpu):.0f}-{max(cpu):.0f}% of a core): there the order above is decided."
     )
     return "\n".join([*lines, why])
+
+
+def view_answer(s: Summary) -> str:
+    """A sweep's answer as `lab run` prints it, given again by today's code from the committed
+    run's step records (never stored text: a change to the claims changes the docs)."""
+    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"))
+    return "```text\n" + "\n".join(said) + "\n```"
 
 
 def view_samples(s: Summary) -> str:
@@ -245,6 +256,7 @@ VIEWS: dict[str, Callable[[Summary], str]] = {
     "quick-table": view_quick_table,
     "quick-caption": view_quick_caption,
     "quick-answer": view_quick_answer,
+    "answer": view_answer,
     "image": view_image,
     "samples": view_samples,
     "smallest": view_smallest,
@@ -316,6 +328,7 @@ def _step(r: StepRecord) -> dict[str, Any]:
         "trial": r.trial,
         "requests": r.requests,
         "ok": r.ok,
+        "rps": round(r.throughput_rps, 3),
         "p50_ms": r.latency_ms.get("p50"),
         "p99_ms": r.latency_ms.get("p99"),
         "flags": list(r.flags),

@@ -7,6 +7,7 @@ wherever it is said, is the committed run's.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -181,3 +182,22 @@ def test_a_step_without_answers_shows_no_efficiency_and_no_p99() -> None:
     row = view_quick_table(s).splitlines()[-1]
     assert "nan" not in row
     assert row == "| gunicorn-sync | as is | 9.8 | 9.8 | - | 1% | 3% | no_responses |"
+
+
+COMMITTED_ANSWERS = sorted(
+    p
+    for p in (ROOT / "docs" / "figures").glob("*.json")
+    if '"answer"' in p.read_text() and '"rps"' in p.read_text()
+)
+
+
+@pytest.mark.parametrize("path", COMMITTED_ANSWERS, ids=lambda p: p.stem)
+def test_a_committed_answer_is_todays_answer_from_its_steps(path: Path) -> None:
+    """A sweep's summary that kept its run's printed answer and its steps (with each step's own
+    throughput): today's code, given those steps, says what the run said (the configuration
+    line beside it reads figures a summary does not keep)."""
+    s = json.loads(path.read_text())
+    if not all("rps" in st for st in s.get("steps", [])) or not s.get("steps"):
+        pytest.skip(f"{path.name} keeps no per-step throughput")
+    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"))
+    assert said == s["answer"][: len(said)]
