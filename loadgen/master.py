@@ -118,7 +118,9 @@ class Fleet(Recorder):
         for node, name in self.names.items():
             part = parts.get(name, Interval())
             total = self.totals.setdefault(name, Counter())
-            total.update(requests=part.requests, ok=part.hist.get_total_count() - part.bounds)
+            # its unfinished requests (their ages, lower bounds) are requests, not answers
+            answers = part.hist.get_total_count() - part.bounds
+            total.update(requests=part.requests + part.bounds, ok=answers)
             self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
         return self.account(start, end, parts, drain)
 
