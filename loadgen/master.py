@@ -1,10 +1,12 @@
 """One step on several generator processes: a locust master here, locust workers doing the load.
 
 Why: one generator process tops out near one core (gevent runs on one), so a fast server or a big
-machine needs several; locust's own master/worker runners spread the users over them. The master
-starts `generators` local workers (`python -m loadgen.worker_node`), each pinned to its own core,
-waits for them and for `remote_generators` started elsewhere (`lab generator --connect`), hands
-them the step, and runs the same settle/measure phases as a single generator. Every second each
+machine needs several; locust's own master/worker link connects them. The master starts
+`generators` local workers (`python -m loadgen.worker_node`), each pinned to its own core, waits
+for them and for `remote_generators` started elsewhere (`lab generator --connect`), hands each its
+share of the step (`loadgen.shares`: users, or arrivals in `loadgen.open_fleet`), all timing one
+window from one common start, and runs the same settle/measure phases as a single generator;
+after the window it waits for every worker's drain (`ShareFleet.finish`). Every second each
 worker sends its interval's HdrHistogram; the master forwards each one to the lab (a `Histogram`
 per worker, named by `source`) and computes the step's figures from their exact merge.
 """
