@@ -55,6 +55,7 @@ class Report:
     failed: dict[str, str] = field(default_factory=dict)  # failed latencies by kind, encoded
     late_sends: str = ""  # open loop: its sends' lateness, encoded ("": none)
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # a mix: RouteTally figures
+    answers: int = -1  # answers that arrived in the interval, whenever sent or due (-1: unknown)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +80,7 @@ class Report:
             failed={k: hist.encode(h) for k, h in interval.failed.items()},
             late_sends=late_sends,
             routes={name: tally.figures() for name, tally in interval.routes.items()},
+            answers=-1 if interval.answers is None else interval.answers,
         )
 
     def interval(self) -> Interval:
@@ -91,6 +93,7 @@ class Report:
         return Interval(
             *(encoded, self.requests, errors, self.bounds, lag, self.periodic_s, failed, late),
             routes=routes,
+            answers=None if self.answers < 0 else self.answers,
         )
 
 

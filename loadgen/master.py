@@ -24,11 +24,9 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import gevent
-from hdrh.histogram import HdrHistogram
 from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner
 
-from lab.record import hist
 from loadgen import fanout
 from loadgen.phases import DRAIN_MAX_S, after_drain, run_phases
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
@@ -37,10 +35,8 @@ from loadgen.recording import (
     Interval,
     Recorder,
     lag_figures,
-    merge_failed,
-    merge_routes,
+    merged,
 )
-from loadgen.request import RouteTally
 from loadgen.shares import closed_figures, share_out
 
 LEAD_S = 0.5  # the shares begin this long after the master sends them: all have them by then
@@ -216,28 +212,6 @@ class FleetCpu:
 
 def _merged(reports: list[fanout.Report]) -> Interval:
     return merged([r.interval() for r in reports])
-
-
-def merged(intervals: list[Interval]) -> Interval:
-    """Several intervals as one: counts added, histograms merged exactly (the loop lags, the
-    failures and the sends' lateness too)."""
-    lags = [i.lag for i in intervals if i.lag is not None]
-    late = [i.late_sends for i in intervals if i.late_sends is not None]
-    failed: dict[str, HdrHistogram] = {}
-    merge_failed(failed, (i.failed for i in intervals))
-    routes: dict[str, RouteTally] = {}
-    merge_routes(routes, (i.routes for i in intervals))
-    return Interval(
-        hist.merge(i.hist for i in intervals),
-        sum(i.requests for i in intervals),
-        sum((i.errors for i in intervals), Counter[str]()),
-        sum(i.bounds for i in intervals),
-        hist.merge(lags) if lags else None,
-        sum(i.periodic_s for i in intervals),
-        failed,
-        hist.merge(late) if late else None,
-        routes=routes,
-    )
 
 
 def address(master: str) -> tuple[str, int]:

@@ -44,9 +44,9 @@ class Interval:
     failed: dict[str, HdrHistogram] = field(default_factory=dict)
     # Open loop: each measured send's lateness (actual send - intended), per request.
     late_sends: HdrHistogram | None = None
-    # Answers that arrived in this second, whenever they were sent (None: not counted, a remote
-    # part's interval): the per-second throughput, where the histogram keeps only the requests
-    # sent (closed loop) or due (open loop) inside the window.
+    # Answers that arrived in this second, whenever they were sent (None: not counted, e.g. a
+    # web-UI worker's interval): the per-second throughput, where the histogram keeps only the
+    # requests sent (closed loop) or due (open loop) inside the window.
     answers: int | None = None
     routes: dict[str, RouteTally] = field(default_factory=dict)  # a mix: each route's requests
 
@@ -83,6 +83,30 @@ def merge_routes(into: dict[str, RouteTally], parts: Iterable[Mapping[str, Route
     for part in parts:
         for name, tally in part.items():
             into.setdefault(name, RouteTally()).add(tally)
+
+
+def merged(intervals: list[Interval]) -> Interval:
+    """Several intervals as one: counts added, histograms merged exactly (the loop lags, the
+    failures and the sends' lateness too)."""
+    lags = [i.lag for i in intervals if i.lag is not None]
+    late = [i.late_sends for i in intervals if i.late_sends is not None]
+    answers = [i.answers for i in intervals]
+    failed: dict[str, HdrHistogram] = {}
+    merge_failed(failed, (i.failed for i in intervals))
+    routes: dict[str, RouteTally] = {}
+    merge_routes(routes, (i.routes for i in intervals))
+    return Interval(
+        hist.merge(i.hist for i in intervals),
+        sum(i.requests for i in intervals),
+        sum((i.errors for i in intervals), Counter[str]()),
+        sum(i.bounds for i in intervals),
+        hist.merge(lags) if lags else None,
+        sum(i.periodic_s for i in intervals),
+        failed,
+        hist.merge(late) if late else None,
+        None if None in answers else sum(filter(None, answers)),
+        routes=routes,
+    )
 
 
 class LoopLag:
