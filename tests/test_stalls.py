@@ -50,12 +50,16 @@ def _stop_server(run: LabRun, after_s: float, stop_s: float, done: threading.Eve
                 os.kill(proc.pid, signal.SIGCONT)
 
 
-def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(tmp_path: Path) -> None:
+@pytest.mark.parametrize("generators", ["1", "2"], ids=["1-generator", "2-generators"])
+def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(
+    tmp_path: Path, generators: str
+) -> None:
     """Stopped 4 s into a 6 s window for 3 s: the last seconds have no answers while the users
     wait (flag `stalled`, its limit named or kept as secondary evidence), and the requests the
     stop held at the cut-off are counted with their real latency, seconds long (counted by the
-    clock they would have vanished)."""
+    clock they would have vanished), on one generator process or shared over two."""
     args = ("--models", MODEL, "--levels", "8", "--duration", "6", "--warmup", "0")
+    args += ("--generators", generators)
     run = LabRun(tmp_path, *args, "--delay-ms", "20")
     done = threading.Event()
     striker = threading.Thread(target=_stop_server, args=(run, 4.0, 3.0, done), daemon=True)
@@ -67,6 +71,7 @@ def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(tmp_pa
         striker.join(timeout=10)
         run.kill()
     (step,) = run.steps()
+    assert step["generators"] == int(generators)
     assert "stalled" in step["flags"], (step["flags"], step["timeseries"]["rps"])
     stall = step["evidence"]["stalled"]
     assert stall["seconds"] and max(stall["answers_per_s"]) <= 0.1 * stall["median_per_s"]
