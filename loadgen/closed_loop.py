@@ -8,14 +8,14 @@ window (every completed request's latency recorded from locust's request event),
 Each user is a greenlet with its own locust FastHttpSession (one connection), not a locust User:
 a User's task scheduling and wait between tasks cost about 8% of the generator's CPU per request
 against a fast target, for nothing a step uses (benchmarks/loadgen_overhead.py). The request,
-its event and its error handling are locust's. Several generator processes (`loadgen.master`)
-and the web UI run locust's own users.
+its event and its error handling are locust's. On several generator processes (`loadgen.master`)
+each worker runs a `ClosedLoop` with its share of the users (`run_closed_share`), timed from the
+step's common start; the web UI runs locust's own users.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 import gevent
@@ -23,13 +23,12 @@ from gevent.pool import Group
 from locust.contrib.fasthttp import FastHttpSession
 from locust.event import EventHook
 
+from loadgen.phases import after_drain, common_begin, drain_pending, run_phases, share_window
 from loadgen.protocol import Done, Start
-from loadgen.recording import Recorder, run_phases
+from loadgen.recording import Recorder
 from loadgen.request import Picker
 from loadgen.session import lab_session
-from loadgen.shares import lower_bounds
-
-DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes (as open loop)
+from loadgen.shares import ClosedShare, closed_figures
 
 
 class ClosedLoop:
@@ -88,50 +87,47 @@ class ClosedLoop:
         send as lower bounds; returns how long it waited."""
         self.stopping = True
         t0 = time.perf_counter()
-        limit = min(self.start.timeout_s, DRAIN_MAX_S)
-        while self.pending and time.perf_counter() - t0 < limit:
-            gevent.sleep(0.05)
-        cutoff = time.perf_counter()
-        ages = [((cutoff - sent) * 1000, name) for sent, name in self.pending.values()]
-        for age, name in ages:
-            self.recorder.bound(age, name)
-        self.unfinished, self.floor = len(ages), min(a for a, _ in ages) if ages else None
+        cutoff, ages = drain_pending(self.recorder, self.pending, self.start.timeout_s)
+        self.unfinished, self.floor = len(ages), min(ages, default=None)
         self.cut = True
         return cutoff - t0
+
+    def share(self, drain_s: float) -> ClosedShare:
+        """This generator's cut-off figures, beside its intervals."""
+        return ClosedShare(self.unfinished, self.ok_in_window, drain_s, self.floor)
+
+    def spawn_users(self) -> Group:
+        """The step's users, each on its own connection."""
+        events = EventHook()
+        events.add_listener(self.on_request)
+        users = Group()
+        for _ in range(self.start.users):
+            users.spawn(self.user, lab_session(self.start, events, 1), self.picker)
+        return users
 
 
 def run_closed(start: Start) -> Done:
     loop = ClosedLoop(start)
-    events = EventHook()
-    events.add_listener(loop.on_request)
-    users = Group()
-    for _ in range(start.users):
-        users.spawn(loop.user, lab_session(start, events, 1), loop.picker)
+    users = loop.spawn_users()
     try:
         done = run_phases(start, loop.recorder)
         drain_s = loop.drain()
         loop.recorder.roll(done.duration_s, done.duration_s + drain_s, drain=True)
     finally:
         users.kill(block=True, timeout=5)
-    return _with_cut(done, loop, drain_s)
+    latency = loop.recorder.latency()
+    cut = closed_figures([loop.share(drain_s)], latency["latency_ms"], latency["all_latency_ms"])
+    return after_drain(done, loop.recorder, loop.unfinished, latency, closed_loop=cut)
 
 
-def _with_cut(done: Done, loop: ClosedLoop, drain_s: float) -> Done:
-    """The step's figures with the drained answers and the unfinished requests' bounds."""
-    rec = loop.recorder
-    latency = rec.latency()
-    return replace(
-        done,
-        requests=rec.requests + loop.unfinished,
-        ok=rec.ok,
-        errors=dict(rec.errors),
-        routes=rec.route_figures(),  # the drain's answers and unfinished requests too
-        **latency,
-        closed_loop={
-            "unfinished": loop.unfinished,
-            "ok_in_window": loop.ok_in_window,
-            "drain_s": round(drain_s, 3),
-            "lower_bounds": lower_bounds(latency["latency_ms"], loop.floor),
-            "all_lower_bounds": lower_bounds(latency["all_latency_ms"], loop.floor),
-        },
-    )
+def run_closed_share(loop: ClosedLoop) -> float:
+    """One generator's share of a closed-loop step run by several (`loadgen.shares.share_out`):
+    its users from the common start, its window timed by that same start (the master's rolls
+    collect the intervals), then its drain. Returns how long the drain took."""
+    begin = common_begin(loop.start)
+    users = loop.spawn_users()
+    try:
+        share_window(loop.start, loop.recorder, begin)
+        return loop.drain()
+    finally:
+        users.kill(block=True, timeout=5)

@@ -1,14 +1,15 @@
 """What a generator master and its workers say to each other, over locust's own master/worker link.
 
-Why locust's link: it already connects, spreads users over workers, beats hearts and quits them;
-the lab only adds three custom messages on it. The master sends the step (`START`) before the
-users, then asks for one interval (`ROLL`) every second; each worker answers (`INTERVAL`) with
-the HdrHistogram of what it measured since its last answer, so the master never merges
-percentiles, only counts (exact), and no request is counted twice or lost between intervals.
+Why locust's link: it already connects, beats hearts and quits them (and spreads the web UI's
+users); the lab only adds its own messages on it. The master sends the step (`START`), then asks
+for one interval (`ROLL`) every second; each worker answers (`INTERVAL`) with the HdrHistogram of
+what it measured since its last answer, so the master never merges percentiles, only counts
+(exact), and no request is counted twice or lost between intervals.
 
-Open loop on several generators (`loadgen.shares`): the master sends each worker its own schedule
-(`START` to that worker alone); each times its own window from the common start and, after its
-drain, sends what is left (`DRAINED`): the drain's interval and its own open-loop figures.
+On several generators (`loadgen.shares`) the master sends each worker its own share of the step
+(`START` to that worker alone: its schedule, or its users); each times its own window from the
+common start and, after its drain, sends what is left (`DRAINED`): the drain's interval and its
+own open- or closed-loop figures.
 
 The web UI's lab page uses the same roll with locust's own workers (Compose): each answers
 (`MODELS_INTERVAL`) with one interval per model, since one UI run loads several models at once.
@@ -24,12 +25,12 @@ from lab.record import hist
 from loadgen.protocol import OpenLoopFigures
 from loadgen.recording import Interval
 from loadgen.request import RouteTally
-from loadgen.shares import ShareResult
+from loadgen.shares import ClosedShare, ShareResult
 
 START = "lab_start"  # master -> workers: the step's Start, as JSON
 ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
 INTERVAL = "lab_interval"  # worker -> master: a Report
-DRAINED = "lab_drained"  # open-loop worker -> master, after its drain: a Drained
+DRAINED = "lab_drained"  # worker -> master, after its drain: a Drained
 MODELS_INTERVAL = "lab_models_interval"  # web-UI worker -> master: a ModelsReport
 REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
 
@@ -54,6 +55,7 @@ class Report:
     failed: dict[str, str] = field(default_factory=dict)  # failed latencies by kind, encoded
     late_sends: str = ""  # open loop: its sends' lateness, encoded ("": none)
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # a mix: RouteTally figures
+    answers: int = -1  # answers that arrived in the interval, whenever sent or due (-1: unknown)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +80,7 @@ class Report:
             failed={k: hist.encode(h) for k, h in interval.failed.items()},
             late_sends=late_sends,
             routes={name: tally.figures() for name, tally in interval.routes.items()},
+            answers=-1 if interval.answers is None else interval.answers,
         )
 
     def interval(self) -> Interval:
@@ -90,26 +93,32 @@ class Report:
         return Interval(
             *(encoded, self.requests, errors, self.bounds, lag, self.periodic_s, failed, late),
             routes=routes,
+            answers=None if self.answers < 0 else self.answers,
         )
 
 
 @dataclass(frozen=True)
 class Drained:
-    """An open-loop worker's last word: the drain's interval (a Report) and its own figures."""
+    """A worker's last word after its drain: the drain's interval (a Report) and its own
+    figures, open loop (`share`) or closed loop (`closed`)."""
 
     report: Report
-    share: ShareResult
+    share: ShareResult | None = None
+    closed: ClosedShare | None = None
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Drained:
+        report = Report.from_data(data["report"])
+        if (closed := data.get("closed")) is not None:
+            return cls(report, closed=ClosedShare(**closed))
         share = data["share"]
         figures = OpenLoopFigures(
             **{**share["figures"], "lower_bounds": (), "all_lower_bounds": ()}
         )
-        return cls(Report.from_data(data["report"]), ShareResult(**{**share, "figures": figures}))
+        return cls(report, ShareResult(**{**share, "figures": figures}))
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """One step on several generator processes: a locust master here, locust workers doing the load.
 
 Why: one generator process tops out near one core (gevent runs on one), so a fast server or a big
-machine needs several; locust's own master/worker runners spread the users over them. The master
-starts `generators` local workers (`python -m loadgen.worker_node`), each pinned to its own core,
-waits for them and for `remote_generators` started elsewhere (`lab generator --connect`), hands
-them the step, and runs the same settle/measure phases as a single generator. Every second each
+machine needs several; locust's own master/worker link connects them. The master starts
+`generators` local workers (`python -m loadgen.worker_node`), each pinned to its own core, waits
+for them and for `remote_generators` started elsewhere (`lab generator --connect`), hands each its
+share of the step (`loadgen.shares`: users, or arrivals in `loadgen.open_fleet`), all timing one
+window from one common start, and runs the same settle/measure phases as a single generator;
+after the window it waits for every worker's drain (`ShareFleet.finish`). Every second each
 worker sends its interval's HdrHistogram; the master forwards each one to the lab (a `Histogram`
 per worker, named by `source`) and computes the step's figures from their exact merge.
 """
@@ -22,24 +24,22 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import gevent
-from hdrh.histogram import HdrHistogram
 from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner
 
-from lab.record import hist
 from loadgen import fanout
+from loadgen.phases import DRAIN_MAX_S, after_drain, run_phases
 from loadgen.protocol import CONNECT_WAIT_S, Done, Part, Start, missing_generators
 from loadgen.recording import (
     CpuMeter,
     Interval,
     Recorder,
     lag_figures,
-    merge_failed,
-    merge_routes,
-    run_phases,
+    merged,
 )
-from loadgen.request import Picker, RouteTally
-from loadgen.users import model_user
+from loadgen.shares import closed_figures, share_out
+
+LEAD_S = 0.5  # the shares begin this long after the master sends them: all have them by then
 
 
 class MissingGenerators(RuntimeError):
@@ -116,7 +116,9 @@ class Fleet(Recorder):
         for node, name in self.names.items():
             part = parts.get(name, Interval())
             total = self.totals.setdefault(name, Counter())
-            total.update(requests=part.requests, ok=part.hist.get_total_count() - part.bounds)
+            # its unfinished requests (their ages, lower bounds) are requests, not answers
+            answers = part.hist.get_total_count() - part.bounds
+            total.update(requests=part.requests + part.bounds, ok=answers)
             self.cpu_series.setdefault(name, []).append(self.last_cpu.get(node, 0.0))
         return self.account(start, end, parts, drain)
 
@@ -130,6 +132,68 @@ class Fleet(Recorder):
             cpus = self.cpus.get(node, [])
             out.append(Part(name, total["requests"], total["ok"], mean, cpus, lag, periodic))
         return out
+
+
+class ShareFleet(Fleet):
+    """The master's recorder for a step shared out over its workers (`loadgen.shares`), each
+    timing the same window from one common start and draining after it: keeps what a worker
+    measured before the master's own window opened, and waits for every worker's drain."""
+
+    def __init__(self, runner: MasterRunner) -> None:
+        super().__init__(runner)
+        self.early: dict[str, list[Interval]] = {}  # measured before the master's window opened
+        self.drained: dict[str, fanout.Drained] = {}  # per node
+        runner.register_message(fanout.DRAINED, self.on_drained)
+
+    def on_drained(self, msg: Any, **_: Any) -> None:
+        self.drained[msg.node_id] = fanout.Drained.from_data(msg.data)
+
+    def send_shares(self, share: Callable[[int, float], list[Start]]) -> None:
+        """Each worker its own share (`share(workers, begin_at)`), all beginning LEAD_S from
+        now; returns at that common start."""
+        begin_at = time.time() + LEAD_S
+        nodes = list(self.names)
+        for node, own in zip(nodes, share(len(nodes), begin_at), strict=True):
+            self.runner.send_message(fanout.START, own.to_json(), client_id=node)  # type: ignore[arg-type]  # locust sends any JSON-able data
+        gevent.sleep(max(0.0, begin_at - time.time()))
+
+    def refresh(self) -> None:
+        """Settling: a worker's window may open a little before the master's; keep what it
+        measured for the first measured second (its requests, each counted by its send or due
+        time), not the settle's loop lag and periodic work."""
+        for name, part in self.collect().items():
+            self.early.setdefault(name, []).append(replace(part, lag=None, periodic_s=0.0))
+
+    def collect(self) -> dict[str, Interval]:
+        parts = super().collect()
+        if not self.measuring or not self.early:
+            return parts
+        early, self.early = self.early, {}
+        names = set(parts) | set(early)
+        return {n: merged([*early.get(n, []), parts.get(n, Interval())]) for n in names}
+
+    def finish(self, window_s: float) -> float:
+        """Wait for every worker's drain, then roll its last interval in as one more after the
+        window; returns the longest drain."""
+        deadline = time.monotonic() + DRAIN_MAX_S + fanout.REPORT_TIMEOUT_S + LEAD_S
+        while len(self.drained) < len(self.names) and time.monotonic() < deadline:
+            self._all_answered()  # raises when a worker left
+            gevent.sleep(0.01)
+        if silent := [name for node, name in self.names.items() if node not in self.drained]:
+            raise MissingGenerators(f"{', '.join(silent)} sent no figures after the window")
+        for node, drained in self.drained.items():
+            self.inbox.setdefault(node, []).append(drained.report)
+        drain_s = max(_drain_s(d) for d in self.drained.values())
+        cpu = {name: list(series) for name, series in self.cpu_series.items()}
+        self.roll(window_s, window_s + drain_s, drain=True)
+        self.cpu_series = cpu  # each part's CPU stays the measured window's
+        return drain_s
+
+
+def _drain_s(drained: fanout.Drained) -> float:
+    if drained.closed is not None:
+        return drained.closed.drain_s
+    return drained.share.figures.drain_s if drained.share is not None else 0.0
 
 
 F = TypeVar("F", bound=Fleet)
@@ -148,28 +212,6 @@ class FleetCpu:
 
 def _merged(reports: list[fanout.Report]) -> Interval:
     return merged([r.interval() for r in reports])
-
-
-def merged(intervals: list[Interval]) -> Interval:
-    """Several intervals as one: counts added, histograms merged exactly (the loop lags, the
-    failures and the sends' lateness too)."""
-    lags = [i.lag for i in intervals if i.lag is not None]
-    late = [i.late_sends for i in intervals if i.late_sends is not None]
-    failed: dict[str, HdrHistogram] = {}
-    merge_failed(failed, (i.failed for i in intervals))
-    routes: dict[str, RouteTally] = {}
-    merge_routes(routes, (i.routes for i in intervals))
-    return Interval(
-        hist.merge(i.hist for i in intervals),
-        sum(i.requests for i in intervals),
-        sum((i.errors for i in intervals), Counter[str]()),
-        sum(i.bounds for i in intervals),
-        hist.merge(lags) if lags else None,
-        sum(i.periodic_s for i in intervals),
-        failed,
-        hist.merge(late) if late else None,
-        routes=routes,
-    )
 
 
 def address(master: str) -> tuple[str, int]:
@@ -200,10 +242,7 @@ def fleet_for(start: Start, make: Callable[[MasterRunner], F]) -> Iterator[F]:
     """A master, its local workers started and pinned, every worker connected; all of them
     stopped afterwards, whatever happens."""
     host, port = address(start.master)
-    user = model_user(
-        "lab", start.base_url, Picker(start).next, timeout_s=start.timeout_s, cookies=False
-    )
-    env = Environment(user_classes=[user], host=start.base_url)
+    env = Environment(host=start.base_url)  # no locust users: each worker runs its own share
     runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)
     fleet = make(runner)
     workers = start_local(start, port)
@@ -217,12 +256,18 @@ def fleet_for(start: Start, make: Callable[[MasterRunner], F]) -> Iterator[F]:
 
 
 def run_distributed(start: Start) -> Done:
-    """A closed-loop step: the users spread over the workers by locust's master."""
-    with fleet_for(start, Fleet) as fleet:
-        fleet.runner.send_message(fanout.START, start.to_json())  # type: ignore[arg-type]  # locust sends any JSON-able data
-        gevent.spawn(fleet.runner.start, start.users, spawn_rate=start.users)
+    """A closed-loop step: the users shared out over the workers, each counting a request by
+    its send inside the common window (`loadgen.closed_loop.run_closed_share`), whenever it
+    answers; the requests still unanswered after the drains are lower bounds, as on one."""
+    with fleet_for(start, ShareFleet) as fleet:
+        fleet.send_shares(lambda n, begin_at: share_out(start, n, begin_at))
         done = run_phases(start, fleet, cpu=FleetCpu(fleet))
-        return replace(done, parts=fleet.parts(done.duration_s))
+        fleet.finish(done.duration_s)
+        latency = fleet.latency()
+        shares = [s for d in fleet.drained.values() if (s := d.closed) is not None]
+        cut = closed_figures(shares, latency["latency_ms"], latency["all_latency_ms"])
+        parts = fleet.parts(done.duration_s)
+        return after_drain(done, fleet, cut["unfinished"], latency, closed_loop=cut, parts=parts)
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

@@ -13,34 +13,25 @@ and its own counts, which add up exactly (`loadgen.shares.merge`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, replace
 from typing import Any
 
-import gevent
 from locust.runners import MasterRunner
 
 from lab.record import hist
-from loadgen import fanout
-from loadgen.master import Fleet, FleetCpu, MissingGenerators, fleet_for, merged
-from loadgen.open_loop import DRAIN_MAX_S
+from loadgen.master import FleetCpu, ShareFleet, fleet_for
+from loadgen.phases import after_drain, run_phases
 from loadgen.protocol import Done, Part, Start
-from loadgen.recording import Interval, run_phases
-from loadgen.shares import merge, split
-
-LEAD_S = 0.5  # the schedules begin this long after the master sends them: all have them by then
+from loadgen.shares import ShareResult, merge, split
 
 
-class OpenFleet(Fleet):
-    """The master's recorder for an open-loop step: rolls, per-second drops, the workers' drains."""
+class OpenFleet(ShareFleet):
+    """The master's recorder for an open-loop step: per-second drops and requests in flight too."""
 
     def __init__(self, runner: MasterRunner) -> None:
         super().__init__(runner)
-        self.early: dict[str, list[Interval]] = {}  # measured before the master's window opened
-        self.drained: dict[str, fanout.Drained] = {}  # per node
         self.dropped = 0  # since the last tick, every worker
         self.inflight: dict[str, int] = {}  # per node, at its last report
-        runner.register_message(fanout.DRAINED, self.on_drained)
 
     def on_report(self, msg: Any, **_: Any) -> None:
         super().on_report(msg)
@@ -48,48 +39,17 @@ class OpenFleet(Fleet):
         self.dropped += report.dropped
         self.inflight[msg.node_id] = report.inflight
 
-    def on_drained(self, msg: Any, **_: Any) -> None:
-        self.drained[msg.node_id] = fanout.Drained.from_data(msg.data)
-
     def tick(self) -> dict[str, int]:
         """This second's drops and the requests in flight, every worker together."""
         dropped, self.dropped = self.dropped, 0
         return {"dropped": dropped, "inflight": sum(self.inflight.values())}
 
-    def refresh(self) -> None:
-        """Settling: a worker's window may open a little before the master's; keep what it
-        measured for the first measured second (its requests, each counted by its due time),
-        not the settle's loop lag and periodic work."""
-        for name, part in self.collect().items():
-            self.early.setdefault(name, []).append(replace(part, lag=None, periodic_s=0.0))
-
-    def collect(self) -> dict[str, Interval]:
-        parts = super().collect()
-        if not self.measuring or not self.early:
-            return parts
-        early, self.early = self.early, {}
-        names = set(parts) | set(early)
-        return {n: merged([*early.get(n, []), parts.get(n, Interval())]) for n in names}
-
-    def finish(self, window_s: float) -> float:
-        """Wait for every worker's drain, then roll its last interval in as one more after the
-        window; returns the longest drain."""
-        deadline = time.monotonic() + DRAIN_MAX_S + fanout.REPORT_TIMEOUT_S + LEAD_S
-        while len(self.drained) < len(self.names) and time.monotonic() < deadline:
-            self._all_answered()  # raises when a worker left
-            gevent.sleep(0.01)
-        if silent := [name for node, name in self.names.items() if node not in self.drained]:
-            raise MissingGenerators(f"{', '.join(silent)} sent no figures after the window")
-        for node, drained in self.drained.items():
-            self.inbox.setdefault(node, []).append(drained.report)
-        drain_s = max(d.share.figures.drain_s for d in self.drained.values())
-        cpu = {name: list(series) for name, series in self.cpu_series.items()}
-        self.roll(window_s, window_s + drain_s, drain=True)
-        self.cpu_series = cpu  # each part's CPU stays the measured window's
-        return drain_s
+    def shares(self) -> list[ShareResult]:
+        """Every worker's open-loop figures, in the order of `names`."""
+        return [s for n in self.names if (s := self.drained[n].share) is not None]
 
     def parts(self, window_s: float) -> list[Part]:
-        figures = [asdict(self.drained[node].share.figures) for node in self.names]
+        figures = [asdict(share.figures) for share in self.shares()]
         own = super().parts(window_s)
         return [replace(p, open_loop=f) for p, f in zip(own, figures, strict=True)]
 
@@ -98,24 +58,13 @@ def run_open_distributed(start: Start) -> Done:
     """The step's arrivals shared out over every worker, measured and merged as one."""
     assert start.rate_rps is not None
     with fleet_for(start, OpenFleet) as fleet:
-        begin_at = time.time() + LEAD_S
-        nodes = list(fleet.names)
-        for node, share in zip(nodes, split(start, len(nodes), begin_at), strict=True):
-            fleet.runner.send_message(fanout.START, share.to_json(), client_id=node)  # type: ignore[arg-type]  # locust sends any JSON-able data
-        gevent.sleep(max(0.0, begin_at - time.time()))
+        fleet.send_shares(lambda n, begin_at: split(start, n, begin_at))
         done = run_phases(start, fleet, fleet.tick, cpu=FleetCpu(fleet))
         fleet.finish(done.duration_s)
         latency = fleet.latency()  # from each request's intended start, unfinished ages included
-        shares = [fleet.drained[n].share for n in nodes]
-        figures = merge(start.rate_rps, shares, latency["latency_ms"], latency["all_latency_ms"])
-        figures = replace(figures, send_lateness_ms=hist.summary_ms(fleet.late_sends))
-        return replace(
-            done,
-            requests=fleet.requests + figures.unfinished,
-            ok=fleet.ok,
-            errors=dict(fleet.errors),
-            routes=fleet.route_figures(),  # the drain's answers too
-            **latency,
-            open_loop=figures,
-            parts=fleet.parts(done.duration_s),
+        figures = merge(
+            start.rate_rps, fleet.shares(), latency["latency_ms"], latency["all_latency_ms"]
         )
+        figures = replace(figures, send_lateness_ms=hist.summary_ms(fleet.late_sends))
+        parts = fleet.parts(done.duration_s)
+        return after_drain(done, fleet, figures.unfinished, latency, open_loop=figures, parts=parts)

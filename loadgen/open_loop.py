@@ -31,7 +31,6 @@ import random
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import gevent
@@ -39,14 +38,13 @@ from gevent.pool import Group
 from locust.event import EventHook
 
 from lab.record import hist
+from loadgen.phases import after_drain, common_begin, drain_pending, run_phases, share_window
 from loadgen.protocol import Done, OpenLoopFigures, Start
-from loadgen.recording import Recorder, run_phases
+from loadgen.recording import Recorder
 from loadgen.request import Picker
 from loadgen.session import lab_session
 from loadgen.shares import intended_offsets, lower_bounds
 from loadgen.timer import DueTimer
-
-DRAIN_MAX_S = 10.0  # the longest wait for the window's requests after it closes
 
 
 class OpenLoop:
@@ -209,57 +207,34 @@ def run_open(spec: Start) -> Done:
     finally:
         scheduler.kill()
         loop.inflight.kill(block=True, timeout=5)
-    rec = loop.recorder
-    latency = rec.latency()  # from each request's intended start, unfinished ages included
-    return replace(
-        done,
-        requests=rec.requests + loop.unfinished,
-        ok=rec.ok,
-        errors=dict(rec.errors),
-        routes=rec.route_figures(),  # the drain's answers too
-        **latency,
-        open_loop=loop.figures(latency["latency_ms"], drain_s, latency["all_latency_ms"]),
-    )
+    latency = loop.recorder.latency()  # from each request's intended start, unfinished ages too
+    figures = loop.figures(latency["latency_ms"], drain_s, latency["all_latency_ms"])
+    return after_drain(done, loop.recorder, loop.unfinished, latency, open_loop=figures)
 
 
 def run_share(loop: OpenLoop) -> float:
     """One generator's share of a step run by several (`loadgen.shares`): its schedule from the
     common start, its measured window timed by that same start (the master's rolls collect the
-    intervals), then its drain. Returns how long the drain took."""
-    spec = loop.spec
-    # The common start on this clock, in the past if START came late: the schedule is not
-    # shifted; the sends already due leave at once and count as late (`send_lateness_ms`).
-    begin = time.perf_counter() + (spec.begin_at - time.time() if spec.begin_at else 0.0)
+    intervals), then its drain. Returns how long the drain took. The sends already due when
+    START came late leave at once and count as late (`send_lateness_ms`)."""
+    begin = common_begin(loop.spec)
     scheduler = gevent.spawn(loop.schedule, begin)
     try:
-        _sleep_until(begin + spec.settle_s)
-        loop.recorder.measuring, loop.recorder.opened_at = True, begin + spec.settle_s
-        _sleep_until(begin + spec.settle_s + spec.duration_s)
-        loop.recorder.measuring = False
+        share_window(loop.spec, loop.recorder, begin)
         scheduler.kill()
-        return drain(loop, spec)
+        return drain(loop, loop.spec)
     finally:
         scheduler.kill()
         loop.inflight.kill(block=True, timeout=5)
-
-
-def _sleep_until(when: float) -> None:
-    gevent.sleep(max(0.0, when - time.perf_counter()))
 
 
 def drain(loop: OpenLoop, spec: Start) -> float:
     """Wait (bounded) for the window's requests, then record the rest's ages as lower bounds
     (into the recorder's running interval); returns how long it waited."""
     t0 = time.perf_counter()
-    limit = min(spec.timeout_s, DRAIN_MAX_S)
-    while loop.pending and time.perf_counter() - t0 < limit:
-        gevent.sleep(0.05)
-    cutoff = time.perf_counter()
-    ages = [((cutoff - intended) * 1000, name) for intended, name in loop.pending.values()]
-    for age, name in ages:
-        loop.recorder.bound(age, name)
+    cutoff, ages = drain_pending(loop.recorder, loop.pending, spec.timeout_s)
     loop.unfinished = len(ages)
-    loop.lower_bound_floor = min(a for a, _ in ages) if ages else None
+    loop.lower_bound_floor = min(ages, default=None)
     while loop.waiting:
         loop.bound_dropped(cutoff)
     loop.cut = True  # killing the unanswered ones yields: a late answer must not count twice

@@ -201,9 +201,10 @@ class Done(Window):
     # unknown or none): the generators' loop lag over the window, and open-loop sends' lateness.
     lag: str = ""
     late_sends: str = ""
-    # Closed loop on one process: the window's requests counted by their send, whenever they
-    # answered (`loadgen.closed_loop.ClosedLoop`): unfinished, ok_in_window, drain_s,
-    # lower_bounds, all_lower_bounds ({}: counted by the clock, an older or fleet generator).
+    # Closed loop: the window's requests counted by their send, whenever they answered
+    # (`loadgen.closed_loop.ClosedLoop`, on one process or each of several): unfinished,
+    # ok_in_window, drain_s, lower_bounds, all_lower_bounds ({}: counted by the clock, an older
+    # generator).
     closed_loop: dict[str, Any] = field(default_factory=dict)
     # A mix: each route's figures (`loadgen.request.RouteTally.figures`) by label ({}: one route).
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -13,9 +13,8 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import gevent
@@ -24,15 +23,9 @@ from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
 from loadgen.errors import classify
-from loadgen.lean import quiet_gc
-from loadgen.protocol import Done, Histogram, Measuring, Message, Sample, Start, encode
+from loadgen.protocol import Histogram, Message, encode
 from loadgen.request import RouteTally
 
-SAMPLE_SERIES = (  # in Done.timeseries
-    *("t", "rps", "errors", "p50_ms", "p99_ms", "client_cpu_pct"),
-    *("lag_p99_ms", "lag_max_ms"),
-)
-OPEN_LOOP_SERIES = ("dropped", "inflight")
 LAG_TICK_MS = 5.0  # the loop-lag probe's timer: short beside any stall that matters, cheap
 
 
@@ -51,9 +44,9 @@ class Interval:
     failed: dict[str, HdrHistogram] = field(default_factory=dict)
     # Open loop: each measured send's lateness (actual send - intended), per request.
     late_sends: HdrHistogram | None = None
-    # Answers that arrived in this second, whenever they were sent (None: not counted, a remote
-    # part's interval): the per-second throughput, where the histogram keeps only the requests
-    # sent (closed loop) or due (open loop) inside the window.
+    # Answers that arrived in this second, whenever they were sent (None: not counted, e.g. a
+    # web-UI worker's interval): the per-second throughput, where the histogram keeps only the
+    # requests sent (closed loop) or due (open loop) inside the window.
     answers: int | None = None
     routes: dict[str, RouteTally] = field(default_factory=dict)  # a mix: each route's requests
 
@@ -90,6 +83,30 @@ def merge_routes(into: dict[str, RouteTally], parts: Iterable[Mapping[str, Route
     for part in parts:
         for name, tally in part.items():
             into.setdefault(name, RouteTally()).add(tally)
+
+
+def merged(intervals: list[Interval]) -> Interval:
+    """Several intervals as one: counts added, histograms merged exactly (the loop lags, the
+    failures and the sends' lateness too)."""
+    lags = [i.lag for i in intervals if i.lag is not None]
+    late = [i.late_sends for i in intervals if i.late_sends is not None]
+    answers = [i.answers for i in intervals]
+    failed: dict[str, HdrHistogram] = {}
+    merge_failed(failed, (i.failed for i in intervals))
+    routes: dict[str, RouteTally] = {}
+    merge_routes(routes, (i.routes for i in intervals))
+    return Interval(
+        hist.merge(i.hist for i in intervals),
+        sum(i.requests for i in intervals),
+        sum((i.errors for i in intervals), Counter[str]()),
+        sum(i.bounds for i in intervals),
+        hist.merge(lags) if lags else None,
+        sum(i.periodic_s for i in intervals),
+        failed,
+        hist.merge(late) if late else None,
+        None if None in answers else sum(filter(None, answers)),
+        routes=routes,
+    )
 
 
 class LoopLag:
@@ -303,83 +320,3 @@ class CpuMeter:
 def emit(message: Message) -> None:
     sys.stdout.write(encode(message) + "\n")
     sys.stdout.flush()
-
-
-def run_phases(
-    start: Start,
-    recorder: Recorder,
-    extra_sample: Callable[[], dict[str, int]] = dict,
-    cpu: Meter | None = None,
-) -> Done:
-    """Settle (nothing recorded), then measure exactly `duration_s`, one sample per second.
-
-    The load is already running when this is called and is stopped by the caller afterwards.
-    `extra_sample` adds a generator's own per-second figures (open loop: dropped, in flight);
-    `cpu` measures the generator's CPU (default: this process's).
-    """
-    cpu = cpu or CpuMeter()
-    quiet_gc()
-    _settle(start, recorder, cpu)
-    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-    emit(Measuring(started_at))
-    cpu.lap()
-    recorder.take()  # the settle's requests and lag are not measured
-    recorder.measuring, recorder.opened_at = True, time.perf_counter()
-    t0 = time.monotonic()
-    samples = _measure(start, recorder, cpu, extra_sample)
-    recorder.measuring = False
-    duration_s = time.monotonic() - t0
-    cpu_series = [s.client_cpu_pct for s in samples]
-    keys = SAMPLE_SERIES + (OPEN_LOOP_SERIES if start.mode == "open" else ())
-    return Done(
-        started_at=started_at,
-        duration_s=round(duration_s, 3),
-        requests=recorder.requests,
-        ok=recorder.ok,
-        errors=dict(recorder.errors),
-        **recorder.latency(),
-        client_cpu_pct=round(sum(cpu_series) / len(cpu_series), 1) if cpu_series else 0.0,
-        timeseries={k: [getattr(s, k) for s in samples] for k in keys} if samples else {},
-        generator_lag_ms=recorder.lag_ms(),
-        periodic_pct=recorder.periodic_pct(duration_s),
-        routes=recorder.route_figures(),
-    )
-
-
-def _settle(start: Start, recorder: Recorder, cpu: Meter) -> None:
-    t0 = time.monotonic()
-    settle_end = t0 + start.settle_s
-    while (now := time.monotonic()) < settle_end:
-        gevent.sleep(min(1.0, settle_end - now))
-        recorder.refresh()
-        t = round(time.monotonic() - t0, 2)
-        emit(Sample("settle", t, cpu.lap(), recorder.live_requests, recorder.live_errors))
-
-
-def _measure(
-    start: Start, recorder: Recorder, cpu: Meter, extra_sample: Callable[[], dict[str, int]]
-) -> list[Sample]:
-    """Exactly `duration_s` measured, cut into one-second intervals."""
-    t0 = time.monotonic()
-    end = t0 + start.duration_s
-    samples: list[Sample] = []
-    tick_start = t0
-    while tick_start < end - 1e-3:
-        gevent.sleep(max(0.0, min(tick_start + 1.0, end) - time.monotonic()))
-        now = time.monotonic()
-        work_start = time.perf_counter()
-        figures = recorder.roll(tick_start - t0, now - t0)
-        sample = Sample(
-            "measure",
-            round(now - t0, 2),
-            cpu.lap(),
-            recorder.live_requests,
-            recorder.live_errors,
-            **figures,
-            **extra_sample(),
-        )
-        samples.append(sample)
-        emit(sample)
-        tick_start = now
-        recorder.periodic_s += time.perf_counter() - work_start
-    return samples

@@ -1,4 +1,5 @@
-"""One open-loop step on N generator processes: the schedule each one runs, their figures merged.
+"""One step on N generator processes: the schedule (open loop) or the users (closed loop) each one
+runs, their figures merged.
 
 Why a split and not N copies: the union of the N schedules must be the arrival process asked for.
 Poisson arrivals at R/N on N independent streams (distinct seeds) add up to Poisson arrivals at R
@@ -10,7 +11,8 @@ microsecond and generators on several share to their clocks' agreement (NTP: abo
 The cap on requests in flight is shared out too, so the N generators together never hold more
 than the step's cap. Each generator reports its own counts; they add up exactly (`merge`), the
 achieved rates add (the streams run side by side over the same window), and the youngest request
-left unanswered anywhere marks where the merged percentiles become lower bounds.
+left unanswered anywhere marks where the merged percentiles become lower bounds. A closed-loop
+step's users are shared out the same way (`share_out`), each generator timing the same window.
 
 Plain data, HdrHistogram and the standard library: the lab may import this without gevent.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from lab.record import hist
 from loadgen.protocol import ARRIVALS, OpenLoopFigures, Start
@@ -47,6 +50,13 @@ def intended_offsets(
 def spread(total: int, n: int) -> list[int]:
     """`total` shared out over `n` as evenly as whole numbers allow (the first ones get more)."""
     return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def share_out(start: Start, n: int, begin_at: float) -> list[Start]:
+    """A closed-loop step's users shared out over `n` generators, each timing the same window
+    from `begin_at`."""
+    alone = replace(start, generators=1, remote_generators=0, generator_cpus=())
+    return [replace(alone, users=k, begin_at=begin_at) for k in spread(start.users, n)]
 
 
 def split(start: Start, n: int, begin_at: float) -> list[Start]:
@@ -115,6 +125,33 @@ def merge(
         lower_bounds=lower_bounds(latency, floor),
         all_lower_bounds=lower_bounds(everything or {}, all_floor),
     )
+
+
+@dataclass(frozen=True)
+class ClosedShare:
+    """What one closed-loop generator knows after its drain, beside its intervals: the window's
+    requests it left unanswered, the answers that arrived inside the window, its drain."""
+
+    unfinished: int
+    ok_in_window: int
+    drain_s: float
+    floor_ms: float | None  # the youngest unfinished request's age (None: none unfinished)
+
+
+def closed_figures(
+    shares: Sequence[ClosedShare], latency: Mapping[str, float], everything: Mapping[str, float]
+) -> dict[str, Any]:
+    """A closed-loop step's cut-off figures (`Done.closed_loop`) from every generator's, one or
+    several: counts added, the drain the longest, lower bounds from the youngest unanswered
+    request of any generator (a closed loop drops nothing: one floor for both latencies)."""
+    floor = _least(s.floor_ms for s in shares)
+    return {
+        "unfinished": sum(s.unfinished for s in shares),
+        "ok_in_window": sum(s.ok_in_window for s in shares),
+        "drain_s": round(max((s.drain_s for s in shares), default=0.0), 3),
+        "lower_bounds": lower_bounds(latency, floor),
+        "all_lower_bounds": lower_bounds(everything, floor),
+    }
 
 
 def _least(values: Iterable[float | None]) -> float | None:

@@ -1,13 +1,15 @@
 """One generator worker: `python -m loadgen.worker_node HOST:PORT [--cpu N]`.
 
-A locust worker that connects to a generator master (`loadgen.master`), takes the step from it,
-runs the users the master gives it and answers every roll with what it measured since its last
-answer. The master starts these on its own machine; `lab generator --connect` starts them on
-others. It exits when the master quits (end of the step) or is gone for locust's heartbeat limit,
-and its exit status says what it served (`lab generator --steps` counts measured steps only).
+A locust worker that connects to a generator master (`loadgen.master`), takes its share of the
+step from it (`loadgen.shares`), runs it and answers every roll with what it measured since its
+last answer; after the window it drains and sends its last word (`fanout.Drained`). The
+master starts these on its own machine; `lab generator --connect` starts them on others. It
+exits when the master quits (end of the step) or is gone for locust's heartbeat limit, and its
+exit status says what it served (`lab generator --steps` counts measured steps only).
 
-Open loop: no users; the START it is sent is its own share of the arrivals (`loadgen.shares`),
-which it runs with `loadgen.open_loop` on the common clock, answering the rolls from that.
+The START it is sent is its own share: of the arrivals (open loop, run with
+`loadgen.open_loop.run_share`) or of the users (closed loop, `run_closed_share`), both timed
+from the step's common start and counted by send or due time.
 """
 
 from gevent import monkey
@@ -27,13 +29,12 @@ from locust.env import Environment  # noqa: E402
 
 from lab.record import hist  # noqa: E402
 from loadgen import fanout  # noqa: E402
-from loadgen.lean import drop_locust_stats, quiet_gc  # noqa: E402
-from loadgen.open_loop import DRAIN_MAX_S, OpenLoop, run_share  # noqa: E402
+from loadgen.closed_loop import ClosedLoop, run_closed_share  # noqa: E402
+from loadgen.open_loop import OpenLoop, run_share  # noqa: E402
+from loadgen.phases import DRAIN_MAX_S, drop_locust_stats, quiet_gc  # noqa: E402
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Start  # noqa: E402
 from loadgen.recording import CpuMeter, Interval, Recorder  # noqa: E402
-from loadgen.request import Picker, Request  # noqa: E402
 from loadgen.shares import ShareResult  # noqa: E402
-from loadgen.users import model_user  # noqa: E402
 
 # A worker leaves this long after its step's end (drain included) when the master's quit never
 # came: on a busy host that message can be lost, and locust's heartbeat limit (60 s) would keep a
@@ -49,16 +50,14 @@ def step_end(start: Start, now: float) -> float:
 
 
 class Node:
-    """The worker's user class, recorder and CPU meter, configured by the master's START."""
+    """The worker's recorder and CPU meter; its share of the step, configured by the master's
+    START, runs on its own loop (`OpenLoop` or `ClosedLoop`), not as locust users."""
 
     def __init__(self, master_host: str, master_port: int) -> None:
-        self.user = model_user("lab", "", lambda: Request("/"), cookies=False)
-        self.recorder = Recorder(None)
-        self.recorder.measuring = True  # every completion counts; the master keeps measured ones
+        self.recorder = Recorder(None)  # until START: its rolls carry the loop's lag only
         self.cpu = CpuMeter()
         self.cpus = sorted(os.sched_getaffinity(0))
-        env = Environment(user_classes=[self.user])
-        env.events.request.add_listener(self.recorder.on_request)
+        env = Environment()
         self.runner = env.create_worker_runner(master_host, master_port)
         drop_locust_stats(env)
         self.runner.register_message(fanout.START, self.on_start)
@@ -70,21 +69,15 @@ class Node:
         start = self.served = Start.from_json(msg.data)
         quiet_gc()
         gevent.spawn_later(step_end(start, time.time()) + LEAVE_GRACE_S - time.time(), self.leave)
+        self.recorder.loop_lag.greenlet.kill()  # the share's recorder probes the loop now
         if start.mode == "open":
             self.open = OpenLoop(start)
-            self.recorder.loop_lag.greenlet.kill()  # the open loop's recorder probes the loop now
             self.recorder = self.open.recorder
             gevent.spawn(self.run_open, self.open)
             return
-        self.recorder.expected = (
-            start.expected_body.encode() if start.expected_body is not None else None
-        )
-        self.user.host = start.base_url
-        picker = Picker(start)  # a mix: each route by its weight, each kept apart
-        self.recorder.route_names = picker.names
-        self.user.plan = staticmethod(picker.next)
-        self.user.network_timeout = start.timeout_s
-        self.user.connection_timeout = start.timeout_s
+        closed = ClosedLoop(start)
+        self.recorder = closed.recorder
+        gevent.spawn(self.run_closed, closed)
 
     def on_roll(self, msg: Any, **_: Any) -> None:
         """Hand the master this interval; the time it takes is the worker's periodic work."""
@@ -102,15 +95,25 @@ class Node:
         tick = self.open.tick()
         return replace(report, dropped=tick["dropped"], inflight=tick["inflight"])
 
+    def last_report(self) -> fanout.Report:
+        """The drain's interval, not an answer to a roll (seq -1)."""
+        live = (self.recorder.live_requests, self.recorder.live_errors)
+        return self.report(-1, self.recorder.take(), live)
+
     def run_open(self, loop: OpenLoop) -> None:
         """This worker's share of the arrivals, then its last word to the master."""
         drain_s = run_share(loop)
-        live = (self.recorder.live_requests, self.recorder.live_errors)
-        report = self.report(-1, self.recorder.take(), live)  # -1: not an answer to a roll
         figures = loop.figures({}, drain_s, {})  # the master marks bounds on the merged latency
         service = hist.encode(loop.service)
         share = ShareResult(figures, service, loop.lower_bound_floor, loop.all_floor())
-        self.runner.send_message(fanout.DRAINED, fanout.Drained(report, share).to_data())
+        drained = fanout.Drained(self.last_report(), share)
+        self.runner.send_message(fanout.DRAINED, drained.to_data())
+
+    def run_closed(self, loop: ClosedLoop) -> None:
+        """This worker's share of the users, then its last word to the master."""
+        drain_s = run_closed_share(loop)
+        drained = fanout.Drained(self.last_report(), closed=loop.share(drain_s))
+        self.runner.send_message(fanout.DRAINED, drained.to_data())
 
     def leave(self) -> None:
         """The step is long over and no quit came: leave as if it had."""

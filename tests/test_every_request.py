@@ -177,7 +177,7 @@ def test_the_drain_is_no_second_and_a_silent_second_has_no_p99(tmp_path: Path) -
     the step's latency and out of its seconds."""
     hole = socket.create_server(("127.0.0.1", 0), backlog=512)  # the kernel accepts; no one reads
     url = f"http://127.0.0.1:{hole.getsockname()[1]}"
-    # a timeout beyond the drain's longest wait (loadgen.open_loop.DRAIN_MAX_S, 10 s; importing
+    # a timeout beyond the drain's longest wait (loadgen.recording.DRAIN_MAX_S, 10 s; importing
     # it here would import locust, which monkey-patches this process): unanswered at the cut-off
     start = Start(url, "/", 0.3, 1.0, 12.0, rate_rps=20.0, max_outstanding=100)
     seen: list[tuple[float, float, str | None]] = []

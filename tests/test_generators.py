@@ -135,3 +135,22 @@ def test_a_models_report_carries_each_models_interval_exactly() -> None:
     assert got["uwsgi-gevent"].hist.get_total_count() == 6 and got["uwsgi-gevent"].requests == 6
     assert got["uwsgi-threads"].requests == 2 and sum(got["uwsgi-threads"].errors.values()) == 2
     assert got["uwsgi-gevent"].hist.get_value_at_percentile(100) >= 120_000  # µs
+
+
+@pytest.mark.parametrize(
+    "answers", [[3, 4], [3, None], [0, 0]], ids=["counted", "one-unknown", "none"]
+)
+def test_a_workers_answers_by_arrival_reach_the_master_and_add_up(
+    answers: list[int | None],
+) -> None:
+    """Each worker's answers that arrived in a second (whenever sent) cross the link as they
+    are, and the master's merge adds them; one worker that did not count leaves the second's
+    count unknown (the histogram's count is read instead), never a partial sum."""
+    from loadgen.fanout import Report
+    from loadgen.recording import Interval, merged
+
+    reports = [Report.of(1, Interval(answers=a), (0, 0), 0.0, []) for a in answers]
+    got = [Report.from_data(r.to_data()).interval().answers for r in reports]
+    assert got == answers
+    total = merged([r.interval() for r in reports]).answers
+    assert total == (None if None in answers else sum(a or 0 for a in answers))

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
+import pytest
 
 from analysis.judge import judge
 from analysis.loading import load
@@ -49,12 +50,16 @@ def _stop_server(run: LabRun, after_s: float, stop_s: float, done: threading.Eve
                 os.kill(proc.pid, signal.SIGCONT)
 
 
-def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(tmp_path: Path) -> None:
+@pytest.mark.parametrize("generators", ["1", "2"], ids=["1-generator", "2-generators"])
+def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(
+    tmp_path: Path, generators: str
+) -> None:
     """Stopped 4 s into a 6 s window for 3 s: the last seconds have no answers while the users
     wait (flag `stalled`, its limit named or kept as secondary evidence), and the requests the
     stop held at the cut-off are counted with their real latency, seconds long (counted by the
-    clock they would have vanished)."""
+    clock they would have vanished), on one generator process or shared over two."""
     args = ("--models", MODEL, "--levels", "8", "--duration", "6", "--warmup", "0")
+    args += ("--generators", generators)
     run = LabRun(tmp_path, *args, "--delay-ms", "20")
     done = threading.Event()
     striker = threading.Thread(target=_stop_server, args=(run, 4.0, 3.0, done), daemon=True)
@@ -66,6 +71,7 @@ def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(tmp_pa
         striker.join(timeout=10)
         run.kill()
     (step,) = run.steps()
+    assert step["generators"] == int(generators)
     assert "stalled" in step["flags"], (step["flags"], step["timeseries"]["rps"])
     stall = step["evidence"]["stalled"]
     assert stall["seconds"] and max(stall["answers_per_s"]) <= 0.1 * stall["median_per_s"]
@@ -115,6 +121,39 @@ def test_requests_still_unanswered_after_the_drain_are_lower_bounds(tmp_path: Pa
     cut = done.closed_loop
     assert cut["unfinished"] == 4 and done.requests == done.ok + 4, (cut, done.requests, done.ok)
     assert "max" in cut["all_lower_bounds"] and done.all_latency_ms["max"] >= 9000
+    record = step_record("run", StepKey("m", "closed", 4, None, 1), measured_from(done))
+    assert record.unfinished == 4 and record.unanswered_share > 0
+    assert "max" in record.latency_all_lower_bounds
+
+
+@pytest.mark.parametrize("generators", [2], ids=["2-generators"])
+def test_on_several_generators_the_unanswered_are_lower_bounds_and_every_route_adds_up(
+    tmp_path: Path, generators: int
+) -> None:
+    """The same freezing server, a mix of two routes, the users shared over worker processes:
+    each worker's last requests, sent inside the window, are unanswered after its drain; the
+    master counts them as requests with their ages as lower bounds, exactly as one generator
+    does, and the routes' requests add up to the step's."""
+    _Freezing.first.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Freezing)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    mix = [{"label": f"/r{i}", "method": "GET", "path": f"/r{i}", "weight": 1} for i in (1, 2)]
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        start = Start(url, "/", 0.3, 1.0, 12.0, users=4, generators=generators, mix=mix)
+        done = run_step(start, tmp_path / "gen.log")
+    finally:
+        server.shutdown()
+    cut = done.closed_loop
+    assert cut["unfinished"] == 4 and done.requests == done.ok + 4, (cut, done.requests, done.ok)
+    assert cut["ok_in_window"] > 0 and 9 <= cut["drain_s"] <= 11, cut
+    assert "max" in cut["all_lower_bounds"] and done.all_latency_ms["max"] >= 9000
+    assert len(done.parts) == generators
+    assert sum(p.requests for p in done.parts) == done.requests, done.parts
+    routes = done.routes.values()
+    assert sum(r["requests"] for r in routes) == done.requests, done.routes
+    assert sum(r["unfinished"] for r in routes) == 4, done.routes
     record = step_record("run", StepKey("m", "closed", 4, None, 1), measured_from(done))
     assert record.unfinished == 4 and record.unanswered_share > 0
     assert "max" in record.latency_all_lower_bounds
