@@ -42,15 +42,16 @@ class Verdict:
         return tuple(limit for limit in found if limit != self.rule.limit)
 
     def raised(self) -> dict[str, Any]:
-        """Flag -> evidence: the primary rule's flag, and every tail rule's wherever it fired."""
+        """Flag -> evidence: the primary rule's flag, and every tail rule's wherever it fired,
+        each with its rule, limit and reason beside the figures the reason quotes."""
         out: dict[str, Any] = {}
         for rule, found in ((self.rule, self.finding), *self.secondary):
             if rule.flag and (rule is self.rule or rule.effect == TAIL):
-                out[rule.flag] = found.evidence or _words(rule, found)
+                out[rule.flag] = {**_words(rule, found), **(found.evidence or {})}
         return out
 
 
-def _words(rule: Rule, found: Finding) -> dict[str, str]:
+def _words(rule: Rule, found: Finding) -> dict[str, Any]:
     return {"rule": rule.name, "limited_by": rule.limit, "reason": found.reason}
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from lab.record.counted import hides_p99
 from lab.record.thresholds import T
 from lab.verdict import words
-from lab.verdict.facts import Facts, median_rps, upstream_lag_limit_ms
+from lab.verdict.facts import Facts, median_rps, others_on_server_cores, upstream_lag_limit_ms
 
 EXCLUDED, TAIL, COMPARED = "excluded", "tail", "compared"
 
@@ -68,8 +68,23 @@ def fault(f: Facts) -> Finding | None:
 def serialized(f: Facts) -> Finding | None:
     if "serialized" not in f.r.flags:
         return None
-    share = "" if f.share_of_ideal != f.share_of_ideal else f", {f.share_of_ideal:.0%} of the ideal"
-    return Finding(f"serialized: requests ran one at a time (see the flag's evidence){share}")
+    if f.share_of_ideal != f.share_of_ideal:
+        return Finding("serialized: requests ran one at a time (see the flag's evidence)")
+    ev = against_ideal(f)
+    return Finding(
+        "serialized: requests ran one at a time (see the flag's evidence), "
+        f"{ev['share_of_ideal']:.0%} of the ideal",
+        ev,
+    )
+
+
+def against_ideal(f: Facts) -> dict[str, float]:
+    """The throughput against the ideal, the figures a reason quotes (rounded as kept)."""
+    return {"share_of_ideal": round(f.share_of_ideal, 4), "ideal_rps": round(f.ideal_rps, 2)}
+
+
+def _of_ideal(ev: dict[str, Any]) -> str:
+    return f"throughput {ev['share_of_ideal']:.0%} of the ideal {ev['ideal_rps']:g} req/s"
 
 
 def memory(f: Facts) -> Finding | None:
@@ -84,7 +99,7 @@ def server_cpu(f: Facts) -> Finding | None:
     they are the limit (the rule `errors`, after the apparatus and the caps)."""
     if not f.cpu_bound or f.failed_share >= T.mostly_failed_share:
         return None
-    r = f.r
+    r, ev = f.r, {"deployed_cpu_pct": f.r.deployed_cpu_pct}
     cpu = f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
     if r.front_cpu_pct >= 0:  # nginx on the same cores: the deployment's cores were full
         cpu = (
@@ -95,9 +110,10 @@ def server_cpu(f: Facts) -> Finding | None:
         return Finding(
             f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so "
             "more generators alone cannot raise the throughput; more server cores or less CPU "
-            "per request first"
+            "per request first",
+            ev,
         )
-    return Finding(cpu)
+    return Finding(cpu, ev)
 
 
 def server_busy(f: Facts) -> Finding | None:
@@ -118,10 +134,12 @@ def server_busy(f: Facts) -> Finding | None:
         if f.r.server_wait_pct > 0
         else ""
     )
+    share = round(f.server_cpu_share, 4)
     return Finding(
-        f"server CPU {f.server_cpu_share:.0%} of {words.cores(f.cap.cores)}: a core that busy "
+        f"server CPU {share:.0%} of {words.cores(f.cap.cores)}: a core that busy "
         f"makes requests queue for it (p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms"
-        f"{waited})"
+        f"{waited})",
+        {"server_cpu_share": share},
     )
 
 
@@ -136,12 +154,13 @@ def front(f: Facts) -> Finding | None:
         return None
     if "front_limited" in r.flags:
         return Finding(f"nginx's error log: {r.evidence.get('front_limited')}")
-    churn = r.front_server_connections / r.requests if r.requests > 0 else 0.0
+    churn = round(r.front_server_connections / r.requests, 4) if r.requests > 0 else 0.0
     if churn >= T.front_pool_churn_share and f.below_ideal:
         return Finding(
             f"nginx opened and closed {r.front_server_connections} connections to the server "
             f"for {r.requests} requests ({churn:.0%}): its keepalive pool was full, so requests "
-            "paid a new connection each"
+            "paid a new connection each",
+            {"new_connections_per_request": churn},
         )
     own = r.front_cpu_pct >= full * max(workers, 1)
     shared = r.server_cpu_pct + r.front_cpu_pct >= full * f.cap.cores
@@ -177,7 +196,8 @@ def connections(f: Facts) -> Finding | None:
     full = f"; {words.host_full(f)}" if f.host_full else ""
     return Finding(
         f"{words.closing(f)}: more generators share that work but do not remove it, and a "
-        f"server that keeps connections alive does not pay it{full} ({words.what_saturated(f)})"
+        f"server that keeps connections alive does not pay it{full} ({words.what_saturated(f)})",
+        {"connections_per_request": round(per, 2)},
     )
 
 
@@ -188,7 +208,8 @@ def upstream_late(f: Facts) -> Finding | None:
     return Finding(
         f"the upstream's event loop woke {f.r.upstream_lag_ms:g} ms late on average (limit "
         f"{limit:g} ms): part of every request's wait was the upstream's; give the upstream more "
-        "processes or a core of its own"
+        "processes or a core of its own",
+        {"lag_limit_ms": limit},
     )
 
 
@@ -214,7 +235,10 @@ def host_busy(f: Facts) -> Finding | None:
     took = "server_cpu_wait" in d or {"host_busy", "apparatus_cpu_wait"} <= d
     if not (f.below_ideal and took):
         return None
-    return Finding(f"{words.others(f)}: below the ideal on a disturbed machine")
+    return Finding(
+        f"{words.others(f)}: below the ideal on a disturbed machine",
+        {"others_on_server_cores_pct": others_on_server_cores(f.r)},
+    )
 
 
 def stalled(f: Facts) -> Finding | None:
@@ -227,14 +251,20 @@ def stalled(f: Facts) -> Finding | None:
     series = f.r.timeseries.get("rps") or []
     answered = [series[i] for i in f.outage]
     median = median_rps(f.r)
-    n = len(f.outage)
+    n, numbered = len(f.outage), [i + 1 for i in f.outage]  # the window's seconds from 1
     return Finding(
         f"the server almost stopped answering for {n} second{'s' if n != 1 else ''} of the "
         f"{f.r.duration_s:g} s window (second{'s' if n != 1 else ''} "
-        f"{', '.join(str(i + 1) for i in f.outage)}: {', '.join(f'{x:g}' for x in answered)} "
+        f"{', '.join(str(i) for i in numbered)}: {', '.join(f'{x:g}' for x in answered)} "
         f"answers a second against a median of {median:g}) while requests waited: a pause, a "
         "lock, a restarted worker?",
-        {"seconds": list(f.outage), "answers_per_s": answered, "median_per_s": median},
+        {
+            "seconds": list(f.outage),
+            "numbered": numbered,
+            "count": n,
+            "answers_per_s": answered,
+            "median_per_s": median,
+        },
     )
 
 
@@ -243,18 +273,24 @@ def errors(f: Facts) -> Finding | None:
         return None
     kinds = sorted(f.r.errors.items(), key=lambda kv: (-kv[1], kv[0]))
     said = ", ".join(f"{k} {v}" for k, v in kinds) or "unanswered at the cut-off"
+    ev: dict[str, Any] = {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)}
     pool = ""
     if f.failed_share >= T.mostly_failed_share and f.cap.delay_ms > 0:
-        held = f.r.throughput_rps * f.cap.delay_ms / 1000
+        ev["held_by_littles_law"] = _two_digits(f.r.throughput_rps * f.cap.delay_ms / 1000)
         pool = (
-            f"; the answers, {f.r.throughput_rps:g} req/s, are what about {held:.2g} requests "
-            f"in flight for d = {f.cap.delay_ms:g} ms allow (Little's law): a pool that size "
-            "was full and the rest failed, and the CPU went on the failures"
+            f"; the answers, {f.r.throughput_rps:g} req/s, are what about "
+            f"{ev['held_by_littles_law']:g} requests in flight for d = {f.cap.delay_ms:g} ms "
+            "allow (Little's law): a pool that size was full and the rest failed, and the CPU "
+            "went on the failures"
         )
     return Finding(
-        f"{f.failed_share:.1%} of requests failed or were dropped ({said}){pool}",
-        {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)},
+        f"{ev['failed_share']:.1%} of requests failed or were dropped ({said}){pool}", ev
     )
+
+
+def _two_digits(x: float) -> float:
+    """`x` to two significant digits, as a reason prints it (never in an exponent)."""
+    return float(f"{x:.2g}")
 
 
 def _plateau(f: Facts) -> dict[str, Any] | None:
@@ -302,7 +338,7 @@ def knob_cap(f: Facts) -> Finding | None:
     evidence = _plateau(f)
     if evidence is None or not _explained(f):
         return None
-    where = f"{f.inflight:.0f} requests in flight of {f.offered:g} offered"
+    where = f"{evidence['ceiling']:.0f} requests in flight of {evidence['offered']:g} offered"
     return Finding(f"{where}: the knobs' {f.cap.knob} explain it", evidence)
 
 
@@ -314,17 +350,18 @@ def hidden_cap(f: Facts) -> Finding | None:
     probe = (
         f"; the probe found the same, about {f.cap.probe_cap:g} at once" if f.cap.probe_cap else ""
     )
+    ceiling, offered = evidence["ceiling"], evidence["offered"]
     if f.inflight_seen:
         return Finding(
-            f"{f.inflight:.0f} requests in flight of {f.offered:g} offered: no knob explains it "
+            f"{ceiling:.0f} requests in flight of {offered:g} offered: no knob explains it "
             f"({allows}){probe}",
             evidence,
         )
-    per = f.inflight / max(f.cap.processes, 1)
-    at_once = f"about {per:.0f} requests" if per >= 1 else f"fewer than one request ({per:.2g})"
+    per = evidence["per_process"] = _two_digits(ceiling / max(f.cap.processes, 1))
+    at_once = f"about {per:.0f} requests" if per >= 1 else f"fewer than one request ({per:g})"
     return Finding(
         f"your app, or something it calls, lets {at_once} run at once per process "
-        f"({f.inflight:.1f} in flight by Little's law, of {f.offered:g} offered; {allows}){probe}: "
+        f"({ceiling:.1f} in flight by Little's law, of {offered:g} offered; {allows}){probe}: "
         "a connection pool, a lock or a semaphore?",
         evidence,
     )
@@ -352,15 +389,16 @@ def tracks_ideal(f: Facts) -> Finding | None:
         return None
     if f.ideal_rps != f.ideal_rps or f.ideal_rps <= 0:
         return Finding("no resource ran out (no ideal to compare with)")
-    return Finding(f"throughput {f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s")
+    ev = against_ideal(f)
+    return Finding(_of_ideal(ev), ev)
 
 
 def not_found(f: Facts) -> Finding:
     """Below the ideal and no rule fired: every figure the rules read, so the reader sees what
     is known (the server's CPU and its own wait for one, the host's, the queue)."""
-    r = f.r
+    r, ev = f.r, against_ideal(f)
     known = [
-        f"throughput {f.share_of_ideal:.0%} of the ideal {f.ideal_rps:g} req/s",
+        _of_ideal(ev),
         f"server CPU {r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}",
         f"p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms",
     ]
@@ -371,5 +409,5 @@ def not_found(f: Facts) -> Finding:
     if f.disturbances:
         known.append("disturbed: " + ", ".join(sorted(f.disturbances)))
     return Finding(
-        f"below the ideal with no resource saturated: cause not found ({'; '.join(known)})"
+        f"below the ideal with no resource saturated: cause not found ({'; '.join(known)})", ev
     )

@@ -1,0 +1,219 @@
+"""Every number in a step's reason is in its evidence (issue 38), over generated step records.
+
+Records are drawn across the ranges that make each rule of the verdict's table fire (CPU, p50
+against d, throughput against the ideal, failures by kind, flags, the upstream's lag, a busy
+host, a late generator, caps, a front, a stall) and assessed by the real table. Each number the
+reason prints must be one of the figures it rests on: the measured record's own figures (its
+fields, latencies, errors, series and its flags' evidence, numbers quoted in that evidence's
+words too), what the knobs allow (`Capacity`, its knob in words) or the fired rule's own
+evidence dict, where a rule puts every figure it derives.
+
+The tolerance is the printing: a printed number matches a figure that rounds to it at the
+printed precision (half a unit of its last digit: "12.5" is within 0.05 of the figure, "85"
+within 0.5, "1.2e+02" within 5), and a number printed with "%" may also be a share (the figure
+x 100). No other arithmetic is allowed: a derived number belongs in the rule's evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.verdict.assess import assessed, verdict
+from lab.verdict.capacity import Capacity
+from lab.verdict.facts import facts_of
+from lab.verdict.table import RULES
+
+# A number as the rules print it: thousands separators, decimals, an exponent (`:g`, `.2g`),
+# not a digit inside a word (p50, http_5xx); a "%" after it says it may be a share.
+NUMBER = re.compile(
+    r"(?<![\w.,])(?P<n>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<dec>\d+))?(?:e(?P<exp>[+-]\d+))?)"
+    r"(?![\w])(?P<pct>%)?"
+)
+KINDS = ("timeout", "http_5xx", "connection_refused", "wrong_answer")
+OBSERVED = ("client_saturated", "generator_lag", "host_busy", "apparatus_saturated")
+RARE = ("serialized", "front_limited", "upstream_down", "server_died")  # one in ten steps
+SHARES = (0.0, 0.1, 0.4, 0.6, 0.75, 0.85, 1.0, 1.1)  # of the ideal, around its thresholds
+
+
+def printed(reason: str) -> Iterator[tuple[str, float, float, bool]]:
+    """Each number in `reason`: its text, value, half a unit of its last digit, and "%"."""
+    for m in NUMBER.finditer(reason):
+        places = len(m["dec"] or "") - int(m["exp"] or 0)
+        yield m["n"], float(m["n"].replace(",", "")), 0.5 * 10.0**-places, bool(m["pct"])
+
+
+def figures(value: Any, words: bool) -> Iterator[float]:
+    """Every number in `value`, walked through dicts and lists; in strings where `words`."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        yield float(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from figures(v, words)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from figures(v, words)
+    elif isinstance(value, str) and words:
+        yield from (x for _, x, _, _ in printed(value))
+
+
+def evidence_of(measured: StepRecord, cap: Capacity, found: dict[str, Any] | None) -> list[float]:
+    """The figures a reason may quote: the measured record's, the capacity's, the rule's."""
+    record = asdict(measured)
+    quoted = record.pop("evidence")
+    pool = [*figures(record, False), *figures(quoted, True), *figures(found or {}, True)]
+    pool += [*figures(asdict(cap), True)]
+    return [x for x in pool if math.isfinite(x)]
+
+
+def matches(value: float, half: float, share: bool, pool: list[float]) -> bool:
+    """`value` is some figure of the pool rounded to its printed precision (x 100 for a %)."""
+    slack = half * (1 + 1e-9) + 1e-9
+    return any(abs(x - value) <= slack or (share and abs(100 * x - value) <= slack) for x in pool)
+
+
+@st.composite
+def capacities(draw: st.DrawFn) -> Capacity:
+    processes = draw(st.integers(1, 4))
+    per = draw(st.sampled_from((1, 4, 10, 50, 1000)))
+    probe = draw(st.none() | st.floats(0.5, 200.0).map(lambda x: round(x, 1)))
+    return Capacity(
+        requests=processes * per,
+        knob=f"{per} threads x {processes} process{'es' if processes > 1 else ''}",
+        cores=float(draw(st.sampled_from((1, 2, 4)))),
+        delay_ms=float(draw(st.sampled_from((1, 10, 100, 250)))),
+        memory_mb=float(draw(st.sampled_from((64_000, 64_000, 64_000, 500)))),
+        processes=processes,
+        probe_cap=probe,
+        host_cores=draw(st.sampled_from((0, 2, 8))),
+        front_workers=draw(st.sampled_from((0, 1, 2))),
+    )
+
+
+def raised(draw: st.DrawFn) -> tuple[Raised, ...]:
+    """Observed flags with the evidence a run gives them, numbers quoted in words included."""
+    evidence = {
+        "client_saturated": {"client_cpu_pct": 97.0, "generators_needed": 2},
+        "generator_lag": {"lag_p99_ms": 40.0},
+        "host_busy": "other processes used 80% of a core",
+        "apparatus_saturated": {
+            "causes": draw(st.lists(st.sampled_from(("core", "queued", "late")), unique=True)),
+            "core_busy_pct": draw(st.floats(0, 100).map(lambda x: round(x, 1))),
+            "waited_for_cpu_pct": draw(st.floats(0, 60).map(lambda x: round(x, 1))),
+        },
+        "serialized": {"overlap": 1},
+        "front_limited": "worker_connections are not enough (512)",
+        "upstream_down": "the upstream exited with code 1",
+        "server_died": "exit code 137",
+    }
+    names = draw(st.lists(st.sampled_from(OBSERVED), unique=True, max_size=3))
+    names += [draw(st.sampled_from(RARE))] if draw(st.integers(0, 9)) == 0 else []
+    return tuple(Raised(n, evidence[n]) for n in names)
+
+
+@st.composite
+def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
+    """A measured (not yet assessed) 10 s closed-loop step and what its knobs allow."""
+    cap = draw(capacities())
+    users = draw(st.integers(1, 400))
+    d = cap.delay_ms
+    rps = round(draw(st.sampled_from(SHARES) | st.floats(0.05, 1.2)) * users * 1000 / d, 2)
+    seconds = 10
+    answered = round(rps * seconds)
+    errors = {
+        k: n for k in draw(st.lists(st.sampled_from(KINDS), unique=True)) if (n := draw(counts))
+    }
+    steady = st.just([1.0] * seconds)
+    per_s = draw(
+        steady | st.lists(st.sampled_from((0.0, 0.05, 1.0)), min_size=seconds, max_size=seconds)
+    )
+    lag = draw(st.sampled_from((0.0, 0.1, 0.5, 2.0, 20.0))) * d
+    measured = Measured(
+        "2026-01-01T00:00:00+00:00",
+        float(seconds),
+        answered + sum(errors.values()),
+        answered,
+        errors,
+        latency_ms={"p50": round(draw(st.floats(0.5, 20.0)) * d, 1), "p99": 30.0 * d},
+        client_cpu_pct=draw(st.sampled_from((20.0, 60.0, 97.0))),
+        timeseries={"rps": [round(x * rps, 1) for x in per_s]},
+        generator_lag_ms={"p99": lag, "max": 2 * lag},
+    )
+    sampled = sampled_figures(draw, cap, users, answered + sum(errors.values()))
+    key = StepKey("m", "closed", users, None, 1)
+    if draw(st.booleans()):  # a quiet step: nothing disturbing, for the rules that need one
+        quiet = {"apparatus_wait_pct": 0.0, "server_wait_pct": 0.0, "upstream_lag_ms": -1.0}
+        return step_record("run", key, measured, replace(sampled, **quiet)), cap
+    return step_record("run", key, measured, sampled, raised(draw)), cap
+
+
+counts = st.sampled_from((0, 3, 200, 45_496))
+
+
+def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -> Sampled:
+    """What the lab samples beside the generator, across the rules' thresholds."""
+    pct = st.sampled_from((20.0, 45.0, 80.0, 97.0)) | st.floats(0.0, 110.0).map(
+        lambda x: round(x, 1)
+    )
+    front = draw(st.sampled_from((-1.0,) * 6 + (10.0, 60.0, 150.0)))
+    return Sampled(
+        server_cpu_pct=round(draw(pct) * cap.cores, 1),
+        server_rss_mb=draw(st.sampled_from((60.0, 480.0))),
+        upstream_cpu_pct=draw(pct),
+        host_cpu_pct=round(draw(pct) * max(cap.host_cores, 1), 1),
+        upstream_max_inflight=draw(st.sampled_from((-1, 0, 1, users // 4, users, cap.requests))),
+        upstream_served=draw(st.sampled_from((-1, 0, requests))),
+        server_connections=draw(st.sampled_from((-1, 0, requests, 2 * requests))),
+        server_time_wait=draw(st.sampled_from((-1, 0, 28_000))),
+        apparatus_core_pct=draw(pct),
+        host_softirq_pct=draw(pct),
+        apparatus_wait_pct=draw(st.sampled_from((0.0, 12.0, 40.0))),
+        server_wait_pct=draw(st.sampled_from((0.0, 12.0, 40.0))),
+        server_cores_busy_pct=draw(st.sampled_from((-1.0, 100.0 * cap.cores))),
+        upstream_lag_ms=draw(st.sampled_from((-1.0, 0.5, 8.0, 40.0))),
+        upstream_lag_max_ms=draw(st.sampled_from((-1.0, 2.0, 400.0))),
+        front_cpu_pct=front,
+        front_server_connections=draw(st.sampled_from((-1, 0, requests // 4)))
+        if front >= 0
+        else -1,
+    )
+
+
+def check(measured: StepRecord, cap: Capacity) -> None:
+    """Every number of the assessed record's reason is in the fired rule's evidence."""
+    record = assessed(measured, cap)
+    v = verdict(facts_of(measured, cap))
+    assert (v.rule.name, v.finding.reason) == (record.limit_rule, record.limit_reason)
+    assert not re.search(r"\b(nan|inf)\b", record.limit_reason), record.limit_reason
+    pool = evidence_of(measured, cap, v.finding.evidence)
+    for text, value, half, share in printed(record.limit_reason):
+        assert matches(value, half, share, pool), (v.rule.name, text, record.limit_reason)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps())
+def test_every_number_in_a_reason_is_in_its_evidence(step: tuple[StepRecord, Capacity]) -> None:
+    check(*step)
+
+
+def test_the_generated_steps_reach_every_rule() -> None:
+    """The generator is wide enough to be a test of the whole table: every rule fires as the
+    limit on some drawn step (a rule no draw reaches would be checked by nothing)."""
+    seen: set[str] = set()
+
+    @settings(max_examples=1500, deadline=None, database=None, derandomize=True)
+    @given(steps())
+    def draw(step: tuple[StepRecord, Capacity]) -> None:
+        seen.add(verdict(facts_of(*step)).rule.name)
+
+    draw()
+    assert seen == {rule.name for rule in RULES}, {r.name for r in RULES} - seen
