@@ -8,6 +8,7 @@ host, then caps, then failed requests, then the rest. Adding a rule is one entry
 from __future__ import annotations
 
 from lab.record.thresholds import T
+from lab.verdict.caps import hidden_cap, knob_cap
 from lab.verdict.rules import (
     COMPARED,
     EXCLUDED,
@@ -18,10 +19,8 @@ from lab.verdict.rules import (
     errors,
     fault,
     front,
-    hidden_cap,
     host_busy,
     host_cpu,
-    knob_cap,
     memory,
     not_found,
     nothing_measured,

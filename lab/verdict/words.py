@@ -65,3 +65,8 @@ def others(f: Facts) -> str:
 
 def cores(n: float) -> str:
     return f"{n:g} core" + ("s" if n != 1 else "")
+
+
+def two_digits(x: float) -> float:
+    """`x` to two significant digits, as a reason prints it (never in an exponent)."""
+    return float(f"{x:.2g}")
