@@ -40,6 +40,7 @@ NUMBER = re.compile(
 KINDS = ("timeout", "http_5xx", "connection_refused", "wrong_answer")
 OBSERVED = ("client_saturated", "generator_lag", "host_busy", "apparatus_saturated")
 RARE = ("serialized", "front_limited", "upstream_down", "server_died")  # one in ten steps
+COUNTS = st.sampled_from((0, 3, 200, 45_496))  # failed requests of a kind: none to most
 SHARES = (0.0, 0.1, 0.4, 0.6, 0.75, 0.85, 1.0, 1.1)  # of the ideal, around its thresholds
 
 
@@ -130,7 +131,7 @@ def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
     seconds = 10
     answered = round(rps * seconds)
     errors = {
-        k: n for k in draw(st.lists(st.sampled_from(KINDS), unique=True)) if (n := draw(counts))
+        k: n for k in draw(st.lists(st.sampled_from(KINDS), unique=True)) if (n := draw(COUNTS))
     }
     steady = st.just([1.0] * seconds)
     per_s = draw(
@@ -154,9 +155,6 @@ def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
         quiet = {"apparatus_wait_pct": 0.0, "server_wait_pct": 0.0, "upstream_lag_ms": -1.0}
         return step_record("run", key, measured, replace(sampled, **quiet)), cap
     return step_record("run", key, measured, sampled, raised(draw)), cap
-
-
-counts = st.sampled_from((0, 3, 200, 45_496))
 
 
 def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -> Sampled:
@@ -189,14 +187,21 @@ def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -
 
 
 def check(measured: StepRecord, cap: Capacity) -> None:
-    """Every number of the assessed record's reason is in the fired rule's evidence."""
+    """Every number of the assessed record's reason, and of each secondary reason it keeps, is
+    in that rule's evidence; a flag the rule raises keeps that evidence in the record."""
     record = assessed(measured, cap)
     v = verdict(facts_of(measured, cap))
     assert (v.rule.name, v.finding.reason) == (record.limit_rule, record.limit_reason)
-    assert not re.search(r"\b(nan|inf)\b", record.limit_reason), record.limit_reason
-    pool = evidence_of(measured, cap, v.finding.evidence)
-    for text, value, half, share in printed(record.limit_reason):
-        assert matches(value, half, share, pool), (v.rule.name, text, record.limit_reason)
+    kept = [x["reason"] for x in record.evidence.get("also_limited_by", ())]
+    assert kept == [found.reason for _, found in v.secondary]
+    for rule, found in ((v.rule, v.finding), *v.secondary):
+        assert not re.search(r"\b(nan|inf)\b", found.reason), found.reason
+        pool = evidence_of(measured, cap, found.evidence)
+        for text, value, half, share in printed(found.reason):
+            assert matches(value, half, share, pool), (rule.name, text, found.reason)
+    if v.rule.flag and v.finding.evidence:
+        stored = record.evidence[v.rule.flag]
+        assert stored == {**stored, **v.finding.evidence}, (v.rule.flag, stored)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
