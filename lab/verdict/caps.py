@@ -76,7 +76,7 @@ def hidden_cap(f: Facts) -> Finding | None:
             f"({allows}){probe}",
             evidence,
         )
-    per = evidence["per_process"] = words.two_digits(ceiling / max(f.cap.processes, 1))
+    per = evidence["per_process"] = words.two_digits(f.inflight / max(f.cap.processes, 1))
     at_once = f"about {per:.0f} requests" if per >= 1 else f"fewer than one request ({per:g})"
     return Finding(
         f"your app, or something it calls, lets {at_once} run at once per process "

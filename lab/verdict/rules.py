@@ -275,7 +275,7 @@ def errors(f: Facts) -> Finding | None:
     said = ", ".join(f"{k} {v}" for k, v in kinds) or "unanswered at the cut-off"
     ev: dict[str, Any] = {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)}
     pool = ""
-    if f.failed_share >= T.mostly_failed_share and f.cap.delay_ms > 0:
+    if f.failed_share >= T.mostly_failed_share and f.cap.delay_ms > 0 and f.r.throughput_rps > 0:
         ev["held_by_littles_law"] = words.two_digits(f.r.throughput_rps * f.cap.delay_ms / 1000)
         pool = (
             f"; the answers, {f.r.throughput_rps:g} req/s, are what about "
