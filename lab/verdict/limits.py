@@ -18,6 +18,9 @@ LIMITS: dict[str, str] = {
     "descriptors or its keepalive pool): the front, not the model behind it, set the figures",
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
     "less CPU per request can",
+    "server_and_apparatus": "the server's cores and the lab's apparatus were both full: the "
+    "figure is the lower of two limits and nothing tells which, so it is compared on nothing; "
+    "more server cores or less CPU per request first, then more generators",
     "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy: "
     "more generators on it cannot help; generators on another machine can",
     "connections": "a new TCP connection per request: the server closes each connection after "
@@ -41,6 +44,7 @@ TITLES = {
     "memory": "memory",
     "front": "the front (nginx)",
     "server_cpu": "server CPU",
+    "server_and_apparatus": "server CPU and the lab's apparatus together",
     "host_cpu": "the host's cores",
     "connections": "a new connection per request",
     "apparatus": "the lab's apparatus",

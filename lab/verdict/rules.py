@@ -9,11 +9,12 @@ what it does to the comparison:
 - `compared`: the model's own limit, a fair result.
 
 The order is the precedence: what makes the figures untrustworthy first (a fault, a serialised
-model), then what the server itself ran out of (memory, CPU: "both full" is the server's rule
-with the apparatus as secondary evidence), then the lab's own apparatus and the host, then caps,
-then failed requests (a cap the upstream's counter saw stays the limit when requests also failed:
-failures never make a step more comparable), then the rest. Rules after the first that fire
-are kept as secondary evidence, and a `tail` rule qualifies the comparison wherever it stands.
+model), then what the server itself ran out of (memory, CPU; where the apparatus was full too,
+`both_full`: the lab's limit as much as the model's, compared on nothing), then the lab's own
+apparatus and the host, then caps, then failed requests (a cap the upstream's counter saw stays the
+limit when requests also failed: failures never make a step more comparable), then the rest. Rules
+after the first that fire are kept as secondary evidence, and a `tail` rule qualifies the comparison
+wherever it stands.
 Adding a rule is one entry in `lab.verdict.table.RULES` (and, for a new limit, one in
 `lab.verdict.limits.LIMITS`).
 """
@@ -93,27 +94,42 @@ def memory(f: Facts) -> Finding | None:
     return Finding(f"server memory {f.r.server_rss_mb:.0f} MB of {f.cap.memory_mb:.0f} MB")
 
 
-def server_cpu(f: Facts) -> Finding | None:
-    """The server's cores were full, where its answers, not its refusals, used them: a server
-    that fails most requests (fast 503s from a full pool) spent its CPU on the failures, and
-    they are the limit (the rule `errors`, after the apparatus and the caps)."""
+def _server_cpu(f: Facts) -> str | None:
+    """The server's full cores in words, where its answers, not its refusals, used them: a
+    server that fails most requests (fast 503s from a full pool) spent its CPU on the failures,
+    and they are the limit (the rule `errors`, after the apparatus and the caps)."""
     if not f.cpu_bound or f.failed_share >= T.mostly_failed_share:
         return None
-    r, ev = f.r, {"deployed_cpu_pct": f.r.deployed_cpu_pct}
-    cpu = f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
+    r = f.r
     if r.front_cpu_pct >= 0:  # nginx on the same cores: the deployment's cores were full
-        cpu = (
+        return (
             f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%: the server "
             f"{r.server_cpu_pct:.0f}%, nginx in front {r.front_cpu_pct:.0f}%)"
         )
-    if f.lab_disturbances():
-        return Finding(
-            f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so "
-            "more generators alone cannot raise the throughput; more server cores or less CPU "
-            "per request first",
-            ev,
-        )
-    return Finding(cpu, ev)
+    return f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
+
+
+def both_full(f: Facts) -> Finding | None:
+    """The server's cores and the lab's apparatus both full: the figure is the lower of two
+    limits and nothing tells which, so the step is the lab's too (never best); more generators
+    alone cannot lift it, so the reason says what must come first."""
+    cpu = _server_cpu(f)
+    if cpu is None or not f.lab_disturbances():
+        return None
+    return Finding(
+        f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so "
+        "more generators alone cannot raise the throughput; more server cores or less CPU "
+        "per request first",
+        {"deployed_cpu_pct": f.r.deployed_cpu_pct},
+    )
+
+
+def server_cpu(f: Facts) -> Finding | None:
+    """The server's cores were full and nothing of the lab's was: the model's own limit."""
+    cpu = _server_cpu(f)
+    if cpu is None or f.lab_disturbances():
+        return None
+    return Finding(cpu, {"deployed_cpu_pct": f.r.deployed_cpu_pct})
 
 
 def server_busy(f: Facts) -> Finding | None:

@@ -15,6 +15,7 @@ from lab.verdict.rules import (
     TAIL,
     Rule,
     apparatus,
+    both_full,
     connections,
     errors,
     fault,
@@ -101,12 +102,24 @@ RULES: tuple[Rule, ...] = (
         check=memory,
     ),
     Rule(
+        name="both_full",
+        limit="server_and_apparatus",
+        effect=EXCLUDED,
+        when=f"the server's CPU at {_CPU} of the cores it can use while the lab's apparatus "
+        f"was full too (as the rule `apparatus` reads it), where fewer than "
+        f"{T.mostly_failed_share:.0%} of requests failed",
+        advice="more server cores or less CPU per request first, then more generators: "
+        "the figure is the lower of two limits and cannot say which",
+        check=both_full,
+        flag=_LAB,
+    ),
+    Rule(
         name="server_cpu",
         limit="server_cpu",
         effect=COMPARED,
-        when=f"the server's CPU at {_CPU} of the cores it can use (with the apparatus full "
-        "too: both named, the apparatus as secondary evidence), where fewer than "
-        f"{T.mostly_failed_share:.0%} of requests failed (else the failures used the CPU)",
+        when=f"the server's CPU at {_CPU} of the cores it can use, the lab's apparatus not "
+        f"full, where fewer than {T.mostly_failed_share:.0%} of requests failed (else the "
+        "failures used the CPU)",
         advice="more cores (processes) or less CPU per request; more concurrency cannot help",
         check=server_cpu,
     ),
