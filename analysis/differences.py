@@ -86,6 +86,8 @@ def _spread(rows: pd.DataFrame, column: str, what: str, unit: str, spec: str) ->
         return ""
     low, high = known.loc[known[column].idxmin()], known.loc[known[column].idxmax()]
     lo, hi = spec.format(low[column]), spec.format(high[column])
+    if lo == hi:  # one figure for all: "from 43 KB (a) to 43 KB (b)" says nothing
+        return f"{what} {lo} {unit} in every model"
     return f"{what} {lo} {unit} ({low['model']}) to {hi} {unit} ({high['model']})"
 
 

@@ -294,7 +294,7 @@ def fmt(value: Number | str | None) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+        return f"{value:.4g}" if abs(value) < 1e3 else f"{value:,.0f}"  # 43,224 not 4.322e+04
     return str(value)
 
 

@@ -153,7 +153,8 @@ def test_a_cap_no_knob_explains_is_flagged_and_never_best(tmp_path: Path) -> Non
     capped = by_users[50]
     assert "50 users (closed): best rps none (no fair result)" in stdout
     if "lab_limited" in capped["flags"]:  # still disturbed after every attempt: the lab's first
-        assert capped["limited_by"] in LABS_OWN, capped["limit_reason"]
+        lab_or_both = capped["limited_by"] in LABS_OWN or capped["limit_rule"] == "both_full"
+        assert lab_or_both, capped["limit_reason"]
         assert "the lab's own limit at this level" in stdout
     else:
         assert "capped_unexplained" in capped["flags"], (capped["flags"], capped["limit_reason"])
@@ -198,6 +199,8 @@ def test_a_saturated_apparatus_core_is_flagged_and_never_best(
     advice = {  # the busy loops may fill the host's other core too: then more cannot help
         "host_cpu": "more generators on this machine cannot help",
         "apparatus": "fewer users, more generators",
+        # the server's own core full as well (the rule both_full): more generators alone cannot
+        "server_cpu": "more server cores or less CPU per request first",
     }
     assert only["limited_by"] in advice, only["limit_reason"]
     assert advice[only["limited_by"]] in stdout

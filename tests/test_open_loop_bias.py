@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.verdict.limits import LABS_OWN
 from tests.conftest import lab_cli
 
 RATE, WORKERS, DELAY_S, SETTLE_S, WINDOW_S = 60.0, 4, 0.1, 1.0, 6.0
@@ -57,8 +58,9 @@ def test_overload_percentiles_match_fifo_arithmetic(tmp_path: Path) -> None:
     for q in reported:
         assert reported[q] == pytest.approx(expected[q], rel=0.10), (q, reported, expected)
     assert "capped" in step["flags"]  # the 4 threads, which the knobs set: the limit
-    saturated = "apparatus_saturated" in step["flags"]  # a busy shared machine outranks it
-    assert step["limited_by"] == ("apparatus" if saturated else "concurrency_cap")
+    # a busy shared machine (the apparatus, the host's cores, a neighbour) outranks it
+    limit = step["limited_by"]
+    assert limit == "concurrency_cap" or limit in LABS_OWN, (limit, step["limit_reason"])
 
 
 def test_requests_unanswered_after_the_drain_count_as_lower_bounds(tmp_path: Path) -> None:

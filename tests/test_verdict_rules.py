@@ -113,7 +113,7 @@ def test_a_full_server_beside_a_saturated_generator_names_both(raised: tuple[Rai
     figure is the lower of two limits, so the step is the lab's too and never best."""
     cap = capacity(requests=8000, processes=8, cores=8.0)
     r = step(800, 20_000, p50=40, cpu=779, raised=raised, cap=cap, client_cpu=97)
-    assert r.limited_by == "server_and_apparatus" and "lab_limited" in r.excluded_by
+    assert r.limited_by == "server_cpu" and "lab_limited" in r.excluded_by
     assert "8 cores at 779%" in r.limit_reason and "apparatus" in r.limit_reason
     assert "both" in r.limit_reason and "use more generators" not in r.limit_reason
 
@@ -181,7 +181,7 @@ def test_what_the_generators_cpu_went_to_is_named(
 
 def test_a_full_server_takes_precedence_over_a_connection_per_request() -> None:
     r = closing_step(14_570, cpu=790)
-    assert r.limited_by == "server_and_apparatus" and "both" in r.limit_reason
+    assert r.limited_by == "server_cpu" and "both" in r.limit_reason
     assert generators_advice([r]) == ""
 
 

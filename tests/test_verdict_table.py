@@ -272,7 +272,7 @@ def test_the_table_invariants(
         # both full: the lower of two limits, and nothing tells which: never best
         (
             step(50, 3000, p50=16, cpu=97, raised=(GEN_FULL,), client_cpu=97),
-            "server_and_apparatus",
+            "server_cpu",
             "no",
         ),
     ],

@@ -17,10 +17,8 @@ LIMITS: dict[str, str] = {
     "front": "nginx in front of the server ran out (its CPU, its worker_connections, its file "
     "descriptors or its keepalive pool): the front, not the model behind it, set the figures",
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
-    "less CPU per request can",
-    "server_and_apparatus": "the server's cores and the lab's apparatus were both full: the "
-    "figure is the lower of two limits and nothing tells which, so it is compared on nothing; "
-    "more server cores or less CPU per request first, then more generators",
+    "less CPU per request can; where the lab's apparatus was full as well (the rule "
+    "`both_full`) the step is compared on nothing",
     "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy: "
     "more generators on it cannot help; generators on another machine can",
     "connections": "a new TCP connection per request: the server closes each connection after "
@@ -44,7 +42,6 @@ TITLES = {
     "memory": "memory",
     "front": "the front (nginx)",
     "server_cpu": "server CPU",
-    "server_and_apparatus": "server CPU and the lab's apparatus together",
     "host_cpu": "the host's cores",
     "connections": "a new connection per request",
     "apparatus": "the lab's apparatus",
@@ -53,8 +50,11 @@ TITLES = {
     "unknown": "a cause not found",
     "none": "nothing",
 }
-# The limits that are the lab's own (its apparatus, the machine it runs on), not the model's.
-LABS_OWN = frozenset(rule.limit for rule in RULES if rule.flag == "lab_limited")
+# The limits that are the lab's own (its apparatus, the machine it runs on), not the model's:
+# those only lab-limited rules name (`both_full` names the server's CPU, the model's limit too).
+LABS_OWN = frozenset(rule.limit for rule in RULES) - frozenset(
+    rule.limit for rule in RULES if rule.flag != "lab_limited"
+)
 EFFECTS = {
     "excluded": "compared on nothing",
     "tail": "throughput compared, p99 not",

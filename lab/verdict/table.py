@@ -103,7 +103,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="both_full",
-        limit="server_and_apparatus",
+        limit="server_cpu",
         effect=EXCLUDED,
         when=f"the server's CPU at {_CPU} of the cores it can use while the lab's apparatus "
         f"was full too (as the rule `apparatus` reads it), where fewer than "

@@ -67,7 +67,7 @@ def flags(live: Live) -> dict[str, str]:
             out[name] = f"{record.limited_by}: {record.limit_reason}"
         elif name in ("failed_tail", "stalled"):
             out[name] = record.limit_reason if record.limit_rule == name else name
-    if record.limited_by in ("server_cpu", "server_and_apparatus"):
+    if record.limited_by == "server_cpu":
         out["server_saturated"] = record.limit_reason
     return out
 
