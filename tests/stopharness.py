@@ -136,7 +136,18 @@ CASES: dict[str, Case] = {
         ),
     ),  # fmt: skip
     "upstream": Case((*LAB, "upstream", "--port", "{port}")),
-    "generator": Case((*LAB, "generator", "--connect", "127.0.0.1:{port}", "--processes", "2")),
+    "generator": Case(
+        (
+            *LAB,
+            "generator",
+            "--connect",
+            "127.0.0.1:{port}",
+            "--processes",
+            "2",
+            "--log",
+            "{out}.log",
+        )
+    ),  # its log beside the run's folder, never in the checkout
     # Compose services' entry points, as compose.yaml runs them (on loopback here)
     "compose-serve": Case(
         (
