@@ -12,8 +12,7 @@ to init. "Nothing of the lab still runs" is then exactly "the harness has no liv
 however the process tree was cut. Survivors are listed, then killed, so one failed case never
 disturbs the next.
 
-tests/test_stop_anywhere.py runs a bounded set of cases in CI; benchmarks/stop_sweep.py draws many
-random moments and reports how many stops at how many moments held.
+tests/test_stop_anywhere.py runs a bounded set in CI; benchmarks/stop_sweep.py draws many more.
 """
 
 from __future__ import annotations
@@ -56,6 +55,7 @@ class Case:
 
 
 TINY_RUN = ("--models", "uwsgi-threads", "--levels", "1,2", "--duration", "1", "--warmup", "1")
+TWO_WORKERS = ("--processes", "2", "--log", "{out}.log")  # the log off the checkout
 CASES: dict[str, Case] = {
     "run": Case((*LAB, "run", *TINY_RUN, "--out", "{out}"), 15.0, True),
     "run-front": Case(
@@ -136,18 +136,7 @@ CASES: dict[str, Case] = {
         ),
     ),  # fmt: skip
     "upstream": Case((*LAB, "upstream", "--port", "{port}")),
-    "generator": Case(
-        (
-            *LAB,
-            "generator",
-            "--connect",
-            "127.0.0.1:{port}",
-            "--processes",
-            "2",
-            "--log",
-            "{out}.log",
-        )
-    ),  # its log beside the run's folder, never in the checkout
+    "generator": Case((*LAB, "generator", "--connect", "127.0.0.1:{port}", *TWO_WORKERS)),
     # Compose services' entry points, as compose.yaml runs them (on loopback here)
     "compose-serve": Case(
         (
