@@ -27,6 +27,7 @@ from loadgen.recording import Interval
 from loadgen.request import RouteTally
 from loadgen.shares import ClosedShare, ShareResult
 
+READY = "lab_ready"  # worker -> master: its handlers are registered, it may be sent work
 START = "lab_start"  # master -> workers: the step's Start, as JSON
 ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
 INTERVAL = "lab_interval"  # worker -> master: a Report

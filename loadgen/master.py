@@ -60,20 +60,24 @@ class Fleet(Recorder):
         self.last_cpu: dict[str, float] = {}
         self.totals: dict[str, Counter[str]] = {}  # per source: requests, ok
         self.cpu_series: dict[str, list[float]] = {}
+        self.ready: set[str] = set()  # workers whose handlers are registered (fanout.READY)
         runner.register_message(fanout.INTERVAL, self.on_report)
+        runner.register_message(fanout.READY, self.on_ready)
 
     def wait_for(self, local: int, remote: int, timeout_s: float = CONNECT_WAIT_S) -> None:
-        """Until `local` + `remote` workers are connected; names them in order of arrival."""
+        """Until `local` + `remote` workers are ready for work (connected is not enough: see
+        `fanout.READY`); names them in the order of their ids."""
         count = local + remote
         deadline = time.monotonic() + timeout_s
-        while self.runner.worker_count < count and time.monotonic() < deadline:
+        while len(self.ready) < count and time.monotonic() < deadline:
             gevent.sleep(0.05)
-        if self.runner.worker_count < count:
-            raise MissingGenerators(
-                missing_generators(self.runner.worker_count, local, remote, timeout_s)
-            )
-        for i, node in enumerate(sorted(self.runner.clients, key=str), 1):
+        if len(self.ready) < count:
+            raise MissingGenerators(missing_generators(len(self.ready), local, remote, timeout_s))
+        for i, node in enumerate(sorted(self.ready), 1):
             self.names[node] = f"generator-{i}@{node.rsplit('_', 1)[0]}"
+
+    def on_ready(self, msg: Any, **_: Any) -> None:
+        self.ready.add(msg.node_id)
 
     def on_report(self, msg: Any, **_: Any) -> None:
         report = fanout.Report.from_data(msg.data)
