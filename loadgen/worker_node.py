@@ -62,11 +62,12 @@ class Node:
         drop_locust_stats(env)
         self.runner.register_message(fanout.START, self.on_start)
         self.runner.register_message(fanout.ROLL, self.on_roll)
-        # locust's client_ready comes before these handlers exist (the runner connects in its
-        # constructor): a START sent on it alone can arrive first and be dropped as unknown
-        self.runner.send_message(fanout.READY)
         self.served: Start | None = None
         self.open: OpenLoop | None = None
+        # Last, when the node is whole (a START may be handled as soon as this is sent): locust's
+        # client_ready comes before the handlers exist (the runner connects in its constructor),
+        # so a START sent on it alone can arrive first and be dropped as unknown
+        self.runner.send_message(fanout.READY)
 
     def on_start(self, msg: Any, **_: Any) -> None:
         start = self.served = Start.from_json(msg.data)
