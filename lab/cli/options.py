@@ -17,6 +17,12 @@ RESULTS_DIR = Path("results")
 
 console = Console(stderr=True, soft_wrap=True)  # what the commands say; results go to stdout
 
+# `--max-users` (lab serve, lab ui, lab models): the one name of the level "auto" knobs resolve to.
+MAX_USERS_HELP = (
+    'What "auto" knobs resolve to: the most simultaneous users you will drive (the threads, '
+    "greenlets or coroutines per process, and the pools)."
+)
+
 
 def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:
     """An empty `--out` would silently mean the current directory: refuse it (and files)."""
@@ -50,7 +56,10 @@ def port_option(default: int, help: str) -> Callable[[Callable[..., Any]], Calla
 def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """`--resume DIR`: an existing run directory to continue (lab run, lab advise)."""
     return click.option(
-        "--resume", type=click.Path(file_okay=False, exists=True, path_type=Path), help=help
+        "--resume",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        metavar="DIR",
+        help=f"{help} [default: none: a new run]",
     )
 
 
@@ -100,3 +109,39 @@ def positive(_: object, param: click.Parameter, value: float | None) -> float | 
     if value is not None and value <= 0:
         raise click.BadParameter(f"must be positive, got {value}")
     return value
+
+
+class Renamed(click.Option):
+    """A retired spelling of an option, hidden: what it is given goes to the option it was renamed
+    to, with a one-line warning naming the new spelling, so old command lines keep working and
+    their users learn the new name; both spellings at once is a usage error."""
+
+    def __init__(self, *args: Any, target: str, **attrs: Any) -> None:
+        super().__init__(*args, **{**attrs, "hidden": True, "expose_value": False})
+        self.target = target
+
+    def new_spelling(self, ctx: click.Context) -> str:
+        for param in ctx.command.params:
+            if param.name == self.target and not isinstance(param, Renamed):
+                return param.opts[0]
+        raise AssertionError(f"{self.opts[0]} renamed to {self.target}, which is not declared")
+
+    def handle_parse_result(
+        self, ctx: click.Context, opts: Any, args: list[str]
+    ) -> tuple[Any, list[str]]:
+        # Click processes options given on the command line before the rest, so the value moves
+        # to the new option's slot before that option reads it.
+        if self.name in opts:
+            new = self.new_spelling(ctx)
+            if self.target in opts:
+                raise click.UsageError(f"{self.opts[0]} and {new} are the same option; give {new}")
+            click.echo(f"{ctx.command_path}: {self.opts[0]} is deprecated; use {new}", err=True)
+            opts[self.target] = opts.pop(self.name)
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def renamed(old: str, to: str, **attrs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`old`, a retired spelling of the option whose parameter is `to` (see Renamed); `attrs`
+    (is_flag, multiple) as the new option parses its value."""
+    name = "renamed_" + old.lstrip("-").replace("-", "_")
+    return click.option(old, name, cls=Renamed, target=to, **attrs)
