@@ -1,6 +1,6 @@
 """Every option of every `lab` command says what it does and what it is when not given, and each
-option name means one thing across commands (lab.cli.names); a retired spelling still works,
-hidden, and says the new one.
+option name means one thing across commands (lab.cli.options.MEANINGS); a retired spelling still
+works, hidden, and says the new one.
 
 The walk reads the commands themselves (`lab.cli.main:main`), so an option added tomorrow is
 checked without touching this file. Parsing only (`make_context`): no command is run.
@@ -14,8 +14,7 @@ import click
 import pytest
 
 from lab.cli.main import main
-from lab.cli.names import MEANINGS
-from lab.cli.options import Renamed
+from lab.cli.options import MEANINGS, Renamed
 
 COMMANDS: dict[str, click.Command] = {"lab": main, **main.commands}
 
@@ -66,13 +65,13 @@ def test_every_option_has_a_help_line_and_shows_its_default(
 def test_every_option_name_has_one_declared_meaning(
     name: str, command: click.Command, param: click.Option
 ) -> None:
-    """A name used by a command must be declared for that command in lab.cli.names, beside its
-    one meaning: a second command taking a name means reading what it already means."""
+    """A name used by a command must be declared for that command in MEANINGS, beside its one
+    meaning: a second command taking a name means reading what it already means."""
     option = long_name(param)
-    assert option in MEANINGS, f"lab {name} {option}: not in lab.cli.names.MEANINGS"
+    assert option in MEANINGS, f"lab {name} {option}: not in lab.cli.options.MEANINGS.MEANINGS"
     users, meaning = MEANINGS[option]
     assert name in users.split(), (
-        f"lab {name} {option}: lab.cli.names says {option} is {meaning!r}, in {users} only; "
+        f"lab {name} {option}: MEANINGS says {option} is {meaning!r}, in {users} only; "
         "give this command's option another name, or add it there if it means the same"
     )
 
@@ -85,7 +84,7 @@ def test_the_vocabulary_lists_no_name_or_command_that_is_not_used() -> None:
         for name in users.split()
         if (name, option) not in used
     ]
-    assert not stale, f"lab.cli.names lists options no command has: {stale}"
+    assert not stale, f"lab.cli.options.MEANINGS lists options no command has: {stale}"
 
 
 def required_args(command: click.Command) -> list[str]:

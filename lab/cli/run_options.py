@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from lab.cli.options import (
+    from_scenario,
     int_list,
     knob_pairs,
     name_list,
@@ -85,16 +86,6 @@ RESUMABLE = (
 
 
 QUICK = load_scenario("quick")  # the default scenario of `lab run`, the base of `lab advise`
-
-
-def from_scenario(value: object) -> str:
-    """The default of an option that overrides a scenario field: the scenario's, shown with the
-    default scenario's value, read from it so the help cannot drift from the file."""
-    if isinstance(value, tuple):
-        value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
-    elif isinstance(value, float):
-        value = f"{value:g}"
-    return f"[default: the scenario's; quick: {value}]"
 
 
 # Options `lab advise` shares with `lab run` (declared once; click makes a fresh option per use).
