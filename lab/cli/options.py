@@ -60,7 +60,7 @@ def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any
         "--resume",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
         metavar="DIR",
-        help=f"{help} [default: none: a new run]",
+        help=f"{help.rstrip('.')} [default: none: a new run].",
     )
 
 

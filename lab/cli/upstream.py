@@ -40,7 +40,7 @@ DEFAULT_UPSTREAM_PORT = 18081
     default="fixed",
     show_default=True,
     help="How each delay is drawn around --delay-ms (every one with that mean): fixed, uniform "
-    "on [0, 2x], exponential or lognormal.",
+    "on [0, twice it], exponential or lognormal.",
 )
 @click.option(
     "--error-rate",
