@@ -55,7 +55,7 @@ class Case:
 
 
 TINY_RUN = ("--models", "uwsgi-threads", "--levels", "1,2", "--duration", "1", "--warmup", "1")
-TWO_WORKERS = ("--processes", "2", "--log", "{out}.log")  # the log off the checkout
+TWO_WORKERS = ("--generators", "2", "--log", "{out}.log")  # the log off the checkout
 CASES: dict[str, Case] = {
     "run": Case((*LAB, "run", *TINY_RUN, "--out", "{out}"), 15.0, True),
     "run-front": Case(

@@ -39,7 +39,7 @@ def lab_ui(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         str(port),
         "--models",
         ",".join(MODELS),
-        "--concurrency",
+        "--max-users",
         "50",
         "--out",
         str(out),

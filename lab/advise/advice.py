@@ -24,7 +24,7 @@ from lab.verdict.facts import upstream_inflight
 from lab.verdict.limits import TITLES
 
 UNCHANGED = (AS_IS, BRIDGED)  # runs the user's app without rewriting it
-COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --commands`
+COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8000  # the command line as `lab models --max-users`
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ meeting the target is not called short of it. The stricter reading (the whole in
 target) cannot hold for the rate: an open-loop step answers at most what was offered, so its
 throughput sits at or just under the rate and its interval always reaches below it. A p99 over the
 limit but within noise of it meets, and the words say so ("within noise"). Failed requests are
-counted, not estimated: at most `--error-rate` of them, exactly. A p99 from too few requests
+counted, not estimated: at most `--max-error-rate` of them, exactly. A p99 from too few requests
 beyond it to be compared (`MIN_BEYOND`) is held to the limit as measured; a step a flag excludes,
 or whose tail a flag says is not the server's, meets nothing.
 """
@@ -33,7 +33,7 @@ from lab.verdict.difference import FLAGGED, TOO_FEW, Difference, Side, differ, s
 
 @dataclass(frozen=True)
 class Slo:
-    """`--rps R --p99-ms L --error-rate E`."""
+    """`--rps R --p99-ms L --max-error-rate E`."""
 
     rps: float
     p99_ms: float

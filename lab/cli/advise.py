@@ -22,6 +22,7 @@ from lab.cli.options import (
     console,
     ensure_writable,
     positive,
+    renamed,
     results_dir_option,
     resume_option,
 )
@@ -59,17 +60,28 @@ BASE_SCENARIO = "quick"  # step durations, upstream and models unless the option
 BASE_KNOBS = {"processes": 1, "concurrency": 1}
 
 ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
-    click.option("--rps", type=float, callback=positive, help="Target arrival rate (req/s)."),
     click.option(
-        "--p99-ms", type=float, callback=positive, help="Target p99 latency (ms), open loop."
+        "--rps",
+        type=float,
+        callback=positive,
+        help="Target arrival rate (req/s) [required, unless --resume DIR].",
     ),
     click.option(
-        "--error-rate",
+        "--p99-ms",
+        type=float,
+        callback=positive,
+        help="Target p99 latency (ms), open loop [required, unless --resume DIR].",
+    ),
+    click.option(
+        "--max-error-rate",
+        "error_rate",
         type=click.FloatRange(0, 1),
         default=0.0,
         show_default=True,
-        help="Largest share of failed requests (dropped and unanswered ones count).",
+        help="Largest share of failed requests a configuration may have (dropped and unanswered "
+        "ones count).",
     ),
+    renamed("--error-rate", "error_rate"),  # now the upstream's injected 500s alone
     MODELS,
     MODELS_FILE,
     DELAY_MS,
@@ -114,7 +126,7 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
     meets the target, 1 when no model does, 4 when none was confirmed because the lab's own
     generators were the limit. A step meets the target unless its throughput falls short of
     --rps or its p99 exceeds --p99-ms beyond noise (the sweep's test of a tie), its failures
-    exceed --error-rate, or a flag disowns it."""
+    exceed --max-error-rate, or a flag disowns it."""
     opts = dict(ctx.params)
     recorded = resumed_advice(ctx) if opts["resume"] else None
     if recorded is not None:

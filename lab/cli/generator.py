@@ -2,7 +2,7 @@
 
 Why: one machine's cores may not be enough to load a fast server without measuring the client.
 The lab run (`lab run --remote-generators M --master HOST:PORT`) starts a locust master for every
-step and waits for M workers; on each machine that lends cores, this command keeps `--processes`
+step and waits for M workers; on each machine that lends cores, this command keeps `--generators`
 workers ready, each pinned to its own core. A worker serves one step and exits with it, so this
 command starts a fresh one for the next step, until `--steps` measured steps are served (a
 model's warm-up is served too but not counted: the user counts the steps they asked for), no
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from lab.cli.options import renamed
 from lab.cli.stopping import stopped_code
 from lab.record.errors import LabError
 from lab.run import generators
@@ -73,12 +74,15 @@ def wait_all(workers: list[procs.Proc]) -> list[int]:
     help="The lab run's generator master (its --master), e.g. 127.0.0.1:5557.",
 )
 @click.option(
-    "--processes",
+    "--generators",
+    "processes",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Worker processes on this machine, each pinned to its own core.",
+    help="Load-generator processes (locust workers) on this machine, each pinned to its own "
+    "core; they count toward the run's --remote-generators.",
 )
+@renamed("--processes", "processes")
 @click.option(
     "--steps",
     type=click.IntRange(min=0),

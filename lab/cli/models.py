@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from lab.cli.options import renamed
 from lab.cli.run_options import MODELS_FILE
 from lab.config.models import load_registry
 
@@ -16,15 +17,17 @@ from lab.config.models import load_registry
 @click.command("models")
 @MODELS_FILE
 @click.option(
-    "--commands",
+    "--max-users",
     "top_level",
-    type=int,
+    type=click.IntRange(min=1),
     default=None,
-    metavar="LEVEL",
-    help='Also print each command line, with "auto" knobs resolved for this top level.',
+    metavar="N",
+    help="Also print each model's exact command line (as `lab serve MODEL --max-users N` starts "
+    'it), with "auto" knobs resolved for N users [default: no command lines].',
 )
+@renamed("--commands", "top_level")
 def list_models(models_file: Path | None, top_level: int | None) -> None:
-    """List the server models, their knobs and (with --commands) exact command lines."""
+    """List the server models, their knobs and (with --max-users) exact command lines."""
     registry = load_registry(models_file)
     out = Console()
     table = Table(title="models (baselines dimmed)")

@@ -1,4 +1,5 @@
-"""Command-line options that several `lab` commands share, declared once, and their console."""
+"""Command-line options that several `lab` commands share, declared once, their console, the
+retired spellings that still work (`renamed`) and what each option name means (`MEANINGS`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ from lab.record.errors import LabError, Refused
 RESULTS_DIR = Path("results")
 
 console = Console(stderr=True, soft_wrap=True)  # what the commands say; results go to stdout
+
+# `--max-users` (lab serve, lab ui, lab models): the one name of the level "auto" knobs resolve to.
+MAX_USERS_HELP = (
+    'What "auto" knobs resolve to: the most simultaneous users you will drive (the threads, '
+    "greenlets or coroutines per process, and the pools)."
+)
 
 
 def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:
@@ -50,8 +57,21 @@ def port_option(default: int, help: str) -> Callable[[Callable[..., Any]], Calla
 def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """`--resume DIR`: an existing run directory to continue (lab run, lab advise)."""
     return click.option(
-        "--resume", type=click.Path(file_okay=False, exists=True, path_type=Path), help=help
+        "--resume",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        metavar="DIR",
+        help=f"{help.rstrip('.')} [default: none: a new run].",
     )
+
+
+def from_scenario(value: object) -> str:
+    """The default of an option that overrides a scenario field: the scenario's, shown with the
+    default scenario's value, read from it so the help cannot drift from the file."""
+    if isinstance(value, tuple):
+        value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    elif isinstance(value, float):
+        value = f"{value:g}"
+    return f"[default: the scenario's; quick: {value}]"
 
 
 def ensure_writable(path: Path, what: str) -> None:
@@ -100,3 +120,139 @@ def positive(_: object, param: click.Parameter, value: float | None) -> float | 
     if value is not None and value <= 0:
         raise click.BadParameter(f"must be positive, got {value}")
     return value
+
+
+class Renamed(click.Option):
+    """A retired spelling of an option, hidden: what it is given goes to the option it was renamed
+    to, with a one-line warning naming the new spelling, so old command lines keep working and
+    their users learn the new name; both spellings at once is a usage error."""
+
+    def __init__(self, *args: Any, target: str, **attrs: Any) -> None:
+        super().__init__(*args, **{**attrs, "hidden": True, "expose_value": False})
+        self.target = target
+
+    def new_spelling(self, ctx: click.Context) -> str:
+        for param in ctx.command.params:
+            if param.name == self.target and not isinstance(param, Renamed):
+                return param.opts[0]
+        raise AssertionError(f"{self.opts[0]} renamed to {self.target}, which is not declared")
+
+    def handle_parse_result(
+        self, ctx: click.Context, opts: Any, args: list[str]
+    ) -> tuple[Any, list[str]]:
+        # Click processes options given on the command line before the rest, so the value moves
+        # to the new option's slot before that option reads it.
+        if self.name in opts:
+            new = self.new_spelling(ctx)
+            if self.target in opts:
+                raise click.UsageError(f"{self.opts[0]} and {new} are the same option; give {new}")
+            click.echo(f"{ctx.command_path}: {self.opts[0]} is deprecated; use {new}", err=True)
+            opts[self.target] = opts.pop(self.name)
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def renamed(old: str, to: str, **attrs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`old`, a retired spelling of the option whose parameter is `to` (see Renamed); `attrs`
+    (is_flag, multiple) as the new option parses its value."""
+    name = "renamed_" + old.lstrip("-").replace("-", "_")
+    return click.option(old, name, cls=Renamed, target=to, **attrs)
+
+
+# The command line's vocabulary: what each option name means, once, for every `lab` command.
+#
+# Why: a name that means two things misleads whoever learnt it in one command (`--processes` was
+# generator workers in `lab generator`, upstream processes in `lab upstream`, and server processes
+# as a knob; `--error-rate` was the failures `lab advise` allows and the 500s the upstream injects).
+# tests/test_cli_options.py walks every command: each option name must be declared here, with the
+# commands that use it, so giving a name to another command means reading its one meaning first.
+# A retired spelling is a hidden `renamed` alias that warns, never listed here.
+#
+# option -> (the commands that take it, what it means in every one of them)
+MEANINGS: dict[str, tuple[str, str]] = {
+    # where things listen, what may leave loopback
+    "--host": ("run serve upstream", "the address the command's listeners bind"),
+    "--port": ("run serve ui upstream", "the port of what the command serves (lab ui: its page)"),
+    "--upstream-port": ("run", "the port of the mock upstream a run starts"),
+    "--upstream-url": ("serve", "the mock upstream a server calls"),
+    "--meter-port": ("serve", "the port of the meter beside a server"),
+    "--allow-remote": (
+        "run advise serve upstream generator",
+        "permit a non-loopback address where the command would refuse one",
+    ),
+    # what runs, and how big
+    "--scenario": ("run", "the scenario: a built-in name or a TOML file"),
+    "--models": ("run advise ui", "which server models, comma separated"),
+    "--models-file": ("run advise models serve", "a TOML file of extra models"),
+    "--knob": ("run serve", "a server knob NAME=VALUE (processes, concurrency, ...)"),
+    "--max-users": (
+        "models serve ui",
+        'the most simultaneous users: what "auto" knobs (concurrency, pools) resolve to',
+    ),
+    "--backend": ("run", "native processes or Docker containers"),
+    "--python": ("run", "the interpreter the models run under"),
+    "--no-pin": ("run", "do not pin processes to cores"),
+    "--front": ("run advise serve ui", "nginx in front of each model, or bare"),
+    "--front-knob": ("run advise serve ui", "an nginx knob NAME=VALUE"),
+    "--exec": ("serve", "replace the command with the server"),
+    # the load
+    "--levels": ("run", "closed loop: the numbers of users, one step each"),
+    "--mode": ("run", "closed or open loop"),
+    "--rates": ("run", "open loop: the arrival rates, one step each"),
+    "--max-outstanding": ("run", "open loop: the most requests in flight"),
+    "--arrival": ("run", "open loop: how arrivals are spaced"),
+    "--duration": ("run advise", "seconds measured per step"),
+    "--warmup": ("run advise", "seconds of discarded warm-up per model"),
+    "--trials": ("run", "repeats of every step"),
+    "--route": ("run", "what each request of the lab's app does"),
+    "--request-timeout": ("run", "seconds before a request counts as a timeout"),
+    "--start-timeout": ("run", "seconds a server gets to start"),
+    "--generators": (
+        "run advise generator",
+        "load-generator processes (locust workers) on this machine",
+    ),
+    "--remote-generators": ("run advise", "load-generator processes started on other machines"),
+    "--master": ("run advise", "where the generator master listens for its workers"),
+    "--connect": ("generator", "the generator master to work for"),
+    "--steps": ("generator", "measured steps to serve before stopping"),
+    "--log": ("generator", "where the workers' own messages go"),
+    # the mock upstream
+    "--delay-ms": ("run advise ui upstream", "the mock upstream's mean delay, in milliseconds"),
+    "--distribution": ("upstream", "how the upstream's delays are drawn around their mean"),
+    "--error-rate": ("upstream", "the share of requests the upstream answers 500"),
+    "--stall-rate": ("upstream", "the share of requests the upstream stalls"),
+    "--stall-ms": ("upstream", "how long a stall adds"),
+    "--upstream-processes": ("upstream", "processes of the mock upstream"),
+    "--engine": ("upstream", "the upstream's HTTP implementation"),
+    # databases
+    "--db-url": ("run", "a database of your own instead of one the lab starts"),
+    "--db-driver": ("run", "the PostgreSQL driver of the lab's app"),
+    # your own app
+    "--app": ("run advise", "your own WSGI or ASGI app, MODULE:ATTR"),
+    "--app-dir": ("run advise", "the directory to import --app from"),
+    "--path": ("run advise", "a route of --app to request"),
+    "--probe-path": ("run advise", "the --app route the concurrency probe requests"),
+    "--access-log": ("run advise", "an access log whose top routes are --app's mix"),
+    "--log-top": ("run advise", "how many of --access-log's routes make the mix"),
+    "--log-methods": ("run advise", "methods that change data kept from --access-log"),
+    "--body": ("run advise", "the body of --app's requests that are not GET"),
+    "--header": ("run advise", "a header of every request to --app"),
+    "--env": ("run advise", "a variable of --app's environment"),
+    "--compare": ("run advise", "how --app's answers must match across models"),
+    "--import-timeout": ("run advise", "seconds importing --app may take"),
+    "--check-only": ("run", "check --app under every model, then stop"),
+    # the target of lab advise
+    "--rps": ("advise", "the target arrival rate"),
+    "--p99-ms": ("advise", "the target p99 latency"),
+    "--max-error-rate": ("advise", "the largest share of failed requests that meets the target"),
+    "--budget-min": ("advise", "minutes the whole search may take"),
+    # results
+    "--out": ("run advise doctor reproduce ui", "the results directory run directories go in"),
+    "--resume": ("run advise", "a run directory to continue"),
+    "--json": ("advise doctor", "print the result as JSON on stdout"),
+    "--level": ("report", "the level of the percentile-spectrum plot"),
+    "--clean": ("doctor", "stop leftovers of dead runs and remove their pid files"),
+    "--quick": ("reproduce", "the experiment's reduced protocol"),
+    "--full": ("reproduce", "the experiment's full published size"),
+    # lab itself
+    "--version": ("lab", "print the version"),
+}

@@ -91,8 +91,9 @@ def reopened(run_dir: Path) -> tuple[RunDir, dict[str, Any]]:
 def same_options(ctx: click.Context, recorded: dict[str, Any], keys: Sequence[str]) -> None:
     """Options given again with --resume must be the recorded ones."""
     given = encode_invocation(ctx.params, keys)
+    spelled = {p.name: p.opts[0] for p in ctx.command.params if p.opts and p.expose_value}
     conflicts = [
-        f"--{key.replace('_', '-')}: recorded {recorded.get(key)!r}, given {given[key]!r}"
+        f"{spelled[key]}: recorded {recorded.get(key)!r}, given {given[key]!r}"
         for key in keys
         if ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE
         and given[key] != recorded.get(key)

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from lab.cli.options import (
+    from_scenario,
     int_list,
     knob_pairs,
     name_list,
@@ -20,7 +21,7 @@ from lab.cli.options import (
 )
 from lab.config import appenv
 from lab.config.accesslog import TOP_ROUTES
-from lab.config.scenario import ROUTES, builtin_names
+from lab.config.scenario import ROUTES, builtin_names, load_scenario
 from servers.common import DB_DRIVERS
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
@@ -84,21 +85,37 @@ RESUMABLE = (
 )
 
 
+QUICK = load_scenario("quick")  # the default scenario of `lab run`, the base of `lab advise`
+
+
 # Options `lab advise` shares with `lab run` (declared once; click makes a fresh option per use).
 MODELS = click.option(
-    "--models", callback=name_list, help="Comma-separated models (see `lab models`)."
+    "--models",
+    callback=name_list,
+    help="Comma-separated models (see `lab models`) "
+    f"[default: the scenario's; quick: its {len(QUICK.models)}].",
 )
 DURATION = click.option(
-    "--duration", type=float, callback=positive, help="Seconds measured per level."
+    "--duration",
+    type=float,
+    callback=positive,
+    help=f"Seconds measured per level {from_scenario(QUICK.duration_s)}.",
 )
 WARMUP = click.option(
-    "--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."
+    "--warmup",
+    type=float,
+    help=f"Seconds of discarded warm-up per model (0 = none) {from_scenario(QUICK.warmup_s)}.",
 )
-DELAY_MS = click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
+DELAY_MS = click.option(
+    "--delay-ms",
+    type=float,
+    help=f"Mean upstream delay in milliseconds {from_scenario(QUICK.upstream.delay_ms)}.",
+)
 MODELS_FILE = click.option(
     "--models-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML file of extra models (same shape as servers/models.toml).",
+    help="A TOML file of extra models (same shape as servers/models.toml) "
+    "[default: none: servers/models.toml alone].",
 )
 APP_OPTIONS = (  # --app and what goes with it
     click.option(
@@ -107,12 +124,12 @@ APP_OPTIONS = (  # --app and what goes with it
         metavar="MODULE:ATTR",
         help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
         "serve it (answers compared, concurrency probed), then swept on its load route or "
-        "its traffic mix (weighted --path, or --access-log).",
+        "its traffic mix (weighted --path, or --access-log) [default: none: the lab's own app].",
     ),
     click.option(
         "--app-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="Directory to import --app from.",
+        help="Directory to import --app from [default: the current directory].",
     ),
     click.option(
         "--path",
@@ -138,7 +155,8 @@ APP_OPTIONS = (  # --app and what goes with it
         help="With --app: a production access log (nginx/Apache combined or common format, "
         "gunicorn's, uWSGI's default; .gz read too) whose top routes by share are the mix; "
         "what it leaves out (4xx/5xx, methods that change data, static files, lines that do "
-        "not parse) is counted and printed before any load. Enough without --path.",
+        "not parse) is counted and printed before any load. Enough without --path "
+        "[default: none].",
     ),
     click.option(
         "--log-top",
@@ -158,7 +176,7 @@ APP_OPTIONS = (  # --app and what goes with it
         "app_body",
         metavar="TEXT",
         help="With --app: the body sent with every route whose method is not GET, "
-        "e.g. '{\"n\": 1}'.",
+        "e.g. '{\"n\": 1}' [default: none: an empty body].",
     ),
     click.option(
         "--header",
@@ -207,7 +225,9 @@ GENERATOR_OPTIONS = (  # `lab run` and `lab advise`: where the load comes from
         "--remote-generators",
         type=click.IntRange(min=0),
         default=0,
-        help="Also wait for this many workers started elsewhere with `lab generator --connect`.",
+        show_default=True,
+        help="Also wait for this many load-generator processes started elsewhere with "
+        "`lab generator --connect`.",
     ),
     click.option(
         "--master",
@@ -221,7 +241,7 @@ GENERATOR_OPTIONS = (  # `lab run` and `lab advise`: where the load comes from
 FRONT_OPTIONS = (  # `lab run`, `lab advise` and `lab ui`: nginx in front of each model
     click.option(
         "--front",
-        metavar="nginx|bare,nginx",
+        metavar="bare|nginx|bare,nginx",
         help="Put each model behind nginx, configured as its server's docs recommend (uWSGI "
         "over uwsgi_pass on a unix socket; the others over proxy_pass, HTTP/1.1, keepalive "
         "pool); bare,nginx runs both side by side as NAME and NAME+nginx [default: bare].",
@@ -250,42 +270,55 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
     MODELS,
     click.option(
-        "--levels", callback=int_list, help="Closed loop: numbers of users, e.g. 1,10,100."
+        "--levels",
+        callback=int_list,
+        help=f"Closed loop: numbers of users, e.g. 1,10,100 {from_scenario(QUICK.levels)}.",
     ),
     click.option(
         "--mode",
         type=click.Choice(["closed", "open"]),
-        help="closed: N users, no think time (default); open: requests arrive at fixed --rates.",
+        help="closed: N users, no think time; open: requests arrive at fixed --rates "
+        f"{from_scenario(QUICK.mode)}.",
     ),
     click.option(
-        "--rates", callback=rate_list, help="Open loop: comma-separated arrival rates (req/s)."
+        "--rates",
+        callback=rate_list,
+        help="Open loop: comma-separated arrival rates (req/s) [default: the scenario's].",
     ),
     click.option(
         "--max-outstanding",
         type=int,
         callback=positive,
-        help="Open loop: cap on requests in flight; the rest count as dropped [default: 500].",
+        help="Open loop: cap on requests in flight; the rest count as dropped "
+        f"{from_scenario(QUICK.max_outstanding)}.",
     ),
     click.option(
-        "--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals."
+        "--arrival",
+        type=click.Choice(["constant", "poisson"]),
+        help=f"Open loop: how arrivals are spaced {from_scenario(QUICK.arrival)}.",
     ),
     DURATION,
     WARMUP,
-    click.option("--trials", type=int, callback=positive, help="Repeats of every level."),
+    click.option(
+        "--trials",
+        type=int,
+        callback=positive,
+        help=f"Repeats of every level, interleaved across models {from_scenario(QUICK.trials)}.",
+    ),
     DELAY_MS,
     click.option(
         "--route",
         type=click.Choice(list(ROUTES)),
         help="What each request does; db and cache wait in PostgreSQL and Redis "
-        "(started for the run).",
+        f"(started for the run) {from_scenario(QUICK.route)}.",
     ),
     click.option(
         "--db-url",
         "db_urls",
         multiple=True,
         metavar="URL",
-        help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
-        "loopback only unless --allow-remote.",
+        help="Your own database (postgresql://... or redis://...) instead of one the lab starts "
+        "(repeatable); loopback only unless --allow-remote.",
     ),
     click.option(
         "--db-driver",
@@ -301,14 +334,14 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Override a server knob for this run (repeatable): --knob concurrency=50 (threads, "
         "greenlets or coroutines per process), --knob processes=2 (server processes).",
     ),
-    click.option("--port", type=int, help="Server port (default: any free port)."),
-    click.option("--upstream-port", type=int, help="Upstream port (default: any free port)."),
+    click.option("--port", type=int, help="Server port [default: any free port]."),
+    click.option("--upstream-port", type=int, help="Upstream port [default: any free port]."),
     click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores."),
     click.option(
         "--python",
         type=click.Path(dir_okay=False, exists=True),
         help="Run every model under this interpreter, in a venv the lab makes and caches "
-        "(e.g. a free-threaded python3.14t).",
+        "(e.g. a free-threaded python3.14t) [default: the lab's own .venv].",
     ),
     results_dir_option("Directory that receives the run directory."),
     MODELS_FILE,
@@ -321,13 +354,15 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         "--request-timeout",
         type=float,
         callback=positive,
-        help="Seconds before a request counts as a timeout [default: 30].",
+        help="Seconds before a request counts as a timeout "
+        f"{from_scenario(QUICK.request_timeout_s)}.",
     ),
     click.option(
         "--start-timeout",
         type=float,
         callback=positive,
-        help="Seconds a server gets to answer /health, else start_failed [default: 30].",
+        help="Seconds a server gets to answer /health, else start_failed "
+        f"{from_scenario(QUICK.start_timeout_s)}.",
     ),
     resume_option("Continue the run in this directory, skipping its completed steps."),
     click.option(

@@ -31,7 +31,7 @@ from typing import cast
 import click
 
 from lab.backends.base import CpuLayout, NativeBackend
-from lab.cli.options import port_option
+from lab.cli.options import MAX_USERS_HELP, port_option, renamed
 from lab.cli.run_options import FRONT_OPTIONS, MODELS_FILE
 from lab.cli.stopping import foreground, standalone
 from lab.cli.upstream import DEFAULT_UPSTREAM_PORT
@@ -93,14 +93,15 @@ def serve_argv(
     default=200,
     show_default=True,
     type=click.IntRange(min=1),
-    help='What "auto" knobs resolve to: the most simultaneous users you will drive.',
+    help=MAX_USERS_HELP,
 )
-# The old name, hidden: "concurrency" is the per-process knob only (--knob concurrency=N).
-@click.option("--max-concurrency", type=click.IntRange(min=1), hidden=True)
+# The old name: "concurrency" is the per-process knob only (--knob concurrency=N).
+@renamed("--max-concurrency", "max_users")
 @MODELS_FILE
 @click.option(
     "--meter-port",
     default=0,
+    show_default=True,
     type=click.IntRange(0, 65535),
     help="Serve the server's CPU, RSS and PSS on this port (lab.webui.meter); 0: no meter.",
 )
@@ -128,7 +129,6 @@ def serve(
     port: int,
     knobs: tuple[str, ...],
     max_users: int,
-    max_concurrency: int | None,
     models_file: Path | None,
     meter_port: int,
     upstream_url: str,
@@ -143,9 +143,6 @@ def serve(
     fronted = Front.of(front, front_knobs, "native")
     if fronted is not None and fronted.names != ("nginx",):
         raise LabError(f"lab serve --front {front}: one server, one front: use --front nginx")
-    if max_concurrency is not None:
-        max_users = max_concurrency
-        print(f"lab serve: note: --max-concurrency is now --max-users={max_users}", file=sys.stderr)
     if replace and (fronted is not None or meter_port):
         raise LabError("lab serve --exec: the server alone, without --front or --meter-port")
     argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)

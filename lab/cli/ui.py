@@ -21,10 +21,10 @@ from typing import cast
 import click
 
 from lab.backends.base import HOST, Backend, CpuLayout, LocalServer, NativeBackend
-from lab.cli.options import port_option
+from lab.cli.options import MAX_USERS_HELP, port_option, renamed
 from lab.cli.run_options import FRONT_OPTIONS
-from lab.config.models import alias_notes, load_registry
-from lab.config.scenario import LIMITS, UpstreamSpec
+from lab.config.models import load_registry
+from lab.config.scenario import LIMITS, UpstreamSpec, load_scenario
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend, FrontedServer
 from lab.record.errors import LabError
@@ -35,7 +35,8 @@ from lab.webui.liveflags import cores_env
 
 ROOT = CODE_ROOT
 LOCUSTFILES = "loadgen/locustfile.py,lab/webui/page.py"
-DEFAULT_MODELS = "uwsgi-threads,uwsgi-gevent,gunicorn-gevent,gunicorn-asyncio"
+# Every model of the quick scenario, so every model its answer (the README's) can recommend.
+DEFAULT_MODELS = ",".join(load_scenario("quick").models)
 
 
 def locust_argv(port: int, out: Path) -> list[str]:
@@ -114,16 +115,19 @@ def start_all(
     "--models",
     default=DEFAULT_MODELS,
     show_default=True,
-    help="Models to start, comma separated (see `lab models`).",
+    help="Models to start, comma separated (see `lab models`); the default is the quick "
+    "scenario's, every model its answer can recommend.",
 )
 @click.option(
-    "--concurrency",
+    "--max-users",
+    "concurrency",
     default=200,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Threads, greenlets or coroutines per server process: the most users a model can hold.",
+    help=MAX_USERS_HELP,
 )
-@click.option("--workers", type=click.IntRange(min=1), hidden=True)  # the old name, with a note
+@renamed("--concurrency", "concurrency")
+@renamed("--workers", "concurrency")  # older still: gunicorn's word for processes
 @click.option(
     "--delay-ms",
     default=100.0,
@@ -144,7 +148,6 @@ def ui(
     port: int,
     models: str,
     concurrency: int,
-    workers: int | None,
     delay_ms: float,
     out: Path,
     front: str | None,
@@ -153,10 +156,6 @@ def ui(
     """Start the models, the upstream and the locust web UI with the lab page on 127.0.0.1."""
     names = [m.strip() for m in models.split(",") if m.strip()]
     fronted = Front.of(front, front_knobs, "native")
-    if workers is not None:
-        concurrency = workers
-        for note in alias_notes({"workers": workers}):
-            click.echo(f"lab ui: note: {note}", err=True)
     logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
     try:
         backend, locust = start_all(

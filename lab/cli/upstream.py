@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from lab.cli.options import port_option
+from lab.cli.options import port_option, renamed
 from lab.cli.stopping import foreground
 from lab.config.scenario import LIMITS
 from lab.system import procs, safety
@@ -28,28 +28,51 @@ DEFAULT_UPSTREAM_PORT = 18081
 @port_option(DEFAULT_UPSTREAM_PORT, "Port to listen on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--delay-ms", default=100.0, show_default=True, type=click.FloatRange(0, LIMITS["delay_ms"])
+    "--delay-ms",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(0, LIMITS["delay_ms"]),
+    help="Mean delay of /delay in milliseconds when a request does not give ?ms=N.",
 )
 @click.option(
-    "--distribution", type=click.Choice(DISTRIBUTIONS), default="fixed", show_default=True
+    "--distribution",
+    type=click.Choice(DISTRIBUTIONS),
+    default="fixed",
+    show_default=True,
+    help="How each delay is drawn around --delay-ms (every one with that mean): fixed, uniform "
+    "on [0, twice it], exponential or lognormal.",
 )
 @click.option(
-    "--error-rate", default=0.0, type=click.FloatRange(0, 1), help="Fraction answered 500."
+    "--error-rate",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of requests answered 500, after their delay (the scenario's error_rate).",
 )
-@click.option("--stall-rate", default=0.0, type=click.FloatRange(0, 1), help="Fraction stalled.")
+@click.option(
+    "--stall-rate",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of requests that wait --stall-ms more.",
+)
 @click.option(
     "--stall-ms",
     default=0.0,
+    show_default=True,
     type=click.FloatRange(0, LIMITS["stall_ms"]),
-    help="Extra wait of a stall.",
+    help="Extra wait of a stalled request, in milliseconds.",
 )
 @click.option(
-    "--processes",
+    "--upstream-processes",
+    "processes",
     default=1,
     show_default=True,
     type=click.IntRange(1, 256),
-    help="Processes sharing the port (SO_REUSEPORT): add one per core the upstream may use.",
+    help="Upstream processes sharing the port (SO_REUSEPORT): add one per core the upstream "
+    "may use.",
 )
+@renamed("--processes", "processes")
 @click.option(
     "--engine",
     type=click.Choice(ENGINES),
