@@ -28,8 +28,8 @@ loud_failure() {
   printf '%s: failed (exit %s) at %s: %s\n' "$LOUD_NAME" "$1" "$where" "$2" >&2
 }
 
-# Run CMD with its output appended to LOG, printing "NAME: still WHAT (N min; last: ...)" every
-# minute; returns CMD's status. CMD stays in the foreground (Ctrl-C stops it as usual); the ticker
+# Run CMD with its output appended to LOG, printing "NAME: still WHAT (N s; last: LOG'S LAST LINE)"
+# every minute (LAB_PROGRESS_EVERY seconds); returns CMD's status. CMD stays in the foreground (Ctrl-C stops it as usual); the ticker
 # is a background loop that ends when CMD does, or when this script is gone. CMD runs as the left
 # side of `||`, where bash turns errexit off: a function given as CMD chains its steps with &&.
 with_progress() {
@@ -42,8 +42,8 @@ with_progress() {
       ((SECONDS - started >= next)) || continue
       next=$((next + ${LAB_PROGRESS_EVERY:-60}))
       last=$(tail -n 1 "$log" 2>/dev/null | tr -d '\r' | cut -c1-100) || last=
-      printf '%s: still %s (%d s; last: %s)\n' "${LOUD_NAME:-lab}" "$what" \
-        $((SECONDS - started)) "$last" >&2
+      printf '%s: still %s (%d s%s)\n' "${LOUD_NAME:-lab}" "$what" $((SECONDS - started)) \
+        "${last:+; last: $last}" >&2
     done
   ) &
   ticker=$!
