@@ -34,6 +34,6 @@ fi
 start=$SECONDS
 docker/build-image.sh >/dev/null
 echo "docker smoke: image ready in $((SECONDS - start)) s"
-LAB_DOCKER_TESTS=1 "$python" -m pytest -q -rs tests/test_compose.py tests/test_compose_profiles.py \
+LAB_DOCKER_TESTS=1 "$python" -m pytest -q tests/test_compose.py tests/test_compose_profiles.py \
   tests/test_docker_backend.py
 echo "docker smoke: done in $((SECONDS - start)) s"

@@ -302,3 +302,17 @@ def test_docker_smoke_skips_only_without_a_client_or_when_told(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(said), done.stdout
+
+
+def test_test_sh_counts_every_browser_skip() -> None:
+    """scripts/test.sh tells a browser test's skip from others by a reason naming chromium or
+    playwright: every such skip in the suite must keep saying so, or the count would miss it."""
+    sources = {p.name: p.read_text() for p in (ROOT / "tests").glob("*.py")}
+    reasons = [r for text in sources.values() for r in re.findall(CHROMIUM_SKIP, text)]
+    assert len(reasons) >= 2, "the chromium skips were not found"
+    assert all("chromium" in reason.lower() for reason in reasons), reasons
+    assert 'importorskip("playwright.sync_api")' in sources["test_webui.py"]
+    assert "count 'chromium|playwright'" in (ROOT / "scripts" / "test.sh").read_text()
+
+
+CHROMIUM_SKIP = r'skipif\(\s*CHROMIUM is None,\s*reason="([^"]+)"'
