@@ -26,7 +26,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/lab-fresh-clone.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 git -c advice.detachedHead=false clone -q --no-hardlinks . "$tmp/lab"
 git -C "$tmp/lab" -c advice.detachedHead=false checkout -q --detach "$sha"
-[[ ! -e $tmp/lab/.venv && ! -e $tmp/lab/results ]]  # fresh: nothing of this checkout's
+if [[ -e $tmp/lab/.venv || -e $tmp/lab/results ]]; then  # committed by mistake: not fresh
+  echo "fresh-clone: FAILED: the clone already has .venv or results/ (committed?)" >&2
+  exit 1
+fi
 
 # quickstart NAME REPORTS-FOLDER [ARGS...]: run it in the clone; exit 0 and one report.html
 # in a new run directory in REPORTS-FOLDER, or this check fails saying which.

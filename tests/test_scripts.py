@@ -49,6 +49,8 @@ def unprivileged(argv: list[str]) -> list[str]:
     """As root, the same command as the user nobody; otherwise as it is (already unprivileged)."""
     if os.geteuid() != 0:
         return argv
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv (util-linux): no way to run as an unprivileged user")
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
 
 
@@ -145,6 +147,9 @@ def placed_then(policy: Path, sig: signal.Signals | None) -> subprocess.Popen[st
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # Ctrl-C's default action, even where this test runs with SIGINT ignored (a background
+        # job of a non-interactive shell): bash keeps an ignored signal ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     wait_for(policy, proc)
     assert policy.read_text().endswith("exit 101\n")
@@ -226,6 +231,7 @@ def test_setup_without_root_prints_the_install_command_of_each_missing_tool(publ
         "TMPDIR": str(public / "tmp"),
         "PYTHON": "/usr/bin/python3",  # the shims of a user's own Python may be private to it
         "PIP_NO_INDEX": "1",
+        "PIP_CONFIG_FILE": os.devnull,  # no find-links from a config file either
         "LANG": "C.UTF-8",
     }
     argv = unprivileged(["bash", str(public / "scripts" / "setup.sh")])
