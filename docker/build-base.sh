@@ -99,7 +99,10 @@ problem=$(docker_problem)
 [[ -z $problem ]] || { log "cannot build: $problem"; exit 1; }
 
 if ((print_args)); then
-  if ! have_image "$RUNTIME_TAG" || ! have_image "$BUILD_TAG"; then log "base images missing"; exit 1; fi
+  if ! have_image "$RUNTIME_TAG" || ! have_image "$BUILD_TAG"; then
+    log "base images missing"
+    exit 1
+  fi
   build_args
   exit 0
 fi
@@ -114,7 +117,8 @@ fi
 if ! command -v debootstrap >/dev/null; then
   log "installing debootstrap from this machine's apt sources"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap \
+    >/dev/null
 fi
 
 mirror=$(apt_mirror)

@@ -4,7 +4,7 @@
 # Why: a script that stops under `set -e` says nothing about why; a long step whose output is
 # discarded looks hung; a Docker permission error read as "no Docker" sends people the wrong way.
 # Each of those was a newcomer's first experience once (issue 43), so every script uses these.
-#   loud_errors NAME        strict mode; a failing command prints "NAME: failed (exit S) at FILE:LINE: CMD"
+#   loud_errors NAME        strict mode; a failed command prints "NAME: failed (exit S) at F:L: CMD"
 #   with_progress WHAT LOG CMD...   CMD's output into LOG, a line on stderr every minute it runs
 #   docker_problem          why the Docker Engine cannot be used here (empty output: it can)
 #   without_service_starts CMD...   CMD with Debian's package service starts refused (policy-rc.d)
@@ -23,15 +23,17 @@ loud_failure() {
   local i where="${BASH_SOURCE[1]:-$0}:${BASH_LINENO[0]}"
   [[ ${FUNCNAME[1]:-main} == main || ${FUNCNAME[1]} == source ]] || where+=" in ${FUNCNAME[1]}"
   for ((i = 2; i < ${#FUNCNAME[@]}; i++)); do
-    [[ ${FUNCNAME[i]} == source ]] || where+=", called at ${BASH_SOURCE[i]:-$0}:${BASH_LINENO[i - 1]}"
+    [[ ${FUNCNAME[i]} == source ]] \
+      || where+=", called at ${BASH_SOURCE[i]:-$0}:${BASH_LINENO[i - 1]}"
   done
   printf '%s: failed (exit %s) at %s: %s\n' "$LOUD_NAME" "$1" "$where" "$2" >&2
 }
 
 # Run CMD with its output appended to LOG, printing "NAME: still WHAT (N s; last: LOG'S LAST LINE)"
-# every minute (LAB_PROGRESS_EVERY seconds); returns CMD's status. CMD stays in the foreground (Ctrl-C stops it as usual); the ticker
-# is a background loop that ends when CMD does, or when this script is gone. CMD runs as the left
-# side of `||`, where bash turns errexit off: a function given as CMD chains its steps with &&.
+# every minute (LAB_PROGRESS_EVERY seconds); returns CMD's status. CMD stays in the foreground
+# (Ctrl-C stops it as usual); the ticker is a background loop that ends when CMD does, or when this
+# script is gone. CMD runs as the left side of `||`, where bash turns errexit off: a function given
+# as CMD chains its steps with &&.
 with_progress() {
   local what=$1 log=$2 ticker status=0
   shift 2

@@ -56,7 +56,8 @@ fi
 # services are disabled at boot.
 have() {  # a program on PATH, or where Debian puts it outside a user's PATH
   case $1 in
-    initdb) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null ;;
+    initdb) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null
+      ;;
     *) command -v "$1" >/dev/null || [[ -x /usr/sbin/$1 ]] ;;
   esac
 }
@@ -71,11 +72,11 @@ optional() {  # optional PROGRAM PACKAGE WHAT-NEEDS-IT [SERVICE]: install it or 
     fi
     return 0
   fi
-  echo "setup: installing $package with apt-get${service:+ (no service started: the lab runs its own)}"
+  echo "setup: installing $package with apt-get${service:+ (no service started: the lab runs one)}"
   if [[ -z $service ]]; then
     apt_install "$package" >/dev/null && return 0
   elif without_service_starts apt_install "$package" >/dev/null; then
-    if [[ -d /run/systemd/system ]]; then systemctl disable --now -q "$service" 2>/dev/null || true; fi
+    [[ ! -d /run/systemd/system ]] || systemctl disable --now -q "$service" 2>/dev/null || true
     return 0
   fi
   echo "setup: $package could not be installed (apt-get's error above); $what needs it" >&2

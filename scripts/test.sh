@@ -19,8 +19,8 @@
 #   - the Docker smoke must run wherever a docker client is on PATH: an engine that does not
 #     answer, or refuses this user, fails (docker/ci-smoke.sh says which). Without a docker
 #     client it is reported as not run. LAB_SKIP_DOCKER=1 opts out (reported as not run).
-#   - the fresh-clone check runs in a git checkout; in an unpacked archive it is reported as not
-#     run.
+#   - the fresh-clone check runs in a git checkout; in an unpacked archive, or with
+#     LAB_SKIP_FRESH_CLONE=1, it is reported as not run.
 # Arguments go to pytest (part 5), e.g. scripts/test.sh -x -k report
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -39,10 +39,12 @@ if [[ ${LAB_SKIP_BROWSER:-} == 1 ]]; then
   echo "test: 2/6 chromium: LAB_SKIP_BROWSER=1, none installed here; a browser test's skip is" \
     "reported, not a failure"
 elif have_chromium; then
+  echo "test: 2/6 chromium is installed: the browser tests must run"
   browser_expected=1
 elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   echo "test: 2/6 installing chromium (Debian's) for the report-rendering and web UI tests"
-  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+  then
     echo "test: chromium could not be installed (apt-get's error above): the browser tests are" \
       "expected to run here, as root with apt-get (LAB_SKIP_BROWSER=1 opts out)" >&2
     exit 1
@@ -57,7 +59,9 @@ echo "test: 3/6 lint, format and types"
 .venv/bin/ruff format --check .
 .venv/bin/mypy  # files and strictness: [tool.mypy] in pyproject.toml
 
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+if [[ ${LAB_SKIP_FRESH_CLONE:-} == 1 ]]; then
+  not_run+=("fresh-clone check (LAB_SKIP_FRESH_CLONE=1)")
+elif git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   echo "test: 4/6 the README's quick start on a fresh clone (about 3 min)"
   bash scripts/fresh-clone-check.sh
 else
@@ -99,7 +103,7 @@ fi
 
 took="$(((SECONDS - start) / 60)) min"
 skipped=""
-((other_skips == 0)) || skipped="; $other_skips other tests skipped (their reasons are listed above)"
+((other_skips == 0)) || skipped="; $other_skips other tests skipped (their reasons are above)"
 if ((${#not_run[@]})); then
   joined=$(printf '%s; ' "${not_run[@]}")
   echo "test: passed in $took, but NOT RUN here: ${joined%; }$skipped"
