@@ -113,7 +113,11 @@ if ((!force)) && have_image "$RUNTIME_TAG" && have_image "$BUILD_TAG"; then
   exit 0
 fi
 
-[[ $(id -u) == 0 ]] || { log "debootstrap needs root"; exit 1; }
+if [[ $(id -u) != 0 ]]; then
+  log "building the base images needs root (debootstrap, chroot); or set LAB_BASE_IMAGE and" \
+    "LAB_BUILD_IMAGE for docker/build-image.sh to images this machine has"
+  exit 1
+fi
 if ! command -v debootstrap >/dev/null; then
   log "installing debootstrap from this machine's apt sources"
   apt-get update -qq

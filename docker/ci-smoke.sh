@@ -34,6 +34,15 @@ fi
 start=$SECONDS
 docker/build-image.sh >/dev/null
 echo "docker smoke: image ready in $((SECONDS - start)) s"
+log=$(mktemp "${TMPDIR:-/tmp}/lab-ci-smoke.XXXXXX.log")
+trap 'rm -f "$log"' EXIT
 LAB_DOCKER_TESTS=1 "$python" -m pytest -q tests/test_compose.py tests/test_compose_profiles.py \
-  tests/test_docker_backend.py
+  tests/test_docker_backend.py 2>&1 | tee "$log"
+# Here every Docker test is expected to run: one skipped for a Docker reason (tests/docker_env.py's
+# docker_skip_reason) means the engine, the Compose tool or the image went missing under them.
+if grep -E '^SKIPPED .*(Docker Engine|Compose tool|docker CLI|image .* missing|opt-in)' "$log" >&2
+then
+  echo "docker smoke: FAILED: Docker tests skipped where they must run (the lines above)" >&2
+  exit 1
+fi
 echo "docker smoke: done in $((SECONDS - start)) s"
