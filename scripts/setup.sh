@@ -49,7 +49,8 @@ fi
 #     lab/backends/databases.py, and needs only their programs);
 #   nginx-light: the front of `lab run --front nginx` (the lab starts its own per run);
 #   wrk: an independent load tool, benchmarks/upstream_capacity.py;
-#   apache2-utils (ab): the blog's own client in `lab reproduce uwsgi-blog`.
+#   apache2-utils (ab): the blog's own client in `lab reproduce uwsgi-blog`;
+#   the shell linter (package shellcheck): tests/test_scripts.py lints scripts/ and docker/ with it.
 # Debian starts a package's service when it is installed and at every boot: a system database or
 # nginx running beside the benchmark would take CPU from it (nginx: port 80). So those install
 # with policy-rc.d forbidding service starts (scripts/lib.sh: undone on any exit), and their
@@ -86,6 +87,7 @@ optional redis-server redis-server "the /cache route" redis-server
 optional nginx nginx-light "lab run --front nginx" nginx
 optional wrk wrk "benchmarks/upstream_capacity.py"
 optional ab apache2-utils "lab reproduce uwsgi-blog (its ab cases)"
+optional shellcheck shellcheck "the shell scripts' lint (tests/test_scripts.py)"
 
 # oha (the client of Granian's benchmark page, `lab reproduce granian-long-io`) and rewrk (the
 # same page's client in May 2025) are Rust programs: built with cargo where it is present, once

@@ -92,6 +92,13 @@ def test_every_script_parses(path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="no shellcheck (setup.sh, as root)")
+def test_every_script_passes_shellcheck() -> None:
+    argv = ["shellcheck", "-x", *(rel(p) for p in SCRIPTS)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-4000:]
+
+
 @pytest.mark.parametrize("path", [p for p in SCRIPTS if p != LIB], ids=rel)
 def test_every_script_names_what_failed(path: Path) -> None:
     text = path.read_text()
@@ -218,7 +225,17 @@ def test_a_long_step_prints_a_line_every_interval_and_keeps_its_status(tmp_path:
     assert log.read_text() == "first\nsecond\n"
 
 
-MISSING_TOOLS = {"wrk", "ab", "redis-server", "nginx", "initdb", "cargo", "oha", "rewrk"}
+MISSING_TOOLS = {
+    "wrk",
+    "ab",
+    "redis-server",
+    "nginx",
+    "initdb",
+    "shellcheck",
+    "cargo",
+    "oha",
+    "rewrk",
+}
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no Debian python3 to run with")
@@ -238,7 +255,7 @@ def test_setup_without_root_prints_the_install_command_of_each_missing_tool(publ
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     err = done.stderr
     assert done.returncode == 1, done.stdout + err
-    expected = ["redis-server", "wrk", "apache2-utils"]
+    expected = ["redis-server", "wrk", "apache2-utils", "shellcheck"]
     if not Path("/usr/sbin/nginx").exists():  # outside PATH, where setup also looks
         expected.append("nginx-light")
     if not list(Path("/usr/lib").glob("postgresql/*/bin/initdb")):
