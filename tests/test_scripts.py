@@ -238,10 +238,25 @@ MISSING_TOOLS = {
 }
 
 
+def failing_cargo(home: Path) -> None:
+    """A cargo in the user's ~/.cargo/bin (where setup looks) whose every build fails."""
+    cargo = home / ".cargo" / "bin" / "cargo"
+    cargo.parent.mkdir(parents=True)
+    cargo.write_text('#!/bin/sh\necho "   Compiling $2 v0.0.0"\necho "error: no" >&2\nexit 101\n')
+    cargo.chmod(0o755)
+    if os.geteuid() == 0:
+        for path in (home / ".cargo", cargo.parent, cargo):
+            os.chown(path, NOBODY, NOBODY)
+
+
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no Debian python3 to run with")
-def test_setup_without_root_prints_the_install_command_of_each_missing_tool(public: Path) -> None:
-    """Without root, each optional tool missing is a line with the command that installs it;
-    then pip, given no index here, fails, and the failure is named with its log."""
+@pytest.mark.parametrize("cargo", ["none", "fails"], ids=["no-cargo", "cargo-fails"])
+def test_setup_without_root_names_each_missing_tool_and_failure(public: Path, cargo: str) -> None:
+    """Without root, each optional tool missing is a line with the command that installs it; a
+    cargo build that fails is a line naming its log; then pip, given no index here, fails, and
+    that failure is named with its log."""
+    if cargo == "fails":
+        failing_cargo(public / "home")
     env = {
         "PATH": path_without(public, MISSING_TOOLS),
         "HOME": str(public / "home"),
@@ -263,7 +278,11 @@ def test_setup_without_root_prints_the_install_command_of_each_missing_tool(publ
     for package in expected:
         assert f": sudo apt-get install {package}\n" in err, f"no line for {package}:\n{err}"
     for tool in ("oha", "rewrk"):
-        assert f"or: cargo install {tool} --locked\n" in err, err
+        if cargo == "none":
+            assert f"or: cargo install {tool} --locked\n" in err, err
+            continue
+        (log,) = re.findall(rf"setup: {tool} could not be built \(cargo's output: (\S+)\);", err)
+        assert Path(log).read_text() == f"   Compiling {tool} v0.0.0\nerror: no\n"
     (failed,) = re.findall(r"setup: pip failed \(last 30 lines above; all of it: (\S+)\)", err)
     assert Path(failed).is_file() and Path(failed).parent == public / "tmp"
 
