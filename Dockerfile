@@ -48,8 +48,10 @@ RUN groupadd --system --gid 10001 lab \
         --shell /usr/sbin/nologin lab
 # PostgreSQL and Redis for the `databases` profile, nginx-light for `--front nginx`: Debian base
 # images (docker/build-base.sh) have them; the official python images get them here, from Debian's
-# packages (policy-rc.d: no service is started at install; the lab runs its own per run).
-RUN if ! command -v redis-server nginx >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; \
+# packages (policy-rc.d: no service is started at install; the lab runs its own per run). One
+# `command -v` per program: dash's `command -v a b` answers for the first name only.
+RUN if ! command -v redis-server >/dev/null || ! command -v nginx >/dev/null \
+        || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; \
     then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d \
         && apt-get update -q && apt-get install -y -q --no-install-recommends postgresql redis-server \
             nginx-light \

@@ -13,7 +13,11 @@
 # Usage: docker/build-base.sh [--force] [--print-args]
 #   --print-args  print the matching `docker build --build-arg ...` flags and exit 0
 # Environment: LAB_BASE_SUITE (default: this host's VERSION_CODENAME), LAB_BASE_REPO (image name).
-set -euo pipefail
+# Any failure names the command and line (scripts/lib.sh); debootstrap and the package installs
+# print a line a minute while they run (their output goes to a log shown on failure).
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../scripts/lib.sh"
+loud_errors build-base
 
 SUITE=${LAB_BASE_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")}
 REPO=${LAB_BASE_REPO:-concurrency-lab-base}
@@ -91,8 +95,14 @@ apt_proxy() {
   apt-config dump 2>/dev/null | awk -F'"' '/^Acquire::http::Proxy /{print $2; exit}'
 }
 
+problem=$(docker_problem)
+[[ -z $problem ]] || { log "cannot build: $problem"; exit 1; }
+
 if ((print_args)); then
-  have_image "$RUNTIME_TAG" && have_image "$BUILD_TAG" || { log "base images missing"; exit 1; }
+  if ! have_image "$RUNTIME_TAG" || ! have_image "$BUILD_TAG"; then
+    log "base images missing"
+    exit 1
+  fi
   build_args
   exit 0
 fi
@@ -103,10 +113,16 @@ if ((!force)) && have_image "$RUNTIME_TAG" && have_image "$BUILD_TAG"; then
   exit 0
 fi
 
-[[ $(id -u) == 0 ]] || { log "debootstrap needs root"; exit 1; }
+if [[ $(id -u) != 0 ]]; then
+  log "building the base images needs root (debootstrap, chroot); or set LAB_BASE_IMAGE and" \
+    "LAB_BUILD_IMAGE for docker/build-image.sh to images this machine has"
+  exit 1
+fi
 if ! command -v debootstrap >/dev/null; then
   log "installing debootstrap from this machine's apt sources"
-  apt-get install -y --no-install-recommends debootstrap >/dev/null
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap \
+    >/dev/null
 fi
 
 mirror=$(apt_mirror)
@@ -126,11 +142,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-debootstrap --variant=minbase --include="$RUNTIME_PACKAGES" "$SUITE" "$root" "$mirror" \
-  >>"$steps_log" 2>&1
+log "debootstrap of $SUITE (a few minutes; log: $steps_log)"
+with_progress "running debootstrap" "$steps_log" \
+  debootstrap --variant=minbase --include="$RUNTIME_PACKAGES" "$SUITE" "$root" "$mirror"
 mount -t proc proc "$root/proc"
 in_root() { chroot "$root" env DEBIAN_FRONTEND=noninteractive "$@" >>"$steps_log" 2>&1; }
-apt_install() { in_root apt-get install -y -q --no-install-recommends "$@"; }
+apt_install() {
+  with_progress "installing $*" "$steps_log" in_root apt-get install -y -q --no-install-recommends "$@"
+}
 strip_apt() { in_root apt-get clean; rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin; }
 import_root() {
   umount "$root/proc"
@@ -159,6 +178,7 @@ strip_apt
 import_root "$RUNTIME_TAG"
 
 in_root apt-get update -q
+# shellcheck disable=SC2086 # a list of package names
 apt_install $BUILD_PACKAGES
 strip_apt
 import_root "$BUILD_TAG"

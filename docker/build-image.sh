@@ -9,14 +9,22 @@
 #      with the host's own pip configuration (docker/prepare-wheelhouse.sh, WHEELHOUSE=1).
 # Override with LAB_BASE_IMAGE + LAB_BUILD_IMAGE, LAB_WHEELHOUSE=0|1, LAB_IMAGE, LAB_PYTHON_VERSION.
 #
+# A Docker Engine that does not answer, or refuses this user, is said as such before anything else
+# (scripts/lib.sh's docker_problem); the image build prints a line a minute while it runs.
+#
 # Usage: docker/build-image.sh   (prints the image name on stdout when done)
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../scripts/lib.sh"
+loud_errors build-image
 cd "$(dirname "$0")/.."
 
 image=${LAB_IMAGE:-concurrency-lab:latest}
 pyver=${LAB_PYTHON_VERSION:-3.12}
 log() { printf '[build-image] %s\n' "$*" >&2; }
 have_image() { docker image inspect "$1" >/dev/null 2>&1 || docker pull -q "$1" >/dev/null 2>&1; }
+
+problem=$(docker_problem)
+[[ -z $problem ]] || { log "cannot build: $problem"; exit 1; }
 
 start=$SECONDS
 if [[ -n ${LAB_BASE_IMAGE:-} ]]; then
@@ -27,7 +35,8 @@ elif have_image "python:$pyver-slim" && have_image "python:$pyver"; then
   build="python:$pyver"
 else
   log "official python:$pyver images unavailable: using local Debian base images"
-  read -r -a base_args < <(docker/build-base.sh)
+  base_line=$(docker/build-base.sh)  # its failure stops here, with its own reason
+  read -r -a base_args <<<"$base_line"
   base=${base_args[1]#BASE_IMAGE=}
   build=${base_args[3]#BUILD_IMAGE=}
   pyver=${base_args[5]#PYTHON_VERSION=}
@@ -52,9 +61,9 @@ step=$SECONDS
 build_log=$(mktemp)
 trap 'rm -f "$build_log"' EXIT
 docker_build() {
-  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BUILD_IMAGE=$build" \
-    --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" "$@" . \
-    >"$build_log" 2>&1; then
+  if ! with_progress "building the image (docker build $*)" "$build_log" \
+    docker build --build-arg "BASE_IMAGE=$base" --build-arg "BUILD_IMAGE=$build" \
+    --build-arg "PYTHON_VERSION=$pyver" --build-arg "WHEELHOUSE=$wheelhouse" "$@" .; then
     tail -n 60 "$build_log" >&2
     log "docker build failed (last 60 lines above)"
     exit 1

@@ -8,8 +8,12 @@
 # Binary wheels are fetched for the *target* interpreter and glibc (asked of the build image), not
 # the host's; uWSGI is fetched as its source distribution because the build stage compiles it.
 #
+# Any failure names the command and line (scripts/lib.sh); the downloads print a line a minute.
+#
 # Usage: docker/prepare-wheelhouse.sh BUILD_IMAGE
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../scripts/lib.sh"
+loud_errors wheelhouse
 
 image=${1:?usage: $0 BUILD_IMAGE}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,9 +23,10 @@ host_python=${LAB_HOST_PYTHON:-python3}
 log() { printf '[wheelhouse] %s\n' "$*" >&2; }
 
 # The image's interpreter (full version, glibc, machine) decides which wheels fit.
-read -r pyfull glibc arch < <(docker run --rm "$image" python3 -c '
+target=$(docker run --rm "$image" python3 -c '
 import platform, sys
 print("%d.%d.%d" % sys.version_info[:3], platform.libc_ver()[1], platform.machine())')
+read -r pyfull glibc arch <<<"$target"
 pyver=${pyfull%.*}
 abi="cp${pyver/./}"
 glibc_minor=${glibc#*.}
@@ -39,7 +44,7 @@ print("async-timeout>=4.0.3")
 EOF
 
 stamp="$out/.stamp"
-key="$(cat "$reqs" | sha256sum | cut -c1-16) $pyfull glibc$glibc $arch"
+key="$(sha256sum <"$reqs" | cut -c1-16) $pyfull glibc$glibc $arch"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
   log "cached: $out matches ($key)"
   exit 0
@@ -57,11 +62,20 @@ mkdir -p "$out"
 log "downloading for $abi, glibc $glibc, $arch"
 # Source-only distributions (no wheel on the index): uWSGI compiles, psycogreen is pure Python.
 source_only='^(uwsgi|psycogreen)'
-"$host_python" -m pip download -q -d "$out" --only-binary=:all: \
-  --python-version "$pyfull" --implementation cp --abi "$abi" --abi abi3 --abi none "${platforms[@]}" \
-  -r <(grep -Eiv "$source_only" "$reqs")
-grep -Ei "$source_only" "$reqs" | while read -r requirement; do
-  "$host_python" -m pip download -q -d "$out" --no-deps --no-binary=:all: "$requirement"
-done
+download_all() {  # chained with &&: run under with_progress's `||`, errexit is off in here
+  "$host_python" -m pip download -d "$out" --only-binary=:all: --python-version "$pyfull" \
+    --implementation cp --abi "$abi" --abi abi3 --abi none "${platforms[@]}" \
+    -r <(grep -Eiv "$source_only" "$reqs") &&
+    grep -Ei "$source_only" "$reqs" | while read -r requirement; do
+      "$host_python" -m pip download -d "$out" --no-deps --no-binary=:all: "$requirement" || exit
+    done
+}
+download_log=$(mktemp "${TMPDIR:-/tmp}/lab-wheelhouse.XXXXXX.log")
+if ! with_progress "downloading wheels" "$download_log" download_all; then
+  tail -n 30 "$download_log" >&2
+  log "pip download failed (last 30 lines above; all of it: $download_log)"
+  exit 1
+fi
+rm -f "$download_log"
 echo "$key" >"$stamp"
-log "$(ls "$out" | wc -l) files, $(du -sh "$out" | cut -f1), in $((SECONDS - start)) s"
+log "$(find "$out" -mindepth 1 -maxdepth 1 ! -name '.*' | wc -l) files, $(du -sh "$out" | cut -f1), in $((SECONDS - start)) s"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Set up concurrency-lab on a fresh machine: system packages if missing, then .venv with the lab.
-# Safe to run again: it only installs what is missing or changed.
-set -euo pipefail
+# Safe to run again: it only installs what is missing or changed. Any failure prints the command
+# and line that failed; a missing optional tool is one line saying what needs it and, without root,
+# the command that installs it; long builds print a line a minute (scripts/lib.sh).
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+loud_errors setup
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
@@ -39,88 +43,97 @@ if ((${#need_apt[@]})); then
   apt_install "${need_apt[@]}"
 fi
 
-# Real databases behind the /db and /cache routes: the lab starts its own server per run
-# (lab/backends/databases.py) and needs only their programs. Debian starts a package's service
-# when it is installed and at every boot: a system database running beside the benchmark would
-# take CPU and memory from it. So the install runs with policy-rc.d forbidding service starts,
-# and the services are disabled at boot; a database that was already installed is left alone.
-# Installed when we are root, otherwise only needed for those routes: a note, not a stop.
-db_apt=()
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
-  || db_apt+=(postgresql)
-command -v redis-server >/dev/null || db_apt+=(redis-server)
-install_stopped() {  # apt_install with no service started; each package's service (named as
-  # the package, as postgresql's and redis-server's are) stays off at boot too
-  local policy=/usr/sbin/policy-rc.d placed= status=0
-  [[ -e $policy ]] || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && placed=1; }
-  apt_install "$@" || status=$?
-  [[ -z $placed ]] || rm -f "$policy"
-  if [[ -d /run/systemd/system ]]; then
-    systemctl disable --now -q "$@" 2>/dev/null || true
-  fi
-  return "$status"
+# Optional system packages, each needed by one part of the lab only. As root with apt-get they are
+# installed (one line if that fails); otherwise each missing one is a line with its install command.
+#   postgresql, redis-server: the /db and /cache routes (the lab starts its own server per run,
+#     lab/backends/databases.py, and needs only their programs);
+#   nginx-light: the front of `lab run --front nginx` (the lab starts its own per run);
+#   wrk: an independent load tool, benchmarks/upstream_capacity.py;
+#   apache2-utils (ab): the blog's own client in `lab reproduce uwsgi-blog`;
+#   the shell linter (package shellcheck): tests/test_scripts.py lints scripts/ and docker/ with it.
+# Debian starts a package's service when it is installed and at every boot: a system database or
+# nginx running beside the benchmark would take CPU from it (nginx: port 80). So those install
+# with policy-rc.d forbidding service starts (scripts/lib.sh: undone on any exit), and their
+# services are disabled at boot.
+have() {  # a program on PATH, or where Debian puts it outside a user's PATH
+  case $1 in
+    initdb) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null
+      ;;
+    *) command -v "$1" >/dev/null || [[ -x /usr/sbin/$1 ]] ;;
+  esac
 }
-if ((${#db_apt[@]})); then
-  if root_apt; then
-    echo "setup: installing ${db_apt[*]} with apt-get (no service started: the lab runs its own)"
-    install_stopped "${db_apt[@]}"
-  else
-    echo "setup: note: the /db and /cache routes need: sudo apt-get install ${db_apt[*]}" >&2
+optional() {  # optional PROGRAM PACKAGE WHAT-NEEDS-IT [SERVICE]: install it or say how to
+  local program=$1 package=$2 what=$3 service=${4:-}
+  have "$program" && return 0
+  if ! root_apt; then
+    if command -v apt-get >/dev/null; then
+      echo "setup: note: $what needs $program: sudo apt-get install $package" >&2
+    else
+      echo "setup: note: $what needs $program (Debian's package: $package)" >&2
+    fi
+    return 0
   fi
-fi
-
-# Optional tools, each skipped with one line when it cannot be installed: wrk (an independent
-# load tool) measures the upstream in benchmarks/upstream_capacity.py; ApacheBench (ab, in
-# apache2-utils) is the blog's own client in `lab reproduce uwsgi-blog`.
-if root_apt; then
-  command -v wrk >/dev/null || apt_install wrk >/dev/null \
-    || echo "setup: wrk could not be installed; benchmarks/upstream_capacity.py needs it"
-  command -v ab >/dev/null || apt_install apache2-utils >/dev/null \
-    || echo "setup: apache2-utils could not be installed; uwsgi-blog's ab cases need it"
-fi
+  echo "setup: installing $package with apt-get${service:+ (no service started: the lab runs one)}"
+  if [[ -z $service ]]; then
+    apt_install "$package" >/dev/null && return 0
+  elif without_service_starts apt_install "$package" >/dev/null; then
+    [[ ! -d /run/systemd/system ]] || systemctl disable --now -q "$service" 2>/dev/null || true
+    return 0
+  fi
+  echo "setup: $package could not be installed (apt-get's error above); $what needs it" >&2
+}
+optional initdb postgresql "the /db route" postgresql
+optional redis-server redis-server "the /cache route" redis-server
+optional nginx nginx-light "lab run --front nginx" nginx
+optional wrk wrk "benchmarks/upstream_capacity.py"
+optional ab apache2-utils "lab reproduce uwsgi-blog (its ab cases)"
+optional shellcheck shellcheck "the shell scripts' lint (tests/test_scripts.py)"
 
 # oha (the client of Granian's benchmark page, `lab reproduce granian-long-io`) and rewrk (the
 # same page's client in May 2025) are Rust programs: built with cargo where it is present, once
-# (minutes of compiling), each skipped with one line when it cannot be.
+# (minutes of compiling, a line a minute), each skipped with one line when it cannot be.
 cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
 for tool in oha rewrk; do
   command -v "$tool" >/dev/null || [[ -x $HOME/.cargo/bin/$tool ]] && continue
   if [[ -x $cargo ]]; then
-    echo "setup: building $tool with cargo (once; a few minutes)"
-    "$cargo" install "$tool" --locked >/dev/null 2>&1 \
-      || echo "setup: $tool could not be built; lab reproduce granian-long-io needs it"
+    log=$(mktemp "${TMPDIR:-/tmp}/lab-setup-$tool.XXXXXX.log")
+    echo "setup: building $tool with cargo (once; a few minutes; log: $log)"
+    if with_progress "building $tool" "$log" "$cargo" install "$tool" --locked; then
+      rm -f "$log"
+    else
+      echo "setup: $tool could not be built (cargo's output: $log);" \
+        "lab reproduce granian-long-io needs it" >&2
+    fi
   else
-    echo "setup: $tool not installed (no cargo); lab reproduce granian-long-io needs it"
+    echo "setup: note: lab reproduce granian-long-io needs $tool: with Rust's cargo," \
+      "run setup again (it builds it), or: cargo install $tool --locked" >&2
   fi
 done
-
-# nginx (Debian's nginx-light) is the front of `lab run --front nginx`; optional. The lab starts its
-# own per run (own config and prefix, 127.0.0.1): a policy-rc.d keeps the package from starting a
-# system nginx on port 80, and the boot-time service is disabled.
-if ! command -v nginx /usr/sbin/nginx >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-  rc=/usr/sbin/policy-rc.d own_rc=0
-  [[ -e $rc ]] || { printf '#!/bin/sh\nexit 101\n' >"$rc" && chmod +x "$rc" && own_rc=1; }
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light) \
-    >/dev/null || echo "setup: nginx-light could not be installed; lab run --front nginx needs it"
-  ((own_rc)) && rm -f "$rc"
-  systemctl disable -q nginx 2>/dev/null || true
-fi
 
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 stamp=.venv/.lab-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  log=$(mktemp "${TMPDIR:-/tmp}/lab-setup-pip.XXXXXX.log")
   echo "setup: installing the lab and its servers into .venv (uWSGI compiles: about a minute)"
-  .venv/bin/python -m pip install -q --upgrade pip
-  # An editable install of this layout (the checkout mapped under concurrency_lab.lib) makes
-  # setuptools' editable_wheel print an informational notice about folders that shadow packages;
-  # the checkout is meant to be imported (the .pth below), so that module's notices are silenced.
-  PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" \
-    .venv/bin/python -m pip install -q -e '.[dev]'
-  # httpbin (a real Flask app the tests check) pins greenlet<3 on Python < 3.12, which gevent's
-  # greenlet 3 excludes; it runs on greenlet 3, so it is installed without its pins (its own
-  # dependencies are in the dev extras).
-  .venv/bin/python -m pip install -q --no-deps 'httpbin>=0.10'
+  pip_installs() {  # chained with &&: run under with_progress's `||`, errexit is off in here
+    .venv/bin/python -m pip install -q --upgrade pip &&
+    # An editable install of this layout (the checkout mapped under concurrency_lab.lib) makes
+    # setuptools' editable_wheel print an informational notice about folders that shadow
+    # packages; the checkout is meant to be imported (the .pth below), so those are silenced.
+    PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" \
+      .venv/bin/python -m pip install -q -e '.[dev]' &&
+    # httpbin (a real Flask app the tests check) pins greenlet<3 on Python < 3.12, which gevent's
+    # greenlet 3 excludes; it runs on greenlet 3, so it is installed without its pins (its own
+    # dependencies are in the dev extras).
+    .venv/bin/python -m pip install -q --no-deps 'httpbin>=0.10'
+  }
+  with_progress "installing into .venv" "$log" pip_installs || {
+    tail -n 30 "$log" >&2
+    echo "setup: pip failed (last 30 lines above; all of it: $log)" >&2
+    exit 1
+  }
+  rm -f "$log"
   echo "$want" > "$stamp"
 fi
 # The dev venv imports the checkout's packages directly (tests, benchmarks, `locust -f
