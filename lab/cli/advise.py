@@ -134,6 +134,9 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
     """Plan the advise run (checking --app first), search every model with the live progress
     display; Ctrl-C keeps every step measured and says how to resume."""
     front = Front.of(opts["front"], opts["front_knobs"], "native")
+    fleet = generators.choose(  # checked before --app's check starts anything
+        opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"]
+    )
     registry = load_registry(opts["models_file"])
     scenario = advise_scenario(opts)
     fixed: dict[str, Any] = {
@@ -163,9 +166,7 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         preflights=checked.preflights if checked else {},
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts, RESUMABLE),
-        generators=generators.choose(
-            opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"]
-        ),
+        generators=fleet,
     )
     backend = make_backend("native", plan, scenario, front)
     budget_s = opts["budget_min"] * 60

@@ -27,7 +27,7 @@ from lab.config.models import alias_notes, load_registry
 from lab.config.scenario import LIMITS, UpstreamSpec
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend, FrontedServer
-from lab.record.errors import LabError
+from lab.record.errors import NoAnswer
 from lab.system import procs
 from lab.system.procstats import FRONT_PIDS_ENV, PIDS_ENV
 from lab.system.resources import CODE_ROOT
@@ -169,7 +169,8 @@ def ui(
         )
         while locust.alive():
             time.sleep(0.5)
-        raise LabError(f"locust exited with code {locust.popen.poll()}; see {locust.log_path}")
+        code = locust.popen.poll()
+        raise NoAnswer(f"locust exited by itself with code {code}; see {locust.log_path}")
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (lab.cli.stopping): exit 128 + it
         click.echo("lab ui: stopping", err=True)
         raise
