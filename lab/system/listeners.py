@@ -5,7 +5,9 @@ have, a free port where `--remote-generators` fixes one, and left listeners out)
 the case that tests/test_listeners.py starts to read the row's default address from the real
 socket while the command runs; `python -m lab.cli.reference` renders the rows into
 docs/running.md between BEGIN and END, and the test fails when the page differs from
-`markdown()` or a row has no case. The fixed defaults are constants here, used by the code.
+`markdown()` or a row has no case. The addresses the lab's own code fixes are constants here
+(`lab.run.generators` binds the master at them); the commands' option defaults are read from
+their sockets by the test.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ ROWS = (
     Listener(
         "the generators' master",
         "each step of `lab run` or `lab advise` on more than one generator process (`--generators "
-        "2` or more; by default where the client half of the machine has 3 or more cores)",
+        "2` or more; by default on 6 or more cores: every closed-loop step, open-loop steps above "
+        "2,000 req/s)",
         f"{LOOPBACK}, a free port per step",
         "`--master HOST:PORT` (beyond loopback: `--allow-remote`)",
         "master",
