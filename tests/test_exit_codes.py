@@ -207,7 +207,16 @@ def model(name: str, meets: bool, runs_app: str = "as is", limited_by: str = "no
 
 
 def advised(*found: ModelAdvice) -> Callable[[Path], int]:
-    return lambda _: Advice(Slo(300, 250), found, "run", True).exit_code()
+    """The exit of the advice on `found`, whose sentence must say the same: "not confirmed"
+    exactly when it exits 4."""
+
+    def produce(_: Path) -> int:
+        advice = Advice(Slo(300, 250), found, "run", True)
+        said, code = advice.sentence(), advice.exit_code()
+        assert said.startswith("not confirmed") == (code == exits.NOT_CONFIRMED), said
+        return code
+
+    return produce
 
 
 def stopped(sig: signal.Signals) -> Callable[[Path], int]:

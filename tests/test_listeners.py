@@ -4,7 +4,8 @@ names a case, and each case here starts the command the row names with its defau
 address every process it started listens on (from /proc, while it runs) and checks it against
 the row: the host, and the port where the row fixes one (a free one where it says so). Commands
 whose default port is fixed run in a private network namespace where the kernel allows one, so a
-busy machine's own port 8000 cannot fail them. That nothing a long command starts listens beyond
+busy machine's own port 8000 cannot fail them (elsewhere they run here, skipped only where this
+machine holds one of their ports). That nothing a long command starts listens beyond
 loopback at any moment is checked by tests/test_stop_anywhere.py, on every stop.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,17 +141,29 @@ COMMANDS = {
 def private_net() -> bool:
     """Whether a private network namespace can be had here (root or CAP_SYS_ADMIN)."""
     probe = "from experiments import netns\nnetns.unshare_net()"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True)
+    return done.returncode == 0
+
+
+def in_use(port: int) -> bool:
+    """Whether something on this machine holds `port` on loopback now."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((listeners.LOOPBACK, port))
+        except OSError:
+            return True
+    return False
 
 
 def observe(command: Command, out: Path, timeout_s: float = 120) -> dict[str, set[Address]]:
     """Start `command`, read what each of its rows' processes listens on until every row has
     an address (or `timeout_s`), then stop it as Ctrl-C would."""
     argv = [a.replace("{out}", str(out)) for a in command.argv]
-    if command.fixed_ports:
-        if not private_net():
-            pytest.skip("fixed default ports need a private network namespace (root) here")
+    if command.fixed_ports and private_net():
         argv = [sys.executable, "-c", IN_PRIVATE_NET, *argv]
+    elif busy := [port for _, port in command.rows.values() if port and in_use(port)]:
+        pytest.skip(f"no private network namespace here, and this machine uses ports {busy}")
     log = (out.parent / "command.log").open("wb")
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     seen: dict[str, set[Address]] = {row: set() for row in command.rows}
