@@ -73,6 +73,15 @@ def models(_: Path) -> int:
     return lab("models").returncode
 
 
+def resumed_complete(tmp: Path) -> int:
+    """`--resume` of a run that is already complete: nothing to do, done."""
+    assert no_model_ran(tmp) == exits.NO_ANSWER
+    (run,) = [p.parent for p in tmp.glob("*/manifest.json")]
+    done = lab("run", "--resume", str(run))
+    assert "nothing to resume" in done.stdout + done.stderr
+    return done.returncode
+
+
 def no_model_ran(tmp: Path) -> int:
     (tmp / "m.toml").write_text(DUD)
     args = ("--models-file", str(tmp / "m.toml"), "--models", "dud", *TINY)
@@ -132,6 +141,14 @@ def usage(tmp: Path) -> int:
 def app_does_not_import(tmp: Path) -> int:
     """Bad input: exit 2 with nothing started or written (not even --out)."""
     args = ("--app", "no_such_module:app", "--app-dir", str(tmp), "--path", "/")
+    done = lab("run", *args, "--out", str(tmp / "out"))
+    assert not (tmp / "out").exists()
+    return done.returncode
+
+
+def bad_db_url(tmp: Path) -> int:
+    """A malformed --db-url is bad input: refused before the run directory is made."""
+    args = ("--route", "db", "--db-url", "foo://x", *TINY, "--models", "uwsgi-threads")
     done = lab("run", *args, "--out", str(tmp / "out"))
     assert not (tmp / "out").exists()
     return done.returncode
@@ -239,6 +256,7 @@ def stopped(sig: signal.Signals) -> Callable[[Path], int]:
 
 CASES: dict[str, tuple[int, Callable[[Path], int]]] = {
     "models": (exits.DONE, models),
+    "run-resume-complete": (exits.DONE, resumed_complete),
     "advise-as-is-meets": (
         exits.DONE,
         advised(model("uvicorn", True, ASYNC_PORT), model("uwsgi", True)),
@@ -252,6 +270,7 @@ CASES: dict[str, tuple[int, Callable[[Path], int]]] = {
     "ui-locust-died": (exits.NO_ANSWER, ui_locust_died),
     "usage": (exits.USAGE, usage),
     "app-does-not-import": (exits.USAGE, app_does_not_import),
+    "run-bad-db-url": (exits.USAGE, bad_db_url),
     "upstream-port-in-use": (exits.REFUSED, port_in_use),
     "report-unwritable": (exits.REFUSED, report_unwritable),
     "redis-missing": (exits.REFUSED, redis_missing),

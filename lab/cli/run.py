@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from lab.backends import dbrun
 from lab.backends.base import Backend, CpuLayout, NativeBackend
+from lab.backends.databases import url_kind
 from lab.cli.app import check_user_app
 from lab.cli.options import console, ensure_writable
 from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
@@ -53,6 +54,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
     fleet = _generators(opts, scenario)
     if dbrun.needed(scenario.route) and opts["backend"] != "native":
         raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
+    for url in opts["db_urls"]:  # each is pinged when the run starts (refused: exit 3)
+        url_kind(url, opts["allow_remote"])
     checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
     if checked is None and opts["app_target"]:
         return  # --check-only

@@ -42,7 +42,7 @@ ROWS = (
         (DONE,),
         "done (also: `--resume` of a run that is already complete; `lab advise`: a model serves "
         "the app as it is; `lab compare`: nothing changed beyond noise)",
-        ("models", "advise-as-is-meets", "compare-unchanged"),
+        ("models", "run-resume-complete", "advise-as-is-meets", "compare-unchanged"),
     ),
     Exit(
         (NO_ANSWER,),
@@ -68,7 +68,7 @@ ROWS = (
         (USAGE,),
         "usage error: a bad option, value, scenario or models file, an `--app` that does not "
         "import (click's convention); nothing is started or written",
-        ("usage", "app-does-not-import"),
+        ("usage", "app-does-not-import", "run-bad-db-url"),
     ),
     Exit(
         (REFUSED,),
