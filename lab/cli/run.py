@@ -49,13 +49,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
     given = [f"--{o}" for o, k in APP_ONLY.items() if opts[k]] + ["[env]"] * bool(scenario.env)
     if not opts["app_target"] and given:
         raise LabError(f"{', '.join(given)}: only with --app MODULE:ATTR (your own app)")
-    # every input is checked before --app's check starts servers and writes its run directory
-    front = Front.of(opts["front"], opts["front_knobs"], opts["backend"])
-    fleet = _generators(opts, scenario)
-    if dbrun.needed(scenario.route) and opts["backend"] != "native":
-        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
-    for url in opts["db_urls"]:  # each is pinged when the run starts (refused: exit 3)
-        url_kind(url, opts["allow_remote"])
+    front, fleet = check_inputs(opts, scenario)
     checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
     if checked is None and opts["app_target"]:
         return  # --check-only
@@ -95,6 +89,21 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario.app.env if scenario.app else (),
     )
     sweep_and_summarise(plan, backend, recorded, databases)
+
+
+def check_inputs(
+    opts: dict[str, Any], scenario: Scenario
+) -> tuple[Front | None, generators.Generators]:
+    """The inputs not checked yet, before --app's check starts servers and writes its run
+    directory, and before any run directory is made: bad input exits 2 with nothing behind.
+    Returns the front and the generators they ask for."""
+    front = Front.of(opts["front"], opts["front_knobs"], opts["backend"])
+    fleet = _generators(opts, scenario)
+    if dbrun.needed(scenario.route) and opts["backend"] != "native":
+        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
+    for url in opts["db_urls"]:  # each is pinged when the run starts (refused: exit 3)
+        url_kind(url, opts["allow_remote"])
+    return front, fleet
 
 
 def _generators(opts: dict[str, Any], scenario: Scenario) -> generators.Generators:

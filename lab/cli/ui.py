@@ -157,6 +157,7 @@ def ui(
         concurrency = workers
         for note in alias_notes({"workers": workers}):
             click.echo(f"lab ui: note: {note}", err=True)
+    load_registry().pick(names)  # bad --models: exit 2 before its log folder is made
     logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
     try:
         backend, locust = start_all(

@@ -53,8 +53,8 @@ ROWS = (
         "why); `lab advise`, no model meets the target (the advice says why and how far); "
         "`lab reproduce`, a row was not measured (its client was missing or failed: the row says "
         "why); `lab serve`, `lab upstream`, `lab ui`, `python -m lab.cli.dbserve`: a process it "
-        "serves (the server, the upstream, locust) exited by itself; `lab generator`: its "
-        "workers failed before serving a step",
+        "serves (the server, nginx, the upstream, locust) exited by itself or never became "
+        "ready; `lab generator`: its workers failed before serving a step",
         (
             "run-no-model-ran",
             "run-no-responses",
@@ -74,8 +74,9 @@ ROWS = (
         (REFUSED,),
         "refused by this machine's state, not by the arguments: a port in use, an open-file "
         "limit too low, `--out` not writable, a run directory another lab process is running, "
-        "nginx, PostgreSQL or Redis missing or failing to start (`nginx -t` refusing its config "
-        "included), a database that refuses connections, no Docker Engine or lab image; "
+        "nginx, PostgreSQL or Redis missing, PostgreSQL or Redis failing to start, this "
+        "machine's nginx refusing the config the lab wrote (`nginx -t`), a database that "
+        "refuses connections, no Docker Engine or lab image; "
         "`lab generator`: no generator master answered at `--connect` within "
         "`--master-timeout`",
         (
@@ -89,11 +90,11 @@ ROWS = (
     ),
     Exit(
         (NOT_CONFIRMED,),
-        "`lab advise`: no model that runs the app as it is was confirmed, and for some the lab's "
-        'own generators were the limit on the most this machine gives ("not confirmed on this '
-        "machine: the lab's generators reached N req/s\"): add generator cores "
-        "(`--remote-generators`) or use a bigger machine. It wins over 5: what the app needs "
-        "as it is is not known",
+        "`lab advise`: not confirmed: no model that runs the app as it is met the target, and "
+        "the lab's own generators were the limit on the most this machine gives for one of "
+        "them (or, when no model met it, for any) (\"not confirmed on this machine: the lab's "
+        'generators reached N req/s"): add generator cores (`--remote-generators`) or use a '
+        "bigger machine. It wins over 5: whether the app needs a port is not known",
         ("advise-not-confirmed", "advise-held-back-beside-a-port"),
     ),
     Exit(
