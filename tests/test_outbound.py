@@ -91,7 +91,7 @@ def test_an_app_calling_a_non_loopback_address_is_refused_until_pointed_at_the_m
         ]
     )
     rc, err = refused
-    assert rc == 2 and "connected to non-loopback addresses" in err, err
+    assert rc == 1 and "connected to non-loopback addresses" in err, err
     assert f"{REMOTE}:{REMOTE_PORT} (tcp): from API_URL=" in err
     assert "--env API_URL={upstream_url}" in err and "Traceback" not in err
     assert mocked[0] == 0, mocked[1]

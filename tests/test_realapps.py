@@ -128,7 +128,7 @@ def test_httpbin_is_refused_when_bodies_must_be_identical(tmp_path: Path) -> Non
         tmp_path / "out", "--app", "httpbin:app", "--models", WSGI, "--compare", "exact",
         "--path", "/uuid", "--probe-path", "/delay/1",
     )  # fmt: skip
-    assert rc == 2 and "/uuid differs between models" in err
+    assert rc == 1 and "/uuid differs between models" in err
     assert "body: expected" in result["differences"]["/uuid"]["gunicorn-gevent"]
 
 
@@ -187,6 +187,6 @@ def test_an_app_whose_json_shape_differs_by_model_is_refused(tmp_path: Path) -> 
         tmp_path / "out", "--app", "who_app:app", "--app-dir", str(directory), "--models", WSGI,
         "--path", "/who", "--path", "/now", "--probe-path", "/slow",
     )  # fmt: skip
-    assert rc == 2 and "/who differs between models" in err
+    assert rc == 1 and "/who differs between models" in err
     assert "$.n: number, expected str" in result["differences"]["/who"]["gunicorn-gevent"]
     assert "/now" not in result["differences"]

@@ -204,35 +204,48 @@ class Advice:
         """Models that missed because of the lab's own apparatus: nothing is known about them."""
         return tuple(m for m in self.models if not m.meets and m.limited_by == "apparatus")
 
+    def unconfirmed(self) -> tuple[ModelAdvice, ...]:
+        """The held-back models that leave the answer open: with no recommendation, those that
+        run the app as it is (whether it needs a port is then not known), or, when nothing met
+        the target at all, any of them; () when the answer stands."""
+        if self.recommended():
+            return ()
+        as_is = tuple(m for m in self.held_back() if m.runs_app in UNCHANGED)
+        return as_is or (() if self.meets() else self.held_back())
+
     def exit_code(self) -> int:
         """0 only when a model runs the app as it is: a CI gate must not pass a Flask app that
-        nothing serves unchanged because an async port of it would meet the target."""
+        nothing serves unchanged because an async port of it would meet the target. 4 (not
+        confirmed: the lab's own limit) wins over 5: "nothing serves the app as it is" is said
+        only where every model that runs it so was measured to miss."""
         if self.recommended():
             return 0
-        if self.if_ported():
-            return EXIT_ONLY_PORT
-        return EXIT_NOT_CONFIRMED if self.held_back() else EXIT_NO_ANSWER
+        if self.unconfirmed():
+            return EXIT_NOT_CONFIRMED
+        return EXIT_ONLY_PORT if self.if_ported() else EXIT_NO_ANSWER
 
     def sentence(self) -> str:
         """The recommendation for the app as it is, and beside it what an async port buys; no
-        verdict where the lab's own generators held a model back and nothing met the target."""
-        if not self.meets() and (held := self.held_back()):
+        verdict where the lab's own generators held back a model that could have decided it."""
+        ported = self.if_ported()
+        port = f"; if you port it to async (ASGI): {self._pick(ported)}" if ported else ""
+        if held := self.unconfirmed():
             reached = max(m.confirm.throughput_rps if m.confirm else 0.0 for m in held)
             names = ", ".join(m.model for m in held)
             return (
                 f"not confirmed on this machine: the lab's generators reached {reached:,.0f} "
                 f"req/s ({names}; {self.slo.words} needs more generator cores: "
-                "--remote-generators with `lab generator --connect`, or a bigger machine)"
+                f"--remote-generators with `lab generator --connect`, or a bigger machine){port}"
             )
         if not self.meets():
             return f"no model meets {self.slo.words} on this machine"
-        picked, ported = self.recommended(), self.if_ported()
+        picked = self.recommended()
         first = (
             f"recommended for your app as it is: {self._pick(picked)}"
             if picked
             else "no model that runs your app as it is meets the target"
         )
-        return f"{first}; if you port it to async (ASGI): {self._pick(ported)}" if ported else first
+        return first + port
 
     def _pick(self, picked: tuple[str, ...]) -> str:
         best = next(m for m in self.models if m.model == picked[0])

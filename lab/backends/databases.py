@@ -254,8 +254,9 @@ def stop(db: Database) -> None:
         shutil.rmtree(db.tmp, ignore_errors=True)
 
 
-def user_database(url: str, allow_remote: bool) -> Database:
-    """The user's own database (--db-url): loopback only unless allowed, and it must answer."""
+def url_kind(url: str, allow_remote: bool) -> str:
+    """The kind of the user's database URL (--db-url), checked as input (before anything
+    starts): postgresql:// or redis://, loopback only unless allowed."""
     parts = urllib.parse.urlsplit(url)
     kinds = {"postgresql": "postgres", "postgres": "postgres", "redis": "redis"}
     if parts.scheme not in kinds or not parts.hostname:
@@ -263,7 +264,12 @@ def user_database(url: str, allow_remote: bool) -> Database:
             f"--db-url {redacted(url)}: expected postgresql://HOST... or redis://HOST..."
         )
     safety.check_host(parts.hostname, "--db-url host", allow_remote=allow_remote)
-    db = Database(kinds[parts.scheme], url)
+    return kinds[parts.scheme]
+
+
+def user_database(url: str, allow_remote: bool) -> Database:
+    """The user's own database (--db-url): loopback only unless allowed, and it must answer."""
+    db = Database(url_kind(url, allow_remote), url)
     ping(db)
     return db
 

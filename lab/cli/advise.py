@@ -122,9 +122,9 @@ def advise_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def advise(ctx: click.Context, /, **_: Any) -> None:
     """Find, per model, the cheapest configuration that serves --rps with p99 under --p99-ms,
     confirmed by open-loop steps, and recommend the cheapest that runs your app unchanged (an
-    async port is shown beside it, labelled, never instead); exit 5 when only an async port
-    meets the target, 1 when no model does, 4 when none was confirmed because the lab's own
-    generators were the limit. A step meets the target unless its throughput falls short of
+    async port is shown beside it, labelled, never instead); exit 4 when a model that runs your
+    app as it is was not confirmed because the lab's own generators were the limit (before 5),
+    5 when only an async port meets the target, 1 when no model does. A step meets the target unless its throughput falls short of
     --rps or its p99 exceeds --p99-ms beyond noise (the sweep's test of a tie), its failures
     exceed --max-error-rate, or a flag disowns it."""
     opts = dict(ctx.params)
@@ -146,6 +146,9 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
     """Plan the advise run (checking --app first), search every model with the live progress
     display; Ctrl-C keeps every step measured and says how to resume."""
     front = Front.of(opts["front"], opts["front_knobs"], "native")
+    fleet = generators.choose(  # checked before --app's check starts anything
+        opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"]
+    )
     registry = load_registry(opts["models_file"])
     scenario = advise_scenario(opts)
     fixed: dict[str, Any] = {
@@ -175,9 +178,7 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         preflights=checked.preflights if checked else {},
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts, RESUMABLE),
-        generators=generators.choose(
-            opts["generators"], opts["remote_generators"], opts["master"], opts["allow_remote"]
-        ),
+        generators=fleet,
     )
     backend = make_backend("native", plan, scenario, front)
     budget_s = opts["budget_min"] * 60

@@ -15,7 +15,7 @@ from lab.cli.stopping import stop_signals
 from lab.config import appenv, userapp
 from lab.config.models import Model, Registry
 from lab.config.scenario import Scenario, override
-from lab.record.errors import LabError
+from lab.record.errors import LabError, NoAnswer
 from lab.record.rundir import RunDir
 from lab.run import appcheck
 from lab.run.preflight import Preflight
@@ -36,7 +36,12 @@ def check_user_app(
 ) -> CheckedApp | None:
     """`lab run --app`: verify and probe the user's app under every model that can serve it;
     refuse it if they differ or fail. None with --check-only, else what to sweep. The check's
-    tables go to `tables` (default: stdout)."""
+    tables go to `tables` (default: stdout).
+
+    The inputs (the options, the app's import) are checked first, with nothing started or
+    written (exit 2 when bad); the check itself is a measurement, not input validation: it starts
+    the servers and writes appcheck.json, and an app that fails it exits 1 (`NoAnswer`) with
+    that file kept as the evidence and nothing left running."""
     if opts["backend"] != "native" or opts["resume"]:
         raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
     out = tables or Console()
@@ -66,10 +71,10 @@ def check_user_app(
         out.print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
     if problems := result.problems():
-        raise LabError(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
+        raise NoAnswer(f"{app.target} cannot be compared fairly: {'; '.join(problems)}")
     refuse_remote(result, opts["allow_remote"])
     if refused := appmix.unanswered(load, result.route_solo_ms()):
-        raise LabError(f"{app.target} cannot be swept: {refused}")
+        raise NoAnswer(f"{app.target} cannot be swept: {refused}")
     spec = replace(appmix.app_spec(app, load, health, result.route_solo_ms()), env=env)
     if load.mix:  # what the sweep loads, and d from each route's time alone
         out.print(appmix.render_mix(load.mix, result.route_solo_ms(), spec.solo_ms))
@@ -94,7 +99,7 @@ def refuse_remote(result: appcheck.AppCheck, allow_remote: bool) -> None:
         return
     said = "; ".join(remote)
     if not allow_remote:
-        raise LabError(
+        raise NoAnswer(
             f"{result.app} connected to non-loopback addresses while it was checked, and the "
             f"sweep would load them: {said}; or, if you own them and mean it, --allow-remote"
         )

@@ -6,12 +6,14 @@ step and waits for M workers; on each machine that lends cores, this command kee
 workers ready, each pinned to its own core. A worker serves one step and exits with it, so this
 command starts a fresh one for the next step, until `--steps` measured steps are served (a
 model's warm-up is served too but not counted: the user counts the steps they asked for), no
-master appeared for locust's connect limit (about 5 minutes), or Ctrl-C.
+master answered for `--master-timeout` seconds, or Ctrl-C. It says where it waits and for how
+long; no master at all is this machine's state, not the arguments' (exit 3, docs/running.md).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -20,21 +22,39 @@ import click
 
 from lab.cli.options import renamed
 from lab.cli.stopping import stopped_code
-from lab.record.errors import LabError
+from lab.record.errors import LabError, NoAnswer, Refused
 from lab.run import generators
 from lab.system import procs
 
 
-def serve(master: str, processes: int, steps: int, log_path: Path) -> int:
-    """Run rounds of workers; return how many measured steps were served."""
+def serve(master: str, processes: int, steps: int, log_path: Path, timeout_s: float) -> int:
+    """Run rounds of workers, each once a master answers; return how many measured steps were
+    served. No master within `timeout_s` before the first step is Refused (exit 3); workers
+    that fail before serving one are NoAnswer (exit 1)."""
     cores = sorted(os.sched_getaffinity(0))
-    served = 0
+    served, rounds = 0, 0
     while steps == 0 or served < steps:
+        click.echo(
+            f"waiting for a generator master at {master} (up to {timeout_s:g} s: --master-timeout)",
+            err=True,
+        )
+        if not master_answers(master, timeout_s):
+            if not rounds:
+                raise Refused(
+                    f"no generator master answered at {master} within {timeout_s:g} s "
+                    "(--master-timeout): start the run first (lab run --remote-generators N "
+                    f"--master {master}) or check the address"
+                )
+            click.echo(f"no master for {timeout_s:g} s: done ({served} steps served)", err=True)
+            break
+        rounds += 1
         workers = [
             start_worker(master, cores[i % len(cores)], i, log_path) for i in range(processes)
         ]
         codes = set(wait_all(workers))
         what = generators.served(codes)
+        if what == "failed" and not served:
+            raise NoAnswer(f"no step served: workers exited {sorted(codes)}; see {log_path}")
         if what == "failed":
             click.echo(
                 f"no step from {master} (worker exit codes {sorted(codes)}); stopping", err=True
@@ -46,6 +66,22 @@ def serve(master: str, processes: int, steps: int, log_path: Path) -> int:
         elif what == "warmup":
             click.echo(f"served a warm-up for {master} (not counted)", err=True)
     return served
+
+
+def master_answers(master: str, timeout_s: float) -> bool:
+    """Whether the master's port accepts a connection within `timeout_s` (tried every half
+    second): workers start only then, so the wait is this command's, said and bounded, not
+    locust's own silent connect retries (about 5 minutes)."""
+    host, _, port = master.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+                return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
 
 
 def start_worker(master: str, core: int, index: int, log_path: Path) -> procs.Proc:
@@ -104,7 +140,23 @@ def wait_all(workers: list[procs.Proc]) -> list[int]:
     is_flag=True,
     help="Allow a master that is not on loopback. Only for machines you own.",
 )
-def generator(master: str, processes: int, steps: int, log_path: Path, allow_remote: bool) -> None:
+@click.option(
+    "--master-timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, max=86400),
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait for a master before giving up: before the first step exit 3, after "
+    "a served step the end.",
+)
+def generator(
+    master: str,
+    processes: int,
+    steps: int,
+    log_path: Path,
+    allow_remote: bool,
+    timeout_s: float,
+) -> None:
     """Lend this machine's cores to a lab run: locust workers for its generator master.
 
     The run must be started with as many --remote-generators as you start here in total, and with
@@ -117,9 +169,7 @@ def generator(master: str, processes: int, steps: int, log_path: Path, allow_rem
             str(e).replace("--master", "--connect"), param_hint="--connect"
         ) from None
     try:
-        served = serve(master, processes, steps, log_path)
+        serve(master, processes, steps, log_path, timeout_s)
     except KeyboardInterrupt as e:
         click.echo("interrupted: workers stopped", err=True)
         sys.exit(stopped_code(e))
-    if served == 0:
-        raise LabError(f"no step served: no generator master answered at {master}")

@@ -213,6 +213,7 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--remote-generators": ("run advise", "load-generator processes started on other machines"),
     "--master": ("run advise", "where the generator master listens for its workers"),
     "--connect": ("generator", "the generator master to work for"),
+    "--master-timeout": ("generator", "seconds to wait for a generator master before giving up"),
     "--steps": ("generator", "measured steps to serve before stopping"),
     "--log": ("generator", "where the workers' own messages go"),
     # the mock upstream

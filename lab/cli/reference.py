@@ -1,20 +1,26 @@
-"""Every command and option of `lab`, as Markdown for docs/running.md's command reference.
+"""Every command and option of `lab`, as Markdown for docs/running.md's command reference, and
+the page's other blocks that are data in the code: the exit codes (`lab.record.exits`) and the
+listeners (`lab.system.listeners`).
 
 Read from the click commands themselves (names, arguments, options, defaults, help), so the
-manual's reference is the CLI's: `python -m lab.cli.reference` rewrites the block in
-docs/running.md, and tests/test_docs.py fails when the block differs from it or when an option
-`lab X --help` lists is missing from it.
+manual's reference is the CLI's: `python -m lab.cli.reference` rewrites every block in
+docs/running.md, and tests/test_docs_figures.py fails when the reference differs from it or when
+an option `lab X --help` lists is missing from it (tests/test_exit_codes.py and
+tests/test_listeners.py, when their table differs: `is_current`).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from lab.cli.main import main
+from lab.record import exits
+from lab.system import listeners
 
 START, END = "<!-- reference: python -m lab.cli.reference -->", "<!-- /reference -->"
 RUNNING = Path(__file__).resolve().parents[2] / "docs" / "running.md"
@@ -71,14 +77,33 @@ def markdown() -> str:
     return "\n\n".join(parts)
 
 
-def refreshed(text: str) -> str:
-    """`text` with the block between START and END replaced by the reference."""
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{markdown()}\n{END}{tail}"
+def refreshed(
+    text: str, start: str = START, end: str = END, body: Callable[[], str] = markdown
+) -> str:
+    """`text` with the block between `start` and `end` replaced by `body()` (by default the
+    reference)."""
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}\n{body()}\n{end}{tail}"
+
+
+def is_current(text: str, start: str, end: str, body: Callable[[], str]) -> bool:
+    """Whether `text` holds the block between `start` and `end` exactly as `body()` renders it."""
+    return f"{start}\n{body()}\n{end}" in text
+
+
+# Every generated block of docs/running.md: (start marker, end marker, what renders it)
+BLOCKS: tuple[tuple[str, str, Callable[[], str]], ...] = (
+    (START, END, markdown),
+    (exits.BEGIN, exits.END, exits.markdown),
+    (listeners.BEGIN, listeners.END, listeners.markdown),
+)
 
 
 if __name__ == "__main__":
     if sys.argv[1:]:
-        sys.exit("usage: python -m lab.cli.reference (rewrites docs/running.md's reference)")
-    RUNNING.write_text(refreshed(RUNNING.read_text()))
+        sys.exit("usage: python -m lab.cli.reference (rewrites docs/running.md's generated blocks)")
+    page = RUNNING.read_text()
+    for block in BLOCKS:
+        page = refreshed(page, *block)
+    RUNNING.write_text(page)

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from lab.backends import dbrun
 from lab.backends.base import Backend, CpuLayout, NativeBackend
+from lab.backends.databases import url_kind
 from lab.cli.app import check_user_app
 from lab.cli.options import console, ensure_writable
 from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
@@ -22,6 +23,7 @@ from lab.config.scenario import Scenario, load_scenario, override
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend
 from lab.record.errors import EXIT_NO_ANSWER, LabError
+from lab.record.step import StepRecord
 from lab.run import generators
 from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
@@ -47,6 +49,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
     given = [f"--{o}" for o, k in APP_ONLY.items() if opts[k]] + ["[env]"] * bool(scenario.env)
     if not opts["app_target"] and given:
         raise LabError(f"{', '.join(given)}: only with --app MODULE:ATTR (your own app)")
+    front, fleet = check_inputs(opts, scenario)
     checked = check_user_app(opts, registry, scenario) if opts["app_target"] else None
     if checked is None and opts["app_target"]:
         return  # --check-only
@@ -54,7 +57,6 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario, chosen = checked.scenario, list(checked.models)
     else:
         chosen = models_to_run(opts, registry, scenario)
-    front = Front.of(opts["front"], opts["front_knobs"], opts["backend"])
     chosen = variants(chosen, front.names) if front else chosen
     check_before_start(opts, scenario, chosen, registry.knobs)
     plan = plan_run(
@@ -69,10 +71,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         allow_remote=opts["allow_remote"],
         limits=scenario.check_open_files(),
         invocation=encode_invocation(opts),
-        generators=_generators(opts, scenario),
+        generators=fleet,
     )
-    if dbrun.needed(scenario.route) and opts["backend"] != "native":
-        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
     backend = make_backend(opts["backend"], plan, scenario, front)
     verb = "resuming" if recorded else "run"
     console.print(
@@ -89,6 +89,21 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario.app.env if scenario.app else (),
     )
     sweep_and_summarise(plan, backend, recorded, databases)
+
+
+def check_inputs(
+    opts: dict[str, Any], scenario: Scenario
+) -> tuple[Front | None, generators.Generators]:
+    """The inputs not checked yet, before --app's check starts servers and writes its run
+    directory, and before any run directory is made: bad input exits 2 with nothing behind.
+    Returns the front and the generators they ask for."""
+    front = Front.of(opts["front"], opts["front_knobs"], opts["backend"])
+    fleet = _generators(opts, scenario)
+    if dbrun.needed(scenario.route) and opts["backend"] != "native":
+        raise LabError(f"--route {scenario.route}: needs --backend native (databases run locally)")
+    for url in opts["db_urls"]:  # each is pinged when the run starts (refused: exit 3)
+        url_kind(url, opts["allow_remote"])
+    return front, fleet
 
 
 def _generators(opts: dict[str, Any], scenario: Scenario) -> generators.Generators:
@@ -119,12 +134,25 @@ def sweep_and_summarise(
         print_summary(load(plan.run_dir))
     except RunError as e:  # e.g. the upstream never started: nothing was measured
         console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
-    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
-    if not any(step.status != "skipped" for step in plan.run.steps()):
-        console.print(
-            "[red]no model ran:[/] every step was skipped (its flags in steps.jsonl say why)"
-        )
         sys.exit(EXIT_NO_ANSWER)
+    console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
+    if why := no_answer(plan.run.steps()):
+        console.print(f"[red]no answer:[/] {why} (its flags in steps.jsonl say why)")
+        sys.exit(EXIT_NO_ANSWER)
+
+
+UNANSWERED = ("no_responses", "upstream_down")  # the step measured nothing of the model
+
+
+def no_answer(steps: list[StepRecord]) -> str:
+    """Why a run has no answer ("" when it has one): no step measured the model, each was
+    skipped, answered nothing or lost its upstream. Such a run exits 1, not 0: a script or a CI
+    job must not read a run that measured nothing as a result."""
+    if any(s.status != "skipped" and not set(UNANSWERED) & set(s.flags) for s in steps):
+        return ""
+    if all(s.status == "skipped" for s in steps):
+        return "no model ran: every step was skipped"
+    return "no step measured an answer: each was skipped, answered nothing or lost its upstream"
 
 
 def check_before_start(

@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from lab.cli.options import console
-from lab.record.errors import LabError
+from lab.record.errors import EXIT_NO_ANSWER, LabError
 from lab.run import leftovers
 from lab.system import procs
 
@@ -127,4 +127,4 @@ def foreground(
     finally:
         procs.stop_all()
     console.print(f"[red]{escape(name)} exited by itself with code {code}[/]")
-    return 1
+    return EXIT_NO_ANSWER

@@ -27,7 +27,7 @@ from lab.config.models import load_registry
 from lab.config.scenario import LIMITS, UpstreamSpec, load_scenario
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend, FrontedServer
-from lab.record.errors import LabError
+from lab.record.errors import NoAnswer
 from lab.system import procs
 from lab.system.procstats import FRONT_PIDS_ENV, PIDS_ENV
 from lab.system.resources import CODE_ROOT
@@ -156,6 +156,7 @@ def ui(
     """Start the models, the upstream and the locust web UI with the lab page on 127.0.0.1."""
     names = [m.strip() for m in models.split(",") if m.strip()]
     fronted = Front.of(front, front_knobs, "native")
+    load_registry().pick(names)  # bad --models: exit 2 before its log folder is made
     logs = Path(tempfile.mkdtemp(prefix="lab-ui-"))
     try:
         backend, locust = start_all(
@@ -168,7 +169,8 @@ def ui(
         )
         while locust.alive():
             time.sleep(0.5)
-        raise LabError(f"locust exited with code {locust.popen.poll()}; see {locust.log_path}")
+        code = locust.popen.poll()
+        raise NoAnswer(f"locust exited by itself with code {code}; see {locust.log_path}")
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (lab.cli.stopping): exit 128 + it
         click.echo("lab ui: stopping", err=True)
         raise

@@ -178,12 +178,15 @@ def argv(nginx: str, prefix: Path) -> list[str]:
 
 
 def check(nginx: str, prefix: Path) -> None:
-    """`nginx -t` on the written config: a LabError with nginx's own words if it is refused."""
+    """`nginx -t` on the written config: Refused (exit 3) with nginx's own words if it is
+    refused. The config is the lab's own, from range-checked knobs, so a refusal is this
+    machine's nginx (its version, modules or permissions), not the arguments."""
     done = subprocess.run(
         [*argv(nginx, prefix), "-t"], capture_output=True, text=True, timeout=30, check=False
     )
     if done.returncode != 0:
-        raise LabError(f"nginx refused its config: {done.stderr.strip().splitlines()[-1:]}")
+        said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise Refused(f"nginx refused its config ({prefix / 'nginx.conf'}): {said}")
 
 
 SUFFIX = "+nginx"  # a fronted model's name: uwsgi-threads+nginx beside uwsgi-threads

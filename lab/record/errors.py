@@ -1,19 +1,22 @@
 """Exceptions for every problem the user can fix: the CLI prints them, never a traceback.
 
-Exit codes (the table in docs/running.md, walked by tests/test_exit_codes.py), owned here: 1 when
-a command ran but has no answer, 2 for bad input (click's convention for usage errors, and
-LabError), 3 for a refusal caused by the machine's state rather than the arguments (`Refused`),
-4 and 5 for `lab advise`'s two answers that are not "use this model", 6 and 7 for `lab compare`'s
-findings (a point changed; the runs differ in scenario).
+Exit codes are owned by `lab.record.exits` (the constants and docs/running.md's table, walked by
+tests/test_exit_codes.py); the names here are theirs: 1 when a command ran but has no answer
+(`NoAnswer`), 2 for bad input (click's convention for usage errors, and LabError), 3 for a
+refusal caused by the machine's state rather than the arguments (`Refused`), 4 and 5 for
+`lab advise`'s two answers that are not "use this model", 6 and 7 for `lab compare`'s findings
+(a point changed; the runs differ in scenario).
 """
 
-EXIT_NO_ANSWER = 1  # lab run: no model ran; lab advise: no model meets the target
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
-EXIT_NOT_CONFIRMED = 4  # lab advise: none confirmed; the lab's own generators were the limit
-EXIT_ONLY_PORT = 5  # lab advise: only models that need the app ported to async meet the target
-EXIT_CHANGED = 6  # lab compare: a point changed beyond noise (throughput or p99)
-EXIT_OTHER_SCENARIO = 7  # lab compare: the two runs measured different scenarios
+from lab.record import exits
+
+EXIT_NO_ANSWER = exits.NO_ANSWER
+EXIT_USAGE = exits.USAGE
+EXIT_REFUSED = exits.REFUSED
+EXIT_NOT_CONFIRMED = exits.NOT_CONFIRMED
+EXIT_ONLY_PORT = exits.ONLY_PORT
+EXIT_CHANGED = exits.CHANGED
+EXIT_OTHER_SCENARIO = exits.OTHER_SCENARIO
 
 
 class LabError(Exception):
@@ -28,3 +31,11 @@ class Refused(LabError):
     fixing the machine works; changing the arguments is not required."""
 
     exit_code = EXIT_REFUSED
+
+
+class NoAnswer(LabError):
+    """The command ran but has no answer: nothing was measured, the user's app failed its
+    check, or a process it serves exited by itself. What it found is kept (the run directory,
+    the logs); running it again as it is would end the same way."""
+
+    exit_code = EXIT_NO_ANSWER

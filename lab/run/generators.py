@@ -21,6 +21,7 @@ from lab.record.errors import LabError
 from lab.record.step import StepRecord
 from lab.record.thresholds import T
 from lab.system import safety
+from lab.system.listeners import LOOPBACK, REMOTE_MASTER
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done, Start
 
 SATURATED_PCT = T.generator_cpu_saturated_pct  # of one core, per process (client_saturated)
@@ -30,7 +31,7 @@ SATURATED_PCT = T.generator_cpu_saturated_pct  # of one core, per process (clien
 # 2,000); on a 16-core machine one process fell behind near 3,000. At this rate it stays near
 # half a core, leaving room for a slower core, a heavier request or a busier second.
 OPEN_RPS_PER_GENERATOR = 2000.0
-DEFAULT_MASTER = "127.0.0.1:0"  # a free loopback port; remote workers need a fixed one
+DEFAULT_MASTER = f"{LOOPBACK}:0"  # a free loopback port; remote workers need a fixed one
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def choose(
             f"--max-outstanding {max_outstanding}: {least} generator processes share it, each "
             "needs at least one request in flight; raise it or use fewer generators"
         )
-    address = master or (DEFAULT_MASTER if not remote else "127.0.0.1:5557")
+    address = master or (REMOTE_MASTER if remote else DEFAULT_MASTER)
     check_master(address, allow_remote)
     return Generators(local, remote, address, auto=requested is None)
 

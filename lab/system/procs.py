@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from lab.record.errors import LabError, Refused
+from lab.record.errors import NoAnswer, Refused
 from lab.system import tether
 from lab.system.http_client import get
 from lab.system.resources import child_env
@@ -37,8 +37,9 @@ STOP_GRACE_S = 5.0
 OWNER_PID_FILE = "lab.pid"  # the lab process that owns a run directory's children
 
 
-class StartFailed(LabError):
-    """A process exited or never answered while the lab waited for it to become ready."""
+class StartFailed(NoAnswer):
+    """A process exited or never answered while the lab waited for it to become ready: the
+    command ran, and the process it serves did not (exit 1, as when it exits later)."""
 
     def __init__(self, message: str, evidence: dict[str, object]) -> None:
         super().__init__(message)
