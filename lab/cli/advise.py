@@ -124,9 +124,9 @@ def advise(ctx: click.Context, /, **_: Any) -> None:
     confirmed by open-loop steps, and recommend the cheapest that runs your app unchanged (an
     async port is shown beside it, labelled, never instead); exit 4 when a model that runs your
     app as it is was not confirmed because the lab's own generators were the limit (before 5),
-    5 when only an async port meets the target, 1 when no model does. A step meets the target unless its throughput falls short of
-    --rps or its p99 exceeds --p99-ms beyond noise (the sweep's test of a tie), its failures
-    exceed --max-error-rate, or a flag disowns it."""
+    5 when only an async port meets the target, 1 when no model does. A step meets the target
+    unless its throughput falls short of --rps or its p99 exceeds --p99-ms beyond noise (the
+    sweep's test of a tie), its failures exceed --max-error-rate, or a flag disowns it."""
     opts = dict(ctx.params)
     recorded = resumed_advice(ctx) if opts["resume"] else None
     if recorded is not None:
