@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,24 +45,14 @@ def check_user_app(
     if load.log is not None:  # the log's mix and what it left out, before any load
         for table in appmix.render_log(load.log):
             out.print(table)
-    routes = load.routes
-    health = userapp.health_route(routes)
+    health = userapp.health_route(load.routes)
     env = app_env(opts, scenario)
-    timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
-    stand_ins = appenv.stand_ins(env)
-    app = userapp.inspect_app(opts["app_target"], opts["app_dir"], env, timeout, stand_ins)
-    names = opts["models"] or [m.name for m in registry.models.values() if m.app == app.kind]
-    models = registry.pick(list(names))
-    for model in models:
-        model.check_installed(registry.knobs.resolve(1))
-    knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
+    userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
     run = RunDir.create(opts["out"], "app")
     options = appcheck.Options(
         opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream
     )
-    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
-    with stop_signals(), dbrun.serving("", run.path, *dbs):
-        result = appcheck.run(app, models, knobs, routes, load.load, load.probe, run.path, options)
+    app, models, result = services_and_check(opts, registry, scenario, env, load, run, options)
     for table in appcheck.render(result):
         out.print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
@@ -78,6 +69,47 @@ def check_user_app(
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
     return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)
+
+
+def services_and_check(
+    opts: dict[str, Any],
+    registry: Registry,
+    scenario: Scenario,
+    env: appenv.Env,
+    load: appmix.Traffic,
+    run: RunDir,
+    options: appcheck.Options,
+) -> tuple[userapp.UserApp, list[Model], appcheck.AppCheck]:
+    """With the run's databases and upstream up: import the app (calling its factory) in the
+    environment every server gets, real URLs, so an app that builds an engine or connects as it
+    starts is checked as it will run; then check it under every model. An app refused at its
+    import leaves no run directory (nothing ran)."""
+    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
+    app = None
+    try:
+        with (
+            stop_signals(),
+            dbrun.serving("", run.path, *dbs),
+            appcheck.upstream(env, run.path, options) as upstream_url,
+        ):
+            timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
+            environ = appenv.resolved(env, upstream_url)
+            target, app_dir = opts["app_target"], opts["app_dir"]
+            app = userapp.inspect_app(target, app_dir, env, timeout, environ)
+            kind = app.kind
+            names = opts["models"] or [m.name for m in registry.models.values() if m.app == kind]
+            models = registry.pick(list(names))
+            for model in models:
+                model.check_installed(registry.knobs.resolve(1))
+            knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(
+                scenario.max_connections
+            )
+            given = (knobs, load.routes, load.load, load.probe, run.path, options, upstream_url)
+            return app, models, appcheck.run(app, models, *given)
+    except LabError:
+        if app is None:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
 
 
 def app_env(opts: dict[str, Any], scenario: Scenario) -> appenv.Env:

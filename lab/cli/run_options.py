@@ -105,14 +105,15 @@ APP_OPTIONS = (  # --app and what goes with it
         "--app",
         "app_target",
         metavar="MODULE:ATTR",
-        help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
-        "serve it (answers compared, concurrency probed), then swept on its load route or "
-        "its traffic mix (weighted --path, or --access-log).",
+        help="Your own WSGI or ASGI app, e.g. myapp.web:app, or its factory with literal "
+        "arguments, e.g. 'myapp:create_app()' (called once in each server process): checked "
+        "under every model that can serve it (answers compared, concurrency probed), then "
+        "swept on its load route or its traffic mix (weighted --path, or --access-log).",
     ),
     click.option(
         "--app-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="Directory to import --app from.",
+        help="Directory to import --app from; the import check and every server run in it.",
     ),
     click.option(
         "--path",

@@ -13,10 +13,12 @@ fast to time overlap on is noted, not refused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -259,11 +261,13 @@ def run(
     probe: Route | None,
     run_dir: Path,
     options: Options | None = None,
+    upstream_url: str | None = None,
 ) -> AppCheck:
     """Check the app under every model that can serve it; written to run_dir/appcheck.json.
     `load`: the routes the sweep loads (one, or a mix); `probe`: the route probed, None for
     the slowest loaded one, as the first model that answers times them (then the same for
-    every model). The lab's mock upstream runs beside it where the app's --env names it."""
+    every model). The lab's mock upstream runs beside it where the app's --env names it
+    (`upstream_url`: one already running, as for the import check)."""
     options = options or Options()
     fitted = [(m.name, fit(app, m)) for m in models]
     unfit = [name for name, f in fitted if f is None]
@@ -276,9 +280,10 @@ def run(
     learnt = Learnt(options.compare)
     checks: list[ModelCheck] = []
     try:
-        upstream_url = NO_UPSTREAM
-        if any("{upstream_" in value for _, value in app.env):
-            upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
+        if upstream_url is None:
+            upstream_url = NO_UPSTREAM
+            if names_upstream(app.env):
+                upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
         backend.ready_path = health_route(routes).path
         for model, bridged in (f for _, f in fitted if f is not None):
             args = (knobs, routes, load, probe, upstream_url, learnt)
@@ -293,6 +298,24 @@ def run(
     result = AppCheck(app.target, probed, tuple(checks), found, options.compare, learnt.varied())
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
+
+
+def names_upstream(env: tuple[tuple[str, str], ...]) -> bool:
+    return any("{upstream_" in value for _, value in env)
+
+
+@contextlib.contextmanager
+def upstream(env: tuple[tuple[str, str], ...], run_dir: Path, options: Options) -> Iterator[str]:
+    """The lab's mock upstream for the import check and the check, where the app's environment
+    names it (else the discard port), stopped when the block ends."""
+    if not names_upstream(env):
+        yield NO_UPSTREAM
+        return
+    backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=options.start_timeout_s)
+    try:
+        yield backend.start_upstream(options.upstream, procs.free_port()).url
+    finally:
+        backend.close()
 
 
 def render(result: AppCheck) -> list[Table]:
