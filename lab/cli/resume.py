@@ -24,7 +24,7 @@ def encode_invocation(opts: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> 
 
 def decode_invocation(recorded: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> dict[str, Any]:
     opts = {k: v for k, v in recorded.items() if k in keys}
-    for key in ("models", "levels", "rates"):
+    for key in ("models", "levels", "rates", "upstream_routes"):
         if opts.get(key) is not None:
             opts[key] = tuple(opts[key])
     if opts.get("models_file") is not None:

@@ -147,6 +147,7 @@ def scenario_from(opts: dict[str, Any]) -> Scenario:
         load_scenario(opts["scenario_name"]),
         **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
         pin_cpus=False if opts["no_pin"] else None,
+        routes=tuple(opts.get("upstream_routes") or ()) or None,  # the upstream's, if given
     )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     return scenario

@@ -81,6 +81,7 @@ RESUMABLE = (
     "master",
     "front",
     "front_knobs",
+    "upstream_routes",
 )
 
 
@@ -95,6 +96,15 @@ WARMUP = click.option(
     "--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."
 )
 DELAY_MS = click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
+UPSTREAM_ROUTE = click.option(
+    "--upstream-route",
+    "upstream_routes",
+    multiple=True,
+    metavar="RULE",
+    help="The mock upstream's answer on one route, [METHOD ]/PATH=DELAY[ STATUS[ BODY]], e.g. "
+    "'POST /v1/charges=250ms' or '/v1/users/*=30ms 404' (repeatable; replaces the scenario's "
+    "[upstream] routes); every other path waits --delay-ms.",
+)
 MODELS_FILE = click.option(
     "--models-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -274,6 +284,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     WARMUP,
     click.option("--trials", type=int, callback=positive, help="Repeats of every level."),
     DELAY_MS,
+    UPSTREAM_ROUTE,
     click.option(
         "--route",
         type=click.Choice(list(ROUTES)),

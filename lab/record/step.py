@@ -239,6 +239,9 @@ class StepRecord:
     # weight, share, counts and latency (p50 ... max of its answers; {}: none), read from its
     # own HdrHistogram (`histogram`, the interval tagged `tag`); {}: one route, the step's.
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The mock upstream's calls in the window per route (`GET /delay`, `POST /v1/charges`): how
+    # many, per request of the step, and their mean wait ({}: none, or unknown).
+    upstream_calls: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def key(self) -> StepKey:

@@ -236,6 +236,7 @@ class StepRunner:
             context={**(context or {}), **_fleet(outcome)},
             generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
+        record = replace(record, upstream_calls=window.calls(measured.requests))
         return assessed(record, capacity)
 
     def faults(

@@ -60,6 +60,17 @@ def item(item_id):
     return jsonify(id=item_id, name=row.name)
 
 
+@shop.get("/quote")
+def quote():
+    """Two calls to the payment API per request: a rate, then a quote."""
+    api = current_app.config["PAYMENTS_API"]
+    with urllib.request.urlopen(api + "/v1/rates/eur") as reply:
+        rate = json.loads(reply.read() or b"{}")
+    request = urllib.request.Request(api + "/v1/quotes", b"{}", method="POST")
+    with urllib.request.urlopen(request) as reply:
+        return jsonify(rate=rate, quote=json.loads(reply.read() or b"{}"))
+
+
 @shop.post("/checkout")
 def checkout():
     """Writes an order, then charges it through the payment API (PAYMENTS_API/v1/charges)."""
