@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from lab.backends import dbrun
+from lab.backends.dbdata import DataSpec
 from lab.cli import appmix
 from lab.cli.options import console
 from lab.cli.stopping import stop_signals
@@ -30,6 +32,7 @@ class CheckedApp:
     models: tuple[Model, ...]  # each serving the user's app
     preflights: dict[str, Preflight]
     run: RunDir  # holds appcheck.json; the sweep continues in it
+    data: DataSpec  # the app's schema and seed: the sweep's databases are set up the same way
 
 
 def check_user_app(
@@ -48,11 +51,13 @@ def check_user_app(
     health = userapp.health_route(load.routes)
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
+    data = data_spec(opts, env)
     run = RunDir.create(opts["out"], "app")
     options = appcheck.Options(
         opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream
     )
-    app, models, result = services_and_check(opts, registry, scenario, env, load, run, options)
+    checking = (opts, registry, scenario, env, load, run, options, data)
+    app, models, result = services_and_check(*checking)
     for table in appcheck.render(result):
         out.print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
@@ -68,7 +73,8 @@ def check_user_app(
         return None
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
-    return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)
+    scenario = override(scenario, route="app", app=spec)
+    return CheckedApp(scenario, fitted, checks, run, data)
 
 
 def services_and_check(
@@ -79,19 +85,22 @@ def services_and_check(
     load: appmix.Traffic,
     run: RunDir,
     options: appcheck.Options,
+    data: DataSpec,
 ) -> tuple[userapp.UserApp, list[Model], appcheck.AppCheck]:
     """With the run's databases and upstream up: import the app (calling its factory) in the
     environment every server gets, real URLs, so an app that builds an engine or connects as it
     starts is checked as it will run; then check it under every model. An app refused at its
     import leaves no run directory (nothing ran)."""
     dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
+    fast = opts.get("db_durability") == "fast"
     app = None
     try:
         with (
             stop_signals(),
-            dbrun.serving("", run.path, *dbs),
+            dbrun.serving("", run.path, *dbs, data=data, fast=fast),
             appcheck.upstream(env, run.path, options) as upstream_url,
         ):
+            dbrun.fresh_copy("the import check")
             timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
             environ = appenv.resolved(env, upstream_url)
             target, app_dir = opts["app_target"], opts["app_dir"]
@@ -110,6 +119,21 @@ def services_and_check(
         if app is None:
             shutil.rmtree(run.path, ignore_errors=True)
         raise
+
+
+def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:
+    """--db-setup and --db-seed, run in the app's directory with its import path."""
+    app_dir = opts["app_dir"].resolve() if opts["app_dir"] else None
+    seed = opts.get("db_seed")
+    if seed is not None and not seed.is_file():
+        raise LabError(f"--db-seed {seed}: no such file")
+    return DataSpec(
+        tuple(opts.get("db_setup") or ()),
+        seed.resolve() if seed else None,
+        app_dir or Path.cwd(),
+        env,
+        userapp.UserApp(opts["app_target"], "wsgi", app_dir, env).python_path(),
+    )
 
 
 def app_env(opts: dict[str, Any], scenario: Scenario) -> appenv.Env:

@@ -87,6 +87,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         opts["allow_remote"],
         scenario.host,
         scenario.app.env if scenario.app else (),
+        data=checked.data if checked else None,  # the app's schema and seed, again
+        fast=opts["db_durability"] == "fast",
     )
     sweep_and_summarise(plan, backend, recorded, databases)
 

@@ -48,6 +48,8 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "access-log": "access_log",
     "log-top": "log_top",
     "log-methods": "log_methods",
+    "db-setup": "db_setup",
+    "db-seed": "db_seed",
 }
 
 
@@ -82,6 +84,7 @@ RESUMABLE = (
     "front",
     "front_knobs",
     "upstream_routes",
+    "db_durability",
 )
 
 
@@ -298,6 +301,30 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         metavar="URL",
         help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
         "loopback only unless --allow-remote.",
+    ),
+    click.option(
+        "--db-setup",
+        "db_setup",
+        multiple=True,
+        metavar="COMMAND",
+        help="With --app: a command run once against the lab's databases before the check, in "
+        "the app's directory and environment, placeholders too (repeatable, in order), e.g. "
+        "'flask db upgrade' or 'psql {postgres_url} -f seed.sql'; every model then starts from "
+        "a fresh copy of the result.",
+    ),
+    click.option(
+        "--db-seed",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --app: a plain SQL file or a pg_dump custom archive loaded after --db-setup.",
+    ),
+    click.option(
+        "--db-durability",
+        type=click.Choice(["production", "fast"]),
+        default="production",
+        show_default=True,
+        help="The lab's PostgreSQL: production keeps fsync and synchronous commit on; fast turns "
+        "them and full-page writes off (writes cost less than in production; named in the "
+        "record and the summary).",
     ),
     click.option(
         "--db-driver",

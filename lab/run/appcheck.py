@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from lab.backends import dbrun
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
@@ -286,6 +287,7 @@ def run(
                 upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
         backend.ready_path = health_route(routes).path
         for model, bridged in (f for _, f in fitted if f is not None):
+            dbrun.fresh_copy(f"{model.name} (check)")  # each model from the same data
             args = (knobs, routes, load, probe, upstream_url, learnt)
             checks.append(check_model(backend, model, bridged, *args))
             if probe is None and (times := checks[-1].solo_ms):

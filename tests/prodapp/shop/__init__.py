@@ -4,8 +4,9 @@ Why it looks like this: it is the shape that stopped real apps at the door. It i
 factory (`shop:create_app('lab', pool_size=3)`), reads its settings from the environment
 (DATABASE_URL, PAYMENTS_API) and from a file relative to its own directory (settings.json), opens
 a SQLAlchemy engine to PostgreSQL and connects while it is built, and calls a payment API at a
-path of its own. Each build appends its process id to var/built.log (relative too), so a test
-can count how many times, and in which processes, the factory ran.
+path of its own. Each build appends its process id and the orders it found to var/built.log
+(relative too), so a test can count how many times, in which processes and on what data the
+factory ran.
 """
 
 import json
@@ -26,12 +27,21 @@ def create_app(mode="production", pool_size=5):
         conn.execute(text("SELECT 1"))
     Path("var").mkdir(exist_ok=True)
     with open("var/built.log", "a") as log:
-        log.write(f"{os.getpid()} {mode}\n")
+        log.write(f"{os.getpid()} {mode} orders={count_orders(engine)}\n")
     app = Flask(__name__)
     app.config.update(settings, MODE=mode, ENGINE=engine, BUILT_IN=os.getpid())
     app.config["PAYMENTS_API"] = os.environ.get("PAYMENTS_API", "")
     app.register_blueprint(shop)
     return app
+
+
+def count_orders(engine):
+    """The orders in the database, -1 where it has no such table (no schema loaded)."""
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT count(*) FROM orders")).scalar()
+    except Exception:
+        return -1
 
 
 def broken_factory():
@@ -49,6 +59,15 @@ def built():
     if current_app.config["BUILT_IN"] != os.getpid():
         abort(500)
     return jsonify(mode=current_app.config["MODE"], greeting=current_app.config["greeting"])
+
+
+@shop.get("/fresh")
+def fresh():
+    """500 once this database holds more orders than one model's check makes (two): the
+    models' checks then shared their data."""
+    if count_orders(current_app.config["ENGINE"]) > 2:
+        abort(500)
+    return "fresh"
 
 
 @shop.get("/items/<int:item_id>")
