@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from lab.backends import databases
+from lab.backends import databases, dbdata
 from tests.conftest import lab_cli
 
 SHOP = Path(__file__).parent / "prodapp"
@@ -128,3 +128,40 @@ def test_postgres_is_as_durable_as_production_unless_asked(
                 assert cursor.fetchone()[0] == expected, setting
         finally:
             conn.close()
+
+
+def test_advise_honours_the_apps_database_and_upstream_options(shop: Path, tmp_path: Path) -> None:
+    """`lab advise` takes --db-setup and --upstream-route as `lab run` does: its open-loop steps
+    read rows the setup loaded (else /items/42 would answer 500) through the same snapshot."""
+    argv = lab_cli(
+        *("advise", "--app", "shop:create_app('lab')", "--app-dir", str(shop), *ENV),
+        *("--db-setup", SCHEMA, "--upstream-route", "GET /v1/rates/*=20ms"),
+        *("--path", "/health", "--path", "/items/42", "--models", "gunicorn-gthread"),
+        *("--rps", "20", "--p99-ms", "500", "--duration", "2", "--warmup", "0"),
+        *("--json", "--out", str(tmp_path / "out")),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1, 4), done.stderr[-2000:]
+    run_dir = Path(json.loads(done.stdout)["run_dir"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["scenario"]["upstream"]["routes"] == ["GET /v1/rates/*=20ms"]
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert steps and all(s["ok"] > 0 and not s["errors"].get("http_5xx") for s in steps), steps
+
+
+def test_a_snapshot_puts_redis_back_as_the_setup_left_it(tmp_path: Path) -> None:
+    import redis
+
+    with databases.running(("redis",), tmp_path) as env:
+        client = redis.Redis.from_url(env["LAB_REDIS_URL"])
+        client.set("greeting", "hello")
+        client.set("session", "short", px=60_000)
+        snapshot = dbdata.Snapshot(
+            dbdata.DataSpec(), None, databases.Database("redis", env["LAB_REDIS_URL"])
+        )
+        snapshot.prepare()
+        client.set("greeting", "changed by a model")
+        client.set("written", "by a model")
+        assert snapshot.fresh("next model")["snapshot"]["copy"] == 1
+        assert sorted(client.keys()) == [b"greeting", b"session"]
+        assert client.get("greeting") == b"hello" and 0 < client.pttl("session") <= 60_000

@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 from lab.cli.options import (
+    DB_OPTIONS,
+    UPSTREAM_ROUTE,
     int_list,
     knob_pairs,
     name_list,
@@ -21,7 +23,6 @@ from lab.cli.options import (
 from lab.config import appenv
 from lab.config.accesslog import TOP_ROUTES
 from lab.config.scenario import ROUTES, builtin_names
-from servers.common import DB_DRIVERS
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
 SCENARIO_OPTIONS = {
@@ -99,15 +100,6 @@ WARMUP = click.option(
     "--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."
 )
 DELAY_MS = click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
-UPSTREAM_ROUTE = click.option(
-    "--upstream-route",
-    "upstream_routes",
-    multiple=True,
-    metavar="RULE",
-    help="The mock upstream's answer on one route, [METHOD ]/PATH=DELAY[ STATUS[ BODY]], e.g. "
-    "'POST /v1/charges=250ms' or '/v1/users/*=30ms 404' (repeatable; replaces the scenario's "
-    "[upstream] routes); every other path waits --delay-ms.",
-)
 MODELS_FILE = click.option(
     "--models-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -294,43 +286,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="What each request does; db and cache wait in PostgreSQL and Redis "
         "(started for the run).",
     ),
-    click.option(
-        "--db-url",
-        "db_urls",
-        multiple=True,
-        metavar="URL",
-        help="Your own database (postgresql://... or redis://...) instead of one the lab starts; "
-        "loopback only unless --allow-remote.",
-    ),
-    click.option(
-        "--db-setup",
-        "db_setup",
-        multiple=True,
-        metavar="COMMAND",
-        help="With --app: a command run once against the lab's databases before the check, in "
-        "the app's directory and environment, placeholders too (repeatable, in order), e.g. "
-        "'flask db upgrade' or 'psql {postgres_url} -f seed.sql'; every model then starts from "
-        "a fresh copy of the result.",
-    ),
-    click.option(
-        "--db-seed",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="With --app: a plain SQL file or a pg_dump custom archive loaded after --db-setup.",
-    ),
-    click.option(
-        "--db-durability",
-        type=click.Choice(["production", "fast"]),
-        default="production",
-        show_default=True,
-        help="The lab's PostgreSQL: production keeps fsync and synchronous commit on; fast turns "
-        "them and full-page writes off (writes cost less than in production; named in the "
-        "record and the summary).",
-    ),
-    click.option(
-        "--db-driver",
-        type=click.Choice(list(DB_DRIVERS)),
-        help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
-    ),
+    *DB_OPTIONS,
     click.option(
         "--knob",
         "knobs",
