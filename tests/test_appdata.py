@@ -165,3 +165,31 @@ def test_a_snapshot_puts_redis_back_as_the_setup_left_it(tmp_path: Path) -> None
         assert snapshot.fresh("next model")["snapshot"]["copy"] == 1
         assert sorted(client.keys()) == [b"greeting", b"session"]
         assert client.get("greeting") == b"hello" and 0 < client.pttl("session") <= 60_000
+
+
+def test_an_app_run_resumes_checking_the_app_again(shop: Path, tmp_path: Path) -> None:
+    """A step lost from an --app run is measured again by `lab run --resume DIR` alone: the app
+    is checked again (its setup and the snapshot too), d stays the recorded one."""
+    done = lab(
+        shop,
+        tmp_path / "out",
+        *("--db-setup", SCHEMA, "--path", "/health", "--path", "/items/42"),
+        *("--models", "gunicorn-gthread,uwsgi-threads", "--levels", "2"),
+        *("--duration", "1", "--warmup", "0"),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run_dir,) = (tmp_path / "out").iterdir()
+    steps = (run_dir / "steps.jsonl").read_text().splitlines()
+    (run_dir / "steps.jsonl").write_text(steps[0] + "\n")  # the second model's step is lost
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
+    resumed = subprocess.run(
+        lab_cli("run", "--resume", str(run_dir)), capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    again = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert sorted(s["model"] for s in again) == ["gunicorn-gthread", "uwsgi-threads"]
+    assert all(s["ok"] > 0 and s["evidence"]["snapshot"] for s in again), again
+    after = json.loads((run_dir / "manifest.json").read_text())
+    assert after["status"] == "complete" and len(after["resumes"]) == 1
+    assert after["scenario"]["app"]["solo_ms"] == manifest["scenario"]["app"]["solo_ms"]

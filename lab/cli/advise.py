@@ -222,6 +222,8 @@ def fast(opts: dict[str, Any]) -> bool:
 def resumed_advice(ctx: click.Context) -> dict[str, Any]:
     """The manifest of the advise run to continue; options given again must be the recorded."""
     _, manifest = reopened(ctx.params["resume"])
+    if "app" in manifest.get("scenario", {}):
+        raise LabError(f"--resume {ctx.params['resume']}: an advise run of --app cannot be resumed")
     if "advise" not in manifest:
         raise LabError(f"--resume {ctx.params['resume']}: not a run of lab advise")
     same_options(ctx, manifest["invocation"], RESUMABLE)

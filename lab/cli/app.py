@@ -41,8 +41,8 @@ def check_user_app(
     """`lab run --app`: verify and probe the user's app under every model that can serve it;
     refuse it if they differ or fail. None with --check-only, else what to sweep. The check's
     tables go to `tables` (default: stdout)."""
-    if opts["backend"] != "native" or opts["resume"]:
-        raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
+    if opts["backend"] != "native":
+        raise LabError("--app runs with --backend native")
     out = tables or Console()
     load = appmix.traffic(opts, scenario.paths)
     if load.log is not None:  # the log's mix and what it left out, before any load
@@ -52,7 +52,8 @@ def check_user_app(
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
     data = data_spec(opts, env)
-    run = RunDir.create(opts["out"], "app")
+    resumed = opts.get("resume")  # checked again, into the run it continues
+    run = RunDir.existing(resumed) if resumed else RunDir.create(opts["out"], "app")
     options = appcheck.Options(
         opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream
     )
@@ -74,6 +75,8 @@ def check_user_app(
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
     scenario = override(scenario, route="app", app=spec)
+    if resumed:  # d stays the one measured when the run began
+        scenario = appmix.recorded_solo(scenario, run.manifest())
     return CheckedApp(scenario, fitted, checks, run, data)
 
 
@@ -116,7 +119,7 @@ def services_and_check(
             given = (knobs, load.routes, load.load, load.probe, run.path, options, upstream_url)
             return app, models, appcheck.run(app, models, *given)
     except LabError:
-        if app is None:
+        if app is None and not opts.get("resume"):
             shutil.rmtree(run.path, ignore_errors=True)
         raise
 

@@ -86,6 +86,9 @@ RESUMABLE = (
     "front_knobs",
     "upstream_routes",
     "db_durability",
+    *APP_ONLY.values(),  # an --app run resumes with its app, checked again first
+    "app_target",
+    "db_urls",
 )
 
 
