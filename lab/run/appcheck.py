@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import http.client
 import json
+import os
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -46,6 +47,11 @@ HINTS = {
     "inside an async view",
     "thread": "fewer threads than requests, or a lock held while waiting",
     "process": "one request per process: add processes",
+    # a gevent model that serialised while its processes held connections to the lab's
+    # PostgreSQL: the driver is the likeliest blocking call
+    "postgres_greenlet": "the PostgreSQL driver blocks the gevent hub while it waits (psycopg2 "
+    "is C: gevent cannot patch it): call psycogreen.gevent.patch_psycopg() as the app starts, "
+    "use psycopg 3 (gevent-aware), or serve the app with a threaded model",
 }
 
 
@@ -215,17 +221,26 @@ def check_model(
         result.error = f"did not start ({e}); {last}"
         return result
     try:
-        with outbound.watching(server.proc.pid) as seen:
+        pid = server.proc.pid
+        with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
             result.answers = learnt.answers(server.url, routes)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
             _probe(
                 result, model, knobs, server.url, probe or mixcheck.slowest(load, result.solo_ms)
             )
+        if result.serialized and model.unit == "greenlet" and held.get("postgres"):
+            result.hint = HINTS["postgres_greenlet"]
         environ = outbound.environment(server.proc.pid)
         result.remote = [outbound.advice(r, environ) for r in sorted(seen)]
     finally:
         server.stop()
     return result
+
+
+def _postgres() -> dict[int, str]:
+    """The lab's PostgreSQL's port, where the run serves one (lab.backends.dbrun exports it)."""
+    port = urllib.parse.urlsplit(os.environ.get("LAB_DB_URL", "")).port
+    return {port: "postgres"} if port else {}
 
 
 def _probe(result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route) -> None:

@@ -20,9 +20,12 @@ from sqlalchemy import create_engine, text
 shop = Blueprint("shop", __name__)
 
 
-def create_app(mode="production", pool_size=5):
+def create_app(mode="production", pool_size=5, max_overflow=10):
     settings = json.loads(Path("settings.json").read_text())
-    engine = create_engine(os.environ["DATABASE_URL"], pool_size=pool_size, max_overflow=10)
+    url = os.environ["DATABASE_URL"]
+    if os.environ.get("DB_DRIVER"):  # SQLAlchemy's dialect+driver, as in production settings
+        url = url.replace("postgresql://", f"postgresql+{os.environ['DB_DRIVER']}://", 1)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
     with engine.connect() as conn:  # connects as it starts, as many production apps do
         conn.execute(text("SELECT 1"))
     Path("var").mkdir(exist_ok=True)
@@ -68,6 +71,14 @@ def fresh():
     if count_orders(current_app.config["ENGINE"]) > 2:
         abort(500)
     return "fresh"
+
+
+@shop.get("/slow")
+def slow():
+    """A report that waits 100 ms in PostgreSQL, holding one of the pool's connections."""
+    with current_app.config["ENGINE"].connect() as conn:
+        conn.execute(text("SELECT pg_sleep(0.1)"))
+    return "done"
 
 
 @shop.get("/items/<int:item_id>")
