@@ -117,6 +117,11 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
             f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} "
             f"between {rec['from_concurrency']} and {level_label(rec['concurrency'])}"
         )
+    if run.manifest.get("databases", {}).get("durability") == "fast":
+        console.print(
+            "[bold yellow]PostgreSQL ran with --db-durability fast (fsync, synchronous commit "
+            "and full-page writes off): writes cost less than in production[/]"
+        )
     if (~cross["clear"]).any():
         noisy = int((~cross["clear"]).sum())
         console.print(f"[dim]{noisy} more crossover(s) within noise (listed in report.html)[/]")

@@ -2,11 +2,14 @@
 
 Runs as its own process group on loopback. Each `/delay` request waits a fixed time or one drawn
 per request from a distribution, and can be made to fail or stall, so the lab can play a brownout.
-`/stats` reports requests served and the in-flight high-water mark, which proves how much
-concurrency actually reached the upstream; `/stats/reset` starts a window; `/config` changes the
-delay and faults while running. Two engines serve the same API: `fast` (raw asyncio protocol on
-uvloop + httptools, the default) and `aiohttp` (the original, the fallback when those two are
-missing). `--processes N` runs N processes on one port (SO_REUSEPORT) sharing one set of counters.
+Any other path and method is answered the same way, as an app's own API calls (`POST
+/v1/charges`) would be, with a rule's delay, status and body where `--routes` gives one, and
+calls are counted per route. `/stats` reports requests served, the in-flight high-water mark
+(which proves how much concurrency actually reached the upstream) and the calls per route;
+`/stats/reset` starts a window; `/config` changes the delay and faults while running. Two engines
+serve the same API: `fast` (raw asyncio protocol on uvloop + httptools, the default) and
+`aiohttp` (the original, the fallback when those two are missing). `--processes N` runs N
+processes on one port (SO_REUSEPORT) sharing one set of counters.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import signal
 import socket
 import sys
 
+from servers import upstream_routes
 from servers.upstream_model import DISTRIBUTIONS, Delay, Faults
 from servers.upstream_state import Settings, SharedState
 
@@ -41,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--processes", type=int, default=1, help="processes sharing the port")
     p.add_argument("--engine", choices=ENGINES, default="auto", help="auto: fast if installed")
+    p.add_argument("--routes", default="[]", help="per-route rules, a JSON list (from the lab)")
     args = p.parse_args(argv)
     if args.processes < 1:
         p.error("--processes must be at least 1")
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         Delay(args.delay_ms, args.distribution),
         Faults(args.error_rate, args.stall_rate, args.stall_ms),
     )
-    state = SharedState(args.processes, settings)
+    state = SharedState(args.processes, settings, upstream_routes.load(args.routes))
     if args.processes == 1:
         stop_on_signals()
         run_worker(args, state, 0)

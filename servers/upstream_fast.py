@@ -10,6 +10,7 @@ connection even if a client pipelines.
 from __future__ import annotations
 
 import asyncio
+import http
 import json
 import random
 import socket
@@ -19,21 +20,23 @@ from functools import cache
 import httptools
 import uvloop
 
+from servers.upstream_routes import CONTROL, Rule, match
 from servers.upstream_state import SharedState, draw, watch_lag
 
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    500: "Internal Server Error",
-}
 JSON, TEXT = b"application/json", b"text/plain; charset=utf-8"
+OK, FAILED = b'{"ok":true}', b'{"ok":false}'
+
+
+def reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 @cache
 def response(status: int, body: bytes, content_type: bytes, keep_alive: bool) -> bytes:
-    head = f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Length: {len(body)}\r\n".encode()
+    head = f"HTTP/1.1 {status} {reason(status)}\r\nContent-Length: {len(body)}\r\n".encode()
     close = b"" if keep_alive else b"Connection: close\r\n"
     return head + b"Content-Type: " + content_type + b"\r\n" + close + b"\r\n" + body
 
@@ -55,20 +58,19 @@ class Engine:
 
     def dispatch(self, conn: Connection, method: bytes, url: bytes, body: bytes) -> None:
         path, _, query = url.partition(b"?")
-        route = (method, path)
-        if route == (b"GET", b"/delay"):
-            return self.delay(conn, query)
-        if route == (b"GET", b"/health"):
+        control = CONTROL.get(path)
+        if control is None:  # any other path and method: an API the app calls
+            return self.delay(conn, method, path, query)
+        if control != method:
+            return conn.answer(405, b"", TEXT)
+        if path == b"/health":
             return conn.answer(200, b"ok", TEXT)
         handlers = {
-            (b"GET", b"/stats"): self.state.stats,
-            (b"POST", b"/stats/reset"): self.state.reset,
-            (b"POST", b"/config"): lambda: self.config(body),
+            b"/stats": self.state.stats,
+            b"/stats/reset": self.state.reset,
+            b"/config": lambda: self.config(body),
         }
-        if route in handlers:
-            return conn.answer(200, json.dumps(handlers[route]()).encode(), JSON)
-        known = {p for _, p in handlers} | {b"/delay", b"/health"}
-        conn.answer(405 if path in known else 404, b"", TEXT)
+        conn.answer(200, json.dumps(handlers[path]()).encode(), JSON)
 
     def config(self, body: bytes) -> dict[str, object]:
         try:
@@ -76,21 +78,47 @@ class Engine:
         except (ValueError, TypeError, AttributeError) as e:
             return {"error": str(e)}
 
-    def delay(self, conn: Connection, query: bytes) -> None:
+    def delay(self, conn: Connection, method: bytes, path: bytes, query: bytes) -> None:
+        """The wait `/delay?ms=` asks for, else its route's rule's, else the scenario's."""
+        rule = match(self.state.rules, method, path)
         try:
-            ms, failed = draw(self.state.current(), self.rng, asked_ms(query))
+            asked = asked_ms(query) if path == b"/delay" else None
         except ValueError:
             return conn.answer(400, b'{"error":"ms must be a number"}', JSON)
+        ms, failed = draw(
+            self.state.current(), self.rng, asked if asked is not None else rule_ms(rule)
+        )
         self.state.begin(self.slot)
         ticket = conn.reserve()
-        self.loop.call_later(max(ms, 0.0) / 1000, self.finish, conn, ticket, failed)
+        key = method + b" " + (rule.path + b"*" if rule is not None and rule.prefix else path)
+        self.loop.call_later(max(ms, 0.0) / 1000, self.finish, conn, ticket, failed, rule, key, ms)
 
-    def finish(self, conn: Connection, ticket: list[bytes], failed: bool) -> None:
+    def finish(
+        self,
+        conn: Connection,
+        ticket: list[bytes],
+        failed: bool,
+        rule: Rule | None,
+        key: bytes,
+        ms: float,
+    ) -> None:
         self.state.end(self.slot)
+        self.state.routes.count(self.slot, key, max(ms, 0.0))
         if failed:
-            conn.fill(ticket, 500, b'{"ok":false}', JSON)
+            conn.fill(ticket, 500, FAILED, JSON)
+        elif rule is not None:
+            conn.fill(ticket, rule.status, rule.body or OK, body_type(rule.body))
         else:
-            conn.fill(ticket, 200, b'{"ok":true}', JSON)
+            conn.fill(ticket, 200, OK, JSON)
+
+
+def rule_ms(rule: Rule | None) -> float | None:
+    return rule.ms if rule is not None else None
+
+
+def body_type(body: bytes) -> bytes:
+    """A rule's body is JSON where it looks like JSON, else text (b"": the default JSON)."""
+    return JSON if not body or body.lstrip()[:1] in (b"{", b"[") else TEXT
 
 
 class Connection(asyncio.Protocol):

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from servers.upstream_model import DISTRIBUTIONS, Delay, Faults
+from servers.upstream_routes import RouteCounts, Rule
 
 # Per process slot: served, inflight, max_inflight seen (of the total), served at the last reset,
 # then its event loop's lateness since the last reset: summed and largest (µs), and ticks.
@@ -34,8 +35,10 @@ class Settings:
 class SharedState:
     """Created before the processes fork; each process then uses its own `slot`."""
 
-    def __init__(self, processes: int, settings: Settings) -> None:
+    def __init__(self, processes: int, settings: Settings, rules: tuple[Rule, ...] = ()) -> None:
         self.processes = processes
+        self.rules = rules  # per-route answers (servers.upstream_routes), fixed at start
+        self.routes = RouteCounts(processes)  # calls per route
         self.mem = mmap.mmap(-1, SETTINGS.size + 8 * SLOT_INTS * processes)
         self.ints = memoryview(self.mem)[SETTINGS.size :].cast("q")
         self.version = 0
@@ -67,7 +70,7 @@ class SharedState:
         if us > self.ints[base + LAG_MAX]:
             self.ints[base + LAG_MAX] = us
 
-    def stats(self) -> dict[str, float]:
+    def stats(self) -> dict[str, object]:
         served = sum(s - b for s, b in zip(self._column(SERVED), self._column(BASE), strict=True))
         inflight = sum(self._column(INFLIGHT))
         ticks = sum(self._column(TICKS))
@@ -77,10 +80,12 @@ class SharedState:
             "max_inflight": max(self._column(MAX)),
             "loop_lag_mean_ms": round(sum(self._column(LAG_SUM)) / ticks / 1000, 3) if ticks else 0,
             "loop_lag_max_ms": round(max(self._column(LAG_MAX)) / 1000, 3),
+            "routes": self.routes.stats(),
         }
 
-    def reset(self) -> dict[str, float]:
+    def reset(self) -> dict[str, object]:
         """Start a measurement window: the high-water mark restarts from what is in flight."""
+        self.routes.reset()
         inflight = sum(self._column(INFLIGHT))
         for i in range(self.processes):
             base = i * SLOT_INTS

@@ -151,10 +151,16 @@ def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
     )
     sampled = sampled_figures(draw, cap, users, answered + sum(errors.values()))
     key = StepKey("m", "closed", users, None, 1)
+    # a user's app's connections to the lab's services: none read, its pool as high as the
+    # plateau by Little's law, or pools that explain nothing
+    pool = {"postgres": max(1, round(rps * d / 1000))}
+    held = draw(st.sampled_from(({}, pool, {"redis": 3, "upstream": 0})))
     if draw(st.booleans()):  # a quiet step: nothing disturbing, for the rules that need one
         quiet = {"apparatus_wait_pct": 0.0, "server_wait_pct": 0.0, "upstream_lag_ms": -1.0}
-        return step_record("run", key, measured, replace(sampled, **quiet)), cap
-    return step_record("run", key, measured, sampled, raised(draw)), cap
+        record = step_record("run", key, measured, replace(sampled, **quiet))
+        return replace(record, app_connections=held), cap
+    record = step_record("run", key, measured, sampled, raised(draw))
+    return replace(record, app_connections=held), cap
 
 
 def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -> Sampled:

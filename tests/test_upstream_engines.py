@@ -14,12 +14,28 @@ from lab.system import http_client, procs
 CASES = [("fast", 1), ("fast", 2), ("aiohttp", 1), ("aiohttp", 2)]
 
 
+# what lab.config.upstreamroute writes for --upstream-route 'POST /v1/charges=250ms 402 {...}'
+# and '/v1/users/*=20ms'
+RULES = [
+    {"method": "POST", "path": "/v1/charges", "ms": 250, "status": 402, "body": '{"declined":1}'},
+    {"path": "/v1/users/", "prefix": True, "ms": 20},
+]
+
+
 @pytest.fixture(params=CASES, ids=[f"{e}-x{n}" for e, n in CASES])
 def upstream_url(request, tmp_path):
     engine, processes = request.param
     port = procs.free_port()
     argv = upstream_argv(
-        port, "--delay-ms", "50", "--engine", engine, "--processes", str(processes)
+        port,
+        "--delay-ms",
+        "50",
+        "--engine",
+        engine,
+        "--processes",
+        str(processes),
+        "--routes",
+        json.dumps(RULES),
     )
     proc = procs.start("upstream", argv, log_path=tmp_path / "upstream.log")
     url = f"http://127.0.0.1:{port}"
@@ -71,4 +87,28 @@ def test_keep_alive_connection_serves_requests_in_order(upstream_url):
         reply = conn.getresponse()
         assert (reply.status, reply.read()) == (200, b'{"ok":true}')
     conn.close()
-    assert http_client.get(upstream_url, "/nowhere")[0] == 404
+
+
+def test_any_path_and_method_waits_and_rules_answer_their_routes(upstream_url):
+    """An app's own API calls wait like production: the scenario's delay on any path, a rule's
+    delay, status and body on its route; each route's calls are counted across processes."""
+    http_client.get(upstream_url, "/stats/reset", method="POST")
+    status, body, seconds = http_client.get(upstream_url, "/nowhere", method="PUT")
+    assert (status, body) == (200, b'{"ok":true}') and seconds >= 0.045
+    status, body, seconds = http_client.get(upstream_url, "/v1/charges", method="POST")
+    assert (status, body) == (402, b'{"declined":1}') and seconds >= 0.245
+    assert http_client.get(upstream_url, "/v1/charges")[0] == 200  # the rule is for POST only
+    with ThreadPoolExecutor(4) as pool:
+        users = list(pool.map(lambda n: http_client.get(upstream_url, f"/v1/users/{n}"), range(4)))
+    assert all(status == 200 and seconds < 0.045 + 0.2 for status, _, seconds in users)
+    assert http_client.get(upstream_url, "/config")[0] == 405  # the upstream's own paths stay
+    routes = stats(upstream_url)["routes"]
+    assert {k: v["calls"] for k, v in routes.items()} == {
+        "PUT /nowhere": 1,
+        "POST /v1/charges": 1,
+        "GET /v1/charges": 1,
+        "GET /v1/users/*": 4,
+    }
+    assert (
+        routes["POST /v1/charges"]["mean_ms"] == 250 and routes["GET /v1/users/*"]["mean_ms"] == 20
+    )

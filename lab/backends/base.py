@@ -121,6 +121,7 @@ class NativeBackend:
         port: int,
         cpus: tuple[int, ...],
         ready_path: str,
+        cwd: Path = CODE_ROOT,
     ) -> LocalServer:
         procs.ensure_port_free(self.host, port, name)
         proc = procs.start(
@@ -128,7 +129,7 @@ class NativeBackend:
             argv,
             log_path=self.run_dir / "logs" / f"{name}.log",
             env=env,
-            cwd=CODE_ROOT,
+            cwd=cwd,
             cpus=cpus,
             pid_dir=self.run_dir / "pids",
         )
@@ -148,7 +149,9 @@ class NativeBackend:
     def start_server(self, model: Model, knobs: Knobs, upstream_url: str, port: int) -> LocalServer:
         argv = model.command(knobs, self.host, port)
         env = server_env(model, knobs, upstream_url)
-        return self._start(model.name, argv, env, port, self.layout.server, self.ready_path)
+        cwd = Path(model.cwd) if model.cwd else CODE_ROOT  # a user's app: its own directory
+        cpus = self.layout.server
+        return self._start(model.name, argv, env, port, cpus, self.ready_path, cwd)
 
     def loadgen_cpus(self) -> tuple[int, ...]:
         return self.layout.client

@@ -32,7 +32,9 @@ READY_TIMEOUT_S = 30.0
 INSTALL = "apt-get install postgresql redis-server (or run scripts/setup.sh as root)"
 PG_USER = "lab"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-PG_SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=500")
+PG_SETTINGS = ("max_connections=500",)
+# `--db-durability fast` only: writes then cost less than in production (named in the record)
+PG_FAST = ("fsync=off", "synchronous_commit=off", "full_page_writes=off")
 
 
 @dataclass(frozen=True)
@@ -113,12 +115,17 @@ def _initdb(bindir: Path, data: Path, log: Path) -> None:
 
 
 def start_postgres(
-    run_dir: Path, host: str = "127.0.0.1", port: int = 0, trust_peers: bool = False
+    run_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    trust_peers: bool = False,
+    fast: bool = False,
 ) -> Database:
-    """initdb in a fresh directory, then postgres on a free loopback port. Trust auth for
-    loopback only (initdb's own pg_hba.conf); on another address, for that address too (this
-    machine's clients reach it there), and for the hosts of its own subnets only with
-    `trust_peers` (a Compose network, inside a container)."""
+    """initdb in a fresh directory, then postgres on a free loopback port, as durable as in
+    production (fsync and synchronous commit on) unless `fast`. Trust auth for loopback only
+    (initdb's own pg_hba.conf); on another address, for that address too (this machine's
+    clients reach it there), and for the hosts of its own subnets only with `trust_peers` (a
+    Compose network, inside a container)."""
     bindir = postgres_bindir()
     tmp = _private_dir("lab-pg-", "postgres")
     log = run_dir / "logs" / "postgres.log"
@@ -128,7 +135,8 @@ def start_postgres(
             with open(tmp / "data" / "pg_hba.conf", "a") as hba:
                 hba.write("host all all samenet trust\n" if trust_peers else _own(host))
         port = port or procs.free_port(host)
-        settings = [arg for s in PG_SETTINGS for arg in ("-c", s)]
+        chosen = (*PG_SETTINGS, *(PG_FAST if fast else ()))
+        settings = [arg for s in chosen for arg in ("-c", s)]
         argv = as_unprivileged(
             [
                 str(bindir / "postgres"),
@@ -279,9 +287,14 @@ ENV_NAMES = appenv.DB_VARIABLES  # the variables servers find the databases in
 
 @contextlib.contextmanager
 def running(
-    kinds: tuple[str, ...], run_dir: Path, given: tuple[Database, ...] = (), host: str = "127.0.0.1"
+    kinds: tuple[str, ...],
+    run_dir: Path,
+    given: tuple[Database, ...] = (),
+    host: str = "127.0.0.1",
+    fast: bool = False,
 ) -> Iterator[dict[str, str]]:
-    """Start each database kind not already `given`; yield the env that points servers at them.
+    """Start each database kind not already `given` (PostgreSQL without durability if `fast`);
+    yield the env that points servers at them.
 
     Everything started is stopped and removed when the block ends, however it ends.
     """
@@ -290,7 +303,10 @@ def running(
         have = {db.kind: db for db in given}
         for kind in kinds:
             if kind not in have:
-                have[kind] = (start_postgres if kind == "postgres" else start_redis)(run_dir, host)
+                if kind == "postgres":
+                    have[kind] = start_postgres(run_dir, host, fast=fast)
+                else:
+                    have[kind] = start_redis(run_dir, host)
                 started.append(have[kind])
         yield {ENV_NAMES[db.kind]: db.url for db in have.values()}
     finally:

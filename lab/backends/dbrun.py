@@ -10,13 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.backends import databases
+from lab.backends.dbdata import DataSpec, Snapshot
 from lab.config import appenv
 from lab.config.models import Knobs
 from lab.config.scenario import DB_ROUTES
+from lab.record.errors import LabError
 
 
 def needed(route: str, env: appenv.Env = ()) -> tuple[str, ...]:
@@ -49,15 +52,86 @@ def serving(
     allow_remote: bool = False,
     host: str = "127.0.0.1",
     app_env: appenv.Env = (),
+    data: DataSpec | None = None,
+    fast: bool = False,
 ) -> Iterator[dict[str, str]]:
-    """The databases the route or the app's --env needs (the user's, else started here),
-    exported to servers."""
+    """The databases the route or the app's --env needs (the user's, else started here;
+    PostgreSQL without durability only if `fast`), exported to servers. With `data` (a user's
+    app), its setup and seed run once and every `fresh_copy` is a copy of the result."""
     given = tuple(databases.user_database(url, allow_remote) for url in db_urls)
-    with databases.running(needed(route, app_env), run_dir, given, host) as env:
+    named = (*app_env, *(("", command) for command in (data.setup if data else ())))
+    with databases.running(needed(route, named), run_dir, given, host, fast) as env:
         if driver:
             env = {**env, "LAB_DB_DRIVER": driver}
         with exported(env):
-            yield env
+            snapshot = _prepared(data, given, env) if data is not None else None
+            served = Served(snapshot, "fast" if fast else "production", _lab_started(env, given))
+            _ACTIVE.append(served)
+            try:
+                yield env
+            finally:
+                _ACTIVE.remove(served)
+
+
+@dataclass(frozen=True)
+class Served:
+    """The databases a run is serving: the snapshot of the app's data (None: no user's app),
+    how durable the lab's PostgreSQL is, and the kinds the lab started."""
+
+    snapshot: Snapshot | None
+    durability: str
+    started: tuple[str, ...]
+
+
+_ACTIVE: list[Served] = []  # the databases being served, while they are
+
+
+def _lab_started(env: dict[str, str], given: tuple[databases.Database, ...]) -> tuple[str, ...]:
+    mine = {db.kind for db in given}
+    return tuple(k for k, n in databases.ENV_NAMES.items() if n in env and k not in mine)
+
+
+def _prepared(
+    data: DataSpec, given: tuple[databases.Database, ...], env: dict[str, str]
+) -> Snapshot:
+    """The lab-started databases with the app's setup and seed run once (the user's own
+    database, --db-url, is never set up, copied or written to by the lab)."""
+    mine = {db.kind for db in given}
+    if (data.setup or data.seed) and "postgres" in mine:
+        raise LabError(
+            "--db-setup and --db-seed run against the lab's own PostgreSQL; with --db-url your "
+            "database is used as it is"
+        )
+    started = {
+        kind: databases.Database(kind, env[name])
+        for kind, name in databases.ENV_NAMES.items()
+        if name in env and kind not in mine
+    }
+    snapshot = Snapshot(data, started.get("postgres"), started.get("redis"))
+    snapshot.prepare()
+    return snapshot
+
+
+def fresh_copy(label: str) -> dict[str, Any]:
+    """A fresh copy of the run's snapshot for `label` (a model and trial), exported to the
+    servers started next, and what the step's record says of it; {} where the run has none."""
+    snapshot = _ACTIVE[-1].snapshot if _ACTIVE else None
+    return snapshot.fresh(label) if snapshot is not None else {}
+
+
+def describe() -> dict[str, Any]:
+    """For the manifest: the databases the lab started, PostgreSQL's durability (`fast`: fsync,
+    synchronous commit and full-page writes off) and the snapshot every copy is made from;
+    {} where the run serves none."""
+    if not _ACTIVE or not _ACTIVE[-1].started:
+        return {}
+    served = _ACTIVE[-1]
+    said: dict[str, Any] = {"started": list(served.started)}
+    if "postgres" in served.started:
+        said["durability"] = served.durability
+    if served.snapshot is not None:
+        said["snapshot"] = served.snapshot.describe()
+    return said
 
 
 def pool_evidence(route: str, knobs: Knobs, users: int) -> dict[str, Any]:

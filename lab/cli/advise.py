@@ -19,6 +19,8 @@ from lab.advise.target import Slo
 from lab.backends import dbrun
 from lab.cli.app import check_user_app
 from lab.cli.options import (
+    DB_OPTIONS,
+    UPSTREAM_ROUTE,
     console,
     ensure_writable,
     positive,
@@ -53,6 +55,7 @@ RESUMABLE = (
     *("rps", "p99_ms", "error_rate", "models", "models_file"),
     *("delay_ms", "duration", "warmup", "budget_min"),
     *("generators", "remote_generators", "master", "front", "front_knobs"),
+    *("upstream_routes", "db_urls", "db_driver", "db_durability"),
 )
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
 # Each candidate sets processes and the pools: the base knobs start from the least of them, so no
@@ -105,8 +108,11 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
         "--allow-remote",
         is_flag=True,
         help="Allow a --master that is not on loopback, for generators on other machines "
-        "(the servers advised for stay on loopback). Only for machines you own.",
+        "(the servers advised for stay on loopback), and, with --app, a --db-url or app "
+        "connections that are not on loopback. Only for machines you own.",
     ),
+    UPSTREAM_ROUTE,
+    *DB_OPTIONS,
 )
 
 
@@ -157,7 +163,7 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         "knobs": {},
         "allow_remote": False,
     }
-    app_opts = {**opts, **fixed, "db_urls": (), "db_driver": None, "check_only": False}
+    app_opts = {**opts, **fixed, "allow_remote": opts["allow_remote"], "check_only": False}
     tables = console if opts["as_json"] else None  # stdout holds the advice's JSON alone
     checked = check_user_app(app_opts, registry, scenario, tables) if opts["app_target"] else None
     if checked is not None:
@@ -188,10 +194,13 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
     )
     expected = min(budget_s, 1.5 * plan.expected_seconds())
     env = scenario.app.env if scenario.app else ()
+    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
     with (
         exit_when_stopped(plan.run_dir, "lab advise"),
         stop_signals(),
-        dbrun.serving("", plan.run_dir, app_env=env),  # those the app's --env names
+        dbrun.serving(  # those the app's --env names, its schema and seed again
+            "", plan.run_dir, *dbs, data=checked.data if checked else None, fast=fast(opts)
+        ),
         ConsoleProgress(console, expected) as progress,
     ):
         advisor = Advisor(plan, backend, progress, slo, budget_s, say, recorded)
@@ -215,12 +224,19 @@ def advise_scenario(opts: dict[str, Any]) -> Scenario:
         delay_ms=opts["delay_ms"],
         duration_s=opts["duration"],
         warmup_s=opts["warmup"],
+        routes=tuple(opts.get("upstream_routes") or ()) or None,
     )
+
+
+def fast(opts: dict[str, Any]) -> bool:
+    return opts.get("db_durability") == "fast"
 
 
 def resumed_advice(ctx: click.Context) -> dict[str, Any]:
     """The manifest of the advise run to continue; options given again must be the recorded."""
     _, manifest = reopened(ctx.params["resume"])
+    if "app" in manifest.get("scenario", {}):
+        raise LabError(f"--resume {ctx.params['resume']}: an advise run of --app cannot be resumed")
     if "advise" not in manifest:
         raise LabError(f"--resume {ctx.params['resume']}: not a run of lab advise")
     same_options(ctx, manifest["invocation"], RESUMABLE)

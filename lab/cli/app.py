@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+from contextlib import suppress
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from lab.backends import dbrun
+from lab.backends.dbdata import DataSpec
 from lab.cli import appmix
 from lab.cli.options import console
 from lab.cli.stopping import stop_signals
@@ -29,6 +33,7 @@ class CheckedApp:
     models: tuple[Model, ...]  # each serving the user's app
     preflights: dict[str, Preflight]
     run: RunDir  # holds appcheck.json; the sweep continues in it
+    data: DataSpec  # the app's schema and seed: the sweep's databases are set up the same way
 
 
 def check_user_app(
@@ -38,35 +43,29 @@ def check_user_app(
     refuse it if they differ or fail. None with --check-only, else what to sweep. The check's
     tables go to `tables` (default: stdout).
 
-    The inputs (the options, the app's import) are checked first, with nothing started or
-    written (exit 2 when bad); the check itself is a measurement, not input validation: it starts
-    the servers and writes appcheck.json, and an app that fails it exits 1 (`NoAnswer`) with
-    that file kept as the evidence and nothing left running."""
-    if opts["backend"] != "native" or opts["resume"]:
-        raise LabError("--app runs with --backend native and cannot be resumed (run it again)")
+    The inputs (the options, --app's form) are checked first, with nothing started or written
+    (exit 2 when bad); the app is then imported with the run's services up (an import refused
+    there leaves nothing behind). The check itself is a measurement, not input validation: it
+    starts the servers and writes appcheck.json, and an app that fails it exits 1 (`NoAnswer`)
+    with that file kept as the evidence and nothing left running."""
+    if opts["backend"] != "native":
+        raise LabError("--app runs with --backend native")
     out = tables or Console()
     load = appmix.traffic(opts, scenario.paths)
     if load.log is not None:  # the log's mix and what it left out, before any load
         for table in appmix.render_log(load.log):
             out.print(table)
-    routes = load.routes
-    health = userapp.health_route(routes)
+    health = userapp.health_route(load.routes)
     env = app_env(opts, scenario)
-    timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
-    stand_ins = appenv.stand_ins(env)
-    app = userapp.inspect_app(opts["app_target"], opts["app_dir"], env, timeout, stand_ins)
-    names = opts["models"] or [m.name for m in registry.models.values() if m.app == app.kind]
-    models = registry.pick(list(names))
-    for model in models:
-        model.check_installed(registry.knobs.resolve(1))
-    knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(scenario.max_connections)
-    run = RunDir.create(opts["out"], "app")
+    userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
+    data = data_spec(opts, env)
+    resumed = opts.get("resume")  # checked again, into the run it continues
+    run = RunDir.existing(resumed) if resumed else RunDir.create(opts["out"], "app")
     options = appcheck.Options(
         opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream
     )
-    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
-    with stop_signals(), dbrun.serving("", run.path, *dbs):
-        result = appcheck.run(app, models, knobs, routes, load.load, load.probe, run.path, options)
+    checking = (opts, registry, scenario, env, load, run, options, data)
+    app, models, result = services_and_check(*checking)
     for table in appcheck.render(result):
         out.print(table)
     console.print(f"written: {run.path / 'appcheck.json'}")
@@ -82,7 +81,71 @@ def check_user_app(
         return None
     fitted = tuple(f[0] for m in models if (f := userapp.fit(app, m)) is not None)
     checks = {m.model: m.preflight() for m in result.models}
-    return CheckedApp(override(scenario, route="app", app=spec), fitted, checks, run)
+    scenario = override(scenario, route="app", app=spec)
+    if resumed:  # d stays the one measured when the run began
+        scenario = appmix.recorded_solo(scenario, run.manifest())
+    return CheckedApp(scenario, fitted, checks, run, data)
+
+
+def services_and_check(
+    opts: dict[str, Any],
+    registry: Registry,
+    scenario: Scenario,
+    env: appenv.Env,
+    load: appmix.Traffic,
+    run: RunDir,
+    options: appcheck.Options,
+    data: DataSpec,
+) -> tuple[userapp.UserApp, list[Model], appcheck.AppCheck]:
+    """With the run's databases and upstream up: import the app (calling its factory) in the
+    environment every server gets, real URLs, so an app that builds an engine or connects as it
+    starts is checked as it will run; then check it under every model. An app refused at its
+    import leaves no run directory (nothing ran)."""
+    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
+    fast = opts.get("db_durability") == "fast"
+    app = None
+    try:
+        with (
+            stop_signals(),
+            dbrun.serving("", run.path, *dbs, data=data, fast=fast),
+            appcheck.upstream(env, run.path, options) as upstream_url,
+        ):
+            dbrun.fresh_copy("the import check")
+            timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
+            environ = appenv.resolved(env, upstream_url)
+            target, app_dir = opts["app_target"], opts["app_dir"]
+            app = userapp.inspect_app(target, app_dir, env, timeout, environ)
+            kind = app.kind
+            names = opts["models"] or [m.name for m in registry.models.values() if m.app == kind]
+            models = registry.pick(list(names))
+            for model in models:
+                model.check_installed(registry.knobs.resolve(1))
+            knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(
+                scenario.max_connections
+            )
+            given = (knobs, load.routes, load.load, load.probe, run.path, options, upstream_url)
+            return app, models, appcheck.run(app, models, *given)
+    except LabError:
+        if app is None and not opts.get("resume"):
+            shutil.rmtree(run.path, ignore_errors=True)
+            with suppress(OSError):  # --out too, when this run was all it held
+                run.path.parent.rmdir()
+        raise
+
+
+def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:
+    """--db-setup and --db-seed, run in the app's directory with its import path."""
+    app_dir = opts["app_dir"].resolve() if opts["app_dir"] else None
+    seed = opts.get("db_seed")
+    if seed is not None and not seed.is_file():
+        raise LabError(f"--db-seed {seed}: no such file")
+    return DataSpec(
+        tuple(opts.get("db_setup") or ()),
+        seed.resolve() if seed else None,
+        app_dir or Path.cwd(),
+        env,
+        userapp.UserApp(opts["app_target"], "wsgi", app_dir, env).python_path(),
+    )
 
 
 def app_env(opts: dict[str, Any], scenario: Scenario) -> appenv.Env:

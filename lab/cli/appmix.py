@@ -12,7 +12,7 @@ from rich.table import Table
 from lab.config import accesslog, userapp
 from lab.config.accesslog import LogMix
 from lab.config.mix import MixRoute, shares, split_weight, weighted_ms
-from lab.config.scenario import AppSpec
+from lab.config.scenario import AppSpec, Scenario
 from lab.config.userapp import Route, UserApp
 from lab.record.errors import LabError
 
@@ -64,6 +64,16 @@ def app_spec(app: UserApp, load: Traffic, health: Route, solo: dict[str, float])
     labels = tuple(r.label for r in load.routes)
     spec = AppSpec(app.target, app.kind, labels, health.path, main.path, d, mix=load.mix)
     return replace(spec, method=main.method, body=main.body, headers=main.headers)
+
+
+def recorded_solo(scenario: Scenario, recorded: dict[str, Any]) -> Scenario:
+    """A resumed run's scenario with the app's d as the run recorded it (checked again, the
+    app answers in about the same time, never exactly): the rest of its steps are judged
+    against the same ideal as the first."""
+    solo = (recorded.get("scenario", {}).get("app") or {}).get("solo_ms")
+    if scenario.app is None or not isinstance(solo, int | float):
+        return scenario
+    return replace(scenario, app=replace(scenario.app, solo_ms=float(solo)))
 
 
 def weights(load: Traffic) -> dict[str, float]:

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from lab.config.models import parse_knobs
 from lab.record.errors import LabError, Refused
+from servers.common import DB_DRIVERS
 
 RESULTS_DIR = Path("results")
 
@@ -122,6 +123,57 @@ def positive(_: object, param: click.Parameter, value: float | None) -> float | 
     return value
 
 
+# `lab run` and `lab advise`: the mock upstream's routes, and the databases.
+UPSTREAM_ROUTE = click.option(
+    "--upstream-route",
+    "upstream_routes",
+    multiple=True,
+    metavar="RULE",
+    help="The mock upstream's answer on one route, [METHOD ]/PATH=DELAY[ STATUS[ BODY]], e.g. "
+    "'POST /v1/charges=250ms' or '/v1/users/*=30ms 404' (repeatable; replaces the scenario's "
+    "[upstream] routes); every other path waits --delay-ms.",
+)
+DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+    click.option(
+        "--db-url",
+        "db_urls",
+        multiple=True,
+        metavar="URL",
+        help="Your own database (postgresql://... or redis://...) instead of one the lab starts "
+        "(repeatable); loopback only unless --allow-remote.",
+    ),
+    click.option(
+        "--db-setup",
+        "db_setup",
+        multiple=True,
+        metavar="COMMAND",
+        help="With --app: a command run once against the lab's databases before the check, in "
+        "the app's directory and environment, placeholders too (repeatable, in order), e.g. "
+        "'flask db upgrade' or 'psql {postgres_url} -f seed.sql'; every model then starts from "
+        "a fresh copy of the result.",
+    ),
+    click.option(
+        "--db-seed",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --app: a plain SQL file or a pg_dump custom archive loaded after --db-setup.",
+    ),
+    click.option(
+        "--db-durability",
+        type=click.Choice(["production", "fast"]),
+        default="production",
+        show_default=True,
+        help="The lab's PostgreSQL: production keeps fsync and synchronous commit on; fast turns "
+        "them and full-page writes off (writes cost less than in production; named in the "
+        "record and the summary).",
+    ),
+    click.option(
+        "--db-driver",
+        type=click.Choice(list(DB_DRIVERS)),
+        help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
+    ),
+)
+
+
 class Renamed(click.Option):
     """A retired spelling of an option, hidden: what it is given goes to the option it was renamed
     to, with a one-line warning naming the new spelling, so old command lines keep working and
@@ -225,8 +277,12 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--upstream-processes": ("upstream", "processes of the mock upstream"),
     "--engine": ("upstream", "the upstream's HTTP implementation"),
     # databases
-    "--db-url": ("run", "a database of your own instead of one the lab starts"),
-    "--db-driver": ("run", "the PostgreSQL driver of the lab's app"),
+    "--db-url": ("run advise", "a database of your own instead of one the lab starts"),
+    "--db-driver": ("run advise", "the PostgreSQL driver of the lab's app"),
+    "--db-setup": ("run advise", "a command that sets up --app's schema and data"),
+    "--db-seed": ("run advise", "a SQL file or pg_dump archive loaded into --app's database"),
+    "--db-durability": ("run advise", "whether the lab's PostgreSQL writes as production does"),
+    "--upstream-route": ("run advise upstream", "the mock upstream's answer on one route"),
     # your own app
     "--app": ("run advise", "your own WSGI or ASGI app, MODULE:ATTR"),
     "--app-dir": ("run advise", "the directory to import --app from"),

@@ -24,11 +24,13 @@ def encode_invocation(opts: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> 
 
 def decode_invocation(recorded: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> dict[str, Any]:
     opts = {k: v for k, v in recorded.items() if k in keys}
-    for key in ("models", "levels", "rates"):
+    lists = ("models", "levels", "rates", "upstream_routes", "db_urls", "db_setup", "log_methods")
+    for key in (*lists, "app_paths", "app_headers", "app_env"):
         if opts.get(key) is not None:
             opts[key] = tuple(opts[key])
-    if opts.get("models_file") is not None:
-        opts["models_file"] = Path(opts["models_file"])
+    for key in ("models_file", "app_dir", "db_seed", "access_log"):
+        if opts.get(key) is not None:
+            opts[key] = Path(opts[key])
     return opts
 
 
@@ -65,9 +67,10 @@ def resumed_run(ctx: click.Context) -> dict[str, Any]:
 
 
 def reopened(run_dir: Path) -> tuple[RunDir, dict[str, Any]]:
-    """A recorded run that can be continued, and its manifest: readable, not an --app run (its
-    checks are not recorded), not running, with the invocation that started it; unreadable lines
-    of its records are moved aside first (their steps are then missing, and measured again)."""
+    """A recorded run that can be continued, and its manifest: readable, not running, with the
+    invocation that started it (an --app run's app options too: it is checked again before it
+    continues); unreadable lines of its records are moved aside first (their steps are then
+    missing, and measured again)."""
     try:
         run = RunDir.existing(run_dir)
         manifest = run.manifest()
@@ -75,8 +78,8 @@ def reopened(run_dir: Path) -> tuple[RunDir, dict[str, Any]]:
         run.rows("preflight.jsonl")
     except LabError as e:
         raise LabError(f"--resume: {e}") from None
-    if "app" in manifest.get("scenario", {}):
-        raise LabError(f"--resume {run_dir}: a run of --app cannot be resumed; run it again")
+    if "app" in manifest.get("scenario", {}) and "app_target" not in manifest.get("invocation", {}):
+        raise LabError(f"--resume {run_dir}: an --app run of an older lab cannot be resumed")
     owner = procs.PidRecord.read(run_dir / "pids" / procs.OWNER_PID_FILE)
     if owner is not None and owner.is_running():
         raise Refused(f"--resume {run_dir}: a lab process (pid {owner.pid}) is still running it")

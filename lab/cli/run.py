@@ -87,6 +87,8 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         opts["allow_remote"],
         scenario.host,
         scenario.app.env if scenario.app else (),
+        data=checked.data if checked else None,  # the app's schema and seed, again
+        fast=opts["db_durability"] == "fast",
     )
     sweep_and_summarise(plan, backend, recorded, databases)
 
@@ -175,6 +177,7 @@ def scenario_from(opts: dict[str, Any]) -> Scenario:
         load_scenario(opts["scenario_name"]),
         **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
         pin_cpus=False if opts["no_pin"] else None,
+        routes=tuple(opts.get("upstream_routes") or ()) or None,  # the upstream's, if given
     )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
     return scenario

@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 from lab.cli.options import (
+    DB_OPTIONS,
+    UPSTREAM_ROUTE,
     from_scenario,
     int_list,
     knob_pairs,
@@ -22,7 +24,6 @@ from lab.cli.options import (
 from lab.config import appenv
 from lab.config.accesslog import TOP_ROUTES
 from lab.config.scenario import ROUTES, builtin_names, load_scenario
-from servers.common import DB_DRIVERS
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
 SCENARIO_OPTIONS = {
@@ -49,6 +50,8 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "access-log": "access_log",
     "log-top": "log_top",
     "log-methods": "log_methods",
+    "db-setup": "db_setup",
+    "db-seed": "db_seed",
 }
 
 
@@ -82,6 +85,11 @@ RESUMABLE = (
     "master",
     "front",
     "front_knobs",
+    "upstream_routes",
+    "db_durability",
+    *APP_ONLY.values(),  # an --app run resumes with its app, checked again first
+    "app_target",
+    "db_urls",
 )
 
 
@@ -122,14 +130,17 @@ APP_OPTIONS = (  # --app and what goes with it
         "--app",
         "app_target",
         metavar="MODULE:ATTR",
-        help="Your own WSGI or ASGI app, e.g. myapp.web:app: checked under every model that can "
-        "serve it (answers compared, concurrency probed), then swept on its load route or "
-        "its traffic mix (weighted --path, or --access-log) [default: none: the lab's own app].",
+        help="Your own WSGI or ASGI app, e.g. myapp.web:app, or its factory with literal "
+        "arguments, e.g. 'myapp:create_app()' (called once in each server process): checked "
+        "under every model that can serve it (answers compared, concurrency probed), then "
+        "swept on its load route or its traffic mix (weighted --path, or --access-log) "
+        "[default: none: the lab's own app].",
     ),
     click.option(
         "--app-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="Directory to import --app from [default: the current directory].",
+        help="Directory to import --app from; the import check and every server run in it"
+        " [default: the current directory].",
     ),
     click.option(
         "--path",
@@ -306,25 +317,14 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help=f"Repeats of every level, interleaved across models {from_scenario(QUICK.trials)}.",
     ),
     DELAY_MS,
+    UPSTREAM_ROUTE,
     click.option(
         "--route",
         type=click.Choice(list(ROUTES)),
         help="What each request does; db and cache wait in PostgreSQL and Redis "
         f"(started for the run) {from_scenario(QUICK.route)}.",
     ),
-    click.option(
-        "--db-url",
-        "db_urls",
-        multiple=True,
-        metavar="URL",
-        help="Your own database (postgresql://... or redis://...) instead of one the lab starts "
-        "(repeatable); loopback only unless --allow-remote.",
-    ),
-    click.option(
-        "--db-driver",
-        type=click.Choice(list(DB_DRIVERS)),
-        help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
-    ),
+    *DB_OPTIONS,
     click.option(
         "--knob",
         "knobs",

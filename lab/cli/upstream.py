@@ -15,6 +15,7 @@ import click
 
 from lab.cli.options import port_option, renamed
 from lab.cli.stopping import foreground
+from lab.config import upstreamroute
 from lab.config.scenario import LIMITS
 from lab.system import procs, safety
 from lab.system.resources import CODE_ROOT
@@ -81,6 +82,14 @@ DEFAULT_UPSTREAM_PORT = 18081
     help="fast: asyncio protocol on uvloop + httptools; aiohttp: the fallback; auto: fast if "
     "installed.",
 )
+@click.option(
+    "--upstream-route",
+    "routes",
+    multiple=True,
+    metavar="RULE",
+    help="One route's answer, [METHOD ]/PATH=DELAY[ STATUS[ BODY]], e.g. "
+    "'POST /v1/charges=250ms' (repeatable); every other path waits --delay-ms.",
+)
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host.")
 def upstream(
     port: int,
@@ -92,9 +101,11 @@ def upstream(
     stall_ms: float,
     processes: int,
     engine: str,
+    routes: tuple[str, ...],
     allow_remote: bool,
 ) -> None:
-    """Run the mock upstream in the foreground (GET /delay?ms=N, /stats, POST /stats/reset)."""
+    """Run the mock upstream in the foreground (any path waits; GET /delay?ms=N, /stats, POST
+    /stats/reset)."""
     safety.check_host(host, "--host", allow_remote=allow_remote)
     procs.ensure_port_free(host, port, "upstream")  # busy: Refused, exit 3
     argv = [
@@ -119,6 +130,7 @@ def upstream(
         str(processes),
         "--engine",
         engine,
+        *(["--routes", upstreamroute.as_json(routes)] if routes else []),
     ]
     print(
         f"lab upstream on http://{host}:{port} (Ctrl-C stops)\n  {shlex.join(argv)}",

@@ -97,13 +97,6 @@ def resolved(env: Env, upstream_url: str) -> dict[str, str]:
     return {name: resolve(value, upstream_url, os.environ) for name, value in env}
 
 
-def stand_ins(env: Env) -> dict[str, str]:
-    """The environment for importing the app before the lab's services run: each placeholder
-    resolved to the discard port on loopback (an import reads settings; it should not call)."""
-    discard = {name: f"{kind}://127.0.0.1:9/" for kind, name in DB_VARIABLES.items()}
-    return {name: resolve(value, "http://127.0.0.1:9", discard) for name, value in env}
-
-
 def words() -> str:
     """The placeholders in one line, for --help."""
     return "; ".join(f"{{{p}}} {what}" for p, what in PLACEHOLDERS.items())

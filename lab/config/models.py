@@ -116,6 +116,8 @@ class Model:
     python: str = ""  # interpreter to run under in a lab-made venv; "" = the lab's own
     bridge: str = ""  # how an ASGI server reaches a WSGI app ("" = it serves its app natively)
     front: str = ""  # "nginx": served behind it (lab/front); "" = bare, clients reach the server
+    cwd: str = ""  # where the server runs: a user's app's directory; "" = the lab's code root
+    limits: tuple[KnobLimit, ...] = ()
 
     def runs_app(self) -> str:
         """`runs_app()` of this model: a model fitted to a user's app (`target`) serves an app of
@@ -132,8 +134,6 @@ class Model:
         if not self.python:
             return interpreters.own_bindir()
         return interpreters.venv_dir(self.python, self.requirements()) / "bin"
-
-    limits: tuple[KnobLimit, ...] = ()
 
     def knobs_for(self, knobs: Knobs) -> Knobs:
         """The (resolved) knobs this model runs with: raised to its minimums, checked against

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lab.config import appenv
+from lab.config import appenv, upstreamroute
 from lab.config.mix import MixRoute
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError, Refused
@@ -49,12 +49,14 @@ class UpstreamSpec:
     error_rate: float = 0.0
     stall_rate: float = 0.0
     stall_ms: float = 0.0
+    routes: tuple[str, ...] = ()  # per-route rules (lab.config.upstreamroute), as given
 
     def argv_flags(self) -> list[str]:
         return [
             *["--delay-ms", str(self.delay_ms), "--distribution", self.distribution],
             *["--error-rate", str(self.error_rate), "--stall-rate", str(self.stall_rate)],
             *["--stall-ms", str(self.stall_ms)],
+            *(["--routes", upstreamroute.as_json(self.routes)] if self.routes else []),
         ]
 
 
@@ -210,6 +212,7 @@ class Scenario:
         for name in ("delay_ms", "stall_ms", "error_rate", "stall_rate"):
             top = LIMITS.get(name, 1)  # the rates are fractions
             in_range(getattr(up, name), 0, top, f"{where}: upstream.{name}")
+        upstreamroute.check(tuple(up.routes), f"{where}: upstream.routes")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{where}: {port} must be 0-65535")
@@ -306,6 +309,7 @@ UPSTREAM_TYPES: dict[str, type | tuple[type, ...]] = {
     "error_rate": _NUMBER,
     "stall_rate": _NUMBER,
     "stall_ms": _NUMBER,
+    "routes": list,
 }
 
 
@@ -325,6 +329,8 @@ def load_scenario(name_or_path: str) -> Scenario:
             )
     data = check_table(load_toml(path), str(path), SCENARIO_TYPES)
     upstream = check_table(data.pop("upstream", {}), f"{path}: [upstream]", UPSTREAM_TYPES)
+    if "routes" in upstream:
+        upstream["routes"] = tuple(upstream["routes"])
     for key in ("models", "levels", "rates", "paths"):
         if key in data:
             data[key] = tuple(data[key])

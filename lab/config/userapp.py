@@ -3,12 +3,17 @@
 The app is imported once in a child process before any server starts, so a module that does not
 import or an attribute that is no WSGI/ASGI callable gets a one-line error and nothing else runs.
 Servers import it themselves, after their own gevent monkey-patching, exactly as the lab's app.
+An app built by a factory (`package.module:create_app()`, literal arguments as gunicorn takes
+them) is built once in each server process by servers/user_factory.py, under every model alike;
+a factory given without `()` is recognised and refused with the fix, never served as an app.
 A WSGI app runs under an asyncio model only through the declared bridge (servers/user_bridge.py),
-and every such model is marked `bridged`.
+and every such model is marked `bridged`. Servers and the import check run in the app's
+directory, so its relative paths (a SQLite file, templates, a `.env`) mean what they mean there.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -22,25 +27,50 @@ from lab.config import appenv
 from lab.config.models import BUILTIN_MODELS, Model
 from lab.record.errors import LabError
 
-TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+TARGET = re.compile(r"^([A-Za-z_][\w.]*):([A-Za-z_]\w*)(\(.*\))?$", re.DOTALL)
+TARGET_WORDS = "expected package.module:attribute or package.module:factory(), e.g. myapp.web:app"
+FACTORY = "servers.user_factory:app"  # what every model serves for an app built by its factory
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 HEADER = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*)$")
 BRIDGE = "servers.user_bridge:app"
 BRIDGE_WORDS = "asgiref's WsgiToAsgi (servers/user_bridge.py)"
 IMPORT_TIMEOUT_S = 60.0
 
-# Imports the app in a child and prints its kind: an `async def __call__` is ASGI, else WSGI.
+# Imports the app in a child (calling its factory, argv[2], if given) and prints its kind: an
+# `async def __call__` is ASGI, else WSGI. A plain function that cannot take (environ,
+# start_response), or can take nothing at all, builds an app: it is a factory, never an app.
 _INSPECT = """
-import importlib, inspect, json, sys
+import ast, importlib, inspect, json, sys
+def say(**found):
+    print(json.dumps(found)); sys.exit()
+def words(e):
+    return f"{type(e).__name__}: {e}".splitlines()[0]
 module, _, attribute = sys.argv[1].partition(":")
 try:
     obj = getattr(importlib.import_module(module), attribute)
 except Exception as e:
-    print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0]})); sys.exit()
+    say(error=words(e))
+if sys.argv[2]:
+    args, kwargs = ast.literal_eval(sys.argv[2])
+    if not callable(obj):
+        say(error=f"{attribute} is a {type(obj).__name__}, not a factory to call")
+    try:
+        obj = obj(*args, **kwargs)
+    except Exception as e:
+        say(raised=words(e))
+elif inspect.isfunction(obj) and not inspect.iscoroutinefunction(obj):
+    def binds(*given):
+        try:
+            inspect.signature(obj).bind(*given)
+            return True
+        except TypeError:
+            return False
+    if binds() or not binds(1, 2):
+        say(factory=True)
 call = getattr(obj, "__call__", None)
 asgi = inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call)
 kind = "asgi" if asgi else "wsgi" if callable(obj) and not inspect.isclass(obj) else ""
-print(json.dumps({"kind": kind, "type": type(obj).__name__}))
+say(kind=kind, type=type(obj).__name__)
 """
 
 
@@ -50,6 +80,24 @@ class UserApp:
     kind: str  # "wsgi" or "asgi"
     app_dir: Path | None = None  # put first on the servers' import path
     env: appenv.Env = ()  # --env: placeholders resolved as each server starts
+    factory: str = ""  # a factory's literal arguments, repr((args, kwargs)); "" = an app object
+    home: Path | None = None  # where servers and the import check run: --app-dir, else here
+
+    def object_name(self) -> str:
+        """`module:attribute` without the factory's call."""
+        return self.target.partition("(")[0]
+
+    def served(self) -> tuple[str, dict[str, str]]:
+        """What every model serves, and what it needs in its environment: the app itself, or
+        servers/user_factory.py calling the factory once per server process (uWSGI's workers
+        after the fork, as its `lazy-apps`)."""
+        if not self.factory:
+            return self.target, {}
+        return FACTORY, {
+            "LAB_APP_FACTORY": self.object_name(),
+            "LAB_APP_FACTORY_ARGS": self.factory,
+            "UWSGI_LAZY_APPS": "1",
+        }
 
     def python_path(self) -> str:
         """The app's directory, the user's own PYTHONPATH (--env), then the lab's code."""
@@ -111,6 +159,43 @@ def _header(text: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+def parse_target(target: str) -> tuple[str, str]:
+    """`--app` as `module:attribute` and, for a factory, its literal arguments as
+    `repr((args, kwargs))` (gunicorn's rule: literals only, parsed, never evaluated); "" for an
+    app object. LabError naming what is wrong."""
+    match = TARGET.match(target.strip())
+    if match is None:
+        raise LabError(f"--app {target!r}: {TARGET_WORDS}")
+    module, attribute, call = match.groups()
+    if call is None:
+        return f"{module}:{attribute}", ""
+    bad = (
+        f"--app {target!r}: a factory's arguments must be literals (strings, numbers, True, "
+        "False, None, lists, dicts), e.g. myapp:create_app('production', debug=False)"
+    )
+    try:
+        node = ast.parse(attribute + call, mode="eval").body
+    except SyntaxError:
+        raise LabError(bad) from None
+    if (
+        not isinstance(node, ast.Call)
+        or not isinstance(node.func, ast.Name)
+        or any(isinstance(a, ast.Starred) for a in node.args)
+        or any(k.arg is None for k in node.keywords)
+    ):
+        raise LabError(bad)
+    try:
+        args = tuple(ast.literal_eval(a) for a in node.args)
+        kwargs = {str(k.arg): ast.literal_eval(k.value) for k in node.keywords}
+        text = repr((args, kwargs))
+        same = ast.literal_eval(text) == (args, kwargs)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise LabError(bad) from None
+    if not same:  # a value whose repr is no literal (inf, nan)
+        raise LabError(bad)
+    return f"{module}:{attribute}", text
+
+
 def inspect_app(
     target: str,
     app_dir: Path | None,
@@ -118,22 +203,24 @@ def inspect_app(
     timeout_s: float = IMPORT_TIMEOUT_S,
     environ: dict[str, str] | None = None,
 ) -> UserApp:
-    """Import the app in a child process, with its environment (`environ`: `env` resolved);
-    LabError naming what to fix if it is not servable."""
-    if not TARGET.match(target):
-        raise LabError(f"--app {target!r}: expected package.module:attribute, e.g. myapp.web:app")
+    """Import the app in a child process, in the app's directory, with its environment
+    (`environ`: `env` resolved against the run's services); a factory is called there, as each
+    server will. LabError naming what to fix if it is not servable."""
+    name, factory = parse_target(target)
     if app_dir is not None and not app_dir.is_dir():
         raise LabError(f"--app-dir {app_dir}: not a directory")
-    app = UserApp(target, "wsgi", app_dir.resolve() if app_dir else None, env)
+    given_dir = app_dir.resolve() if app_dir else None
+    home = given_dir or Path.cwd()
+    app = UserApp(target.strip(), "wsgi", given_dir, env, factory, home)
     given = environ if environ is not None else dict(env)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _INSPECT, target],
+            [sys.executable, "-c", _INSPECT, name, factory],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             env={**os.environ, **given, "PYTHONPATH": app.python_path()},
-            cwd=app.app_dir or Path.cwd(),
+            cwd=home,
             check=False,
         )
     except subprocess.TimeoutExpired:
@@ -144,28 +231,45 @@ def inspect_app(
     if not lines:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise LabError(f"--app {target}: importing it crashed the interpreter ({last})")
-    found = json.loads(lines[-1])
+    return replace(app, kind=_kind(app, json.loads(lines[-1])))
+
+
+def _kind(app: UserApp, found: dict[str, Any]) -> str:
+    """The app's kind from what the import child found; LabError saying what to fix."""
+    target, name = app.target, app.object_name()
     if "error" in found:
-        hint = "" if app_dir else " (use --app-dir DIR if it is not on the import path)"
+        hint = "" if app.app_dir else " (use --app-dir DIR if it is not on the import path)"
         raise LabError(f"--app {target}: cannot import it: {found['error']}{hint}")
-    if not found["kind"]:
+    if "raised" in found:
+        raise LabError(f"--app {target}: the factory raised {found['raised']}")
+    if found.get("factory"):
+        attribute = name.partition(":")[2]
         raise LabError(
-            f"--app {target}: a {found['type']} is not a WSGI or ASGI application callable"
+            f"--app {target}: {attribute} is a function that builds the app (a factory), not a "
+            f"WSGI or ASGI app; call it: --app '{name}()'"
         )
-    return replace(app, kind=found["kind"])
+    if not found["kind"]:
+        kind = found["type"]
+        said = f"{name}() returned a {kind}, which" if app.factory else f"a {kind}"
+        raise LabError(f"--app {target}: {said} is not a WSGI or ASGI application callable")
+    return str(found["kind"])
 
 
 def fit(app: UserApp, model: Model) -> tuple[Model, bool] | None:
     """The model serving the user's app, and whether through the bridge; None if it cannot.
 
     An ASGI app cannot run under a WSGI server at all; a WSGI app under an asyncio server only
-    through the declared one-thread bridge.
+    through the declared one-thread bridge. Either way the server runs in the app's directory.
     """
-    env = dict(model.env) | dict(app.env) | {"PYTHONPATH": app.python_path()}
+    served, needs = app.served()
+    env = dict(model.env) | dict(app.env) | {"PYTHONPATH": app.python_path()} | needs
+    cwd = str(app.home or "")
     if app.kind == model.app:
-        return replace(model, target=app.target, env=tuple(sorted(env.items()))), False
+        return replace(model, target=served, env=tuple(sorted(env.items())), cwd=cwd), False
     if app.kind == "asgi":
         return None
-    env["LAB_BRIDGED_APP"] = app.target
-    bridged = replace(model, target=BRIDGE, env=tuple(sorted(env.items())), bridge=BRIDGE_WORDS)
+    env["LAB_BRIDGED_APP"] = served
+    bridged = replace(
+        model, target=BRIDGE, env=tuple(sorted(env.items())), bridge=BRIDGE_WORDS, cwd=cwd
+    )
     return bridged, True

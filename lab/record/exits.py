@@ -67,7 +67,8 @@ ROWS = (
     Exit(
         (USAGE,),
         "usage error: a bad option, value, scenario or models file, an `--app` that does not "
-        "import (click's convention); nothing is started or written",
+        "import (click's convention); nothing is left running or written (an `--app` is imported "
+        "with the run's databases and upstream up, stopped and removed with it)",
         ("usage", "app-does-not-import", "run-bad-db-url"),
     ),
     Exit(

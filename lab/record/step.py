@@ -239,6 +239,12 @@ class StepRecord:
     # weight, share, counts and latency (p50 ... max of its answers; {}: none), read from its
     # own HdrHistogram (`histogram`, the interval tagged `tag`); {}: one route, the step's.
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The mock upstream's calls in the window per route (`GET /delay`, `POST /v1/charges`): how
+    # many, per request of the step, and their mean wait ({}: none, or unknown).
+    upstream_calls: dict[str, dict[str, float]] = field(default_factory=dict)
+    # A user's app: the most connections its server's processes held at once to each of the
+    # lab's services (postgres, redis, upstream) during the step: its own pools ({}: not read).
+    app_connections: dict[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> StepKey:

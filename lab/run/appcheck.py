@@ -13,15 +13,19 @@ fast to time overlap on is noted, not refused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
+import os
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from rich.table import Table
 
+from lab.backends import dbrun
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
@@ -43,6 +47,11 @@ HINTS = {
     "inside an async view",
     "thread": "fewer threads than requests, or a lock held while waiting",
     "process": "one request per process: add processes",
+    # a gevent model that serialised while its processes held connections to the lab's
+    # PostgreSQL: the driver is the likeliest blocking call
+    "postgres_greenlet": "the PostgreSQL driver blocks the gevent hub while it waits (psycopg2 "
+    "is C: gevent cannot patch it): call psycogreen.gevent.patch_psycopg() as the app starts, "
+    "use psycopg 3 (gevent-aware), or serve the app with a threaded model",
 }
 
 
@@ -212,17 +221,26 @@ def check_model(
         result.error = f"did not start ({e}); {last}"
         return result
     try:
-        with outbound.watching(server.proc.pid) as seen:
+        pid = server.proc.pid
+        with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
             result.answers = learnt.answers(server.url, routes)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
             _probe(
                 result, model, knobs, server.url, probe or mixcheck.slowest(load, result.solo_ms)
             )
+        if result.serialized and model.unit == "greenlet" and held.get("postgres"):
+            result.hint = HINTS["postgres_greenlet"]
         environ = outbound.environment(server.proc.pid)
         result.remote = [outbound.advice(r, environ) for r in sorted(seen)]
     finally:
         server.stop()
     return result
+
+
+def _postgres() -> dict[int, str]:
+    """The lab's PostgreSQL's port, where the run serves one (lab.backends.dbrun exports it)."""
+    port = urllib.parse.urlsplit(os.environ.get("LAB_DB_URL", "")).port
+    return {port: "postgres"} if port else {}
 
 
 def _probe(result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route) -> None:
@@ -259,11 +277,13 @@ def run(
     probe: Route | None,
     run_dir: Path,
     options: Options | None = None,
+    upstream_url: str | None = None,
 ) -> AppCheck:
     """Check the app under every model that can serve it; written to run_dir/appcheck.json.
     `load`: the routes the sweep loads (one, or a mix); `probe`: the route probed, None for
     the slowest loaded one, as the first model that answers times them (then the same for
-    every model). The lab's mock upstream runs beside it where the app's --env names it."""
+    every model). The lab's mock upstream runs beside it where the app's --env names it
+    (`upstream_url`: one already running, as for the import check)."""
     options = options or Options()
     fitted = [(m.name, fit(app, m)) for m in models]
     unfit = [name for name, f in fitted if f is None]
@@ -276,11 +296,13 @@ def run(
     learnt = Learnt(options.compare)
     checks: list[ModelCheck] = []
     try:
-        upstream_url = NO_UPSTREAM
-        if any("{upstream_" in value for _, value in app.env):
-            upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
+        if upstream_url is None:
+            upstream_url = NO_UPSTREAM
+            if names_upstream(app.env):
+                upstream_url = backend.start_upstream(options.upstream, procs.free_port()).url
         backend.ready_path = health_route(routes).path
         for model, bridged in (f for _, f in fitted if f is not None):
+            dbrun.fresh_copy(f"{model.name} (check)")  # each model from the same data
             args = (knobs, routes, load, probe, upstream_url, learnt)
             checks.append(check_model(backend, model, bridged, *args))
             if probe is None and (times := checks[-1].solo_ms):
@@ -293,6 +315,24 @@ def run(
     result = AppCheck(app.target, probed, tuple(checks), found, options.compare, learnt.varied())
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
+
+
+def names_upstream(env: tuple[tuple[str, str], ...]) -> bool:
+    return any("{upstream_" in value for _, value in env)
+
+
+@contextlib.contextmanager
+def upstream(env: tuple[tuple[str, str], ...], run_dir: Path, options: Options) -> Iterator[str]:
+    """The lab's mock upstream for the import check and the check, where the app's environment
+    names it (else the discard port), stopped when the block ends."""
+    if not names_upstream(env):
+        yield NO_UPSTREAM
+        return
+    backend = NativeBackend(run_dir, CpuLayout(), ready_timeout_s=options.start_timeout_s)
+    try:
+        yield backend.start_upstream(options.upstream, procs.free_port()).url
+    finally:
+        backend.close()
 
 
 def render(result: AppCheck) -> list[Table]:

@@ -93,6 +93,7 @@ def resumed_manifest(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[st
     Knobs recorded under an old name (`workers`, before `concurrency`) compare as the new one."""
     knobs = canonical_knobs(recorded.get("knobs") or {}, "manifest.json: knobs")
     recorded = {**recorded, "knobs": knobs} if "knobs" in recorded else recorded
+    fresh = json.loads(json.dumps(fresh, default=str))  # as recorded: lists, not tuples
     changed = [k for k in COMPARED_ON_RESUME if recorded.get(k) != fresh.get(k)]
     if changed:
         details = "; ".join(_first_difference(recorded.get(k), fresh.get(k), k) for k in changed)

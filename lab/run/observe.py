@@ -73,7 +73,13 @@ class Upstream:
             stats = json.loads(raw)
             mean, top = stats.get("loop_lag_mean_ms", -1), stats.get("loop_lag_max_ms", -1)
             served = int(stats.get("served", -1))
-            return UpstreamWindow(int(stats["max_inflight"]), float(mean), float(top), served)
+            routes = tuple(
+                (str(route), int(said["calls"]), float(said["mean_ms"]))
+                for route, said in dict(stats.get("routes") or {}).items()
+            )
+            return UpstreamWindow(
+                int(stats["max_inflight"]), float(mean), float(top), served, routes
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return UpstreamWindow()
 
@@ -84,6 +90,17 @@ class UpstreamWindow:
     lag_ms: float = -1.0  # mean lateness of its event loop's 10 ms ticks
     lag_max_ms: float = -1.0
     served: int = -1  # requests it answered in the window (-1: unknown)
+    routes: tuple[tuple[str, int, float], ...] = ()  # (METHOD /path, calls, mean wait in ms)
+
+    def calls(self, requests: int) -> dict[str, dict[str, float]]:
+        """Each route's calls, calls per request of the step and mean wait: "the upstream is
+        slow" (mean_ms) told apart from "the app calls it three times" (per_request)."""
+        if requests <= 0:
+            return {}
+        return {
+            route: {"calls": calls, "per_request": round(calls / requests, 3), "mean_ms": ms}
+            for route, calls, ms in self.routes
+        }
 
 
 @dataclass

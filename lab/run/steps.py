@@ -9,12 +9,14 @@ the generator or the host was saturated). What it raises becomes the step's flag
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from lab.backends.base import Backend, Server
 from lab.config.models import Model
@@ -25,7 +27,7 @@ from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
 from lab.run.plan import Plan
-from lab.system import http_client, procs, safety
+from lab.system import http_client, outbound, procs, safety
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
@@ -116,7 +118,11 @@ class StepRunner:
         capacity = self.capacity(server, model)
         front_log = getattr(server, "front_log", None)  # nginx's error log, with a front
         outcome = Outcome()
-        with self._generator(start) as (gen, watchdog), self._hlog(key, warmup) as hlog:
+        with (
+            self._generator(start) as (gen, watchdog),
+            self._hlog(key, warmup) as hlog,
+            self._pools(server) as held,
+        ):
             cpus = self.backend.loadgen_cpus()
             samplers = Samplers.of(server, self.upstream.server, cpus, gen.proc.pid)
             try:
@@ -139,7 +145,21 @@ class StepRunner:
         raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
         if front_log is not None and (said := front_log.since()):
             raised.append(Raised("front_limited", said))
-        return self._record(key, point, outcome, samplers, raised, context, capacity)
+        return self._record(key, point, outcome, samplers, raised, context, capacity, held)
+
+    def _pools(self, server: Server) -> contextlib.AbstractContextManager[dict[str, int]]:
+        """A user's app: the connections its server's processes hold to the lab's PostgreSQL,
+        Redis and upstream, read during the step (the app's own pools); nothing otherwise."""
+        proc = getattr(server, "proc", None)
+        if self.s.app is None or proc is None:
+            return contextlib.nullcontext({})
+        urls = {
+            "postgres": os.environ.get("LAB_DB_URL", ""),
+            "redis": os.environ.get("LAB_REDIS_URL", ""),
+            "upstream": self.upstream.url,
+        }
+        ports = {urlsplit(u).port: name for name, u in urls.items() if u and urlsplit(u).port}
+        return outbound.holding(proc.pid, {p: n for p, n in ports.items() if p})
 
     @contextlib.contextmanager
     def _generator(self, start: Start) -> Iterator[tuple[Generator, Watchdog]]:
@@ -211,6 +231,7 @@ class StepRunner:
         raised: list[Raised],
         context: dict[str, Any] | None,
         capacity: Capacity,
+        held: dict[str, int] | None = None,
     ) -> StepRecord:
         measured = measured_from(outcome.done)
         if self.s.app is not None and self.s.app.mix:  # each route's histogram and figures
@@ -236,6 +257,8 @@ class StepRunner:
             context={**(context or {}), **_fleet(outcome)},
             generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
+        calls = window.calls(measured.requests)
+        record = replace(record, upstream_calls=calls, app_connections=dict(held or {}))
         return assessed(record, capacity)
 
     def faults(

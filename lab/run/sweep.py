@@ -46,12 +46,15 @@ class Sweep:
         self.manifest = resumed_manifest(resume, fresh) if resume else fresh
         self.done = self.run_dir.completed() if resume else set()
         self.runner: StepRunner | None = None
+        self.snapshot: dict[str, Any] = {}  # the copy of the app's data the model runs on
 
     def write_manifest(self, **changes: Any) -> None:
         self.manifest.update(changes)
         self.run_dir.write_manifest(self.manifest)
 
     def run(self) -> None:
+        if served := dbrun.describe():  # the databases: durability, the app's snapshot
+            self.manifest["databases"] = served
         self.write_manifest()
         owner = self.run_dir.pids / procs.OWNER_PID_FILE
         procs.PidRecord.of("lab", os.getpid(), sys.argv).write(owner)
@@ -99,6 +102,7 @@ class Sweep:
         self.listener.model_started(model.name, trial)
         port = self.s.server_port or procs.free_port(self.s.host)
         assert self.runner is not None
+        self.snapshot = dbrun.fresh_copy(f"{model.name} trial {trial}")
         try:
             server = self.backend.start_server(
                 model, self.plan.knobs, self.runner.upstream.url, port
@@ -142,7 +146,8 @@ class Sweep:
         known = (Raised("serialized", check.message),) if check.serialized else ()
         for i, point in enumerate(points):
             pool = dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users)
-            step = self.runner.measure(server, model, point, trial, known, pool)
+            context = {**pool, **self.snapshot}
+            step = self.runner.measure(server, model, point, trial, known, context)
             self.record(step)
             fatal = [f for f in FATAL if f in step.flags]
             if fatal:

@@ -154,3 +154,47 @@ def watching(pid: int) -> Iterator[set[Remote]]:
         stop.set()
         thread.join()
         seen.update(remote_ends(pid))
+
+
+def held(pid: int, ports: Mapping[int, str]) -> dict[str, int]:
+    """The TCP connections `pid`'s tree holds now to each of `ports` on loopback (port -> the
+    service there), counted by service: the pools of an app's processes."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return {}
+    counts = dict.fromkeys(ports.values(), 0)
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            for conn in proc.net_connections(kind="tcp"):
+                if conn.raddr and conn.raddr.port in ports and is_loopback(conn.raddr.ip):
+                    counts[ports[conn.raddr.port]] += 1
+    return counts
+
+
+@contextlib.contextmanager
+def holding(
+    pid: int, ports: Mapping[int, str], interval_s: float = 0.25
+) -> Iterator[dict[str, int]]:
+    """The most connections `pid`'s tree held to each service at once inside the block
+    (read every `interval_s`): a pool's size is the most it ever held."""
+    most: dict[str, int] = dict.fromkeys(ports.values(), 0)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while True:
+            for service, count in held(pid, ports).items():
+                most[service] = max(most[service], count)
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=sample, name="held", daemon=True)
+    if ports:
+        thread.start()
+    try:
+        yield most
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join()

@@ -1,6 +1,8 @@
-"""The verdict's two cap rules: in flight plateaued below the offered load, and the knobs
-explain it (`knob_cap`) or not (`hidden_cap`). Beside the other rules (`lab.verdict.rules`),
-which they share `Finding` with; their place in the order is `lab.verdict.table`'s."""
+"""The verdict's cap rules: in flight plateaued below the offered load, and the knobs explain it
+(`knob_cap`), a pool of the user's app does (`app_pool`: its processes held about as many
+connections to the lab's PostgreSQL, Redis or upstream as the plateau), or nothing does
+(`hidden_cap`). Beside the other rules (`lab.verdict.rules`), which they share `Finding` with;
+their place in the order is `lab.verdict.table`'s."""
 
 from __future__ import annotations
 
@@ -59,6 +61,43 @@ def knob_cap(f: Facts) -> Finding | None:
         return None
     where = f"{evidence['ceiling']:.0f} requests in flight of {evidence['offered']:g} offered"
     return Finding(f"{where}: the knobs' {f.cap.knob} explain it", evidence)
+
+
+# what holds the connections to each lab service, and the knob that sizes it
+POOLS = {
+    "postgres": (
+        "PostgreSQL",
+        "SQLAlchemy's pool_size + max_overflow, or the driver's pool",
+    ),
+    "redis": ("Redis", "redis-py's ConnectionPool max_connections"),
+    "upstream": ("the upstream", "the HTTP client's pool (a requests Session's pool_maxsize)"),
+}
+
+
+def _about(n: float, m: float) -> bool:
+    tolerance = 1 + T.knob_cap_tolerance_share
+    return n <= m * tolerance + 1 and m <= n * tolerance + 1
+
+
+def app_pool(f: Facts) -> Finding | None:
+    """A plateau the knobs do not explain, about as high as the connections the app's
+    processes held to one of the lab's services: the app's own pool is the limit."""
+    evidence = _plateau(f)
+    if evidence is None or _explained(f):
+        return None
+    held = {k: n for k, n in f.r.app_connections.items() if n > 0}
+    matching = [(n, k) for k, n in held.items() if _about(n, f.inflight)]
+    if not matching:
+        return None
+    n, service = max(matching)
+    where, knob = POOLS.get(service, (service, "its pool"))
+    evidence["connections"] = held
+    ceiling, offered = evidence["ceiling"], evidence["offered"]
+    return Finding(
+        f"{ceiling:.0f} requests in flight of {offered:g} offered: your app's own pool, its "
+        f"processes held at most {n} connections to {where}, about the plateau ({knob})",
+        evidence,
+    )
 
 
 def hidden_cap(f: Facts) -> Finding | None:

@@ -8,7 +8,7 @@ host, then caps, then failed requests, then the rest. Adding a rule is one entry
 from __future__ import annotations
 
 from lab.record.thresholds import T
-from lab.verdict.caps import hidden_cap, knob_cap
+from lab.verdict.caps import app_pool, hidden_cap, knob_cap
 from lab.verdict.rules import (
     COMPARED,
     EXCLUDED,
@@ -201,6 +201,17 @@ RULES: tuple[Rule, ...] = (
         f"within {T.knob_cap_tolerance_share:.0%} + 1)",
         advice="a larger pool (the knob named)",
         check=knob_cap,
+        flag="capped",
+    ),
+    Rule(
+        name="app_pool",
+        limit="concurrency_cap",
+        effect=COMPARED,
+        when=f"{_CAP_WHEN}, where the knobs allow more or less, and the user's app's processes "
+        "held about as many connections to the lab's PostgreSQL, Redis or upstream (within "
+        f"{T.knob_cap_tolerance_share:.0%} + 1)",
+        advice="a larger pool in the app (the knob named), or fewer users per process",
+        check=app_pool,
         flag="capped",
     ),
     Rule(

@@ -1,0 +1,92 @@
+"""The app's own pool named: a plateau as high as the connections the app's processes held to
+the lab's PostgreSQL (or Redis, or the upstream) is that pool, compared like a knob's cap."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lab.record.flags import excluding
+from lab.record.step import Sampled, StepKey, step_record
+from lab.verdict.assess import assessed
+from lab.verdict.capacity import Capacity
+from tests.conftest import lab_cli
+from tests.fixture_run import window
+
+SHOP = Path(__file__).parent / "prodapp"
+
+
+def capped_step(held: dict[str, int]):  # type: ignore[no-untyped-def]
+    """100 users, 200 req/s at d = 100 ms: 20 in flight by Little's law, p50 five delays, the
+    server idle, its knobs allowing 1000: a plateau no knob explains."""
+    sampled = Sampled(server_cpu_pct=10, server_rss_mb=60, upstream_max_inflight=-1)
+    record = step_record("run", StepKey("m", "closed", 100, None, 1), window(200, 500), sampled)
+    cap = Capacity(1000, "1000 threads x 1 process", 1.0, 100.0, 64_000, host_cores=2)
+    return assessed(replace(record, app_connections=held), cap)
+
+
+@pytest.mark.parametrize(
+    ("held", "rule", "words"),
+    [
+        ({"postgres": 20, "upstream": 0}, "app_pool", "20 connections to PostgreSQL"),
+        ({"postgres": 15, "redis": 21}, "app_pool", "21 connections to Redis"),
+        ({"upstream": 19}, "app_pool", "a requests Session's pool_maxsize"),
+        ({"postgres": 5}, "hidden_cap", "a connection pool, a lock or a semaphore?"),
+        ({}, "hidden_cap", "a connection pool, a lock or a semaphore?"),
+    ],
+    ids=["postgres-pool", "redis-pool", "http-pool", "pool-smaller-than-plateau", "not-read"],
+)
+def test_a_plateau_as_high_as_the_apps_connections_is_its_pool(
+    held: dict[str, int], rule: str, words: str
+) -> None:
+    r = capped_step(held)
+    assert r.limited_by == "concurrency_cap" and r.limit_rule == rule, r.limit_reason
+    assert words in r.limit_reason
+    assert ("capped_unexplained" in r.flags) == (rule == "hidden_cap")
+    assert bool(excluding(r.flags)) == (rule == "hidden_cap")  # the app's pool stays compared
+    if rule == "app_pool":
+        assert "pool_size + max_overflow" in r.limit_reason or "pool" in r.limit_reason
+
+
+def test_the_connections_an_apps_processes_hold_are_recorded(tmp_path: Path) -> None:
+    """SQLAlchemy's pool of 4 (no overflow) on a route that waits 100 ms in PostgreSQL, 12
+    users: the step records the 4 connections its process held (which rule names the step is
+    the unit test's above: on this shared machine a busy host may name it first)."""
+    shop = shutil.copytree(SHOP, tmp_path / "app")
+    argv = lab_cli(
+        *("run", "--app", "shop:create_app('lab', pool_size=4, max_overflow=0)"),
+        *("--app-dir", str(shop), "--env", "DATABASE_URL={postgres_url}"),
+        *("--path", "/health", "--path", "/slow", "--models", "uwsgi-threads"),
+        *("--knob", "concurrency=12", "--levels", "12", "--duration", "3", "--warmup", "0"),
+        *("--out", str(tmp_path / "out")),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = (tmp_path / "out").iterdir()
+    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert step["app_connections"]["postgres"] == 4, step["app_connections"]
+
+
+def test_a_driver_that_blocks_the_gevent_hub_is_named_with_its_fix(tmp_path: Path) -> None:
+    """The shop's SQLAlchemy engine on psycopg2, unpatched: under gevent the probe on a route
+    that waits in PostgreSQL sees one request at a time, and the hint names the driver and
+    psycogreen; a threaded model overlaps the same route."""
+    shop = shutil.copytree(SHOP, tmp_path / "app")
+    argv = lab_cli(
+        *("run", "--app", "shop:create_app('lab')", "--app-dir", str(shop)),
+        *("--env", "DATABASE_URL={postgres_url}", "--env", "DB_DRIVER=psycopg2"),
+        *("--path", "/health", "--path", "/slow"),
+        *("--models", "gunicorn-gevent,uwsgi-threads", "--knob", "concurrency=8"),
+        *("--check-only", "--out", str(tmp_path / "out")),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(next((tmp_path / "out").glob("*/appcheck.json")).read_text())
+    models = {m["model"]: m for m in result["models"]}
+    assert models["gunicorn-gevent"]["serialized"] and not models["uwsgi-threads"]["serialized"]
+    assert "psycogreen" in models["gunicorn-gevent"]["hint"], models["gunicorn-gevent"]["hint"]
