@@ -155,7 +155,8 @@ DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     click.option(
         "--db-seed",
         type=click.Path(dir_okay=False, path_type=Path),
-        help="With --app: a plain SQL file or a pg_dump custom archive loaded after --db-setup.",
+        help="With --app: a plain SQL file or a pg_dump custom archive loaded after --db-setup "
+        "[default: none].",
     ),
     click.option(
         "--db-durability",
