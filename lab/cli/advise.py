@@ -50,7 +50,7 @@ from lab.run.progress import ConsoleProgress
 # What the search measures, recorded in the manifest and reused by --resume.
 RESUMABLE = (
     *("rps", "p99_ms", "error_rate", "models", "models_file"),
-    *("delay_ms", "duration", "warmup", "budget_min"),
+    *("delay_ms", "duration", "warmup", "budget_min", "engine"),
     *("generators", "remote_generators", "master", "front", "front_knobs"),
 )
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
@@ -202,6 +202,7 @@ def advise_scenario(opts: dict[str, Any]) -> Scenario:
         delay_ms=opts["delay_ms"],
         duration_s=opts["duration"],
         warmup_s=opts["warmup"],
+        engine=opts["engine"],
     )
 
 

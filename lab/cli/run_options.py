@@ -20,13 +20,14 @@ from lab.cli.options import (
 )
 from lab.config import appenv
 from lab.config.accesslog import TOP_ROUTES
-from lab.config.scenario import ROUTES, builtin_names
+from lab.config.scenario import ENGINES, ROUTES, builtin_names
 from servers.common import DB_DRIVERS
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
 SCENARIO_OPTIONS = {
     **{name: name for name in ("models", "levels", "trials", "delay_ms", "route", "host")},
     **{name: name for name in ("mode", "rates", "max_outstanding", "arrival", "upstream_port")},
+    "engine": "engine",
     "duration": "duration_s",
     "warmup": "warmup_s",
     "port": "server_port",
@@ -73,6 +74,7 @@ RESUMABLE = (
     "rates",
     "max_outstanding",
     "arrival",
+    "engine",
     "backend",
     "db_driver",
     "python",
@@ -268,6 +270,13 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
     click.option(
         "--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals."
+    ),
+    click.option(
+        "--engine",
+        type=click.Choice(list(ENGINES)),
+        help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
+        "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the "
+        "lab's own everywhere [default: oha].",
     ),
     DURATION,
     WARMUP,
