@@ -26,10 +26,12 @@ from loadgen.protocol import Start
 
 __all__ = ["ENGINES", "applied", "cannot", "evidence"]
 # Arrivals one oha process (one thread, pinned to one core) sends on time with room to spare.
-# Measured with benchmarks/latency_fidelity.py's server on the 2-core machine: oha used about
-# 4% of its core at 1,000 req/s and 27% at 8,000 (CPU per request flat near 33 us), so one core
-# holds about 30,000 req/s; past this rate a step splits over generator cores, each process
-# staying near half of its core, as the lab's own generators do.
+# Measured on the 2-core machine (shared, load average 3.5) against a trivial asyncio server
+# (tests/shedding_server.py), 2 s windows: oha used 8-9% of its core at 1,000 req/s, 14% at
+# 3,000 and 19-22% at 6,000, about 30 us of CPU per request past the first thousand, so its core
+# would be full near 30,000 req/s. Past half of that a step splits over generator cores, each
+# process near half of its core, as the lab's own generators are split (a heavier response or
+# a slower core costs more per request).
 OHA_RPS_PER_PROCESS = 15_000.0
 
 

@@ -18,8 +18,9 @@ How the lab's rules carry over (`loadgen.open_loop` is the reference):
 - a failure without a time: a timeout at the request timeout (from its send; from its intended
   start at least that), any other at 0 ms, both lower bounds (`≥`), in no second of the series;
 - arrivals oha made due but never sent (every connection busy at the deadline: its queue is
-  dropped unreported) are `dropped`: the schedule's arrivals minus those it reported, each timed
-  from the deadline to oha's end, a lower bound as the lab's dropped arrivals are;
+  dropped unreported) are `dropped`: the schedule's arrivals minus those it reported (less the
+  last TIMER_SLACK_S of them, which its timer may not have made due), each timed from the
+  deadline to oha's end, a lower bound as the lab's dropped arrivals are;
 - oha waits for every request it sent (`--wait-ongoing-requests-after-deadline`, bounded by the
   request timeout), so nothing is unfinished except a request it aborted at the deadline.
 Several oha processes (the rate split over cores) are merged exactly: counts added, histograms
@@ -41,6 +42,10 @@ from lab.record import hist
 from loadgen.protocol import Done, OpenLoopFigures, Part
 from loadgen.shares import lower_bounds
 
+# oha's rate limiter wakes on tokio's millisecond timer and makes nothing due once its deadline
+# has passed: the arrivals of the window's last moments it woke for too late were never due to
+# it. Only arrivals beyond that many seconds' worth count as never sent (`dropped`).
+TIMER_SLACK_S = 0.002
 # oha's error messages (its ClientError's text and the OS's) -> the lab's kinds; first match.
 MESSAGE_KINDS = (
     ("aborted due to deadline", "unfinished"),
@@ -85,6 +90,10 @@ class Spec:
     window_s: float
     timeout_s: float
     expected_size: int | None  # the checked body's length (None: not checked)
+
+    def rate_rps_of(self, run: OhaRun) -> float:
+        """One process's share of the rate."""
+        return run.rate_rps or self.rate_rps
 
 
 @dataclass
@@ -178,7 +187,8 @@ def _untimed(t: Tally, run: OhaRun, spec: Spec) -> None:
         t.fail(kind, ms, count)
         t.bound(ms, unfinished=False)
     reported = len(run.status) + sum(run.errors.values())
-    dropped = max(0, run.scheduled - reported)
+    slack = math.ceil(spec.rate_rps_of(run) * TIMER_SLACK_S)  # due as its timer passed the end
+    dropped = max(0, run.scheduled - reported - slack)
     if dropped:
         t.fail("dropped", late_ms, dropped)
         t.bound(late_ms, unfinished=False)
@@ -287,7 +297,7 @@ def series(t: Tally, window_s: float, cpu: Sequence[float]) -> dict[str, list[fl
 
 def part(run: OhaRun, t: Tally, spec: Spec) -> Part:
     """One oha process's share of a step run by several."""
-    _, open_loop = figures(t, replace(spec, rate_rps=run.rate_rps or spec.rate_rps))
+    _, open_loop = figures(t, replace(spec, rate_rps=spec.rate_rps_of(run)))
     c = t.counts
     return Part(
         run.source, c["requests"], c["ok"], run.cpu_pct, list(run.cpus), {}, -1.0, vars(open_loop)
