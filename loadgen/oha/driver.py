@@ -8,11 +8,13 @@ than a second step: the lab's step (`lab.run.steps`) drives every engine the sam
 watchdog, the samplers on this process's tree, the `.hlog`, the record), so the engine is the
 one thing that differs.
 
-What it does: the settle runs on oha processes of its own, nothing kept; the window then runs on
-fresh ones for exactly `duration_s` (`-z`), each writing every answered request to a SQLite file
-(`--db-url`: intended start, send, end, status, length) and its summary as JSON (the failures it
-only counts); it waits for every request it sent (`--wait-ongoing-requests-after-deadline`,
-bounded by the request timeout). `loadgen.oha.figures` turns those into the lab's figures.
+What it does: oha runs the settle and the window as one (`-z settle + duration`, so its
+connections stay warm and the load never pauses), writing every answered request to a SQLite
+file (`--db-url`: intended start, send, end, status, length) and its summary as JSON (the
+failures it only counts); it waits for every request it sent (`--wait-ongoing-requests-after-
+deadline`, bounded by the request timeout). `Measuring` goes out as the window opens, by the
+clock; `loadgen.oha.figures` keeps the window's requests (due inside it, by oha's own clock) and
+turns them into the lab's figures.
 Several processes (`Start.generators`) split the rate and the cap, one per generator core,
 each on one thread (`--worker-threads 1`), pinned there. oha runs in this process's group, so
 the lab's stop of the group (and its tether) stops them with it. An oha that exits non-zero, is
@@ -32,7 +34,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +77,9 @@ def shares_of(start: Start) -> list[Share]:
     ]
 
 
-def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path] | None) -> list[str]:
-    """oha's command line for one share over `seconds`; `files` (database, JSON): the window,
-    kept; None: the settle, discarded."""
+def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path]) -> list[str]:
+    """oha's command line for one share over `seconds`, its records into `files` (database,
+    JSON)."""
     out = [start.engine_path, "--no-tui", "--latency-correction", "--worker-threads", "1"]
     out += ["-q", f"{share.rate_rps:.6g}", "-c", str(share.cap)]
     out += ["-z", f"{max(1, round(seconds * 1000))}ms", "-t", f"{round(start.timeout_s * 1000)}ms"]
@@ -86,23 +88,19 @@ def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path] | 
         out += ["-H", f"{name}: {value}"]
     if start.body is not None and start.method != "GET":
         out += ["-d", start.body]
-    if files is None:
-        out += ["--output-format", "quiet"]
-    else:
-        db, summary = files
-        out += ["--wait-ongoing-requests-after-deadline", "--db-url", str(db)]
-        out += ["--output-format", "json", "-o", str(summary)]
+    db, summary = files
+    out += ["--wait-ongoing-requests-after-deadline", "--db-url", str(db)]
+    out += ["--output-format", "json", "-o", str(summary)]
     return [*out, start.base_url.rstrip("/") + start.path]
 
 
 class Fleet:
     """The oha processes of one phase, and their CPU."""
 
-    def __init__(self, start: Start, seconds: float, workdir: Path, keep: bool) -> None:
+    def __init__(self, start: Start, seconds: float, workdir: Path) -> None:
         self.shares = shares_of(start)
-        phase = "window" if keep else "settle"
-        self.files = [_files(workdir, s) if keep else None for s in self.shares]
-        self.errs = [workdir / f"oha-{s.index}-{phase}.err" for s in self.shares]
+        self.files = [_files(workdir, s) for s in self.shares]
+        self.errs = [workdir / f"oha-{s.index}.err" for s in self.shares]
         self.procs: list[subprocess.Popen[bytes]] = []
         for share, files, err in zip(self.shares, self.files, self.errs, strict=True):
             with err.open("wb") as stderr:
@@ -115,8 +113,9 @@ class Fleet:
                         preexec_fn=_pin(share.cpu),
                     )
                 )
-        self.meters = [psutil.Process(p.pid) for p in self.procs]
-        self.cpu_s = [0.0] * len(self.procs)
+        # oha's processes, then this one: its polling is the generator's work too
+        self.meters = [*(psutil.Process(p.pid) for p in self.procs), psutil.Process()]
+        self.cpu_s = [0.0] * len(self.meters)
         self.began = time.monotonic()
 
     def lap(self) -> float:
@@ -164,21 +163,30 @@ def emit(message: Message) -> None:
     sys.stdout.flush()
 
 
-def watch(fleet: Fleet, phase: str, seconds: float, bound_s: float) -> list[float]:
-    """Wait for the fleet to end (at most `bound_s`), sending a `Sample` each second of the first
-    `seconds`; returns the CPU of each of those seconds."""
+def watch(fleet: Fleet, settle_s: float, window_s: float, bound_s: float) -> list[float]:
+    """Wait for the fleet to end (at most `bound_s`): a `Sample` each second of the settle, then
+    `Measuring` as the window opens and a `Sample` each second of it; returns the CPU of each of
+    the window's seconds."""
     cpu: list[float] = []
-    next_tick = 1.0
+    ticks = [("settle", float(t), float(t)) for t in range(1, math.ceil(settle_s - 1e-9))]
+    ticks.append(("open", settle_s, 0.0))
+    ends = [min(float(t), window_s) for t in range(1, math.ceil(window_s - 1e-9) + 1)]
+    ticks += [("measure", settle_s + e, e) for e in ends]
+    last = 0.0
     while fleet.running():
         elapsed = time.monotonic() - fleet.began
         if elapsed > bound_s:
             fleet.kill()
             raise OhaFailed(f"oha still running {bound_s:.0f} s after it started: stopped")
-        if elapsed >= next_tick and next_tick <= math.ceil(seconds - 1e-9):
-            span = min(next_tick, seconds) - (next_tick - 1.0)
-            cpu.append(round(fleet.lap() / max(span, 1e-9), 1))
-            emit(Sample(phase, round(min(next_tick, seconds), 2), cpu[-1], 0, 0))
-            next_tick += 1.0
+        while ticks and elapsed >= ticks[0][1]:
+            phase, at, t = ticks.pop(0)
+            load = round(fleet.lap() / max(at - last, 1e-9), 1)
+            last = at
+            if phase == "open":
+                emit(Measuring(datetime.now(UTC).isoformat(timespec="milliseconds")))
+                continue
+            cpu += [load] if phase == "measure" else []
+            emit(Sample(phase, round(t, 2), load, 0, 0))
         time.sleep(POLL_S)
     fleet.check()
     return cpu
@@ -199,12 +207,17 @@ def read(db: Path, summary: Path) -> tuple[np.ndarray, dict[str, int], float]:
     return data, errors, total
 
 
-def window_runs(fleet: Fleet, window_s: float) -> list[figures.OhaRun]:
-    """Every process's window as `figures` reads it."""
+def window_runs(fleet: Fleet, spec: figures.Spec) -> list[figures.OhaRun]:
+    """Every process's records as `figures` reads them."""
     runs = []
-    for share, files, cpu_s in zip(fleet.shares, fleet.files, fleet.cpu_s, strict=True):
-        assert files is not None
+    for share, files, cpu_s in zip(
+        fleet.shares, fleet.files, fleet.cpu_s[: len(fleet.shares)], strict=True
+    ):
         data, errors, total = read(*files)
+        q = share.rate_rps  # its rate limiter's arrivals at i / q: those due inside the window
+        due = math.ceil((spec.settle_s + spec.window_s) * q - 1e-9) - math.ceil(
+            spec.settle_s * q - 1e-9
+        )
         intended, sent, end, status, size = data.T
         runs.append(
             figures.OhaRun(
@@ -215,10 +228,10 @@ def window_runs(fleet: Fleet, window_s: float) -> list[figures.OhaRun]:
                 size,
                 errors=errors,
                 total_s=total,
-                scheduled=math.ceil(window_s * share.rate_rps - 1e-9),
+                scheduled=due,
                 source=f"oha-{share.index}",
                 rate_rps=share.rate_rps,
-                cpu_pct=round(100 * cpu_s / max(window_s, 1e-9), 1),
+                cpu_pct=round(100 * cpu_s / max(spec.settle_s + spec.window_s, 1e-9), 1),
                 cpus=(share.cpu,) if share.cpu is not None else (),
             )
         )
@@ -226,23 +239,21 @@ def window_runs(fleet: Fleet, window_s: float) -> list[figures.OhaRun]:
 
 
 def run(start: Start, workdir: Path) -> None:
-    """The step: settle, window, figures; every message on stdout."""
-    bound = start.timeout_s + END_GRACE_S
-    if start.settle_s > 0:
-        settle = Fleet(start, start.settle_s, workdir, keep=False)
-        watch(settle, "settle", start.settle_s, start.settle_s + bound)
-    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-    fleet = Fleet(start, start.duration_s, workdir, keep=True)
-    emit(Measuring(started_at))
-    cpu = watch(fleet, "measure", start.duration_s, start.duration_s + bound)
+    """The step: settle and window on one fleet, then the figures; every message on stdout."""
+    whole_s = start.settle_s + start.duration_s
+    fleet = Fleet(start, whole_s, workdir)
+    began = datetime.now(UTC) + timedelta(seconds=start.settle_s)
+    cpu = watch(fleet, start.settle_s, start.duration_s, whole_s + start.timeout_s + END_GRACE_S)
     expected = start.expected_body
     spec = figures.Spec(
         start.rate_rps or 0.0,
+        start.settle_s,
         start.duration_s,
         start.timeout_s,
         len(expected.encode()) if expected is not None else None,
     )
-    done, tallied = figures.done(window_runs(fleet, start.duration_s), spec, started_at, cpu)
+    started_at = began.isoformat(timespec="milliseconds")
+    done, tallied = figures.done(window_runs(fleet, spec), spec, started_at, cpu)
     for begin, end, h, drain in figures.intervals(tallied, start.duration_s):
         emit(Histogram(round(begin, 3), round(end, 3), hist.encode(h), "", drain))
     emit(done)

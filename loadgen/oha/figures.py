@@ -9,18 +9,24 @@ the intended start nor the end, so the database is the exact source. Requests th
 a response (refused, reset, timed out) are only counted, by oha's error message: no time is kept.
 
 How the lab's rules carry over (`loadgen.open_loop` is the reference):
-- a request counts when it was due inside the window: oha runs for the window alone (`-z`), its
-  rate limiter stops at the deadline, so every request it reports was due inside it;
-- an answer goes to the second it arrived in; an answer after the window goes to the drain's
-  interval (tagged, in the step's latency, never a second of its series);
+- oha runs the settle and the window as one (`-z`); a request counts when it was due inside the
+  window (its intended start, on oha's clock, past the settle), whenever it answers; oha's rate
+  limiter stops at the deadline, so nothing due after the window is sent;
+- an answer goes to the second it arrived in; the window's answers after it go to the drain's
+  interval (tagged, in the step's latency, never a second of its series); the throughput counts
+  every answer that arrived inside the window, the settle's late ones too, as the lab's does;
 - ok: a status under 400 and, where the body is checked, a body of the expected length (oha keeps
   the length, not the body: a wrong body of the same length passes);
-- a failure without a time: a timeout at the request timeout (from its send; from its intended
-  start at least that), any other at 0 ms, both lower bounds (`≥`), in no second of the series;
-- arrivals oha made due but never sent (every connection busy at the deadline: its queue is
-  dropped unreported) are `dropped`: the schedule's arrivals minus those it reported (less the
-  last TIMER_SLACK_S of them, which its timer may not have made due), each timed from the
-  deadline to oha's end, a lower bound as the lab's dropped arrivals are;
+- a failure oha only counted has no time, nor is it known whether it was due in the settle or the
+  window: the window takes as many as its own arrivals leave room for (those due in it that oha
+  kept no row of), all of them in the usual case (no failure in the settle, or nothing left
+  unsent at the deadline), else shared over the kinds in proportion; each is a lower bound, a
+  timeout at the request timeout (from its send; from its intended start at least that), any
+  other at 0 ms, in no second of the series;
+- arrivals due in the window that oha never sent (every connection busy at the deadline: its
+  queue is dropped unreported) are `dropped`: the window's arrivals minus those it reported
+  (less the last TIMER_SLACK_S of them, which its timer may not have made due), each timed from
+  the deadline to oha's end, a lower bound as the lab's dropped arrivals are;
 - oha waits for every request it sent (`--wait-ongoing-requests-after-deadline`, bounded by the
   request timeout), so nothing is unfinished except a request it aborted at the deadline.
 Several oha processes (the rate split over cores) are merged exactly: counts added, histograms
@@ -74,7 +80,7 @@ class OhaRun:
     status: np.ndarray
     size: np.ndarray
     errors: dict[str, int]  # oha's error message -> count
-    total_s: float  # oha's own time: the window and the wait for its requests
+    total_s: float  # oha's own time: the settle, the window and the wait for its requests
     scheduled: int  # arrivals its rate limiter made due inside the window
     source: str = ""
     rate_rps: float = 0.0  # its share of the step's rate
@@ -87,6 +93,7 @@ class Spec:
     """What the step asked for, as the figures need it."""
 
     rate_rps: float
+    settle_s: float  # oha runs the settle and the window as one: the window opens this late
     window_s: float
     timeout_s: float
     expected_size: int | None  # the checked body's length (None: not checked)
@@ -135,17 +142,42 @@ def record(h: HdrHistogram, latency_ms: float, count: int = 1) -> None:
 def tally(run: OhaRun, spec: Spec) -> Tally:
     """One oha process's window in the lab's terms."""
     n = max(1, math.ceil(spec.window_s - 1e-9))
-    t = Tally([hist.new_histogram() for _ in range(n)], [0] * n, [0] * n, _inflight(run, n, spec))
+    run = shifted(run, spec.settle_s)
     ok = run.status < 400
     if spec.expected_size is not None:
         ok &= run.size == spec.expected_size
+    arrived = ok & (run.end >= 0) & (run.end < spec.window_s)  # answers in the window
+    due = run.intended >= 0  # the window's requests: the settle's are in no figure but these
+    t = Tally([hist.new_histogram() for _ in range(n)], [0] * n, [0] * n, _inflight(run, n, spec))
+    t.answers = np.bincount(np.floor(run.end[arrived]).astype(int), minlength=n)[:n].tolist()
+    mine = shifted(run, 0.0, due)
+    _timed(t, mine, ok[due], spec)
+    _untimed(t, mine, run.errors, spec)
+    _counts(t, mine, int(ok[due].sum()), int(arrived.sum()))
+    return t
+
+
+def shifted(run: OhaRun, by_s: float, keep: np.ndarray | None = None) -> OhaRun:
+    """The run's rows `by_s` earlier (the window's opening at 0), only those in `keep`."""
+    mask = np.ones(len(run.status), bool) if keep is None else keep
+    return replace(
+        run,
+        intended=run.intended[mask] - by_s,
+        sent=run.sent[mask] - by_s,
+        end=run.end[mask] - by_s,
+        status=run.status[mask],
+        size=run.size[mask],
+    )
+
+
+def _timed(t: Tally, run: OhaRun, ok: np.ndarray, spec: Spec) -> None:
+    """The window's requests oha kept: answers by the second they arrived in (after the window:
+    the drain), failures by kind; the answers' service time and every send's lateness."""
     latency_ms = (run.end - run.intended) * 1000
     second = np.where(run.end < spec.window_s, np.floor(run.end), -1).astype(int)
     for i, is_ok, ms, status in zip(second, ok, latency_ms, run.status, strict=True):
         if is_ok:
             hist.record_ms(t.seconds[i] if i >= 0 else t.drain, float(ms))
-            if i >= 0:
-                t.answers[i] += 1
             continue
         kind = "http_5xx" if status >= 500 else "http_4xx" if status >= 400 else "bad_body"
         t.errors[kind] += 1
@@ -156,9 +188,6 @@ def tally(run: OhaRun, spec: Spec) -> Tally:
         hist.record_ms(t.service, float(ms))
     for ms in (run.sent - run.intended) * 1000:
         hist.record_ms(t.late, float(ms))
-    _untimed(t, run, spec)
-    _counts(t, run, int(ok.sum()), int((ok & (run.end < spec.window_s)).sum()))
-    return t
 
 
 def _inflight(run: OhaRun, n: int, spec: Spec) -> list[int]:
@@ -171,12 +200,34 @@ def _inflight(run: OhaRun, n: int, spec: Spec) -> list[int]:
     ]
 
 
-def _untimed(t: Tally, run: OhaRun, spec: Spec) -> None:
-    """Failures oha only counted, and arrivals it never sent: lower bounds, in no second."""
-    t.drain_s = max(0.0, run.total_s - spec.window_s)
+def in_window(errors: dict[str, int], room: int) -> Counter[str]:
+    """The failures oha only counted (no time: the settle's and the window's together) that
+    belong to the window, by kind: all of them where the window's arrivals leave room for them
+    all (`room`: due in the window, not among its kept rows), else that many, shared out over
+    the kinds in proportion (largest remainders)."""
+    kinds = Counter[str]()
+    for message, count in errors.items():
+        kinds[kind_of(message)] += count
+    total = sum(kinds.values())
+    if total <= room:
+        return kinds
+    shares = {k: c * room / total for k, c in kinds.items()}
+    out = Counter({k: math.floor(v) for k, v in shares.items()})
+    for k in sorted(shares, key=lambda k: shares[k] - out[k], reverse=True)[
+        : room - sum(out.values())
+    ]:
+        out[k] += 1
+    return +out
+
+
+def _untimed(t: Tally, run: OhaRun, errors: dict[str, int], spec: Spec) -> None:
+    """The window's failures oha only counted, and arrivals it never sent: lower bounds, in no
+    second."""
+    t.drain_s = max(0.0, run.total_s - spec.settle_s - spec.window_s)
     late_ms = t.drain_s * 1000  # due by the deadline, still without an answer at oha's end
-    for message, count in run.errors.items():
-        kind = kind_of(message)
+    kept = len(run.status)
+    mine = in_window(errors, max(0, run.scheduled - kept))
+    for kind, count in mine.items():
         if kind == "unfinished":
             record(t.drain, late_ms, count)  # an unfinished age is in the latency, as a bound
             t.counts["unfinished"] += count
@@ -186,9 +237,9 @@ def _untimed(t: Tally, run: OhaRun, spec: Spec) -> None:
         t.errors[kind] += count
         t.fail(kind, ms, count)
         t.bound(ms, unfinished=False)
-    reported = len(run.status) + sum(run.errors.values())
+    t.counts["untimed"] = sum(mine.values())
     slack = math.ceil(spec.rate_rps_of(run) * TIMER_SLACK_S)  # due as its timer passed the end
-    dropped = max(0, run.scheduled - reported - slack)
+    dropped = max(0, run.scheduled - kept - t.counts["untimed"] - slack)
     if dropped:
         t.fail("dropped", late_ms, dropped)
         t.bound(late_ms, unfinished=False)
@@ -196,15 +247,10 @@ def _untimed(t: Tally, run: OhaRun, spec: Spec) -> None:
 
 
 def _counts(t: Tally, run: OhaRun, ok: int, ok_in_window: int) -> None:
-    untimed = sum(run.errors.values())
-    t.counts.update(
-        requests=len(run.status) + untimed,
-        ok=ok,
-        ok_in_window=ok_in_window,
-        sent=len(run.status) + untimed,
-        completed=len(run.status) + untimed - t.counts["unfinished"],
-        untimed=untimed - t.counts["unfinished"],
-    )
+    """The window's counts; the achieved rate over its sends."""
+    sent = len(run.status) + t.counts["untimed"]
+    t.counts.update(requests=sent, ok=ok, ok_in_window=ok_in_window, sent=sent, completed=sent)
+    t.counts["completed"] -= t.counts["unfinished"]
     sends = np.sort(run.sent)
     span = float(sends[-1] - sends[0]) if len(sends) > 1 else 0.0
     t.achieved_rps = (len(sends) - 1) / span if span > 0 else 0.0
