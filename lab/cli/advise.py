@@ -32,6 +32,7 @@ from lab.cli.run_options import (
     APP_OPTIONS,
     DELAY_MS,
     DURATION,
+    ENGINE,
     FRONT_OPTIONS,
     GENERATOR_OPTIONS,
     MODELS,
@@ -73,6 +74,7 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
     MODELS,
     MODELS_FILE,
     DELAY_MS,
+    ENGINE,
     DURATION,
     WARMUP,
     click.option(

@@ -96,6 +96,13 @@ DURATION = click.option(
 WARMUP = click.option(
     "--warmup", type=float, help="Seconds of discarded warm-up per model (0 = none)."
 )
+ENGINE = click.option(
+    "--engine",
+    type=click.Choice(list(ENGINES)),
+    help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
+    "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the lab's "
+    "own everywhere [default: oha].",
+)
 DELAY_MS = click.option("--delay-ms", type=float, help="Mean upstream delay in milliseconds.")
 MODELS_FILE = click.option(
     "--models-file",
@@ -271,13 +278,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     click.option(
         "--arrival", type=click.Choice(["constant", "poisson"]), help="Open loop arrivals."
     ),
-    click.option(
-        "--engine",
-        type=click.Choice(list(ENGINES)),
-        help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
-        "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the "
-        "lab's own everywhere [default: oha].",
-    ),
+    ENGINE,
     DURATION,
     WARMUP,
     click.option("--trials", type=int, callback=positive, help="Repeats of every level."),
