@@ -19,6 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lab.config.scenario import load_scenario
+from lab.record.errors import LabError
 from lab.record.step import StepKey, step_record
 from lab.run import engine
 from lab.run.generator import measured_from, run_step
@@ -263,3 +265,18 @@ def test_a_split_merges_to_the_whole(rows: list, cut: int, refused: int) -> None
         assert merged.failed[kind].get_total_count() == h.get_total_count()
     c = whole.counts
     assert c["requests"] == c["ok"] + sum(whole.errors.values()) + c["unfinished"]
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("lab", None), ("oha", None), ("wrk", "engine must be one of oha, lab")],
+    ids=["lab", "oha", "unknown"],
+)
+def test_a_scenario_names_its_engine(tmp_path: Path, value: str, error: str | None) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(f'mode = "open"\nrates = [100]\nengine = "{value}"\n')
+    if error is None:
+        assert load_scenario(str(path)).engine == value
+    else:
+        with pytest.raises(LabError, match=error):
+            load_scenario(str(path))
