@@ -9,7 +9,10 @@ measured together mean anything):
   (`oha -c N`);
 - open loop, R req/s: the lab's open step on each engine (`lab.run.engine`: oha, the default
   where installed, and the lab's own Python scheduler) beside a separate oha run (`oha -q R
-  --latency-correction`: latency from each request's intended start, as the lab measures it).
+  --latency-correction`: latency from each request's intended start, as the lab measures it),
+  read from its own per-request records after the same settle (its summary would count the
+  settle, where it opens its connections). The oha engine's target: p99 within 5% or 1 ms of
+  oha alone's (the last column).
 
 It prints each tool's p99 and throughput, the lab's p99 and throughput on each engine as ratios
 of the reference tool's (wrk for closed loop when present, else oha; oha alone for open loop),
@@ -38,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -46,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -61,6 +66,10 @@ from lab.system import procs
 from loadgen.protocol import Start
 
 MAX_OUTSTANDING = 500  # open loop: the lab's default cap, and oha's connections
+SETTLE_S = 1.0  # before the window: excluded from every figure, oha alone's too
+# The oha engine's target: its p99 within this share, or this many ms, of oha alone's.
+OHA_ENGINE_P99_SHARE = 0.05
+OHA_ENGINE_P99_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,7 @@ def lab(
         users=load.value if load.mode == "closed" else MAX_OUTSTANDING,
         rate_rps=float(load.value) if load.mode == "open" else None,
         max_outstanding=MAX_OUTSTANDING if load.mode == "open" else 0,
-        settle_s=1.0,
+        settle_s=SETTLE_S,
         duration_s=seconds,
         timeout_s=30.0,
     )
@@ -129,15 +138,35 @@ def wrk(url: str, load: Load, seconds: float, cpus: tuple[int, ...]) -> Figures:
     return Figures(float(p99[1]) * scale, float(rps[1]))
 
 
-def oha(url: str, load: Load, seconds: float, cpus: tuple[int, ...]) -> Figures:
+def oha(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
     assert OHA is not None, "oha is not installed"
+    if load.mode == "open":
+        return oha_open(url, load, seconds, cpus, workdir)
     argv = [OHA, "--no-tui", "--output-format", "json", "-z", f"{round(seconds)}s"]
-    if load.mode == "closed":
-        argv += ["-c", str(load.value)]
-    else:
-        argv += ["-c", str(MAX_OUTSTANDING), "-q", str(load.value), "--latency-correction"]
+    argv += ["-c", str(load.value)]
     report = json.loads(_run(procs.pinned([*argv, url + ROUTE], cpus), seconds))
     return Figures(report["latencyPercentiles"]["p99"] * 1000, report["summary"]["requestsPerSec"])
+
+
+def oha_open(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
+    """oha alone at the rate, as a user runs it (its own threads, `-c` the lab's cap), for the
+    lab's settle and window, read from its own per-request records with numpy alone (not the
+    lab's code): p99 of the answers due after the settle, from their intended start. Its own
+    summary would count the settle, where each of its connections is opened."""
+    assert OHA is not None
+    db = workdir / f"anchor-{time.monotonic_ns()}.db"
+    argv = [OHA, "--no-tui", "--output-format", "quiet", "-z", f"{round(SETTLE_S + seconds)}s"]
+    argv += ["-c", str(MAX_OUTSTANDING), "-q", str(load.value), "--latency-correction"]
+    argv += ["--wait-ongoing-requests-after-deadline", "--db-url", str(db)]
+    _run(procs.pinned([*argv, url + ROUTE], cpus), seconds)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT start_latency_correction, end, status FROM oha").fetchall()
+    db.unlink()
+    due, end, status = np.array(rows, dtype=float).reshape(-1, 3).T
+    mine = (due >= SETTLE_S) & (status < 400)
+    answered = (end >= SETTLE_S) & (end < SETTLE_S + seconds) & (status < 400)
+    p99 = float(np.percentile((end - due)[mine], 99, method="inverted_cdf")) * 1000
+    return Figures(p99, int(answered.sum()) / seconds)
 
 
 def _run(argv: list[str], seconds: float) -> str:
@@ -166,7 +195,7 @@ def rounds(
         "lab:lab": lambda load: lab(url, load, args.seconds, cpus, workdir),
         "lab:oha": lambda load: lab(url, load, args.seconds, cpus, workdir, "oha"),
         "wrk": lambda load: wrk(url, load, args.seconds, cpus),
-        "oha": lambda load: oha(url, load, args.seconds, cpus),
+        "oha": lambda load: oha(url, load, args.seconds, cpus, workdir),
     }
     measured: dict[tuple[Load, str], list[Figures]] = {}
     for _ in range(args.rounds):
@@ -182,6 +211,7 @@ def median(runs: list[Figures], field: str) -> float:
 
 HEADERS = ["load", "tool", "engine", "p99 ms", "req/s", "p99 / reference", "req/s / reference"]
 HEADERS += ["gen lag p99 / max ms", "periodic work %", "send late p50 / p99 ms"]
+HEADERS += ["within 5% or 1 ms of oha alone"]
 
 
 def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> list[list[str]]:
@@ -193,20 +223,27 @@ def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> 
         for i, on in enumerate(engines(load)):
             ours = measured[(load, f"lab:{on}")]
             p99, rps = median(ours, "p99_ms"), median(ours, "rps")
-            ratios = ["", ""]
+            ratios, within = ["", ""], ""
             if ref is not None:
                 theirs = measured[(load, ref)]
-                ratios = [
-                    f"{p99 / median(theirs, 'p99_ms'):.2f}",
-                    f"{rps / median(theirs, 'rps'):.2f}",
-                ]
+                their_p99 = median(theirs, "p99_ms")
+                ratios = [f"{p99 / their_p99:.2f}", f"{rps / median(theirs, 'rps'):.2f}"]
+                if on == "oha":
+                    within = "yes" if meets(p99, their_p99) else "no"
             row = [load.label if i == 0 else "", "lab", on]
-            out.append([*row, f"{p99:.1f}", f"{rps:.0f}", *ratios, *_own(ours, load, on)])
+            own = _own(ours, load, on)
+            out.append([*row, f"{p99:.1f}", f"{rps:.0f}", *ratios, *own, within])
         for tool in tools(load):
             theirs = measured[(load, tool)]
             their = [f"{median(theirs, 'p99_ms'):.1f}", f"{median(theirs, 'rps'):.0f}"]
-            out.append(["", tool, "-", *their, "", "", "", "", ""])
+            out.append(["", tool, "-", *their, "", "", "", "", "", ""])
     return out
+
+
+def meets(p99: float, anchor: float) -> bool:
+    """The oha engine's target: p99 within OHA_ENGINE_P99_SHARE or OHA_ENGINE_P99_MS of oha
+    alone's, whichever is larger."""
+    return abs(p99 - anchor) <= max(OHA_ENGINE_P99_SHARE * anchor, OHA_ENGINE_P99_MS)
 
 
 def _own(ours: list[Figures], load: Load, on: str) -> list[str]:
