@@ -178,8 +178,9 @@ def _fake_oha(tmp_path: Path, body: str) -> str:
     [
         ("echo 'no such thing' >&2; exit 3", "oha exited 3: no such thing"),
         ("kill -9 $$", "oha killed by signal 9"),
+        ("exit 0", "oha's records could not be read"),
     ],
-    ids=["exits-3", "killed"],
+    ids=["exits-3", "killed", "no-records"],
 )
 def test_a_failed_or_killed_oha_is_a_failed_step(tmp_path: Path, body: str, said: str) -> None:
     url = f"http://127.0.0.1:{procs.free_port()}"

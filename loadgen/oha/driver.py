@@ -253,7 +253,11 @@ def run(start: Start, workdir: Path) -> None:
         len(expected.encode()) if expected is not None else None,
     )
     started_at = began.isoformat(timespec="milliseconds")
-    done, tallied = figures.done(window_runs(fleet, spec), spec, started_at, cpu)
+    try:
+        runs = window_runs(fleet, spec)
+    except (OSError, ValueError, KeyError, sqlite3.Error) as exc:  # ended well, wrote no records
+        raise OhaFailed(f"oha's records could not be read: {exc}") from None
+    done, tallied = figures.done(runs, spec, started_at, cpu)
     for begin, end, h, drain in figures.intervals(tallied, start.duration_s):
         emit(Histogram(round(begin, 3), round(end, 3), hist.encode(h), "", drain))
     emit(done)
