@@ -16,7 +16,10 @@ deadline`, bounded by the request timeout). `Measuring` goes out as the window o
 clock; `loadgen.oha.figures` keeps the window's requests (due inside it, by oha's own clock) and
 turns them into the lab's figures.
 Several processes (`Start.generators`) split the rate and the cap, one per generator core,
-each on one thread (`--worker-threads 1`), pinned there. oha runs in this process's group, so
+each on one thread (`--worker-threads 1`), pinned there; one process keeps oha's own default
+threads, as oha alone runs (with one thread on a core shared with other work, the 800 req/s p99
+of `benchmarks/latency_fidelity.py` came out 1.42x and 1.48x oha alone's, medians of 4 and 8
+rounds; a core's time is shared out per thread). oha runs in this process's group, so
 the lab's stop of the group (and its tether) stops them with it. An oha that exits non-zero, is
 killed, or outlives its bound is a `Failed` with the reason, never a result.
 """
@@ -80,7 +83,9 @@ def shares_of(start: Start) -> list[Share]:
 def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path]) -> list[str]:
     """oha's command line for one share over `seconds`, its records into `files` (database,
     JSON)."""
-    out = [start.engine_path, "--no-tui", "--latency-correction", "--worker-threads", "1"]
+    out = [start.engine_path, "--no-tui", "--latency-correction"]
+    if start.generators > 1:  # one process per core: one thread each (else oha's own default)
+        out += ["--worker-threads", "1"]
     out += ["-q", f"{share.rate_rps:.6g}", "-c", str(share.cap)]
     out += ["-z", f"{max(1, round(seconds * 1000))}ms", "-t", f"{round(start.timeout_s * 1000)}ms"]
     out += ["-m", start.method]
