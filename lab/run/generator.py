@@ -34,7 +34,7 @@ from loadgen.protocol import (
 
 HistogramSink = Callable[[float, float, HdrHistogram], None]
 # The generator process of each engine (`Start.engine`); both speak `loadgen.protocol`.
-ENGINES = {"lab": "loadgen", "oha": "loadgen.oha"}
+ENGINE_MODULES = {"lab": "loadgen", "oha": "loadgen.oha"}
 
 
 class Generator:
@@ -50,7 +50,7 @@ class Generator:
         env: dict[str, str] | None = None,
     ) -> None:
         self.start = start
-        module = ENGINES.get(start.engine, "loadgen")
+        module = ENGINE_MODULES.get(start.engine, "loadgen")
         argv = [sys.executable, "-m", module, start.to_json()]
         self.proc = procs.start(
             "loadgen",
