@@ -281,3 +281,22 @@ def test_a_scenario_names_its_engine(tmp_path: Path, value: str, error: str | No
     else:
         with pytest.raises(LabError, match=error):
             load_scenario(str(path))
+
+
+MESSAGES = st.sampled_from(["Connection refused (os error 111)", "timeout", "reset by peer", "?"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(errors=st.dictionaries(MESSAGES, st.integers(0, 50)), room=st.integers(0, 120))
+def test_the_window_takes_the_untimed_failures_its_arrivals_leave_room_for(
+    errors: dict[str, int], room: int
+) -> None:
+    """However many failures oha only counted and however much room the window's arrivals
+    leave, the window takes all of them or exactly the room, never more of a kind than there
+    were."""
+    taken = figures.in_window(errors, room)
+    kinds: dict[str, int] = {}
+    for message, count in errors.items():
+        kinds[figures.kind_of(message)] = kinds.get(figures.kind_of(message), 0) + count
+    assert sum(taken.values()) == min(room, sum(kinds.values()))
+    assert all(0 < n <= kinds[k] for k, n in taken.items())

@@ -210,7 +210,7 @@ def in_window(errors: dict[str, int], room: int) -> Counter[str]:
         kinds[kind_of(message)] += count
     total = sum(kinds.values())
     if total <= room:
-        return kinds
+        return +kinds
     shares = {k: c * room / total for k, c in kinds.items()}
     out = Counter({k: math.floor(v) for k, v in shares.items()})
     for k in sorted(shares, key=lambda k: shares[k] - out[k], reverse=True)[
