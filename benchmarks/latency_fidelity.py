@@ -7,14 +7,19 @@ measured together mean anything):
 
 - closed loop, N users: the lab's generator beside wrk (`wrk -t1 -cN --latency`) and oha
   (`oha -c N`);
-- open loop, R req/s: the lab's open loop beside oha (`oha -q R --latency-correction`: latency
-  from each request's intended start, as the lab measures it).
+- open loop, R req/s: the lab's open step on each engine (`lab.run.engine`: oha, the default
+  where installed, and the lab's own Python scheduler) beside a separate oha run (`oha -q R
+  --latency-correction`: latency from each request's intended start, as the lab measures it),
+  read from its own per-request records after the same settle (its summary would count the
+  settle, where it opens its connections). The oha engine's target: p99 within 5% or 1 ms of
+  oha alone's (the last column).
 
-It prints each tool's p99 and throughput, the lab's p99 and throughput as ratios of the
-reference tool's (wrk for closed loop when present, else oha; oha for open loop), and the
-generator's own loop lag (how late a timer on its event loop fired: p99 and max) with the share
-of its wall time spent in its own periodic work. A tool that is missing is skipped with one line
-(wrk: `apt-get install wrk`; oha: `cargo install oha`).
+It prints each tool's p99 and throughput, the lab's p99 and throughput on each engine as ratios
+of the reference tool's (wrk for closed loop when present, else oha; oha alone for open loop),
+and the lab's own engine's loop lag (how late a timer on its event loop fired: p99 and max) with
+the share of its wall time spent in its own periodic work (oha's engine has no such probe). A
+tool that is missing is skipped with one line (wrk: `apt-get install wrk`; oha: `cargo install
+oha`), and the oha engine's row with it.
 
 `--edges` measures where the answer matters most instead (`benchmarks/fidelity_edges.py`): a
 server that sheds load (503 at once beyond a few in flight) and a generator paused a few
@@ -36,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -44,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -52,11 +59,17 @@ from benchmarks.open_loop_scale import oha_path
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec
+from lab.run import engine
 from lab.run.generator import run_step
+from lab.run.generators import Generators
 from lab.system import procs
 from loadgen.protocol import Start
 
 MAX_OUTSTANDING = 500  # open loop: the lab's default cap, and oha's connections
+SETTLE_S = 1.0  # before the window: excluded from every figure, oha alone's too
+# The oha engine's target: its p99 within this share, or this many ms, of oha alone's.
+OHA_ENGINE_P99_SHARE = 0.05
+OHA_ENGINE_P99_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,18 +97,22 @@ class Load:
         return f"closed, {self.value} users" if self.mode == "closed" else f"open, {self.value}/s"
 
 
-def lab(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
-    """The lab's own generator, exactly as `lab run` starts it for one step."""
+def lab(
+    url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path, on: str = "lab"
+) -> Figures:
+    """The lab's step on engine `on`, exactly as `lab run` starts it."""
     start = Start(
         base_url=url,
         path=ROUTE,
         users=load.value if load.mode == "closed" else MAX_OUTSTANDING,
         rate_rps=float(load.value) if load.mode == "open" else None,
         max_outstanding=MAX_OUTSTANDING if load.mode == "open" else 0,
-        settle_s=1.0,
+        settle_s=SETTLE_S,
         duration_s=seconds,
         timeout_s=30.0,
     )
+    start = engine.applied(start, on, Generators(local=1))
+    assert start.engine == on, engine.cannot(start)
     done = run_step(start, workdir / "lab.log", cpus=cpus)
     lag = done.generator_lag_ms
     late = done.open_loop.send_lateness_ms if done.open_loop else {}
@@ -121,15 +138,35 @@ def wrk(url: str, load: Load, seconds: float, cpus: tuple[int, ...]) -> Figures:
     return Figures(float(p99[1]) * scale, float(rps[1]))
 
 
-def oha(url: str, load: Load, seconds: float, cpus: tuple[int, ...]) -> Figures:
+def oha(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
     assert OHA is not None, "oha is not installed"
+    if load.mode == "open":
+        return oha_open(url, load, seconds, cpus, workdir)
     argv = [OHA, "--no-tui", "--output-format", "json", "-z", f"{round(seconds)}s"]
-    if load.mode == "closed":
-        argv += ["-c", str(load.value)]
-    else:
-        argv += ["-c", str(MAX_OUTSTANDING), "-q", str(load.value), "--latency-correction"]
+    argv += ["-c", str(load.value)]
     report = json.loads(_run(procs.pinned([*argv, url + ROUTE], cpus), seconds))
     return Figures(report["latencyPercentiles"]["p99"] * 1000, report["summary"]["requestsPerSec"])
+
+
+def oha_open(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
+    """oha alone at the rate, as a user runs it (its own threads, `-c` the lab's cap), for the
+    lab's settle and window, read from its own per-request records with numpy alone (not the
+    lab's code): p99 of the answers due after the settle, from their intended start. Its own
+    summary would count the settle, where each of its connections is opened."""
+    assert OHA is not None
+    db = workdir / f"anchor-{time.monotonic_ns()}.db"
+    argv = [OHA, "--no-tui", "--output-format", "quiet", "-z", f"{round(SETTLE_S + seconds)}s"]
+    argv += ["-c", str(MAX_OUTSTANDING), "-q", str(load.value), "--latency-correction"]
+    argv += ["--wait-ongoing-requests-after-deadline", "--db-url", str(db)]
+    _run(procs.pinned([*argv, url + ROUTE], cpus), seconds)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT start_latency_correction, end, status FROM oha").fetchall()
+    db.unlink()
+    due, end, status = np.array(rows, dtype=float).reshape(-1, 3).T
+    mine = (due >= SETTLE_S) & (status < 400)
+    answered = (end >= SETTLE_S) & (end < SETTLE_S + seconds) & (status < 400)
+    p99 = float(np.percentile((end - due)[mine], 99, method="inverted_cdf")) * 1000
+    return Figures(p99, int(answered.sum()) / seconds)
 
 
 def _run(argv: list[str], seconds: float) -> str:
@@ -145,19 +182,25 @@ def tools(load: Load) -> list[str]:
     return [t for t in wanted if t == "wrk" and shutil.which("wrk") or t == "oha" and OHA]
 
 
+def engines(load: Load) -> list[str]:
+    """The lab's engines for this load: oha's (where installed) and its own in open loop."""
+    return ["oha", "lab"] if load.mode == "open" and OHA else ["lab"]
+
+
 def rounds(
     url: str, loads: list[Load], args: argparse.Namespace, cpus: tuple[int, ...], workdir: Path
 ) -> dict[tuple[Load, str], list[Figures]]:
     """Every tool at every load, the lab first, in alternating rounds."""
     runners: dict[str, Callable[[Load], Figures]] = {
-        "lab": lambda load: lab(url, load, args.seconds, cpus, workdir),
+        "lab:lab": lambda load: lab(url, load, args.seconds, cpus, workdir),
+        "lab:oha": lambda load: lab(url, load, args.seconds, cpus, workdir, "oha"),
         "wrk": lambda load: wrk(url, load, args.seconds, cpus),
-        "oha": lambda load: oha(url, load, args.seconds, cpus),
+        "oha": lambda load: oha(url, load, args.seconds, cpus, workdir),
     }
     measured: dict[tuple[Load, str], list[Figures]] = {}
     for _ in range(args.rounds):
         for load in loads:
-            for tool in ["lab", *tools(load)]:
+            for tool in [*(f"lab:{e}" for e in engines(load)), *tools(load)]:
                 measured.setdefault((load, tool), []).append(runners[tool](load))
     return measured
 
@@ -166,31 +209,51 @@ def median(runs: list[Figures], field: str) -> float:
     return statistics.median(getattr(r, field) for r in runs)
 
 
-HEADERS = ["load", "tool", "p99 ms", "req/s", "lab p99 / tool", "lab req/s / tool"]
+HEADERS = ["load", "tool", "engine", "p99 ms", "req/s", "p99 / reference", "req/s / reference"]
 HEADERS += ["gen lag p99 / max ms", "periodic work %", "send late p50 / p99 ms"]
+HEADERS += ["within 5% or 1 ms of oha alone"]
 
 
 def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> list[list[str]]:
-    """One row for the lab at each load (with its loop lag), one per independent tool beside it
-    with the lab's figures as ratios of the tool's."""
-    out = []
+    """At each load one row per lab engine, its figures also as ratios of the reference tool's
+    (wrk in closed loop where present, else oha), then one per independent tool."""
+    out: list[list[str]] = []
     for load in loads:
-        ours = measured[(load, "lab")]
-        lag = f"{median(ours, 'lag_p99_ms'):.2f} / {median(ours, 'lag_max_ms'):.1f}"
-        p99, rps = median(ours, "p99_ms"), median(ours, "rps")
-        periodic = f"{median(ours, 'periodic_pct'):.2f}"
-        late = (
-            f"{median(ours, 'send_late_p50_ms'):.2f} / {median(ours, 'send_late_p99_ms'):.2f}"
-            if load.mode == "open"
-            else ""
-        )
-        out.append([load.label, "lab", f"{p99:.1f}", f"{rps:.0f}", "", "", lag, periodic, late])
+        ref = tools(load)[0] if tools(load) else None
+        for i, on in enumerate(engines(load)):
+            ours = measured[(load, f"lab:{on}")]
+            p99, rps = median(ours, "p99_ms"), median(ours, "rps")
+            ratios, within = ["", ""], ""
+            if ref is not None:
+                theirs = measured[(load, ref)]
+                their_p99 = median(theirs, "p99_ms")
+                ratios = [f"{p99 / their_p99:.2f}", f"{rps / median(theirs, 'rps'):.2f}"]
+                if on == "oha":
+                    within = "yes" if meets(p99, their_p99) else "no"
+            row = [load.label if i == 0 else "", "lab", on]
+            own = _own(ours, load, on)
+            out.append([*row, f"{p99:.1f}", f"{rps:.0f}", *ratios, *own, within])
         for tool in tools(load):
             theirs = measured[(load, tool)]
-            their_p99, their_rps = median(theirs, "p99_ms"), median(theirs, "rps")
-            ratios = [f"{p99 / their_p99:.2f}", f"{rps / their_rps:.2f}"]
-            out.append(["", tool, f"{their_p99:.1f}", f"{their_rps:.0f}", *ratios, "", "", ""])
+            their = [f"{median(theirs, 'p99_ms'):.1f}", f"{median(theirs, 'rps'):.0f}"]
+            out.append(["", tool, "-", *their, "", "", "", "", "", ""])
     return out
+
+
+def meets(p99: float, anchor: float) -> bool:
+    """The oha engine's target: p99 within OHA_ENGINE_P99_SHARE or OHA_ENGINE_P99_MS of oha
+    alone's, whichever is larger."""
+    return abs(p99 - anchor) <= max(OHA_ENGINE_P99_SHARE * anchor, OHA_ENGINE_P99_MS)
+
+
+def _own(ours: list[Figures], load: Load, on: str) -> list[str]:
+    """The lab's engine's own figures: its loop lag, its periodic work, its sends' lateness."""
+    late = f"{median(ours, 'send_late_p50_ms'):.2f} / {median(ours, 'send_late_p99_ms'):.2f}"
+    late = late if load.mode == "open" else ""
+    if on == "oha":  # no loop probe; its sends' lateness is its queue behind busy connections
+        return ["", "", late]
+    lag = f"{median(ours, 'lag_p99_ms'):.2f} / {median(ours, 'lag_max_ms'):.1f}"
+    return [lag, f"{median(ours, 'periodic_pct'):.2f}", late]
 
 
 def table(body: list[list[str]]) -> Table:

@@ -73,6 +73,10 @@ class Start:
     # after `begin_at` (wall clock, time.time()), so that the schedules of all of them interleave.
     offset_s: float = 0.0
     begin_at: float = 0.0  # 0: at once
+    # What sends the requests (`lab.run.engine`): "lab" (this package's loops) or "oha" (an
+    # open-loop step on oha, `loadgen.oha`, at `engine_path`).
+    engine: str = "lab"
+    engine_path: str = ""
 
     @property
     def distributed(self) -> bool:

@@ -99,6 +99,8 @@ def required_args(command: click.Command) -> list[str]:
 
 
 def a_value(param: click.Parameter) -> str:
+    if isinstance(param.type, click.Choice):
+        return str(param.type.choices[-1])
     return "0.5" if isinstance(param.type, click.types.FloatParamType) else "3"
 
 

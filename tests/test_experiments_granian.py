@@ -26,6 +26,7 @@ from experiments.granian_long_io.gaps import (
     verdict,
 )
 from lab.cli.reproduce import EXPERIMENTS
+from lab.system import tools
 
 PUB = load_published("granian_long_io")
 OHA_MISSING = clients.missing()
@@ -119,7 +120,7 @@ def test_without_oha_the_rows_fail_in_one_line(
 ) -> None:
     """No oha: every row is `failed` with one line that says what to install, nothing runs."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(clients, "CARGO_BIN", tmp_path)
+    monkeypatch.setattr(tools, "CARGO_BIN", tmp_path)  # where clients.binary looks
     why = clients.missing()
     assert why is not None and "oha is not installed" in why and "\n" not in why
     p = replace(TINY, may2025=False, recommended=False, only=("Granian ASGI",))

@@ -10,6 +10,7 @@ import pytest
 from lab.record import hist
 from lab.record.rundir import RunDir
 from lab.record.step import StepRecord
+from lab.system import tools
 from tests.conftest import lab_run, module_run, undisturbed
 
 
@@ -85,7 +86,9 @@ def test_open_loop_run_is_keyed_by_rate(tmp_path):
         ("open", None, 30, 40.0),
     ]
     assert len({s["histogram"] for s in steps}) == 2
+    engine = "lab" if tools.missing("oha") else "oha"  # the default: oha where installed
     for step in steps:
+        assert step["evidence"]["engine"]["name"] == engine, step["evidence"]["engine"]
         achieved = step["evidence"]["open_loop"]["achieved_rate_rps"]
         assert achieved == pytest.approx(step["rate_rps"], rel=0.1)
         assert step["throughput_rps"] == pytest.approx(step["rate_rps"], rel=0.2)

@@ -16,47 +16,18 @@ failures; it reports no status codes.
 from __future__ import annotations
 
 import json
-import os
 import resource
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lab.system import procs
+from lab.system.tools import CARGO_BIN, binary, missing, version
 
-CARGO_BIN = Path.home() / ".cargo" / "bin"
+__all__ = ["CARGO_BIN", "Load", "binary", "missing", "parse", "rewrk", "run", "version"]
+
 # The May 2025 harness's headers: keep-alive asked for (its Keep-Alive value had a stray quote).
 REWRK_HEADERS = ("Connection: Keep-Alive", "Keep-Alive: timeout=60'")
-
-
-def binary(name: str = "oha") -> str | None:
-    """The client on PATH, or where `cargo install` puts it."""
-    cargo = CARGO_BIN / name
-    return shutil.which(name) or (str(cargo) if os.access(cargo, os.X_OK) else None)
-
-
-def missing(name: str = "oha") -> str | None:
-    """Why the client cannot run here, in one line; None when it can."""
-    exe = binary(name)
-    if exe is None:
-        where = "scripts/setup.sh installs it where cargo is"
-        return f"{name} is not installed ({where}: cargo install {name} --locked)"
-    try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{name} does not run: {e}"
-    return None if out.returncode == 0 else f"{name} --version exited {out.returncode}"
-
-
-def version(name: str = "oha") -> str:
-    """The client's version line, or why it cannot run."""
-    why = missing(name)
-    if why is not None:
-        return why
-    argv = [str(binary(name)), "--version"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.strip()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from lab.cli.run_options import (
     APP_OPTIONS,
     DELAY_MS,
     DURATION,
+    ENGINE,
     FRONT_OPTIONS,
     GENERATOR_OPTIONS,
     MODELS,
@@ -53,7 +54,7 @@ from lab.run.progress import ConsoleProgress
 # What the search measures, recorded in the manifest and reused by --resume.
 RESUMABLE = (
     *("rps", "p99_ms", "error_rate", "models", "models_file"),
-    *("delay_ms", "duration", "warmup", "budget_min"),
+    *("delay_ms", "duration", "warmup", "budget_min", "engine"),
     *("generators", "remote_generators", "master", "front", "front_knobs"),
     *("upstream_routes", "db_urls", "db_driver", "db_durability"),
 )
@@ -88,6 +89,7 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
     MODELS,
     MODELS_FILE,
     DELAY_MS,
+    ENGINE,
     DURATION,
     WARMUP,
     click.option(
@@ -225,6 +227,7 @@ def advise_scenario(opts: dict[str, Any]) -> Scenario:
         duration_s=opts["duration"],
         warmup_s=opts["warmup"],
         routes=tuple(opts.get("upstream_routes") or ()) or None,
+        engine=opts["engine"],
     )
 
 

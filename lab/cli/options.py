@@ -276,7 +276,8 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--stall-rate": ("upstream", "the share of requests the upstream stalls"),
     "--stall-ms": ("upstream", "how long a stall adds"),
     "--upstream-processes": ("upstream", "processes of the mock upstream"),
-    "--engine": ("upstream", "the upstream's HTTP implementation"),
+    "--upstream-engine": ("upstream", "the upstream's HTTP implementation"),
+    "--engine": ("run advise", "open loop: what sends the requests, oha or the lab's own"),
     # databases
     "--db-url": ("run advise", "a database of your own instead of one the lab starts"),
     "--db-driver": ("run advise", "the PostgreSQL driver of the lab's app"),

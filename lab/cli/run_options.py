@@ -23,12 +23,13 @@ from lab.cli.options import (
 )
 from lab.config import appenv
 from lab.config.accesslog import TOP_ROUTES
-from lab.config.scenario import ROUTES, builtin_names, load_scenario
+from lab.config.scenario import ENGINES, ROUTES, builtin_names, load_scenario
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
 SCENARIO_OPTIONS = {
     **{name: name for name in ("models", "levels", "trials", "delay_ms", "route", "host")},
     **{name: name for name in ("mode", "rates", "max_outstanding", "arrival", "upstream_port")},
+    "engine": "engine",
     "duration": "duration_s",
     "warmup": "warmup_s",
     "port": "server_port",
@@ -77,6 +78,7 @@ RESUMABLE = (
     "rates",
     "max_outstanding",
     "arrival",
+    "engine",
     "backend",
     "db_driver",
     "python",
@@ -118,6 +120,13 @@ DELAY_MS = click.option(
     "--delay-ms",
     type=float,
     help=f"Mean upstream delay in milliseconds {from_scenario(QUICK.upstream.delay_ms)}.",
+)
+ENGINE = click.option(
+    "--engine",
+    type=click.Choice(list(ENGINES)),
+    help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
+    "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the lab's "
+    "own everywhere [default: oha].",
 )
 MODELS_FILE = click.option(
     "--models-file",
@@ -308,6 +317,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         type=click.Choice(["constant", "poisson"]),
         help=f"Open loop: how arrivals are spaced {from_scenario(QUICK.arrival)}.",
     ),
+    ENGINE,
     DURATION,
     WARMUP,
     click.option(

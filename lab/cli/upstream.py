@@ -75,13 +75,15 @@ DEFAULT_UPSTREAM_PORT = 18081
 )
 @renamed("--processes", "processes")
 @click.option(
-    "--engine",
+    "--upstream-engine",
+    "engine",
     type=click.Choice(ENGINES),
     default="auto",
     show_default=True,
     help="fast: asyncio protocol on uvloop + httptools; aiohttp: the fallback; auto: fast if "
     "installed.",
 )
+@renamed("--engine", "engine")
 @click.option(
     "--upstream-route",
     "routes",

@@ -19,6 +19,7 @@ ROUTES = ("io", "sleep", "cpu", "db", "cache")
 DB_ROUTES = {"db": "postgres", "cache": "redis"}  # route -> the database it waits in
 MODES = ("closed", "open")
 ARRIVALS = ("constant", "poisson")
+ENGINES = ("oha", "lab")  # who sends an open-loop step's requests (`lab.run.engine`)
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
 FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstream socket
 FD_MARGIN = 256  # listening sockets, logs, libraries
@@ -118,6 +119,7 @@ class Scenario:
     rates: tuple[float, ...] = ()
     max_outstanding: int = 500  # open loop: requests in flight at most; the rest count as dropped
     arrival: str = "constant"  # open loop: constant spacing or poisson
+    engine: str = "oha"  # open loop: oha where it can run the step (`lab.run.engine`), or "lab"
     route: str = "io"  # io: upstream; sleep: in-process; cpu: CPU work; db/cache: PostgreSQL/Redis
     cpu_n: int = 10_000
     request_timeout_s: float = 30.0
@@ -202,6 +204,8 @@ class Scenario:
             in_range(self.max_outstanding, 1, LIMITS["level"], f"{where}: max_outstanding")
             if self.arrival not in ARRIVALS:
                 raise LabError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
+        if self.engine not in ENGINES:
+            raise LabError(f"{where}: engine must be one of {', '.join(ENGINES)}")
         if self.route not in ROUTES and not (self.route == "app" and self.app):
             raise LabError(f"{where}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
         up = self.upstream
@@ -299,6 +303,7 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "rates": list,
     "max_outstanding": int,
     "arrival": str,
+    "engine": str,
     "paths": list,
 }
 

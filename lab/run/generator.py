@@ -33,6 +33,8 @@ from loadgen.protocol import (
 )
 
 HistogramSink = Callable[[float, float, HdrHistogram], None]
+# The generator process of each engine (`Start.engine`); both speak `loadgen.protocol`.
+ENGINE_MODULES = {"lab": "loadgen", "oha": "loadgen.oha"}
 
 
 class Generator:
@@ -48,7 +50,8 @@ class Generator:
         env: dict[str, str] | None = None,
     ) -> None:
         self.start = start
-        argv = [sys.executable, "-m", "loadgen", start.to_json()]
+        module = ENGINE_MODULES.get(start.engine, "loadgen")
+        argv = [sys.executable, "-m", module, start.to_json()]
         self.proc = procs.start(
             "loadgen",
             argv,

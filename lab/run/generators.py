@@ -51,13 +51,16 @@ class Generators:
         auto = {"auto_from_cores": auto_count(client_cores())}
         return {**asdict(self), **auto, "open_rps_per_generator": OPEN_RPS_PER_GENERATOR}
 
-    def for_step(self, rate_rps: float | None, cap: int) -> int:
+    def for_step(
+        self, rate_rps: float | None, cap: int, per_process: float = OPEN_RPS_PER_GENERATOR
+    ) -> int:
         """Local processes for one step: all of them in closed loop or when counted by the user;
-        open loop, automatic: one per OPEN_RPS_PER_GENERATOR req/s (the remote ones' included),
-        at most `local`, and never more than the cap on requests in flight can be shared by."""
+        open loop, automatic: one per `per_process` req/s (the remote ones' included; oha's
+        processes hold more than the lab's, `lab.run.engine`), at most `local`, and never more
+        than the cap on requests in flight can be shared by."""
         if rate_rps is None or not self.auto:
             return self.local
-        wanted = math.ceil(rate_rps / OPEN_RPS_PER_GENERATOR) - self.remote
+        wanted = math.ceil(rate_rps / per_process) - self.remote
         return max(0 if self.remote else 1, min(self.local, wanted, cap - self.remote))
 
     def more(self, than: int) -> int | None:

@@ -22,7 +22,7 @@ from lab.backends.base import Backend, Server
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
-from lab.run import generators, routestep
+from lab.run import engine, generators, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
@@ -63,7 +63,7 @@ class StepRunner:
     def start_message(self, server: Server, point: Point, warmup: bool) -> Start:
         """What the generator is asked to do: users in closed loop, a rate in open loop."""
         s = self.s
-        return Start(
+        start = Start(
             base_url=server.url,
             path=s.path(),
             settle_s=s.settle_s,
@@ -81,6 +81,7 @@ class StepRunner:
             warmup=warmup,
             **_app_request(s),
         )
+        return engine.applied(start, s.engine, self.plan.generators)
 
     def warm_up(self, server: Server, model: Model, point: Point) -> None:
         """Load the server as a step would, keeping nothing."""
@@ -142,6 +143,7 @@ class StepRunner:
                     each.stop()
         if warmup:
             return None
+        context = {**(context or {}), "engine": engine.evidence(self.s.engine, start)}
         raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
         if front_log is not None and (said := front_log.since()):
             raised.append(Raised("front_limited", said))

@@ -1,0 +1,81 @@
+"""Which engine sends a step's requests: oha where it can (open loop), the lab's own elsewhere.
+
+Why oha by default: it sends on time in compiled code and times each request from when it was
+due (`-q RATE --latency-correction`); held against it on the same server, the lab's Python
+scheduler put the open loop's p99 15-26% above oha's (`benchmarks/latency_fidelity.py`). Why the
+lab's own still: closed loop (users that wait for their answer) is the lab's, and an open-loop step
+that needs what oha cannot do falls back to it, saying why in one line: a weighted mix of routes
+(oha sends one URL), Poisson arrivals (oha spaces them evenly), generators on other machines
+(they run the lab's engine), or oha not installed. `--engine lab` (or `engine = "lab"` in a
+scenario) asks for the lab's own everywhere. Both engines speak the same protocol and fill the
+same record (`loadgen.oha`); the record names the engine and its version
+(`evidence.engine`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any
+
+import lab
+from lab.config.scenario import ENGINES
+from lab.run.generators import Generators
+from lab.system import tools
+from loadgen.protocol import Start
+
+__all__ = ["ENGINES", "applied", "cannot", "evidence"]
+# Arrivals one oha process (one thread, pinned to one core) sends on time with room to spare.
+# Measured on the 2-core machine (shared, load average 3.5) against a trivial asyncio server
+# (tests/shedding_server.py), 2 s windows: oha used 8-9% of its core at 1,000 req/s, 14% at
+# 3,000 and 19-22% at 6,000, about 30 us of CPU per request past the first thousand, so its core
+# would be full near 30,000 req/s. Past half of that a step splits over generator cores, each
+# process near half of its core, as the lab's own generators are split (a heavier response or
+# a slower core costs more per request).
+OHA_RPS_PER_PROCESS = 15_000.0
+
+
+@functools.cache
+def oha_missing() -> str | None:
+    """Why oha cannot run here (one line), once per process."""
+    return tools.missing("oha")
+
+
+@functools.cache
+def oha_version() -> str:
+    return tools.version("oha")
+
+
+def cannot(start: Start) -> str | None:
+    """Why oha cannot run this step (one line), or None."""
+    if start.rate_rps is None:
+        return "closed loop: oha's engine runs open-loop steps"
+    if start.mix:
+        return f"a weighted mix of {len(start.mix)} routes: oha sends one URL"
+    if start.arrival != "constant":
+        return f"{start.arrival} arrivals: oha's -q spaces requests evenly"
+    if start.remote_generators:
+        return "generators on other machines run the lab's engine"
+    return oha_missing()
+
+
+def applied(start: Start, asked: str, fleet: Generators) -> Start:
+    """The step's start on its engine: oha's path and its process count (one per
+    OHA_RPS_PER_PROCESS req/s where automatic) where oha runs it; unchanged otherwise."""
+    if asked != "oha" or cannot(start) is not None:
+        return replace(start, engine="lab", engine_path="")
+    assert start.rate_rps is not None
+    count = fleet.for_step(start.rate_rps, start.max_outstanding, OHA_RPS_PER_PROCESS)
+    path = tools.binary("oha") or ""
+    return replace(start, engine="oha", engine_path=path, generators=count)
+
+
+def evidence(asked: str, start: Start) -> dict[str, Any]:
+    """What the record says of its engine: its name and version, and where a step that could
+    have run on oha did not, why."""
+    if start.engine == "oha":
+        return {"name": "oha", "version": oha_version(), "processes": start.generators}
+    out: dict[str, Any] = {"name": "lab", "version": f"concurrency-lab {lab.__version__}"}
+    if start.rate_rps is not None:
+        out["why"] = "asked for (--engine lab)" if asked == "lab" else cannot(start)
+    return out

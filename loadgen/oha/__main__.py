@@ -1,0 +1,8 @@
+"""`python -m loadgen.oha START_JSON`: one open-loop step on oha (`loadgen.oha.driver`)."""
+
+import sys
+
+from loadgen.oha.driver import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
