@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import stat
 import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from lab.system import procs, tools
 from loadgen.oha import figures
 from loadgen.protocol import Done, Start
 from tests.test_every_request import _shedder
+from tests.test_stalls import _Freezing as FreezingLater
 
 OHA_MISSING = tools.missing("oha")
 needs_oha = pytest.mark.skipif(OHA_MISSING is not None, reason=f"{OHA_MISSING}")
@@ -110,25 +110,12 @@ def test_a_server_that_refuses_is_every_request_a_lower_bound(tmp_path: Path) ->
     assert sum(n for *_, n in seen) == 0
 
 
-class _Freezing(BaseHTTPRequestHandler):
-    """Answers at once for FREEZE_AFTER_S after its first request, then holds every request
-    longer than any test."""
+class _Freezing(FreezingLater):
+    """tests/test_stalls.py's freezing server, frozen later: after the settle and most of the
+    first second, then holding every request longer than any test."""
 
     first: list[float] = []
-    FREEZE_AFTER_S = 0.3 + 0.8  # the settle, then most of the first second
-
-    def do_GET(self) -> None:
-        if not self.first:
-            self.first.append(time.monotonic())
-        if time.monotonic() - self.first[0] >= self.FREEZE_AFTER_S:
-            time.sleep(30)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *_: object) -> None:
-        pass
+    FREEZE_AFTER_S = 0.3 + 0.8
 
 
 @needs_oha
