@@ -135,6 +135,7 @@ def test_a_cpu_bound_route_is_measured_not_flagged_serialized(
     for name, m in by_model(result).items():
         assert not m["serialized"], (name, m["probe"])
         assert m["note"].startswith("CPU-bound, not serialised"), (name, m["note"])
+        assert m["probe"]["cap"] is None  # the CPU ran them one at a time, not a pool
 
 
 def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(

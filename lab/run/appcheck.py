@@ -259,7 +259,8 @@ def _probe(
         result.probe = probed
         cpu_s = preflight.server_cpu_s(pid) - cpu_s
         result.serialized = not probed.passed and cpu_s < CPU_BOUND * probed.wall_s
-        if not probed.passed and not result.serialized:
+        if not probed.passed and not result.serialized:  # the CPU's cap, not a pool's
+            result.probe = replace(probed, cap=None)
             result.note = (
                 f"CPU-bound, not serialised: its {k} requests kept the server on the CPU "
                 f"{cpu_s:.2f} s of {probed.wall_s:.2f} s (a lock's waiters use none); the sweep "
@@ -362,7 +363,7 @@ def render(result: AppCheck) -> list[Table]:
         )
         verdict_text = m.error or (f"serialized: likely {m.hint}" if m.serialized else "concurrent")
         verdict_text = m.note if m.note and not m.error else verdict_text
-        if m.probe and m.probe.cap is not None and not m.serialized:
+        if m.probe and m.probe.cap is not None and not m.serialized and not m.note:
             verdict_text = f"concurrent up to a cap of about {m.probe.cap:g} at once"
         if m.bridged:
             verdict_text = f"bridged (WSGI through WsgiToAsgi); {verdict_text}"
