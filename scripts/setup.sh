@@ -121,6 +121,9 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   # greenlet 3 excludes; it runs on greenlet 3, so it is installed without its pins (its own
   # dependencies are in the dev extras).
   .venv/bin/python -m pip install -q --no-deps 'httpbin>=0.10'
+  # django-todo (docs' worked example with a database) asks for factory-boy and Faker for its own
+  # tests; it serves without them (its runtime dependencies are in the dev extras).
+  .venv/bin/python -m pip install -q --no-deps 'django-todo==2.7.0'
   echo "$want" > "$stamp"
 fi
 # The dev venv imports the checkout's packages directly (tests, benchmarks, `locust -f
