@@ -126,7 +126,10 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     # httpbin (a real Flask app the tests check) pins greenlet<3 on Python < 3.12, which gevent's
     # greenlet 3 excludes; it runs on greenlet 3, so it is installed without its pins (its own
     # dependencies are in the dev extras).
-    .venv/bin/python -m pip install -q --no-deps 'httpbin>=0.10'
+    .venv/bin/python -m pip install -q --no-deps 'httpbin>=0.10' &&
+    # django-todo (docs' worked example with a database) asks for factory-boy and Faker for its
+    # own tests; it serves without them (its runtime dependencies are in the dev extras).
+    .venv/bin/python -m pip install -q --no-deps 'django-todo==2.7.0'
   }
   with_progress "installing into .venv" "$log" pip_installs || {
     tail -n 30 "$log" >&2

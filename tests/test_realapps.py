@@ -2,7 +2,9 @@
 
 httpbin (Flask) echoes the request's URL and headers and answers a new UUID each time; a Django
 project made by `django-admin startproject` answers a login form with a new CSRF token each time;
-a bottle app and a Starlette (ASGI) app answer timestamps and request ids. Each is checked under
+a bottle app and a Starlette (ASGI) app answer timestamps and request ids; django-todo (a
+published Django app, served by the project in tests/prodapp/todo) needs its migrations, its data
+and a logged-in session in the lab's PostgreSQL. Each is checked under
 real servers: its answers must be found alike (what varied by itself is named, not compared) and
 byte-for-byte comparison, when asked for, must refuse what varies.
 """
@@ -10,6 +12,7 @@ byte-for-byte comparison, when asked for, must refuse what varies.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +147,24 @@ def test_django_project_starts_by_its_wsgi_module_and_settings(
     assert rc == 0, err
     assert result["differences"] == {}
     assert result["varied"]["/admin/login/"]  # its CSRF token
+
+
+def test_django_todo_with_its_migrations_and_data_gets_in(tmp_path: Path) -> None:
+    """The docs' worked example, checked alone: django-todo's own migrations and the seed run
+    before the check, and its pages answer a signed-in user (the seed's session) under every
+    model, the task list's ids and dates varying by themselves."""
+    site = shutil.copytree(Path(__file__).parent / "prodapp" / "todo", tmp_path / "site")
+    rc, err, result = check(
+        tmp_path / "out", "--app", "todosite.wsgi:application", "--app-dir", str(site),
+        "--env", "DJANGO_SETTINGS_MODULE=todosite.settings", "--env", "DATABASE_URL={postgres_url}",
+        "--db-setup", "python manage.py migrate -v0", "--db-setup", "python seed.py",
+        "--header", "Cookie: sessionid=labexamplesession0001", "--models", WSGI,
+        "--path", "/health/", "--path", "/todo/", "--path", "/todo/1/groceries/",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert result["differences"] == {}
+    for m in result["models"]:
+        assert m["answers"]["/todo/1/groceries/"]["status"] == 200, m["model"]  # not the login
 
 
 def test_django_without_its_settings_is_one_line(django_project: Path, tmp_path: Path) -> None:

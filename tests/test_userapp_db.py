@@ -56,6 +56,11 @@ def cwait():
         return "bad body", 400
     libc.usleep(200_000)  # a C call gevent cannot see: blocks the whole hub
     return "waited"
+
+
+@app.get("/burn")
+def burn():
+    return str(sum(i * i for i in range(2_000_000)))  # about 0.1 s of Python: holds the GIL
 """
 
 
@@ -116,6 +121,21 @@ def test_unpatchable_blocking_call_serializes_gevent_models_only(
         assert m["serialized"] == (name in GEVENT), (name, m["probe"])
         if name in GEVENT:
             assert "gevent cannot patch" in m["hint"]
+
+
+def test_a_cpu_bound_route_is_measured_not_flagged_serialized(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    """Requests that queue on the CPU (one process: the GIL runs one at a time) overlap no more
+    than serialised ones, but they keep the server on the CPU where a lock's waiters use none:
+    CPU-bound, said so, and swept, never refused as `serialized`."""
+    models = "gunicorn-gthread,gunicorn-gevent"
+    rc, err, result = run_check(app_dir, tmp_path / "out", "--models", models, "--path", "/burn")
+    assert rc == 0, err
+    for name, m in by_model(result).items():
+        assert not m["serialized"], (name, m["probe"])
+        assert m["note"].startswith("CPU-bound, not serialised"), (name, m["note"])
+        assert m["probe"]["cap"] is None  # the CPU ran them one at a time, not a pool
 
 
 def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(

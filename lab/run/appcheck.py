@@ -38,6 +38,10 @@ from lab.system import outbound, procs
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
 NO_UPSTREAM = "http://127.0.0.1:9"  # the discard port: an app whose --env names no upstream
 MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
+# A probe whose requests kept the server on the CPU this share of its wall time or more queued on
+# the CPU, not on a lock (a lock's waiters use none): CPU-bound, measured by the sweep, not
+# `serialized`. Under half a core's share, so a busy machine's CPU-bound server still counts.
+CPU_BOUND = 0.3
 HINTS = {
     "bridged": "a one-thread bridge (WsgiToAsgi runs a worker's requests one at a time)",
     "greenlet": "a blocking call gevent cannot patch: a C driver (psycopg2 without psycogreen, "
@@ -225,9 +229,8 @@ def check_model(
         with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
             result.answers = learnt.answers(server.url, routes)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
-            _probe(
-                result, model, knobs, server.url, probe or mixcheck.slowest(load, result.solo_ms)
-            )
+            slowest = probe or mixcheck.slowest(load, result.solo_ms)
+            _probe(result, model, knobs, server.url, slowest, pid)
         if result.serialized and model.unit == "greenlet" and held.get("postgres"):
             result.hint = HINTS["postgres_greenlet"]
         environ = outbound.environment(server.proc.pid)
@@ -243,15 +246,26 @@ def _postgres() -> dict[int, str]:
     return {port: "postgres"} if port else {}
 
 
-def _probe(result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route) -> None:
+def _probe(
+    result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route, pid: int
+) -> None:
     k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
     single_ms = result.solo_ms.get(probe.label, 0.0)
+    cpu_s = preflight.server_cpu_s(pid)
     probed = probe_route(url, probe, k, single_ms) if k >= 2 else None
     if isinstance(probed, str):
         result.note = probed
     elif probed is not None:
         result.probe = probed
-        result.serialized = not probed.passed
+        cpu_s = preflight.server_cpu_s(pid) - cpu_s
+        result.serialized = not probed.passed and cpu_s < CPU_BOUND * probed.wall_s
+        if not probed.passed and not result.serialized:  # the CPU's cap, not a pool's
+            result.probe = replace(probed, cap=None)
+            result.note = (
+                f"CPU-bound, not serialised: its {k} requests kept the server on the CPU "
+                f"{cpu_s:.2f} s of {probed.wall_s:.2f} s (a lock's waiters use none); the sweep "
+                "measures it"
+            )
         if result.serialized:
             result.hint = HINTS["bridged" if result.bridged else model.unit]
 
@@ -349,7 +363,7 @@ def render(result: AppCheck) -> list[Table]:
         )
         verdict_text = m.error or (f"serialized: likely {m.hint}" if m.serialized else "concurrent")
         verdict_text = m.note if m.note and not m.error else verdict_text
-        if m.probe and m.probe.cap is not None and not m.serialized:
+        if m.probe and m.probe.cap is not None and not m.serialized and not m.note:
             verdict_text = f"concurrent up to a cap of about {m.probe.cap:g} at once"
         if m.bridged:
             verdict_text = f"bridged (WSGI through WsgiToAsgi); {verdict_text}"

@@ -9,11 +9,14 @@ measured times, and its numbers are never presented as a fair result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import psutil
 
 from lab.system.http_client import get
 from servers.common import DEFAULT_CPU_N, expected_body
@@ -149,6 +152,23 @@ def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> 
         cap=_cap(overlap, n, k),
         outcomes=outcomes([status for status, _ in results]),
     )
+
+
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) a server's processes have used so far: read before and after
+    a probe, it tells requests queued on the CPU (the GIL runs one request's Python at a time in
+    each process) from requests queued on a lock, which wait without using any."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def outcomes(statuses: list[int]) -> dict[str, int]:
