@@ -20,6 +20,7 @@ from lab.backends import dbrun
 from lab.cli.app import check_user_app
 from lab.cli.options import (
     DB_OPTIONS,
+    ENGINE,
     UPSTREAM_ROUTE,
     console,
     ensure_writable,
@@ -35,7 +36,6 @@ from lab.cli.run_options import (
     APP_OPTIONS,
     DELAY_MS,
     DURATION,
-    ENGINE,
     FRONT_OPTIONS,
     GENERATOR_OPTIONS,
     MODELS,

@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from lab.config.models import parse_knobs
+from lab.config.scenario import ENGINES
 from lab.record.errors import LabError, Refused
 from servers.common import DB_DRIVERS
 
@@ -123,7 +124,14 @@ def positive(_: object, param: click.Parameter, value: float | None) -> float | 
     return value
 
 
-# `lab run` and `lab advise`: the mock upstream's routes, and the databases.
+# `lab run` and `lab advise`: the open loop's engine, the mock upstream's routes, the databases.
+ENGINE = click.option(
+    "--engine",
+    type=click.Choice(list(ENGINES)),
+    help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
+    "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the lab's "
+    "own everywhere [default: oha].",
+)
 UPSTREAM_ROUTE = click.option(
     "--upstream-route",
     "upstream_routes",

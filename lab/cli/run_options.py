@@ -11,6 +11,7 @@ import click
 
 from lab.cli.options import (
     DB_OPTIONS,
+    ENGINE,
     UPSTREAM_ROUTE,
     from_scenario,
     int_list,
@@ -23,7 +24,7 @@ from lab.cli.options import (
 )
 from lab.config import appenv
 from lab.config.accesslog import TOP_ROUTES
-from lab.config.scenario import ENGINES, ROUTES, builtin_names, load_scenario
+from lab.config.scenario import ROUTES, builtin_names, load_scenario
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
 SCENARIO_OPTIONS = {
@@ -120,13 +121,6 @@ DELAY_MS = click.option(
     "--delay-ms",
     type=float,
     help=f"Mean upstream delay in milliseconds {from_scenario(QUICK.upstream.delay_ms)}.",
-)
-ENGINE = click.option(
-    "--engine",
-    type=click.Choice(list(ENGINES)),
-    help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
-    "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the lab's "
-    "own everywhere [default: oha].",
 )
 MODELS_FILE = click.option(
     "--models-file",
