@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from loadgen.oha import figures
 from loadgen.protocol import Done, Start
 from tests.test_every_request import _shedder
 from tests.test_stalls import _Freezing as FreezingLater
+from tests.test_stalls import frozen_later
 
 OHA_MISSING = tools.missing("oha")
 needs_oha = pytest.mark.skipif(OHA_MISSING is not None, reason=f"{OHA_MISSING}")
@@ -125,15 +124,8 @@ def test_a_server_that_stalls_shows_as_timeouts_drops_and_a_silent_second(
     """Half way through the window the server stops answering: oha's 4 connections time out
     (counted, at the timeout, lower bounds), the arrivals queued behind them are never sent
     (dropped, timed to oha's end: lower bounds), and the second after the stall has no answer."""
-    _Freezing.first.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Freezing)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with frozen_later(_Freezing) as url:
         done, _ = _oha_step(url, tmp_path, rate_rps=50.0, timeout_s=1.5, max_outstanding=4)
-    finally:
-        server.shutdown()
     _counts_add_up(done)
     ol = done.open_loop
     assert ol is not None and done.ok > 0 and done.errors.get("timeout", 0) >= 4, done.errors

@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -104,20 +105,26 @@ class _Freezing(BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def frozen_later(handler: type[_Freezing]) -> Iterator[str]:
+    """`handler` (a _Freezing) served on a free loopback port, its clock reset; its URL."""
+    handler.first.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
 def test_requests_still_unanswered_after_the_drain_are_lower_bounds(tmp_path: Path) -> None:
     """A server that answers, then stops answering half way through the window, with a timeout
     beyond the drain's longest wait: every user's last request, sent inside the window, is
     unanswered after the drain, recorded with its age since its send (a lower bound), counted
     among the step's requests and not among its answers."""
-    _Freezing.first.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Freezing)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with frozen_later(_Freezing) as url:
         done = run_step(Start(url, "/", 0.3, 1.0, 12.0, users=4), tmp_path / "gen.log")
-    finally:
-        server.shutdown()
     cut = done.closed_loop
     assert cut["unfinished"] == 4 and done.requests == done.ok + 4, (cut, done.requests, done.ok)
     assert "max" in cut["all_lower_bounds"] and done.all_latency_ms["max"] >= 9000
