@@ -20,14 +20,13 @@ from typing import Any
 
 import gevent
 from gevent.pool import Group
-from locust.contrib.fasthttp import FastHttpSession
 from locust.event import EventHook
 
 from loadgen.phases import after_drain, common_begin, drain_pending, run_phases, share_window
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder
 from loadgen.request import Picker
-from loadgen.session import lab_session
+from loadgen.session import new_user
 from loadgen.shares import ClosedShare, closed_figures
 
 
@@ -58,10 +57,13 @@ class ClosedLoop:
         kind = self.recorder.on_request(measured=bool(context.get("measured")), **kw)
         self.ok_in_window += kind is None and self.recorder.measuring
 
-    def user(self, session: FastHttpSession, picker: Picker) -> None:
-        """One closed-loop user until the window closes. The yield between requests keeps a
-        request that fails at once (a refused connection) from starving the event loop, as
-        locust's wait does. The recorder checks each body against `expected`."""
+    def user(self, events: EventHook, picker: Picker) -> None:
+        """One closed-loop user until the window closes, logged in first where the step has a
+        login (`loadgen.session`). The yield between requests keeps a request that fails at
+        once (a refused connection) from starving the event loop, as locust's wait does. The
+        recorder checks each body against `expected`."""
+        user = new_user(self.start, events, self.recorder.logins)
+        session = user.session
         token = id(gevent.getcurrent())
         while not self.stopping:
             measured = self.recorder.measuring
@@ -75,7 +77,7 @@ class ClosedLoop:
                     req.path,
                     name=req.name or req.path,
                     data=req.body,
-                    headers=req.header_dict,
+                    headers=user.headers(req),
                     context=context,
                 )
             finally:
@@ -102,7 +104,7 @@ class ClosedLoop:
         events.add_listener(self.on_request)
         users = Group()
         for _ in range(self.start.users):
-            users.spawn(self.user, lab_session(self.start, events, 1), self.picker)
+            users.spawn(self.user, events, self.picker)
         return users
 
 

@@ -101,25 +101,26 @@ class Report:
 @dataclass(frozen=True)
 class Drained:
     """A worker's last word after its drain: the drain's interval (a Report) and its own
-    figures, open loop (`share`) or closed loop (`closed`)."""
+    figures, open loop (`share`) or closed loop (`closed`), and its users' logins."""
 
     report: Report
     share: ShareResult | None = None
     closed: ClosedShare | None = None
+    login: dict[str, Any] = field(default_factory=dict)  # its users' logins (RouteTally figures)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Drained:
-        report = Report.from_data(data["report"])
+        report, login = Report.from_data(data["report"]), data.get("login") or {}
         if (closed := data.get("closed")) is not None:
-            return cls(report, closed=ClosedShare(**closed))
+            return cls(report, closed=ClosedShare(**closed), login=login)
         share = data["share"]
         figures = OpenLoopFigures(
             **{**share["figures"], "lower_bounds": (), "all_lower_bounds": ()}
         )
-        return cls(report, ShareResult(**{**share, "figures": figures}))
+        return cls(report, ShareResult(**{**share, "figures": figures}), login=login)
 
 
 @dataclass(frozen=True)

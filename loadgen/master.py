@@ -37,6 +37,7 @@ from loadgen.recording import (
     lag_figures,
     merged,
 )
+from loadgen.request import RouteTally
 from loadgen.shares import closed_figures, share_out
 
 LEAD_S = 0.5  # the shares begin this long after the master sends them: all have them by then
@@ -187,6 +188,8 @@ class ShareFleet(Fleet):
             raise MissingGenerators(f"{', '.join(silent)} sent no figures after the window")
         for node, drained in self.drained.items():
             self.inbox.setdefault(node, []).append(drained.report)
+            if drained.login:  # its users' logins, beside the mix's requests
+                self.logins.add(RouteTally.of(drained.login))
         drain_s = max(_drain_s(d) for d in self.drained.values())
         cpu = {name: list(series) for name, series in self.cpu_series.items()}
         self.roll(window_s, window_s + drain_s, drain=True)

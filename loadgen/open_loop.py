@@ -42,7 +42,7 @@ from loadgen.phases import after_drain, common_begin, drain_pending, run_phases,
 from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder
 from loadgen.request import Picker
-from loadgen.session import lab_session
+from loadgen.session import User, lab_session, new_user
 from loadgen.shares import intended_offsets, lower_bounds
 from loadgen.timer import DueTimer
 
@@ -56,9 +56,12 @@ class OpenLoop:
         expected = spec.expected_body.encode() if spec.expected_body is not None else None
         self.recorder = Recorder(expected, self.picker.names)
         self.service = hist.new_histogram()  # send-to-answer time, what closed loop would show
-        events = EventHook()
-        events.add_listener(self.on_request)
-        self.session = lab_session(spec, events, spec.max_outstanding)
+        self.events = EventHook()
+        self.events.add_listener(self.on_request)
+        # anonymous: one session, a pooled connection per request in flight; with a login, one
+        # logged-in user per request in flight (`log_in_users`), each taken while it is sent
+        self.shared = User(lab_session(spec, self.events, spec.max_outstanding))
+        self.free: list[User] = []
         self.inflight = Group()
         self.started = 0  # requests sent while measuring
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
@@ -102,16 +105,32 @@ class OpenLoop:
     def send(self, intended: float, measured: bool) -> None:
         token = id(gevent.getcurrent())
         req = self.picker.next()
-        headers, name = req.header_dict, req.name or req.path
+        user = self.free.pop() if self.free else self.shared
+        headers, name = user.headers(req), req.name or req.path
         if measured:
             self.pending[token] = (intended, name)
         try:
             context = {"intended": intended, "measured": measured}
-            self.session.request(
+            user.session.request(
                 req.method, req.path, name=name, data=req.body, headers=headers, context=context
             )
         finally:
             self.pending.pop(token, None)
+            if user is not self.shared:
+                self.free.append(user)
+
+    def log_in_users(self) -> None:
+        """A login step: one user per request the cap lets fly, each with its own session and
+        connection, all logged in (at once) before the first arrival; nothing without one."""
+        if self.spec.login is None:
+            return
+        tally = self.recorder.logins
+        made = [
+            gevent.spawn(new_user, self.spec, self.events, tally)
+            for _ in range(self.spec.max_outstanding)
+        ]
+        gevent.joinall(made)
+        self.free = [g.value for g in made if g.value is not None]
 
     def schedule(self, start: float) -> None:
         """Issue requests at their intended times until killed; catch up at once when late.
@@ -197,6 +216,7 @@ def run_open(spec: Start) -> Done:
     if spec.rate_rps is None or spec.rate_rps <= 0:
         raise ValueError("open loop needs rate_rps > 0")
     loop = OpenLoop(spec)
+    loop.log_in_users()
     scheduler = gevent.spawn(loop.schedule, time.perf_counter())
     try:
         done = run_phases(spec, loop.recorder, loop.tick)
@@ -217,6 +237,7 @@ def run_share(loop: OpenLoop) -> float:
     common start, its measured window timed by that same start (the master's rolls collect the
     intervals), then its drain. Returns how long the drain took. The sends already due when
     START came late leave at once and count as late (`send_lateness_ms`)."""
+    loop.log_in_users()  # a login step: before the schedule (late sends then catch up)
     begin = common_begin(loop.spec)
     scheduler = gevent.spawn(loop.schedule, begin)
     try:

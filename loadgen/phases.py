@@ -132,6 +132,7 @@ def after_drain(
         ok=recorder.ok,
         errors=dict(recorder.errors),
         routes=recorder.route_figures(),  # a mix's routes: the drain's requests too
+        login=recorder.login_figures(),  # a login step: every user's, apart from the mix
         **latency,
         **loop,
     )

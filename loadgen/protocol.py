@@ -5,8 +5,9 @@ one JSON line per message: `Measuring` when the measured window opens, a `Sample
 (settle and measure phases), a `Histogram` after every measured second (the interval's latencies,
 HdrHistogram-encoded, so the lab writes the `.hlog` and can merge several generators exactly; with
 several generator processes one per process and second, named by `source`), and finally `Done`
-(the step's figures) or `Failed`. Plain data and the standard library only: the lab
-imports this without gevent's monkey-patching, which only the generator processes do.
+(the step's figures) or `Failed`. Plain data and the standard library only (the login step is
+`lab.record.login`'s record): the lab imports this without gevent's monkey-patching, which only
+the generator processes do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from lab.record.login import Login
 
 ARRIVALS = ("constant", "poisson")
 
@@ -77,6 +80,9 @@ class Start:
     # open-loop step on oha, `loadgen.oha`, at `engine_path`).
     engine: str = "lab"
     engine_path: str = ""
+    # A login each user sends once before its first request, its cookies kept for all its later
+    # ones (`loadgen.session`); None: anonymous users, no cookies kept.
+    login: Login | None = None
 
     @property
     def distributed(self) -> bool:
@@ -94,6 +100,7 @@ class Start:
     def from_json(cls, text: str) -> Start:
         data = json.loads(text)
         data["generator_cpus"] = tuple(data.get("generator_cpus") or ())
+        data["login"] = Login.of(data["login"]) if data.get("login") else None
         start: Start = _build(cls, data)
         return start
 
@@ -212,6 +219,9 @@ class Done(Window):
     closed_loop: dict[str, Any] = field(default_factory=dict)
     # A mix: each route's figures (`loadgen.request.RouteTally.figures`) by label ({}: one route).
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A login step (`Start.login`): every user's login, counted and timed apart from the mix
+    # (`loadgen.request.RouteTally.figures`; {}: no login).
+    login: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

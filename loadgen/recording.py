@@ -164,6 +164,7 @@ class Recorder:
         self.periodic_s = 0.0  # own periodic work not yet handed on in an interval
         self.lags: dict[str, HdrHistogram] = {}  # per source: its loop lag, measured seconds
         self.busy_s: Counter[str] = Counter()  # per source: its periodic work, measured seconds
+        self.logins = RouteTally()  # a login step: every user's, whenever it ran (never the mix's)
 
     def on_request(
         self,
@@ -278,6 +279,10 @@ class Recorder:
     def route_figures(self) -> dict[str, dict[str, Any]]:
         """A mix: each route's measured requests, as `Done.routes` carries them."""
         return {name: tally.figures() for name, tally in sorted(self.routes.items())}
+
+    def login_figures(self) -> dict[str, Any]:
+        """Every user's login, counted and timed apart ({}: none ran), as `Done.login`."""
+        return self.logins.figures() if self.logins.requests else {}
 
     def lag_ms(self) -> dict[str, float]:
         """The step's loop lag, every generator process's merged: p50, p99, max, mean (ms)."""

@@ -110,13 +110,14 @@ class Node:
         figures = loop.figures({}, drain_s, {})  # the master marks bounds on the merged latency
         service = hist.encode(loop.service)
         share = ShareResult(figures, service, loop.lower_bound_floor, loop.all_floor())
-        drained = fanout.Drained(self.last_report(), share)
+        drained = fanout.Drained(self.last_report(), share, login=loop.recorder.login_figures())
         self.runner.send_message(fanout.DRAINED, drained.to_data())
 
     def run_closed(self, loop: ClosedLoop) -> None:
         """This worker's share of the users, then its last word to the master."""
         drain_s = run_closed_share(loop)
-        drained = fanout.Drained(self.last_report(), closed=loop.share(drain_s))
+        login = loop.recorder.login_figures()
+        drained = fanout.Drained(self.last_report(), closed=loop.share(drain_s), login=login)
         self.runner.send_message(fanout.DRAINED, drained.to_data())
 
     def leave(self) -> None:

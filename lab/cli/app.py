@@ -14,12 +14,13 @@ from rich.markup import escape
 from lab.backends import dbrun
 from lab.backends.dbdata import DataSpec
 from lab.cli import appmix
-from lab.cli.options import console
+from lab.cli.options import LOGIN_ONLY, console
 from lab.cli.stopping import stop_signals
 from lab.config import appenv, userapp
 from lab.config.models import Model, Registry
 from lab.config.scenario import Scenario, override
 from lab.record.errors import LabError, NoAnswer
+from lab.record.login import Login, parse_login
 from lab.record.rundir import RunDir
 from lab.run import appcheck
 from lab.run.preflight import Preflight
@@ -58,12 +59,12 @@ def check_user_app(
     health = userapp.health_route(load.routes)
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
+    login = login_of(opts)  # a malformed --login or --csrf too
     data = data_spec(opts, env)
     resumed = opts.get("resume")  # checked again, into the run it continues
     run = RunDir.existing(resumed) if resumed else RunDir.create(opts["out"], "app")
-    options = appcheck.Options(
-        opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream
-    )
+    given = (opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream)
+    options = appcheck.Options(*given, login)
     checking = (opts, registry, scenario, env, load, run, options, data)
     app, models, result = services_and_check(*checking)
     for table in appcheck.render(result):
@@ -74,7 +75,8 @@ def check_user_app(
     refuse_remote(result, opts["allow_remote"])
     if refused := appmix.unanswered(load, result.route_solo_ms()):
         raise NoAnswer(f"{app.target} cannot be swept: {refused}")
-    spec = replace(appmix.app_spec(app, load, health, result.route_solo_ms()), env=env)
+    spec = appmix.app_spec(app, load, health, result.route_solo_ms())
+    spec = replace(spec, env=env, login=login)
     if load.mix:  # what the sweep loads, and d from each route's time alone
         out.print(appmix.render_mix(load.mix, result.route_solo_ms(), spec.solo_ms))
     if opts["check_only"]:
@@ -131,6 +133,18 @@ def services_and_check(
             with suppress(OSError):  # --out too, when this run was all it held
                 run.path.parent.rmdir()
         raise
+
+
+def login_of(opts: dict[str, Any]) -> Login | None:
+    """--login and its options as the login record (None: none); LabError naming a bad one,
+    or one given without --login."""
+    if not opts.get("login"):
+        if given := [f"--{o}" for o, k in LOGIN_ONLY.items() if k != "login" and opts.get(k)]:
+            raise LabError(f"{', '.join(given)}: only with --login 'METHOD /PATH'")
+        return None
+    keys = ("login_body", "login_headers", "csrf", "login_page", "login_cookie")
+    body, headers, csrf, page, cookie = (opts.get(k) for k in keys)
+    return parse_login(opts["login"], body, tuple(headers or ()), csrf, page, cookie)
 
 
 def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:

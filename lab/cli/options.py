@@ -182,6 +182,57 @@ DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
 )
 
+# `lab run --app` and `lab advise --app`: a login each simulated user sends once (lab.record.login)
+LOGIN_ONLY = {  # option -> its parameter: meaningful with --app only
+    **{"login": "login", "login-body": "login_body", "login-header": "login_headers"},
+    **{"csrf": "csrf", "login-page": "login_page", "login-cookie": "login_cookie"},
+}
+LOGIN_OPTIONS = (
+    click.option(
+        "--login",
+        metavar="'METHOD /PATH'",
+        help="With --app: a login each simulated user sends once before its first request, e.g. "
+        "'POST /login'; its cookies are kept for all its later requests (one session per user), "
+        "logins are counted and timed apart from the mix, and a login that answers neither "
+        "2xx nor 3xx, or sets no session cookie, refuses the app in the check "
+        "[default: none: anonymous users, no cookies kept].",
+    ),
+    click.option(
+        "--login-body",
+        metavar="TEXT",
+        help="With --login: its body, a form ('username=alice&password=secret') or JSON; the "
+        "Content-Type follows unless --login-header gives one.",
+    ),
+    click.option(
+        "--login-header",
+        "login_headers",
+        multiple=True,
+        metavar="'NAME: VALUE'",
+        help="With --login: a header of the login request (repeatable).",
+    ),
+    click.option(
+        "--csrf",
+        metavar="SOURCE:NAME=TARGET:NAME[,TARGET:NAME]",
+        help="With --login: where its CSRF token is read (cookie, or a hidden input of the login "
+        "form, fetched with a GET of the login page first) and where it is sent (header, sent "
+        "with the login and every later write of the user; or field, added to the login's "
+        "form): Django: cookie:csrftoken=header:X-CSRFToken; Flask-WTF: "
+        "form:csrf_token=field:csrf_token [default: none].",
+    ),
+    click.option(
+        "--login-page",
+        metavar="/PATH",
+        help="With --login: the page fetched with a GET before the login [default: the "
+        "login's own path, where --csrf is given; else none].",
+    ),
+    click.option(
+        "--login-cookie",
+        metavar="NAME",
+        help="With --login: the session cookie the login must set, e.g. sessionid [default: "
+        "any cookie but the CSRF one].",
+    ),
+)
+
 
 class Renamed(click.Option):
     """A retired spelling of an option, hidden: what it is given goes to the option it was renamed

@@ -12,6 +12,8 @@ import click
 from lab.cli.options import (
     DB_OPTIONS,
     ENGINE,
+    LOGIN_ONLY,
+    LOGIN_OPTIONS,
     UPSTREAM_ROUTE,
     from_scenario,
     int_list,
@@ -54,6 +56,7 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "log-methods": "log_methods",
     "db-setup": "db_setup",
     "db-seed": "db_seed",
+    **LOGIN_ONLY,
 }
 
 
@@ -67,19 +70,12 @@ RESUMABLE = (
     "trials",
     "delay_ms",
     "route",
-    "knobs",
-    "port",
-    "upstream_port",
-    "no_pin",
+    *("knobs", "port", "upstream_port", "no_pin"),
     "models_file",
     "host",
     "request_timeout",
     "start_timeout",
-    "mode",
-    "rates",
-    "max_outstanding",
-    "arrival",
-    "engine",
+    *("mode", "rates", "max_outstanding", "arrival", "engine"),
     "backend",
     "db_driver",
     "python",
@@ -224,6 +220,7 @@ APP_OPTIONS = (  # --app and what goes with it
         help="With --app: seconds importing the app may take [default: 60]; a server's start-up "
         "is bounded by --start-timeout.",
     ),
+    *LOGIN_OPTIONS,
 )
 
 

@@ -11,6 +11,7 @@ from lab.config import appenv, upstreamroute
 from lab.config.mix import MixRoute
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError, Refused
+from lab.record.login import Login
 from lab.record.step import level_label
 from lab.system.resources import data_file
 
@@ -81,6 +82,7 @@ class AppSpec:
     env: appenv.Env = ()  # --env and [env], placeholders as given (resolved per server)
     # A traffic mix (`lab.config.mix`): the routes the users draw by weight; (): load_path alone.
     mix: tuple[MixRoute, ...] = ()
+    login: Login | None = None  # each user's login before its first request (lab.record.login)
 
 
 @dataclass(frozen=True)

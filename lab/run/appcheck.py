@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import json
 import os
 import urllib.parse
@@ -31,7 +30,8 @@ from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
 from lab.config.userapp import Route, UserApp, fit, health_route
 from lab.record.errors import LabError
-from lab.run import bodyshape, mixcheck, preflight
+from lab.record.login import Login
+from lab.run import bodyshape, logincheck, mixcheck, preflight
 from lab.run.preflight import Preflight, Probe
 from lab.system import outbound, procs
 
@@ -62,11 +62,12 @@ HINTS = {
 @dataclass(frozen=True)
 class Options:
     """How the check runs: bodies compared by shape or byte for byte, how long a server gets to
-    answer its first route, the mock upstream's behaviour where the app calls it."""
+    answer its first route, the mock upstream's behaviour where the app calls it, the login."""
 
     compare: str = "shape"
     start_timeout_s: float = READY_TIMEOUT_S
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
+    login: Login | None = None  # each server logged into first (`lab.run.logincheck`)
 
 
 @dataclass(frozen=True)
@@ -139,26 +140,20 @@ class AppCheck:
         return json.dumps(asdict(self), indent=2)
 
     def route_solo_ms(self) -> dict[str, float]:
-        """Each loaded route's time with nothing else running: the fastest model's best single
-        request (d in the ideal c / d is the mix's, weighted); 0 where none answered."""
+        """Each loaded route's time alone: the fastest model's best single request (0: none)."""
         return mixcheck.fastest_each([m.solo_ms for m in self.models if not m.error])
 
 
 def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> tuple[Answer, bytes]:
     """One request on a fresh connection: its answer, and the body to compare."""
-    url = urllib.parse.urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout_s)
     request = route.request()
     try:
-        conn.request(route.method, route.path, body=request["data"], headers=request["headers"])
-        reply = conn.getresponse()
-        body = reply.read()
+        sent = (route.method, route.path, request["data"], request["headers"], timeout_s)
+        status, headers, body = logincheck.send(base_url, *sent)
     except OSError as e:
         return Answer(0, "", "", 0, error=str(e) or type(e).__name__), b""
-    finally:
-        conn.close()
     digest = hashlib.sha256(body).hexdigest()[:16]
-    return Answer(reply.status, reply.getheader("Content-Type", ""), digest, len(body)), body
+    return Answer(status, headers.get("Content-Type", ""), digest, len(body)), body
 
 
 @dataclass
@@ -212,10 +207,10 @@ def check_model(
     probe: Route | None,
     upstream_url: str,
     learnt: Learnt,
+    login: Login | None = None,
 ) -> ModelCheck:
-    """Start the model, request every route, time each loaded one alone, probe `probe` (None:
-    the slowest loaded route), stop, with its processes' connections read all along; failures
-    become evidence."""
+    """Start the model, log in (`login`), request every route, time each loaded one alone, probe
+    `probe` (None: the slowest), stop, its connections read all along; failures are evidence."""
     result = ModelCheck(model.name, bridged)
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
@@ -226,6 +221,11 @@ def check_model(
         return result
     try:
         pid = server.proc.pid
+        if login is not None:  # every route as a logged-in user sends it
+            given = (routes, load, probe)
+            result.error, routes, load, probe = logincheck.logged_in(server.url, login, *given)
+            if result.error:
+                return result
         with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
             result.answers = learnt.answers(server.url, routes)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
@@ -318,7 +318,7 @@ def run(
         for model, bridged in (f for _, f in fitted if f is not None):
             dbrun.fresh_copy(f"{model.name} (check)")  # each model from the same data
             args = (knobs, routes, load, probe, upstream_url, learnt)
-            checks.append(check_model(backend, model, bridged, *args))
+            checks.append(check_model(backend, model, bridged, *args, options.login))
             if probe is None and (times := checks[-1].solo_ms):
                 probe = mixcheck.slowest(load, times)
     finally:

@@ -5,11 +5,11 @@ due (`-q RATE --latency-correction`); held against it on the same server, the la
 scheduler put the open loop's p99 15-26% above oha's (`benchmarks/latency_fidelity.py`). Why the
 lab's own still: closed loop (users that wait for their answer) is the lab's, and an open-loop step
 that needs what oha cannot do falls back to it, saying why in one line: a weighted mix of routes
-(oha sends one URL), Poisson arrivals (oha spaces them evenly), generators on other machines
-(they run the lab's engine), or oha not installed. `--engine lab` (or `engine = "lab"` in a
-scenario) asks for the lab's own everywhere. Both engines speak the same protocol and fill the
-same record (`loadgen.oha`); the record names the engine and its version
-(`evidence.engine`).
+(oha sends one URL), a login per user (oha keeps no cookies), Poisson arrivals (oha spaces them
+evenly), generators on other machines (they run the lab's engine), or oha not installed.
+`--engine lab` (or `engine = "lab"` in a scenario) asks for the lab's own everywhere. Both engines
+speak the same protocol and fill the same record (`loadgen.oha`); the record names the engine
+and its version (`evidence.engine`).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def cannot(start: Start) -> str | None:
         return "closed loop: oha's engine runs open-loop steps"
     if start.mix:
         return f"a weighted mix of {len(start.mix)} routes: oha sends one URL"
+    if start.login is not None:
+        return f"a login per user ({start.login.label}): oha keeps no session of its own"
     if start.arrival != "constant":
         return f"{start.arrival} arrivals: oha's -q spaces requests evenly"
     if start.remote_generators:

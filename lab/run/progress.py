@@ -78,6 +78,11 @@ class ConsoleProgress:
         colour = "red" if errors or step.flags else "default"
         flags = f"  [yellow]{', '.join(step.flags)}" if step.flags else ""
         point = step.key.label
+        login = step.evidence.get("login")  # a login step's logins, apart from the mix's figures
+        if login:
+            failed = sum(login["errors"].values())
+            p50 = login["latency_ms"].get("p50", 0.0)
+            flags = f"  logins {login['logins']} ({failed} failed, p50 {p50:.1f} ms){flags}"
         self.console.print(
             f"[{colour}]  {step.model:<18} {point:<13} {step.throughput_rps:>8.1f} rps"
             f"  p50 {lat.get('p50', 0):>7.1f} ms  p99 {lat.get('p99', 0):>7.1f} ms"

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from lab.backends.base import Backend, Server
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
+from lab.record import hist
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import engine, generators, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
@@ -256,7 +257,7 @@ class StepRunner:
             tuple(raised),
             max_outstanding=point.users if point.rate_rps is not None else None,
             histogram=self.plan.run.hlog_relpath(key),
-            context={**(context or {}), **_fleet(outcome)},
+            context={**(context or {}), **_fleet(outcome), **_logins(outcome)},
             generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
         calls = window.calls(measured.requests)
@@ -329,12 +330,30 @@ def _fleet(outcome: Outcome) -> dict[str, Any]:
     return {"generators": {"parts": parts, "merged_latencies": sum(outcome.counted.values())}}
 
 
+def _logins(outcome: Outcome) -> dict[str, Any]:
+    """A login step: the users' logins, counted and timed apart from the mix ({}: none)."""
+    login = outcome.done.login if outcome.done is not None else {}
+    if not login:
+        return {}
+    h = hist.decode(login["histogram"])
+    latency = hist.summary_ms(h) if h.get_total_count() else {}
+    return {
+        "login": {
+            "logins": login["requests"],
+            "ok": login["ok"],
+            "errors": login["errors"],
+            "latency_ms": latency,
+        }
+    }
+
+
 def _app_request(s: Scenario) -> dict[str, Any]:
-    """A user's app: the load route's method, body and headers for the generator."""
+    """A user's app: the load route's method, body and headers, the mix, the login."""
     if s.app is None:
         return {}
     mix = [asdict(m) for m in s.app.mix]  # a traffic mix: the users draw routes by weight
-    return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers), "mix": mix}
+    given = {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers)}
+    return {**given, "mix": mix, "login": s.app.login}  # login: each user's, once
 
 
 def partial(outcome: Outcome) -> Measured:
