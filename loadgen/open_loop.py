@@ -61,7 +61,7 @@ class OpenLoop:
         # anonymous: one session, a pooled connection per request in flight; with a login, one
         # logged-in user per request in flight (`log_in_users`), each taken while it is sent
         self.shared = User(lab_session(spec, self.events, spec.max_outstanding))
-        self.free: list[User] = []
+        self.free: deque[User] = deque()  # taken in turn: every session sends
         self.inflight = Group()
         self.started = 0  # requests sent while measuring
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
@@ -105,7 +105,7 @@ class OpenLoop:
     def send(self, intended: float, measured: bool) -> None:
         token = id(gevent.getcurrent())
         req = self.picker.next()
-        user = self.free.pop() if self.free else self.shared
+        user = self.free.popleft() if self.free else self.shared
         headers, name = user.headers(req), req.name or req.path
         if measured:
             self.pending[token] = (intended, name)
@@ -130,7 +130,7 @@ class OpenLoop:
             for _ in range(self.spec.max_outstanding)
         ]
         gevent.joinall(made)
-        self.free = [g.value for g in made if g.value is not None]
+        self.free = deque(g.value for g in made if g.value is not None)
 
     def schedule(self, start: float) -> None:
         """Issue requests at their intended times until killed; catch up at once when late.
