@@ -129,8 +129,8 @@ ENGINE = click.option(
     "--engine",
     type=click.Choice(list(ENGINES)),
     help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
-    "own, saying why (a mix, Poisson arrivals, remote generators, oha missing); lab: the lab's "
-    "own everywhere [default: oha].",
+    "own, saying why (a mix, a login, Poisson arrivals, remote generators, oha missing); lab: "
+    "the lab's own everywhere [default: oha].",
 )
 UPSTREAM_ROUTE = click.option(
     "--upstream-route",
@@ -201,14 +201,15 @@ LOGIN_OPTIONS = (
         "--login-body",
         metavar="TEXT",
         help="With --login: its body, a form ('username=alice&password=secret') or JSON; the "
-        "Content-Type follows unless --login-header gives one.",
+        "Content-Type follows unless --login-header gives one [default: none: an empty body].",
     ),
     click.option(
         "--login-header",
         "login_headers",
         multiple=True,
         metavar="'NAME: VALUE'",
-        help="With --login: a header of the login request (repeatable).",
+        help="With --login: a header of the login request (repeatable) [default: none; --header "
+        "goes with the routes, not the login].",
     ),
     click.option(
         "--csrf",
@@ -357,6 +358,12 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--env": ("run advise", "a variable of --app's environment"),
     "--compare": ("run advise", "how --app's answers must match across models"),
     "--import-timeout": ("run advise", "seconds importing --app may take"),
+    "--login": ("run advise", "the login each simulated user of --app sends once"),
+    "--login-body": ("run advise", "the body of the --login request"),
+    "--login-header": ("run advise", "a header of the --login request"),
+    "--csrf": ("run advise", "where --login's CSRF token is read and sent"),
+    "--login-page": ("run advise", "the page fetched before the --login request"),
+    "--login-cookie": ("run advise", "the session cookie --login must set"),
     "--check-only": ("run", "check --app under every model, then stop"),
     # the target of lab advise
     "--rps": ("advise", "the target arrival rate"),
