@@ -94,6 +94,14 @@ def test_a_form_login_gets_its_content_type_and_a_json_one_its_own() -> None:
     assert headers == {"Content-Type": "application/json"}
 
 
+def test_a_start_message_carries_its_login_to_every_generator_process() -> None:
+    """The record travels as JSON (`Start.to_json`) and comes back whole, CSRF setting included,
+    as each generator process and each share of a step reads it."""
+    start = Start("http://127.0.0.1:1", "/me", 0.5, 1.0, 5.0, users=2, login=login("django"))
+    assert Start.from_json(start.to_json()) == start
+    assert Start.from_json(Start("http://127.0.0.1:1", "/", 0.5, 1.0, 5.0).to_json()).login is None
+
+
 NAMES = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
 VALUES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from lab.config.scenario import load_scenario
 from lab.record.errors import LabError
+from lab.record.login import Login
 from lab.record.step import StepKey, step_record
 from lab.run import engine
 from lab.run.generator import measured_from, run_step
@@ -179,8 +180,9 @@ OPEN = Start("http://127.0.0.1:1", "/", 0.5, 2.0, 5.0, rate_rps=100.0, max_outst
         ({"mix": [{"label": "/a", "method": "GET", "path": "/a", "weight": 1}] * 2}, "mix of 2"),
         ({"arrival": "poisson"}, "poisson arrivals"),
         ({"remote_generators": 1}, "other machines"),
+        ({"login": Login()}, "a login per user (POST /login): oha keeps no session"),
     ],
-    ids=["closed", "mix", "poisson", "remote"],
+    ids=["closed", "mix", "poisson", "remote", "login"],
 )
 def test_a_step_oha_cannot_run_falls_back_saying_why(change: dict, why: str) -> None:
     start = Start(**{**vars(OPEN), **change})
