@@ -307,3 +307,17 @@ def test_a_lab_run_logs_each_user_in_and_reports_the_logins_apart(tmp_path: Path
     # every request logged in (no 4xx); arrivals the cap kept back on a busy machine are no error
     assert set(step["errors"]) <= {"dropped"} and step["ok"] > 0, step["errors"]
     assert "logins 3 (0 failed" in done.stderr  # the step's summary line
+
+
+@pytest.mark.parametrize(
+    "site,kind", [("flask", "http_4xx"), ("django", "no_session")], ids=["flask-401", "django-200"]
+)
+def test_a_failed_login_is_counted_by_its_kind_never_as_a_request(
+    sites: dict[str, str], site: str, kind: str, tmp_path: Path
+) -> None:
+    """The check refuses such an app before any load; a generator given one anyway (a password
+    changed mid-run) counts each user's failed login apart, and the users go on anonymous."""
+    url, me = sites[site], SITES[site][2]
+    start = Start(url, me, 0.3, 1.0, 10.0, users=2, login=login(site, BAD))
+    done = run_step(start, tmp_path / "loadgen.log")
+    assert done.login["requests"] == 2 and done.login["errors"] == {kind: 2}
