@@ -26,7 +26,7 @@ from loadgen.phases import after_drain, common_begin, drain_pending, run_phases,
 from loadgen.protocol import Done, Start
 from loadgen.recording import Recorder
 from loadgen.request import Picker
-from loadgen.session import new_user
+from loadgen.session import User, new_users
 from loadgen.shares import ClosedShare, closed_figures
 
 
@@ -57,12 +57,11 @@ class ClosedLoop:
         kind = self.recorder.on_request(measured=bool(context.get("measured")), **kw)
         self.ok_in_window += kind is None and self.recorder.measuring
 
-    def user(self, events: EventHook, picker: Picker) -> None:
-        """One closed-loop user until the window closes, logged in first where the step has a
-        login (`loadgen.session`). The yield between requests keeps a request that fails at
+    def user(self, user: User, picker: Picker) -> None:
+        """One closed-loop user until the window closes (logged in already where the step has a
+        login: `loadgen.session`). The yield between requests keeps a request that fails at
         once (a refused connection) from starving the event loop, as locust's wait does. The
         recorder checks each body against `expected`."""
-        user = new_user(self.start, events, self.recorder.logins)
         session = user.session
         token = id(gevent.getcurrent())
         while not self.stopping:
@@ -99,12 +98,12 @@ class ClosedLoop:
         return ClosedShare(self.unfinished, self.ok_in_window, drain_s, self.floor)
 
     def spawn_users(self) -> Group:
-        """The step's users, each on its own connection."""
+        """The step's users, each on its own connection (with a login, each logged in first)."""
         events = EventHook()
         events.add_listener(self.on_request)
         users = Group()
-        for _ in range(self.start.users):
-            users.spawn(self.user, events, self.picker)
+        for user in new_users(self.start, events, self.recorder.logins, self.start.users):
+            users.spawn(self.user, user, self.picker)
         return users
 
 

@@ -42,7 +42,7 @@ from loadgen.phases import after_drain, common_begin, drain_pending, run_phases,
 from loadgen.protocol import Done, OpenLoopFigures, Start
 from loadgen.recording import Recorder
 from loadgen.request import Picker
-from loadgen.session import User, lab_session, new_user
+from loadgen.session import User, lab_session, new_users
 from loadgen.shares import intended_offsets, lower_bounds
 from loadgen.timer import DueTimer
 
@@ -121,16 +121,10 @@ class OpenLoop:
 
     def log_in_users(self) -> None:
         """A login step: one user per request the cap lets fly, each with its own session and
-        connection, all logged in (at once) before the first arrival; nothing without one."""
-        if self.spec.login is None:
-            return
-        tally = self.recorder.logins
-        made = [
-            gevent.spawn(new_user, self.spec, self.events, tally)
-            for _ in range(self.spec.max_outstanding)
-        ]
-        gevent.joinall(made)
-        self.free = deque(g.value for g in made if g.value is not None)
+        connection, all logged in before the first arrival; nothing without one."""
+        spec, tally = self.spec, self.recorder.logins
+        if spec.login is not None:
+            self.free = deque(new_users(spec, self.events, tally, spec.max_outstanding))
 
     def schedule(self, start: float) -> None:
         """Issue requests at their intended times until killed; catch up at once when late.

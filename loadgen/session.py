@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 from locust.contrib.fasthttp import FastHttpSession, FastHttpUser
 from locust.event import EventHook
 
@@ -85,6 +86,17 @@ def new_user(start: Start, events: EventHook, tally: RouteTally) -> User:
     user = User(session, log_in(session, start.login, tally))
     session.request_event = events  # its later requests are the mix's
     return user
+
+
+def new_users(start: Start, events: EventHook, tally: RouteTally, count: int) -> list[User]:
+    """`count` users of the step, each on its own connection; with a login, all logged in at once
+    before this returns (each of its requests bounded by the step's request timeout), so the
+    step's phases start with every session made and no login inside its window."""
+    if start.login is None:
+        return [new_user(start, events, tally) for _ in range(count)]
+    made = [gevent.spawn(new_user, start, events, tally) for _ in range(count)]
+    gevent.joinall(made)
+    return [g.value for g in made if g.value is not None]
 
 
 def log_in(session: FastHttpSession, login: Login, tally: RouteTally) -> dict[str, str]:

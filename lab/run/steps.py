@@ -174,6 +174,7 @@ class StepRunner:
         )
         step_s = start.settle_s + start.duration_s + start.timeout_s
         step_s += CONNECT_WAIT_S if start.distributed else 0.0
+        step_s += 2 * start.timeout_s if start.login else 0.0  # the login page's GET, the login
         watchdog = Watchdog(gen.proc, step_s + WATCHDOG_GRACE_S)
         try:
             yield gen, watchdog
