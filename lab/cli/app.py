@@ -55,6 +55,9 @@ def check_user_app(
     if load.log is not None:  # the log's mix and what it left out, before any load
         for table in appmix.render_log(load.log):
             out.print(table)
+    if load.har is not None:  # and the HAR file's
+        for table in appmix.render_har(load.har):
+            out.print(table)
     health = userapp.health_route(load.routes)
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs

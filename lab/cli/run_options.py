@@ -52,6 +52,10 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "access-log": "access_log",
     "log-top": "log_top",
     "log-methods": "log_methods",
+    "mix": "mix_file",
+    "har": "har",
+    "har-host": "har_host",
+    "har-keep": "har_keep",
     "db-setup": "db_setup",
     "db-seed": "db_seed",
 }
@@ -171,6 +175,37 @@ APP_OPTIONS = (  # --app and what goes with it
         "what it leaves out (4xx/5xx, methods that change data, static files, lines that do "
         "not parse) is counted and printed before any load. Enough without --path "
         "[default: none].",
+    ),
+    click.option(
+        "--mix",
+        "mix_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: the traffic mix as a TOML file, one [[route]] table per route "
+        "(method, path, weight, headers, body or body_file, expect, login); bodies and paths "
+        "may hold placeholders filled per request ({uuid}, {n}, {user}, {choice:a|b}, "
+        "{line:FILE}); see docs/your-app-and-databases.md [default: none].",
+    ),
+    click.option(
+        "--har",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: a HAR file (a browser's or a proxy's export) whose requests to one "
+        "host are the mix, weighted by count, with their headers and bodies; what it leaves "
+        "out (other hosts, static files, websockets, failed or 4xx/5xx entries) is counted "
+        "and printed before any load [default: none].",
+    ),
+    click.option(
+        "--har-host",
+        metavar="HOST[:PORT]",
+        help="With --har: the host whose requests make the mix [default: the commonest].",
+    ),
+    click.option(
+        "--har-keep",
+        callback=name_list,
+        metavar="cookie,authorization",
+        help="With --har: credential headers to keep (cookie, authorization, "
+        "proxy-authorization, x-csrftoken, ...) [default: none: dropped].",
     ),
     click.option(
         "--log-top",

@@ -20,12 +20,16 @@ WEIGHT_MARK = "#"
 
 @dataclass(frozen=True)
 class MixRoute:
-    """One route of the mix as the generator sends it (the body and headers are the run's)."""
+    """One route of the mix as the generator sends it: its own body and headers (placeholders,
+    `lab.config.placeholders`, filled per request), the statuses that count as its success."""
 
     label: str  # `/path?query`, or `METHOD /path?query`: how every table names it
     method: str
     path: str
     weight: float  # relative: the users choose each request's route with these odds
+    body: str | None = None  # sent with every method but GET
+    headers: tuple[tuple[str, str], ...] = ()
+    expect: tuple[int, ...] = ()  # (): any status below 400 is a success
 
 
 def split_weight(text: str, where: str = "--path") -> tuple[str, float | None]:

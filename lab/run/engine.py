@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 import lab
+from lab.config import placeholders
 from lab.config.scenario import ENGINES
 from lab.run.generators import Generators
 from lab.system import tools
@@ -51,7 +52,12 @@ def cannot(start: Start) -> str | None:
     if start.rate_rps is None:
         return "closed loop: oha's engine runs open-loop steps"
     if start.mix:
-        return f"a weighted mix of {len(start.mix)} routes: oha sends one URL"
+        return (
+            f"a weighted mix of {len(start.mix)} routes, each with its own method, headers, "
+            "body and placeholders: oha sends one fixed request"
+        )
+    if any(placeholders.found(t) for t in (start.path, start.body or "", *start.headers.values())):
+        return "placeholders ({uuid}, {n}, ...) filled per request: oha sends one fixed request"
     if start.arrival != "constant":
         return f"{start.arrival} arrivals: oha's -q spaces requests evenly"
     if start.remote_generators:

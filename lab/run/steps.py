@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lab.backends.base import Backend, Server
+from lab.config import placeholders
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
@@ -46,6 +48,7 @@ class StepRunner:
         self.s = plan.scenario
         self.idle: tuple[Server, float] | None = None  # a server and its RSS before any load
         self.probe_caps: dict[str, float | None] = {}  # model -> the cap its probe measured
+        self.epoch = time.time()  # {n}: each step's base counts from here
 
     def capacity(self, server: Server, model: Model) -> Capacity:
         """What the model's knobs allow, and the server's RSS before this runner loaded it."""
@@ -79,7 +82,7 @@ class StepRunner:
             master=self.plan.generators.master,
             generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
             warmup=warmup,
-            **_app_request(s),
+            **_app_request(s, self.epoch),
         )
         return engine.applied(start, s.engine, self.plan.generators)
 
@@ -329,12 +332,17 @@ def _fleet(outcome: Outcome) -> dict[str, Any]:
     return {"generators": {"parts": parts, "merged_latencies": sum(outcome.counted.values())}}
 
 
-def _app_request(s: Scenario) -> dict[str, Any]:
-    """A user's app: the load route's method, body and headers for the generator."""
+def _app_request(s: Scenario, epoch: float) -> dict[str, Any]:
+    """A user's app: the load route's method, body and headers for the generator, and where
+    this step's {n} starts (`placeholders.step_base`: above every earlier step's)."""
     if s.app is None:
         return {}
     mix = [asdict(m) for m in s.app.mix]  # a traffic mix: the users draw routes by weight
-    return {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers), "mix": mix}
+    base = placeholders.step_base(time.time() - epoch)
+    app = s.app
+    return {"method": app.method, "body": app.body, "headers": dict(app.headers), "mix": mix} | {
+        "n_base": base
+    }
 
 
 def partial(outcome: Outcome) -> Measured:
