@@ -7,6 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -20,6 +21,7 @@ from lab.config import mixfile, placeholders
 from lab.config.har import literal
 from lab.record.errors import LabError
 from lab.run import engine, writecheck
+from lab.run.generator import run_step
 from loadgen.protocol import Start
 from loadgen.request import Picker
 from loadgen.shares import share_out, split
@@ -275,3 +277,62 @@ def test_a_write_that_fails_when_repeated_is_named_with_the_fix(
     if named:
         said = found["POST /users"]
         assert "201" in said and "409 (email taken)" in said and "{uuid}" in said
+
+
+class Recording(BaseHTTPRequestHandler):
+    """Keeps what every request sent: method, path, headers, body; answers 201 to /orders."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    def answer(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Recording.seen.append((self.command, self.path, dict(self.headers), body))
+        self.send_response(201 if self.path == "/orders" else 200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    do_POST = do_PUT = answer
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "load",
+    [{"users": 4}, {"rate_rps": 150.0, "max_outstanding": 6}],
+    ids=["closed-loop", "open-loop"],
+)
+def test_a_step_on_two_generators_sends_each_routes_own_request(
+    tmp_path: Path, load: dict[str, Any]
+) -> None:
+    """A real step on two generator processes: each route's method, headers and body, and {n}
+    unique across both processes; /orders answers 201, which its `expect` counts a success."""
+    Recording.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    orders = _route("/orders", '{"n": {n}, "id": "{uuid}"}')
+    orders["headers"] = [["Content-Type", "application/json"], ["X-User", "{user}"]]
+    orders["expect"] = [201]
+    mix = [orders, {**_route("/p/{n}", "plain"), "method": "PUT", "label": "PUT /p/{n}"}]
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    start = Start(url, "/", 0.2, 1.0, 5.0, generators=2, mix=mix, n_base=1000, **load)
+    try:
+        done = run_step(start, tmp_path / "gen.log")
+    finally:
+        server.shutdown()
+    assert done.ok == done.requests > 20 and not done.errors, done.errors
+    numbers = []
+    for method, path, headers, body in Recording.seen:
+        if path == "/orders":
+            sent = json.loads(body)
+            assert method == "POST" and headers["Content-Type"] == "application/json"
+            assert 0 <= int(headers["X-User"]) < 6
+            numbers.append(sent["n"])
+        else:
+            assert method == "PUT" and body == b"plain" and "Content-Type" not in headers
+            numbers.append(int(path.removeprefix("/p/")))
+    assert len(numbers) == len(set(numbers)) and min(numbers) >= 1000
+    assert {n % 2 for n in numbers} == {0, 1}  # both generators sent, each its own stride
