@@ -190,8 +190,8 @@ def check_model(
     try:
         pid = server.proc.pid
         with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
+            result.twice = writecheck.sent_twice(server.url, routes)  # first: on fresh data
             result.answers = learnt.answers(server.url, routes)
-            result.twice = writecheck.sent_twice(server.url, routes)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
             slowest = probe or mixcheck.slowest(load, result.solo_ms)
             _probe(result, model, knobs, server.url, slowest, pid)
