@@ -336,3 +336,8 @@ def test_a_step_on_two_generators_sends_each_routes_own_request(
             numbers.append(int(path.removeprefix("/p/")))
     assert len(numbers) == len(set(numbers)) and min(numbers) >= 1000
     assert {n % 2 for n in numbers} == {0, 1}  # both generators sent, each its own stride
+
+
+@given(bits=st.integers(0, 2**128 - 1))
+def test_a_uuid_is_written_as_the_standard_library_writes_it(bits: int) -> None:
+    assert placeholders.uuid4(bits) == str(uuid.UUID(int=bits, version=4))

@@ -5,7 +5,8 @@ due (`-q RATE --latency-correction`); held against it on the same server, the la
 scheduler put the open loop's p99 15-26% above oha's (`benchmarks/latency_fidelity.py`). Why the
 lab's own still: closed loop (users that wait for their answer) is the lab's, and an open-loop step
 that needs what oha cannot do falls back to it, saying why in one line: a weighted mix of routes
-(oha sends one URL), Poisson arrivals (oha spaces them evenly), generators on other machines
+with their own bodies and headers, or placeholders filled per request (oha sends one fixed
+request), Poisson arrivals (oha spaces them evenly), generators on other machines
 (they run the lab's engine), or oha not installed. `--engine lab` (or `engine = "lab"` in a
 scenario) asks for the lab's own everywhere. Both engines speak the same protocol and fill the
 same record (`loadgen.oha`); the record names the engine and its version
