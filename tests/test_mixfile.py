@@ -341,3 +341,10 @@ def test_a_step_on_two_generators_sends_each_routes_own_request(
 @given(bits=st.integers(0, 2**128 - 1))
 def test_a_uuid_is_written_as_the_standard_library_writes_it(bits: int) -> None:
     assert placeholders.uuid4(bits) == str(uuid.UUID(int=bits, version=4))
+
+
+def test_the_health_route_is_the_first_get_without_placeholders() -> None:
+    routes = mixfile.userapp.parse_routes(("/items/{n}", "/health", "POST /a"), None, ())
+    assert mixfile.userapp.health_route(routes).path == "/health"
+    with pytest.raises(LabError, match="a GET --path without placeholders"):
+        mixfile.userapp.health_route(routes[:1])

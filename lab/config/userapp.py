@@ -175,12 +175,15 @@ def with_type(
 
 
 def health_route(routes: tuple[Route, ...]) -> Route:
-    """The first GET route: it stands in for /health (a server is up, and not hung after a step,
-    when it answers 200), since a POST there would change the app's data."""
+    """The first GET route without placeholders: it stands in for /health (a server is up, and
+    not hung after a step, when it answers 200), since a POST there would change the app's
+    data; the same request every time."""
     for route in routes:
-        if route.method == "GET":
+        if route.method == "GET" and not placeholders.found(route.path):
             return route
-    raise LabError("--app needs a GET --path (the first is used as the health check)")
+    raise LabError(
+        "--app needs a GET --path without placeholders (the first is used as the health check)"
+    )
 
 
 def parse_header(text: str) -> tuple[str, str]:
