@@ -272,7 +272,7 @@ def test_a_write_that_fails_when_repeated_is_named_with_the_fix(
     unique_app: str, body: str, named: bool
 ) -> None:
     route = mixfile.userapp.parse_routes(("POST /users",), body, ())[0]
-    found = writecheck.sent_twice(unique_app, (route,))
+    found = writecheck.failed_again((route,), writecheck.sent_twice(unique_app, (route,)))
     assert bool(found) == named
     if named:
         said = found["POST /users"]

@@ -3,7 +3,7 @@
 Each route is requested under every model and the answers compared by what must match: status
 and content type always, the body by its shape (lab.run.bodyshape: the first model answers each
 route twice, to learn what varies by itself); a difference is a table, never averaged away; each
-write is sent twice more (`lab.run.writecheck`). The connections each model's processes open to
+write is sent twice (`lab.run.writecheck`). The connections each model's processes open to
 non-loopback addresses are listed (lab.system.outbound): the sweep must not load a real service.
 Then K requests go at once to the loaded route that waits longest alone (`lab.run.mixcheck`; or
 `--probe-path`): a model that overlaps them takes about one request's time, one that serialises
@@ -131,19 +131,22 @@ class Learnt:
     compare: str = "shape"
     templates: dict[str, bodyshape.Template] = field(default_factory=dict)
 
-    def answers(self, base_url: str, routes: tuple[Route, ...]) -> dict[str, Answer]:
+    def answers(
+        self, base_url: str, routes: tuple[Route, ...], sent: writecheck.Sent
+    ) -> dict[str, Answer]:
         """Every route's answer from one server, its body checked against the route's template;
-        a route without one yet is asked twice, to learn what varies by itself."""
+        a route without one yet is asked twice, to learn what varies by itself. A write's two
+        answers are the ones `writecheck.sent_twice` got (`sent`): it is sent no more."""
         address = urllib.parse.urlsplit(base_url).netloc
         found = {}
         for route in routes:
-            answer, body = fetch(base_url, route)
-            text = bodyshape.own_address_read(body, address)
+            first, second = sent.get(route.label) or (fetch(base_url, route), None)
+            answer, text = first[0], bodyshape.own_address_read(first[1], address)
             template = self.templates.get(route.label)
             if template is not None:
                 answer = replace(answer, body=template.check(text))
             elif not answer.error:
-                again = bodyshape.own_address_read(fetch(base_url, route)[1], address)
+                again = bodyshape.own_address_read((second or fetch(base_url, route))[1], address)
                 learnt = bodyshape.learn(text, again, answer.content_type, self.compare)
                 self.templates[route.label] = learnt
             found[route.label] = answer
@@ -190,8 +193,9 @@ def check_model(
     try:
         pid = server.proc.pid
         with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
-            result.twice = writecheck.sent_twice(server.url, routes)  # first: on fresh data
-            result.answers = learnt.answers(server.url, routes)
+            sent = writecheck.sent_twice(server.url, routes)  # each write: twice, on fresh data
+            result.twice = writecheck.failed_again(routes, sent)
+            result.answers = learnt.answers(server.url, routes, sent)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
             slowest = probe or mixcheck.slowest(load, result.solo_ms)
             _probe(result, model, knobs, server.url, slowest, pid)

@@ -4,8 +4,9 @@ Each request of the check is sent on a fresh connection (`fetch`) with its place
 anew (`lab.config.placeholders`). A write (any method but GET and HEAD) that sends the same bytes
 every time answers 409 or 500 from its second request on where the app keeps something unique
 (an email, an order number, an idempotency key), and the sweep would then measure the error
-path: so each write is sent twice more under every model, and a route whose second answer fails
-where its first did not is named, with the fix (a placeholder), before any load.
+path: so each write is sent twice under every model (its two answers are also the ones the check
+compares), and a route whose second answer fails where its first did not is named, with the fix
+(a placeholder), before any load.
 """
 
 from __future__ import annotations
@@ -63,14 +64,27 @@ def succeeded(route: Route, status: int) -> bool:
     return status in route.expect if route.expect else 0 < status < 400
 
 
-def sent_twice(base_url: str, routes: tuple[Route, ...]) -> dict[str, str]:
-    """Each write sent twice: label -> what failed the second time, with the fix ({}: none)."""
+Sent = dict[str, tuple[tuple[Answer, bytes], tuple[Answer, bytes]]]  # label -> both answers
+
+
+def sent_twice(base_url: str, routes: tuple[Route, ...]) -> Sent:
+    """Each write sent twice, one after the other: both answers and bodies, by label (they are
+    also the check's answers for the write: it is sent no more than twice)."""
+    return {
+        route.label: (fetch(base_url, route), fetch(base_url, route))
+        for route in routes
+        if route.method not in READS
+    }
+
+
+def failed_again(routes: tuple[Route, ...], sent: Sent) -> dict[str, str]:
+    """The writes whose second request failed where the first succeeded: label -> what failed,
+    with the fix ({}: none)."""
     found = {}
     for route in routes:
-        if route.method in READS:
+        if route.label not in sent:
             continue
-        first, _ = fetch(base_url, route)
-        second, body = fetch(base_url, route)
+        (first, _), (second, body) = sent[route.label]
         if succeeded(route, first.status) and not succeeded(route, second.status):
             found[route.label] = repeated(route, first.status, second, body)
     return found
