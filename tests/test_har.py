@@ -53,6 +53,7 @@ EXAMPLE = document(
     entry(f"{APP}/api/cancelled", status=0),
     entry("ws://app.test:8000/live", status=101),
     entry(f"{APP}/api/orders", "OPTIONS", 204),
+    entry(f"{APP}/api/upload", "POST", 201, body="x" * (har.MAX_BODY_BYTES + 1)),
     {"request": {"method": "GET"}},
 )
 
@@ -72,6 +73,7 @@ def test_one_hosts_requests_become_the_mix_and_the_rest_is_counted_by_reason() -
         "websocket": 1,
         "unsendable": 1,
         "unreadable": 1,
+        "large": 1,
     }
     assert found.kept + sum(found.left_out.values()) == found.entries
     post = found.routes[1][0]
@@ -91,7 +93,7 @@ def test_the_har_mix_is_printed_before_any_load(tmp_path: Path) -> None:
     assert found.mix[1].body == '{"sku": "{{a}"}'
     assert found.har is not None
     kept, left = render_har(found.har)
-    assert kept.row_count == 2 and left.row_count == 7
+    assert kept.row_count == 2 and left.row_count == 8
     with pytest.raises(LabError, match="--har-host: only with --har"):
         traffic({**given, "app_paths": ("/a",), "har_host": "x"})
 

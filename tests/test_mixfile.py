@@ -348,3 +348,9 @@ def test_the_health_route_is_the_first_get_without_placeholders() -> None:
     assert mixfile.userapp.health_route(routes).path == "/health"
     with pytest.raises(LabError, match="a GET --path without placeholders"):
         mixfile.userapp.health_route(routes[:1])
+
+
+def test_a_mix_too_big_for_a_generators_start_message_is_refused(tmp_path: Path) -> None:
+    big = '[[route]]\nmethod = "POST"\npath = "/a"\nbody = "' + "x" * 120_000 + '"\n'
+    with pytest.raises(LabError, match=r"add up to \d+ bytes, .* the biggest is POST /a"):
+        traffic(opts(mix_file=write(tmp_path, big)))

@@ -15,7 +15,7 @@ from lab.cli.options import name_list, positive
 from lab.config import accesslog, har, mixfile, userapp
 from lab.config.accesslog import LogMix
 from lab.config.har import HarMix
-from lab.config.mix import MixRoute, shares, split_weight, weighted_ms
+from lab.config.mix import MixRoute, check_size, shares, split_weight, weighted_ms
 from lab.config.scenario import AppSpec, Scenario
 from lab.config.userapp import Route, UserApp
 from lab.record.errors import LabError
@@ -145,6 +145,7 @@ def traffic(opts: dict[str, Any], scenario_paths: tuple[str, ...] = ()) -> Traff
         return Traffic(routes, (load,), (), load, login=login)
     if len({m.label for m in mix}) < len(mix):
         raise LabError("a route of the mix is listed twice: list each once, with one #WEIGHT")
+    check_size(mix)
     by_label = {r.label: r for r in routes}
     loaded = tuple(by_label[m.label] for m in mix)
     return Traffic(routes, loaded, mix, probe, log, taken, login)

@@ -12,7 +12,8 @@ place, a kept route or a reason it was left out, so `kept + left out == entries`
 - failed: no answer at all (status 0: blocked, cancelled, offline);
 - answered 4xx or 5xx: replayed, it would load the app's error path (as `--access-log` does);
 - a static file, by its answer's type or its extension (a front or a CDN serves those);
-- a method the lab does not send (HEAD, OPTIONS, ...).
+- a method the lab does not send (HEAD, OPTIONS, ...);
+- a body larger than `MAX_BODY_BYTES` (an upload): each generator is sent every route's body.
 
 Headers lose what belongs to one connection (hop-by-hop, HTTP/2's pseudo-headers, Host,
 Content-Length), and cookies and credentials unless kept with `--har-keep cookie,authorization`:
@@ -70,7 +71,9 @@ REASONS = {  # key -> words, in the order an entry is judged
     "status": "answered 4xx or 5xx",
     "static": "a static file (a front or a CDN serves those, not the app)",
     "unsendable": "a method the lab does not send (HEAD, OPTIONS, ...)",
+    "large": "a body too large to replay (an upload)",
 }
+MAX_BODY_BYTES = 16_000  # a route's body travels in each generator's start message
 _OPENS_PLACEHOLDER = re.compile(r"\{(?=[a-z{])")
 
 
@@ -154,6 +157,9 @@ def reason(entry: Any, host: str) -> str | None:
         return "static"
     if method not in userapp.METHODS:
         return "unsendable"
+    text = _dict(_dict(entry.get("request")).get("postData")).get("text")
+    if isinstance(text, str) and len(text.encode(errors="replace")) > MAX_BODY_BYTES:
+        return "large"
     return None
 
 

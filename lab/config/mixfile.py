@@ -41,7 +41,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "expect": list,
     "login": bool,
 }
-MAX_BODY_BYTES = 1_000_000
+MAX_BODY_BYTES = 100_000  # as much as a mix may carry in all (`lab.config.mix.MAX_MIX_BYTES`)
 
 
 @dataclass(frozen=True)
