@@ -4,6 +4,7 @@ a bad or huge file refused in one line; and one real export, made here by Chromi
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from lab.cli.appmix import render_har, traffic
 from lab.config import har
 from lab.record.errors import LabError
+from tests.conftest import lab_cli
 from tests.uibrowser import CHROMIUM, needs_chromium
 
 
@@ -226,3 +228,23 @@ def test_a_real_chromium_export_is_read_back_as_the_mix(shop: str, tmp_path: Pat
     assert any("application/json" in v for k, v in order.headers if k.lower() == "content-type")
     assert found.left_out.get("static") == 1  # the stylesheet
     assert found.host == shop.removeprefix("http://")
+
+
+@pytest.mark.parametrize(
+    "option,content,said",
+    [
+        ("--har", "not json", "not a JSON document"),
+        ("--mix", '[[route]]\npath = "/a/{id}"\n', "unknown placeholder {id}"),
+    ],
+    ids=["har", "mix"],
+)
+def test_lab_run_refuses_a_bad_file_in_one_line_before_anything_runs(
+    tmp_path: Path, option: str, content: str, said: str
+) -> None:
+    given = tmp_path / "given"
+    given.write_text(content)
+    out = tmp_path / "out"
+    argv = lab_cli("run", "--app", "x:app", option, str(given), "--out", str(out))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
