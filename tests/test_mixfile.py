@@ -225,6 +225,10 @@ def test_a_template_without_placeholders_is_sent_byte_identical(path: str, body:
 def test_a_recorded_text_made_literal_is_sent_as_it_was(text: str) -> None:
     template = placeholders.compile_text(literal(text), "a HAR body")
     assert placeholders.Values(placeholders.Source(), 0).fill(template) == text
+    route = {"label": "POST /x", "method": "POST", "path": "/x", "weight": 1}
+    route["body"] = literal(text)
+    request = Picker(Start("http://127.0.0.1:1", "/", 0.1, 1.0, 1.0, mix=[route])).next(0)
+    assert request.body == text
 
 
 def test_filled_values_are_escaped_where_they_land(tmp_path: Path) -> None:

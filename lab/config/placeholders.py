@@ -40,7 +40,7 @@ from lab.record.errors import LabError
 
 NAMES = ("uuid", "n", "user", "choice", "line")
 WORDS = "{uuid}, {n}, {user}, {choice:a|b|c}, {line:FILE}"
-# {n} in the sweep: each step's base is CHECK_VALUES + this many per second since the sweep began,
+# {n} in the sweep: each step's base is CHECK_VALUES + this many per second since the lab started,
 # so a step's values stay below the next step's while the generators send fewer requests a second
 # than this, all together; the check's own values count from 1, below CHECK_VALUES.
 N_PER_SECOND = 100_000
@@ -74,7 +74,8 @@ class Template:
 
     @property
     def static(self) -> bool:
-        return all(isinstance(p, str) for p in self.parts)
+        """Sent as the very text given: no placeholder, and no `{{` to write as one `{`."""
+        return self.parts == (self.text,)
 
 
 def compile_text(text: str, where: str, escape: str = "text") -> Template:
@@ -167,7 +168,7 @@ def compiled(text: str, escape: str = "text") -> Template:
 
 
 def step_base(elapsed_s: float) -> int:
-    """Where a step's {n} starts, `elapsed_s` after the sweep began."""
+    """Where a step's {n} starts, `elapsed_s` after the lab started."""
     return CHECK_VALUES + round(max(0.0, elapsed_s) * N_PER_SECOND)
 
 

@@ -35,6 +35,9 @@ from lab.verdict.capacity import Capacity
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
+# {n} (`lab.config.placeholders`): every step's base counts from the lab process's start, so the
+# steps of every runner it makes (a sweep's, each of `lab advise`'s candidates) never overlap.
+EPOCH = time.time()
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 
 
@@ -48,7 +51,6 @@ class StepRunner:
         self.s = plan.scenario
         self.idle: tuple[Server, float] | None = None  # a server and its RSS before any load
         self.probe_caps: dict[str, float | None] = {}  # model -> the cap its probe measured
-        self.epoch = time.time()  # {n}: each step's base counts from here
 
     def capacity(self, server: Server, model: Model) -> Capacity:
         """What the model's knobs allow, and the server's RSS before this runner loaded it."""
@@ -82,7 +84,7 @@ class StepRunner:
             master=self.plan.generators.master,
             generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
             warmup=warmup,
-            **_app_request(s, self.epoch),
+            **_app_request(s, EPOCH),
         )
         return engine.applied(start, s.engine, self.plan.generators)
 
