@@ -42,7 +42,7 @@ class ClosedLoop:
         expected = start.expected_body.encode() if start.expected_body is not None else None
         self.start = start
         self.picker = Picker(start)  # the step's route, or a mix's drawn by weight
-        self.recorder = Recorder(expected, self.picker.names)
+        self.recorder = Recorder(expected, self.picker.names, self.picker.expect)
         # the window's requests not answered yet: when each was sent, and its route
         self.pending: dict[int, tuple[float, str]] = {}
         self.ok_in_window = 0  # answers that arrived inside the window, whenever sent
@@ -57,16 +57,16 @@ class ClosedLoop:
         kind = self.recorder.on_request(measured=bool(context.get("measured")), **kw)
         self.ok_in_window += kind is None and self.recorder.measuring
 
-    def user(self, user: User, picker: Picker) -> None:
-        """One closed-loop user until the window closes (logged in already where the step has a
-        login: `loadgen.session`). The yield between requests keeps a request that fails at
-        once (a refused connection) from starving the event loop, as locust's wait does. The
-        recorder checks each body against `expected`."""
+    def user(self, user: User, picker: Picker, number: int) -> None:
+        """One closed-loop user (`number`: its {user}) until the window closes (logged in
+        already where the step has a login: `loadgen.session`). The yield between requests keeps
+        a request that fails at once (a refused connection) from starving the event loop, as
+        locust's wait does. The recorder checks each body against `expected`."""
         session = user.session
         token = id(gevent.getcurrent())
         while not self.stopping:
             measured = self.recorder.measuring
-            req = picker.next()
+            req = picker.next(number)
             if measured:
                 self.pending[token] = (time.perf_counter(), req.name or req.path)
             try:
@@ -102,8 +102,9 @@ class ClosedLoop:
         events = EventHook()
         events.add_listener(self.on_request)
         users = Group()
-        for user in new_users(self.start, events, self.recorder.logins, self.start.users):
-            users.spawn(self.user, user, self.picker)
+        made = new_users(self.start, events, self.recorder.logins, self.start.users)
+        for i, user in enumerate(made):
+            users.spawn(self.user, user, self.picker, self.start.user_base + i)
         return users
 
 

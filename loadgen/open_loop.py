@@ -54,7 +54,7 @@ class OpenLoop:
         self.spec = spec
         self.picker = Picker(spec, spec.seed)  # the step's route, or a mix's drawn by weight
         expected = spec.expected_body.encode() if spec.expected_body is not None else None
-        self.recorder = Recorder(expected, self.picker.names)
+        self.recorder = Recorder(expected, self.picker.names, self.picker.expect)
         self.service = hist.new_histogram()  # send-to-answer time, what closed loop would show
         self.events = EventHook()
         self.events.add_listener(self.on_request)
@@ -67,6 +67,7 @@ class OpenLoop:
         self.first_sent = self.last_sent = 0.0  # perf_counter of the first and last of those
         self.dropped = 0  # requests due while measuring that the cap did not let start
         self.tick_dropped = 0
+        self.arrivals = 0  # every send: the arrivals take turns over the cap's {user} numbers
         # the window's requests not answered yet: when each was due, and its route
         self.pending: dict[int, tuple[float, str]] = {}
         self.completed = 0  # the window's requests answered (ok or failed)
@@ -104,7 +105,9 @@ class OpenLoop:
 
     def send(self, intended: float, measured: bool) -> None:
         token = id(gevent.getcurrent())
-        req = self.picker.next()
+        self.arrivals += 1
+        number = self.spec.user_base + self.arrivals % max(1, self.spec.max_outstanding)
+        req = self.picker.next(number)
         user = self.free.popleft() if self.free else self.shared
         headers, name = user.headers(req), req.name or req.path
         if measured:

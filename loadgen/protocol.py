@@ -69,8 +69,16 @@ class Start:
     method: str = "GET"  # a user's app may be loaded with another method, a body and headers
     body: str | None = None  # sent with every method but GET
     headers: dict[str, str] = field(default_factory=dict)
-    # A traffic mix (`lab.config.mix`): [{"label", "method", "path", "weight"}]; empty: `path`.
+    # A traffic mix (`lab.config.mix.MixRoute`): [{"label", "method", "path", "weight", "body",
+    # "headers", "expect"}]; empty: `path`.
     mix: list[dict[str, Any]] = field(default_factory=list)
+    # Placeholders (`lab.config.placeholders`): {n} is n_base + n_index + n_stride * k, so no two
+    # generator processes of a step, and no two steps of a run, send one value; {user} counts
+    # from user_base (the users, or the cap, of the generators before this one).
+    n_base: int = 0
+    n_index: int = 0
+    n_stride: int = 1
+    user_base: int = 0
     warmup: bool = False  # a warm-up: nothing kept (a remote generator does not count it a step)
     # Open loop on several generators (`loadgen.shares`): this one's schedule starts `offset_s`
     # after `begin_at` (wall clock, time.time()), so that the schedules of all of them interleave.

@@ -145,9 +145,15 @@ class LoopLag:
 class Recorder:
     """Listens to locust's request event; keeps one histogram and error counter per second."""
 
-    def __init__(self, expected: bytes | None, routes: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        expected: bytes | None,
+        routes: frozenset[str] = frozenset(),
+        expect: Mapping[str, frozenset[int]] | None = None,
+    ) -> None:
         self.expected = expected
         self.route_names = routes  # a mix: the request names kept apart (`Picker.names`)
+        self.expect = dict(expect or {})  # a route's statuses that count as success
         self.routes: dict[str, RouteTally] = {}  # and their measured requests, every second's
         self.measuring = False
         self.opened_at = math.inf  # perf_counter when the measured window opened
@@ -183,6 +189,8 @@ class Recorder:
         else:
             content = getattr(response, "content", None) if exception is None else None
             kind = classify(exception, status, content, self.expected)
+        if self.expect and status and (codes := self.expect.get(_.get("name", ""))):
+            kind = None if status in codes else classify(None, status, None, None) or "other"
         self.live_requests += 1
         self.live_errors += kind is not None
         if self.measuring and kind is None and self.interval.answers is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from lab.config import placeholders
 from lab.record import hist
 from loadgen.protocol import Start
 
@@ -34,12 +35,6 @@ class Request:
     body: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     name: str = ""  # a route of a mix: its label, under which its latency is kept
-
-    @classmethod
-    def of(cls, start: Start) -> Request:
-        """The step's request (the generator's recorder checks bodies, not the user)."""
-        body = start.body if start.method != "GET" else None
-        return cls(start.path, None, start.method, body, tuple(start.headers.items()))
 
     @functools.cached_property
     def header_dict(self) -> dict[str, str] | None:
@@ -58,35 +53,79 @@ def model_of(name: str) -> str:
     return name.split(" ", 1)[0]
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One route of the step compiled once: its request as sent when nothing in it is a
+    placeholder (`lab.config.placeholders`), else the templates filled per request."""
+
+    request: Request
+    expect: frozenset[int]  # the statuses that count as its success (empty: any below 400)
+    path: placeholders.Template
+    headers: tuple[tuple[str, placeholders.Template], ...]
+    body: placeholders.Template | None
+
+    @classmethod
+    def of(cls, route: dict[str, Any], name: str) -> Planned:
+        method, body = route["method"], route.get("body")
+        body = body if method != "GET" else None
+        pairs = tuple((str(k), str(v)) for k, v in route.get("headers") or ())
+        request = Request(route["path"], None, method, body, pairs, name=name)
+        where = name or route["path"]
+        kind = "json" if body is not None and placeholders.is_json(body) else "text"
+        return cls(
+            request,
+            frozenset(route.get("expect") or ()),
+            placeholders.compile_text(route["path"], where, "path"),
+            tuple((k, placeholders.compile_text(v, where, "header")) for k, v in pairs),
+            placeholders.compile_text(body, where, kind) if body is not None else None,
+        )
+
+    @functools.cached_property
+    def static(self) -> bool:
+        texts = (self.path, *(t for _, t in self.headers), *([self.body] if self.body else []))
+        return all(t.static for t in texts)
+
+    def filled(self, source: placeholders.Source, user: int) -> Request:
+        """The request to send now: the very same one where nothing varies."""
+        if self.static:
+            return self.request
+        values = placeholders.Values(source, user)
+        body = values.fill(self.body) if self.body is not None else None
+        headers = tuple((k, values.fill(t)) for k, t in self.headers)
+        r = self.request
+        return Request(values.fill(self.path), None, r.method, body, headers, name=r.name)
+
+
 class Picker:
-    """The next request of a step: its one route, or a route of the mix drawn by weight."""
+    """The next request of a step: its one route, or a route of the mix drawn by weight, with
+    its placeholders filled from this generator's own values."""
 
     def __init__(self, start: Start, seed: int | None = None) -> None:
-        body = start.body
-        headers = tuple(start.headers.items())
-        self.requests = tuple(
-            Request(
-                r["path"],
-                None,
-                r["method"],
-                body if r["method"] != "GET" else None,
-                headers,
-                name=r["label"],
-            )
-            for r in start.mix
-        ) or (Request.of(start),)
+        one: dict[str, Any] = {"path": start.path, "method": start.method, "body": start.body}
+        one["headers"] = list(start.headers.items())
+        routes = start.mix or [one]
+        self.planned = tuple(Planned.of(r, r.get("label", "") if start.mix else "") for r in routes)
+        self.requests = tuple(p.request for p in self.planned)
         self.cumulative = list(itertools.accumulate(float(r["weight"]) for r in start.mix))
         self.rng = random.Random(seed)
+        self.source = placeholders.Source(start.n_base, start.n_index, start.n_stride, seed)
 
     @property
     def names(self) -> frozenset[str]:
         """The routes whose latencies are kept apart (none for one route: the step's is its)."""
         return frozenset(r.name for r in self.requests) if len(self.requests) > 1 else frozenset()
 
-    def next(self) -> Request:
-        if len(self.requests) == 1:
-            return self.requests[0]
-        return self.rng.choices(self.requests, cum_weights=self.cumulative)[0]
+    @property
+    def expect(self) -> dict[str, frozenset[int]]:
+        """Each route's statuses that count as success, where it names any."""
+        return {p.request.name: p.expect for p in self.planned if p.expect}
+
+    def next(self, user: int = 0) -> Request:
+        """The next request, `user`: the simulated user's number ({user})."""
+        if len(self.planned) == 1:
+            return self.planned[0].filled(self.source, user)
+        planned = self.rng.choices(self.planned, cum_weights=self.cumulative)[0]
+        return planned.filled(self.source, user)
 
 
 @dataclass

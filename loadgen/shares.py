@@ -55,8 +55,12 @@ def spread(total: int, n: int) -> list[int]:
 def share_out(start: Start, n: int, begin_at: float) -> list[Start]:
     """A closed-loop step's users shared out over `n` generators, each timing the same window
     from `begin_at`."""
-    alone = replace(start, generators=1, remote_generators=0, generator_cpus=())
-    return [replace(alone, users=k, begin_at=begin_at) for k in spread(start.users, n)]
+    alone = replace(start, generators=1, remote_generators=0, generator_cpus=(), n_stride=n)
+    users = spread(start.users, n)
+    return [
+        replace(alone, users=k, begin_at=begin_at, n_index=i, user_base=sum(users[:i]))
+        for i, k in enumerate(users)
+    ]
 
 
 def split(start: Start, n: int, begin_at: float) -> list[Start]:
@@ -81,6 +85,9 @@ def split(start: Start, n: int, begin_at: float) -> list[Start]:
             generators=1,
             remote_generators=0,
             generator_cpus=(),
+            n_index=i,
+            n_stride=n,
+            user_base=sum(caps[:i]),
         )
         for i in range(n)
     ]

@@ -43,7 +43,7 @@ def builds(shop: Path) -> list[str]:
 
 def test_each_models_check_starts_from_the_same_data(shop: Path, tmp_path: Path) -> None:
     """Migrations run once before the import check; each model's check then writes orders
-    (a POST twice under the first model) on its own copy: /fresh never sees another model's."""
+    (each write twice, under every model) on its own copy: /fresh never sees another model's."""
     done = lab(
         shop,
         tmp_path / "out",

@@ -259,9 +259,31 @@ def test_n_users_are_n_sessions_and_their_logins_are_counted_apart(
     assert done.requests == sum(r["requests"] for r in done.routes.values())  # logins apart
 
 
-def test_a_lab_run_refuses_a_wrong_password_before_any_load(tmp_path: Path) -> None:
+def test_a_mix_files_login_route_is_the_login_and_not_beside_login() -> None:
+    route = Route("POST", "/accounts/login/", BAD, (("X-Lab", "1"),))
+    login = login_of({"csrf": DJANGO_CSRF}, route)
+    assert login is not None and (login.label, login.body) == ("POST /accounts/login/", BAD)
+    assert login.headers == (("X-Lab", "1"),) and login.csrf == parse_csrf(DJANGO_CSRF)
+    with pytest.raises(LabError, match="--login and the mix file's login = true route"):
+        login_of({"login": "POST /login"}, route)
+
+
+def _login_given(how: str, tmp_path: Path) -> tuple[str, ...]:
+    """The wrong password as `--login` gives it, or as a mix file's `login = true` route."""
+    if how == "--login":
+        return ("--path", "/me/", "--login", "POST /accounts/login/", "--login-body", BAD)
+    mix = tmp_path / "mix.toml"
+    mix.write_text(
+        f'[[route]]\nmethod = "POST"\npath = "/accounts/login/"\nbody = "{BAD}"\nlogin = true\n'
+        '[[route]]\npath = "/me/"\nweight = 1\n'
+    )
+    return ("--mix", str(mix))
+
+
+@pytest.mark.parametrize("how", ["--login", "mix file"], ids=str)
+def test_a_lab_run_refuses_a_wrong_password_before_any_load(how: str, tmp_path: Path) -> None:
     """The real `lab run --app` path: the check under a model refuses the app, exit 1, with the
-    login's answer quoted, and measures nothing."""
+    login's answer quoted, and measures nothing; the login given either way."""
     env = app_env(tmp_path)
     subprocess.run([sys.executable, "-m", "djauth.setup"], env=env, cwd=APPS, check=True)
     argv = lab_cli(
@@ -275,14 +297,13 @@ def test_a_lab_run_refuses_a_wrong_password_before_any_load(tmp_path: Path) -> N
         *(
             "--path",
             "/health/",
-            "--path",
-            "/me/",
             "--models",
             "uwsgi-threads",
             "--out",
             str(tmp_path / "out"),
         ),
-        *("--login", "POST /accounts/login/", "--login-body", BAD, "--csrf", DJANGO_CSRF),
+        *_login_given(how, tmp_path),
+        *("--csrf", DJANGO_CSRF),
     )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr

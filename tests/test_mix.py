@@ -86,7 +86,7 @@ def test_weighted_routes_are_the_mix_and_the_others_only_checked() -> None:
     assert found.probe is None  # the check probes the mix's slowest route
     with pytest.raises(LabError, match="listed twice"):
         traffic(opts("/list#3", "/list#1"))
-    with pytest.raises(LabError, match="--path /ROUTE .* or --access-log"):
+    with pytest.raises(LabError, match="--path /ROUTE .* --mix, --access-log or --har"):
         traffic(opts())
     with pytest.raises(LabError, match="--log-top: only with --access-log"):
         traffic(opts("/list#1", log_top=3))

@@ -56,10 +56,13 @@ def check_user_app(
     if load.log is not None:  # the log's mix and what it left out, before any load
         for table in appmix.render_log(load.log):
             out.print(table)
+    if load.har is not None:  # and the HAR file's
+        for table in appmix.render_har(load.har):
+            out.print(table)
     health = userapp.health_route(load.routes)
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
-    login = login_of(opts)  # a malformed --login or --csrf too
+    login = login_of(opts, load.login)  # a malformed --login or --csrf too
     data = data_spec(opts, env)
     resumed = opts.get("resume")  # checked again, into the run it continues
     run = RunDir.existing(resumed) if resumed else RunDir.create(opts["out"], "app")
@@ -135,16 +138,22 @@ def services_and_check(
         raise
 
 
-def login_of(opts: dict[str, Any]) -> Login | None:
-    """--login and its options as the login record (None: none); LabError naming a bad one,
-    or one given without --login."""
-    if not opts.get("login"):
+def login_of(opts: dict[str, Any], route: userapp.Route | None = None) -> Login | None:
+    """--login and its options, or the mix file's `login = true` route (`route`) with them, as
+    the login record (None: none); LabError naming a bad one, one given without a login, or
+    both logins given."""
+    if opts.get("login") and route is not None:
+        raise LabError(f"--login and the mix file's login = true route ({route.label}): keep one")
+    if not opts.get("login") and route is None:
         if given := [f"--{o}" for o, k in LOGIN_ONLY.items() if k != "login" and opts.get(k)]:
             raise LabError(f"{', '.join(given)}: only with --login 'METHOD /PATH'")
         return None
     keys = ("login_body", "login_headers", "csrf", "login_page", "login_cookie")
     body, headers, csrf, page, cookie = (opts.get(k) for k in keys)
-    return parse_login(opts["login"], body, tuple(headers or ()), csrf, page, cookie)
+    if route is None:
+        return parse_login(opts["login"], body, tuple(headers or ()), csrf, page, cookie)
+    login = parse_login(f"{route.method} {route.path}", route.body, (), csrf, page, cookie)
+    return replace(login, headers=route.headers)
 
 
 def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:

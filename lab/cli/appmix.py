@@ -1,5 +1,6 @@
-"""What `lab run --app` loads: one route, or a traffic mix from weighted `--path`s or an access
-log, decided before any server starts; the log's mix and what it left out, as tables."""
+"""What `lab run --app` loads: one route, or a traffic mix from weighted `--path`s, a mix file,
+an access log or a HAR file, decided before any server starts (its options are declared here);
+the log's or the HAR file's mix and what it left out, as tables."""
 
 from __future__ import annotations
 
@@ -7,14 +8,93 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.table import Table
 
-from lab.config import accesslog, userapp
+from lab.cli.options import name_list, positive
+from lab.config import accesslog, har, mixfile, userapp
 from lab.config.accesslog import LogMix
-from lab.config.mix import MixRoute, shares, split_weight, weighted_ms
+from lab.config.har import HarMix
+from lab.config.mix import MixRoute, check_size, shares, split_weight, weighted_ms
 from lab.config.scenario import AppSpec, Scenario
 from lab.config.userapp import Route, UserApp
 from lab.record.errors import LabError
+
+# `lab run` and `lab advise`: where the routes of --app and their weights come from.
+TRAFFIC_OPTIONS = (
+    click.option(
+        "--path",
+        "app_paths",
+        multiple=True,
+        metavar="/ROUTE[#WEIGHT]",
+        help="A route of --app to request, /ROUTE or METHOD /ROUTE (repeatable; the first GET "
+        "route also proves a server is up). Without weights the last one is loaded; with "
+        "#WEIGHT the weighted routes are swept together as a mix, each request's route drawn "
+        "by weight: --path '/list#5' --path '/item/7#3' (# is never part of a request, so "
+        "it cannot clash with a query; #0: checked, not loaded).",
+    ),
+    click.option(
+        "--probe-path",
+        metavar="/ROUTE",
+        help="--app route to probe [default: the mix's slowest route]; without a mix, also the "
+        "one loaded [default: last --path].",
+    ),
+    click.option(
+        "--mix",
+        "mix_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: the traffic mix as a TOML file, one [[route]] table per route "
+        "(method, path, weight, headers, body or body_file, expect, login); bodies and paths "
+        "may hold placeholders filled per request ({uuid}, {n}, {user}, {choice:a|b}, "
+        "{line:FILE}); see docs/your-app-and-databases.md [default: none].",
+    ),
+    click.option(
+        "--access-log",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: a production access log (nginx/Apache combined or common format, "
+        "gunicorn's, uWSGI's default; .gz read too) whose top routes by share are the mix; "
+        "what it leaves out (4xx/5xx, methods that change data, static files, lines that do "
+        "not parse) is counted and printed before any load. Enough without --path "
+        "[default: none].",
+    ),
+    click.option(
+        "--log-top",
+        type=int,
+        callback=positive,
+        help="With --access-log: how many of its routes make the mix "
+        f"[default: {accesslog.TOP_ROUTES}].",
+    ),
+    click.option(
+        "--log-methods",
+        callback=name_list,
+        metavar="POST,PUT,...",
+        help="With --access-log: methods that change data to keep in the mix (sent with "
+        "--body) [default: none: GET only].",
+    ),
+    click.option(
+        "--har",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: a HAR file (a browser's or a proxy's export) whose requests to one "
+        "host are the mix, weighted by count, with their headers and bodies; what it leaves "
+        "out (other hosts, static files, websockets, failed or 4xx/5xx entries) is counted "
+        "and printed before any load [default: none].",
+    ),
+    click.option(
+        "--har-host",
+        metavar="HOST[:PORT]",
+        help="With --har: the host whose requests make the mix [default: the commonest].",
+    ),
+    click.option(
+        "--har-keep",
+        callback=name_list,
+        metavar="cookie,authorization",
+        help="With --har: credential headers to keep (cookie, authorization, "
+        "proxy-authorization, x-csrftoken, ...) [default: none: dropped].",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -26,34 +106,57 @@ class Traffic:
     mix: tuple[MixRoute, ...]  # the load's weights; () when one route is loaded alone
     probe: Route | None  # None: the mix's slowest route, as the check measures it
     log: LogMix | None = None
+    har: HarMix | None = None
+    login: Route | None = None  # a mix file's `login = true` route: the session's login step
+
+
+SOURCES = ("mix_file", "access_log", "har")  # each gives the whole mix: one at most
 
 
 def traffic(opts: dict[str, Any], scenario_paths: tuple[str, ...] = ()) -> Traffic:
-    """From --path (or the scenario's `paths`), --access-log, --probe-path, --body, --header."""
+    """From --path (or the scenario's `paths`), --mix, --access-log or --har, --probe-path,
+    --body, --header."""
     texts = opts["app_paths"] or scenario_paths
-    if not texts and not opts.get("access_log"):
-        raise LabError("--app needs --path /ROUTE (repeatable) or --access-log FILE")
+    sources = [f"--{o.replace('_file', '').replace('_', '-')}" for o in SOURCES if opts.get(o)]
+    if len(sources) > 1:
+        raise LabError(f"{' and '.join(sources)}: each gives the whole mix; give one of them")
+    if not texts and not sources:
+        raise LabError("--app needs --path /ROUTE (repeatable), --mix, --access-log or --har FILE")
     given = (opts["app_body"], opts["app_headers"])
     split = [split_weight(t) for t in texts]
     routes = userapp.parse_routes(tuple(t for t, _ in split), *given)
     probe = userapp.parse_routes((opts["probe_path"],), *given)[0] if opts["probe_path"] else None
-    log = _log(opts, any(w is not None for _, w in split))
+    weighted = any(w is not None for _, w in split)
+    log, taken, login = _log(opts, weighted), _har(opts, weighted), None
     if log is not None:
         mix = log.mix()
         routes = _unique(routes + tuple(_route(m, *given) for m in mix))
+    elif taken is not None:
+        mix = tuple(mix_route(r, w) for r, w in taken.routes)
+        routes = _unique(routes + tuple(r for r, _ in taken.routes))
     else:
-        mix = tuple(
-            MixRoute(r.label, r.method, r.path, w)
-            for r, (_, w) in zip(routes, split, strict=True)
-            if w
-        )
+        mix = tuple(mix_route(r, w) for r, (_, w) in zip(routes, split, strict=True) if w)
+        found = mixfile.read(Path(opts["mix_file"]), *given) if opts.get("mix_file") else ()
+        login = next((f.route for f in found if f.login), None)
+        routes = _unique(routes + tuple(f.route for f in found if not f.login))
+        mix += tuple(mix_route(f.route, f.weight) for f in found if f.weight and not f.login)
     if not mix:  # one route loaded alone, as before mixes: the probe route, or the last
         load = probe or routes[-1]
-        return Traffic(routes, (load,), (), load)
+        return Traffic(routes, (load,), (), load, login=login)
     if len({m.label for m in mix}) < len(mix):
         raise LabError("a route of the mix is listed twice: list each once, with one #WEIGHT")
+    check_size(mix)
     by_label = {r.label: r for r in routes}
-    return Traffic(routes, tuple(by_label[m.label] for m in mix), mix, probe, log)
+    loaded = tuple(by_label[m.label] for m in mix)
+    return Traffic(routes, loaded, mix, probe, log, taken, login)
+
+
+def mix_route(route: Route, weight: float) -> MixRoute:
+    """A route of the mix as the generator sends it: its own method, body and headers."""
+    body = route.body if route.method != "GET" else None
+    return MixRoute(
+        route.label, route.method, route.path, weight, body, route.headers, route.expect
+    )
 
 
 def app_spec(app: UserApp, load: Traffic, health: Route, solo: dict[str, float]) -> AppSpec:
@@ -91,6 +194,19 @@ def _log(opts: dict[str, Any], weighted: bool) -> LogMix | None:
         raise LabError("--path weights and --access-log: the log gives the weights; drop #N")
     top = opts.get("log_top") or accesslog.TOP_ROUTES
     return accesslog.read_file(Path(opts["access_log"]), top, _allowed(opts))
+
+
+def _har(opts: dict[str, Any], weighted: bool) -> HarMix | None:
+    """--har read into its mix (None: not given); its options only with it."""
+    if not opts.get("har"):
+        if given := [o for o in ("har_host", "har_keep") if opts.get(o)]:
+            said = ", ".join(f"--{o.replace('_', '-')}" for o in given)
+            raise LabError(f"{said}: only with --har FILE")
+        return None
+    if weighted:
+        raise LabError("--path weights and --har: the HAR file gives the weights; drop #N")
+    keep = tuple(k.lower() for k in opts.get("har_keep") or ())
+    return har.read_file(Path(opts["har"]), opts.get("har_host") or "", keep)
 
 
 def _allowed(opts: dict[str, Any]) -> tuple[str, ...]:
@@ -153,4 +269,25 @@ def render_log(log: LogMix) -> list[Table]:
             left.add_row(words, str(log.left_out[key]))
     formats = ", ".join(f"{n} {k}" for k, n in log.formats.items()) or "none"
     left.caption = f"formats read: {formats}"
+    return [kept, left]
+
+
+def render_har(found: HarMix) -> list[Table]:
+    """The HAR file's routes by share, and every entry left out by its reason."""
+    share = shares(tuple(mix_route(r, w) for r, w in found.routes))
+    kept = Table(
+        title=f"{found.path}: {found.entries} entries, {found.kept} kept, host {found.host}"
+    )
+    for column in ("route", "requests", "share", "headers", "body"):
+        kept.add_column(column, justify="left" if column in ("route", "headers") else "right")
+    for route, n in found.routes:
+        names = ", ".join(name for name, _ in route.headers) or "-"
+        body = f"{len(route.body.encode())} B" if route.body else "-"
+        kept.add_row(route.label, f"{n:g}", f"{100 * share[route.label]:.1f}%", names, body)
+    left = Table(title=f"{found.path}: left out of the mix")
+    left.add_column("why")
+    left.add_column("entries", justify="right")
+    for key, words in har.REASONS.items():
+        if found.left_out.get(key):
+            left.add_row(words, str(found.left_out[key]))
     return [kept, left]

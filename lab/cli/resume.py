@@ -24,11 +24,14 @@ def encode_invocation(opts: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> 
 
 def decode_invocation(recorded: dict[str, Any], keys: Sequence[str] = RESUMABLE) -> dict[str, Any]:
     opts = {k: v for k, v in recorded.items() if k in keys}
-    lists = ("models", "levels", "rates", "upstream_routes", "db_urls", "db_setup", "log_methods")
+    lists = (
+        *("models", "levels", "rates", "upstream_routes", "db_urls", "db_setup", "log_methods"),
+        "har_keep",
+    )
     for key in (*lists, "app_paths", "app_headers", "app_env"):
         if opts.get(key) is not None:
             opts[key] = tuple(opts[key])
-    for key in ("models_file", "app_dir", "db_seed", "access_log"):
+    for key in ("models_file", "app_dir", "db_seed", "access_log", "mix_file", "har"):
         if opts.get(key) is not None:
             opts[key] = Path(opts[key])
     return opts

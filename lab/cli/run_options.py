@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lab.cli.appmix import TRAFFIC_OPTIONS
 from lab.cli.options import (
     DB_OPTIONS,
     ENGINE,
@@ -25,7 +26,6 @@ from lab.cli.options import (
     resume_option,
 )
 from lab.config import appenv
-from lab.config.accesslog import TOP_ROUTES
 from lab.config.scenario import ROUTES, builtin_names, load_scenario
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
@@ -54,6 +54,10 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "access-log": "access_log",
     "log-top": "log_top",
     "log-methods": "log_methods",
+    "mix": "mix_file",
+    "har": "har",
+    "har-host": "har_host",
+    "har-keep": "har_keep",
     "db-setup": "db_setup",
     "db-seed": "db_seed",
     **LOGIN_ONLY,
@@ -141,46 +145,7 @@ APP_OPTIONS = (  # --app and what goes with it
         help="Directory to import --app from; the import check and every server run in it"
         " [default: the current directory].",
     ),
-    click.option(
-        "--path",
-        "app_paths",
-        multiple=True,
-        metavar="/ROUTE[#WEIGHT]",
-        help="A route of --app to request, /ROUTE or METHOD /ROUTE (repeatable; the first GET "
-        "route also proves a server is up). Without weights the last one is loaded; with "
-        "#WEIGHT the weighted routes are swept together as a mix, each request's route drawn "
-        "by weight: --path '/list#5' --path '/item/7#3' (# is never part of a request, so "
-        "it cannot clash with a query; #0: checked, not loaded).",
-    ),
-    click.option(
-        "--probe-path",
-        metavar="/ROUTE",
-        help="--app route to probe [default: the mix's slowest route]; without a mix, also the "
-        "one loaded [default: last --path].",
-    ),
-    click.option(
-        "--access-log",
-        type=click.Path(dir_okay=False, path_type=Path),
-        metavar="FILE",
-        help="With --app: a production access log (nginx/Apache combined or common format, "
-        "gunicorn's, uWSGI's default; .gz read too) whose top routes by share are the mix; "
-        "what it leaves out (4xx/5xx, methods that change data, static files, lines that do "
-        "not parse) is counted and printed before any load. Enough without --path "
-        "[default: none].",
-    ),
-    click.option(
-        "--log-top",
-        type=int,
-        callback=positive,
-        help=f"With --access-log: how many of its routes make the mix [default: {TOP_ROUTES}].",
-    ),
-    click.option(
-        "--log-methods",
-        callback=name_list,
-        metavar="POST,PUT,...",
-        help="With --access-log: methods that change data to keep in the mix (sent with "
-        "--body) [default: none: GET only].",
-    ),
+    *TRAFFIC_OPTIONS,
     click.option(
         "--body",
         "app_body",

@@ -10,22 +10,30 @@ health route, say). `#0` checks a route without loading it.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from lab.record.errors import LabError
 
 WEIGHT_MARK = "#"
+# Every route's body and headers travel to each generator process inside its start message, one
+# command-line argument, which Linux caps at 128 KiB: the mix stays well below.
+MAX_MIX_BYTES = 100_000
 
 
 @dataclass(frozen=True)
 class MixRoute:
-    """One route of the mix as the generator sends it (the body and headers are the run's)."""
+    """One route of the mix as the generator sends it: its own body and headers (placeholders,
+    `lab.config.placeholders`, filled per request), the statuses that count as its success."""
 
     label: str  # `/path?query`, or `METHOD /path?query`: how every table names it
     method: str
     path: str
     weight: float  # relative: the users choose each request's route with these odds
+    body: str | None = None  # sent with every method but GET
+    headers: tuple[tuple[str, str], ...] = ()
+    expect: tuple[int, ...] = ()  # (): any status below 400 is a success
 
 
 def split_weight(text: str, where: str = "--path") -> tuple[str, float | None]:
@@ -43,6 +51,19 @@ def split_weight(text: str, where: str = "--path") -> tuple[str, float | None]:
             f"e.g. /orders{WEIGHT_MARK}5"
         )
     return route.strip(), value
+
+
+def check_size(mix: tuple[MixRoute, ...]) -> None:
+    """LabError naming the biggest route where the mix's routes, bodies and headers together are
+    more than a generator's start message can carry."""
+    sizes = {m.label: len(json.dumps(asdict(m))) for m in mix}
+    if sum(sizes.values()) > MAX_MIX_BYTES:
+        biggest = max(sizes, key=lambda label: sizes[label])
+        raise LabError(
+            f"the mix's routes, bodies and headers add up to {sum(sizes.values())} bytes, more "
+            f"than the {MAX_MIX_BYTES} a generator is sent; the biggest is {biggest} "
+            f"({sizes[biggest]} bytes): send a smaller body"
+        )
 
 
 def shares(mix: tuple[MixRoute, ...]) -> dict[str, float]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lab.config import appenv
+from lab.config import appenv, placeholders
 from lab.config.models import BUILTIN_MODELS, Model
 from lab.record.errors import LabError
 
@@ -114,10 +114,25 @@ class Route:
     path: str
     body: str | None = None  # sent with every method but GET
     headers: tuple[tuple[str, str], ...] = ()
+    expect: tuple[int, ...] = ()  # the statuses that count as its success (): any below 400
 
     @property
     def label(self) -> str:
         return self.path if self.method == "GET" else f"{self.method} {self.path}"
+
+    def filled(self, source: placeholders.Source = placeholders.CHECK, user: int = 0) -> Route:
+        """This route as one request sends it: its placeholders filled anew (the check's own
+        values by default); itself where it has none."""
+        texts = (self.path, self.body or "", *(v for _, v in self.headers))
+        if not any(placeholders.found(t) for t in texts):
+            return self
+        values = placeholders.Values(source, user)
+        body = self.body
+        if body is not None:
+            body = values.fill_text(body, "json" if placeholders.is_json(body) else "text")
+        path = values.fill_text(self.path, "path")
+        headers = tuple((k, values.fill_text(v, "header")) for k, v in self.headers)
+        return replace(self, path=path, body=body, headers=headers)
 
     def request(self) -> dict[str, Any]:
         """lab.system.http_client.get's method, data and headers for this route."""
@@ -130,7 +145,9 @@ def parse_routes(
 ) -> tuple[Route, ...]:
     """`--path` values (`/orders/42`, `POST /orders`) with `--body` and `--header`; LabError
     naming the bad one."""
-    pairs = tuple(_header(h) for h in headers)
+    pairs = tuple(parse_header(h) for h in headers)
+    for text in (body or "", *headers):
+        placeholders.compile_text(text, "--body" if text == body else f"--header {text!r}")
     routes = []
     for text in texts:
         method, _, path = text.strip().rpartition(" ")
@@ -139,20 +156,37 @@ def parse_routes(
             raise LabError(
                 f"--path {text!r}: expected /ROUTE or METHOD /ROUTE ({', '.join(METHODS)})"
             )
-        routes.append(Route(method, path, body, pairs))
+        placeholders.compile_text(path, f"--path {text!r}")  # a bad placeholder: refused now
+        routes.append(Route(method, path, body, with_type(method, body, pairs)))
     return tuple(routes)
 
 
+def with_type(
+    method: str, body: str | None, headers: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
+    """The headers, with `Content-Type: application/json` where the route sends a body that is
+    a JSON object or array and no header names a content type (Flask's `get_json()` answers
+    415 without it)."""
+    if method == "GET" or body is None or not placeholders.is_json(body):
+        return headers
+    if any(name.lower() == "content-type" for name, _ in headers):
+        return headers
+    return (*headers, ("Content-Type", "application/json"))
+
+
 def health_route(routes: tuple[Route, ...]) -> Route:
-    """The first GET route: it stands in for /health (a server is up, and not hung after a step,
-    when it answers 200), since a POST there would change the app's data."""
+    """The first GET route without placeholders: it stands in for /health (a server is up, and
+    not hung after a step, when it answers 200), since a POST there would change the app's
+    data; the same request every time."""
     for route in routes:
-        if route.method == "GET":
+        if route.method == "GET" and not placeholders.found(route.path):
             return route
-    raise LabError("--app needs a GET --path (the first is used as the health check)")
+    raise LabError(
+        "--app needs a GET --path without placeholders (the first is used as the health check)"
+    )
 
 
-def _header(text: str) -> tuple[str, str]:
+def parse_header(text: str) -> tuple[str, str]:
     match = HEADER.match(text)
     if match is None:
         raise LabError(f"--header {text!r}: expected 'Name: value' on one line")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
+from lab.record import hist
 from lab.record.errors import LabError
 
 SOURCES = ("cookie", "form")  # where the token is read
@@ -246,3 +247,14 @@ def first_line(text: str) -> str:
         if words := " ".join(line.split()):
             return words[:FIRST_LINE_CHARS]
     return ""
+
+
+def evidence(figures: dict[str, Any]) -> dict[str, Any]:
+    """A login step's evidence: the users' logins, counted and timed apart from the mix, from
+    the generator's figures ({}: no login)."""
+    if not figures:
+        return {}
+    h = hist.decode(figures["histogram"])
+    latency = hist.summary_ms(h) if h.get_total_count() else {}
+    kept = {"logins": figures["requests"], "ok": figures["ok"], "errors": figures["errors"]}
+    return {"login": {**kept, "latency_ms": latency}}

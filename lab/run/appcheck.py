@@ -2,19 +2,17 @@
 
 Each route is requested under every model and the answers compared by what must match: status
 and content type always, the body by its shape (lab.run.bodyshape: the first model answers each
-route twice, to learn what varies by itself); a difference is reported as a table, never averaged
-away. While each model runs, the connections its processes open to non-loopback addresses are
-listed (lab.system.outbound): the sweep must not load a real service. Then K requests go at once to
-the loaded route that waits longest alone (`lab.run.mixcheck`; or `--probe-path`): a model that
-overlaps them takes about one request's time, one that serialises them about K times that, and
-is flagged `serialized` with a hint naming the likely cause for its kind of worker. A route too
-fast to time overlap on is noted, not refused.
-"""
+route twice, to learn what varies by itself); a difference is a table, never averaged away; each
+write is sent twice (`lab.run.writecheck`). The connections each model's processes open to
+non-loopback addresses are listed (lab.system.outbound): the sweep must not load a real service.
+Then K requests go at once to the loaded route that waits longest alone (`lab.run.mixcheck`; or
+`--probe-path`): a model that overlaps them takes about one request's time, one that serialises
+them K times that, flagged `serialized` with a hint naming the likely cause for its kind of
+worker. A route too fast to time overlap on is noted, not refused."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import urllib.parse
@@ -31,8 +29,9 @@ from lab.config.scenario import UpstreamSpec
 from lab.config.userapp import Route, UserApp, fit, health_route
 from lab.record.errors import LabError
 from lab.record.login import Login
-from lab.run import bodyshape, logincheck, mixcheck, preflight
+from lab.run import bodyshape, logincheck, mixcheck, preflight, writecheck
 from lab.run.preflight import Preflight, Probe
+from lab.run.writecheck import Answer, fetch
 from lab.system import outbound, procs
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
@@ -70,26 +69,6 @@ class Options:
     login: Login | None = None  # each server logged into first (`lab.run.logincheck`)
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    content_type: str
-    digest: str  # sha256 of the body, first 16 hex digits
-    size: int
-    error: str = ""
-    body: str = ""  # how the body departs from the route's template ("" = it fits)
-
-    def summary(self) -> str:
-        if self.error:
-            return f"error: {self.error}"
-        said = f"{self.status} {self.content_type or '-'} {self.size} B sha256:{self.digest}"
-        return f"{said}; body: {self.body}" if self.body else said
-
-    def kind(self) -> tuple[int, str]:
-        """What must match exactly: the status and the content type (case and spaces aside)."""
-        return self.status, "".join(self.content_type.lower().split())
-
-
 @dataclass
 class ModelCheck:
     model: str
@@ -102,6 +81,7 @@ class ModelCheck:
     remote: list[str] = field(default_factory=list)  # non-loopback far ends, and what names them
     solo_ms: dict[str, float] = field(default_factory=dict)  # each loaded route's time alone
     note: str = ""  # why it was not probed (every loaded route answers too fast to time)
+    twice: dict[str, str] = field(default_factory=dict)  # a write failing only when repeated
 
     def preflight(self) -> Preflight:
         """This check as the sweep's preflight record: the app's answers and its probe."""
@@ -130,6 +110,7 @@ class AppCheck:
             if a.error or a.status >= 500
         ]
         found += [f"{path} differs between models" for path in self.differences]
+        found += [f"{m.model}: {said}" for m in self.models for said in m.twice.values()]
         return found
 
     def remote(self) -> list[str]:
@@ -144,18 +125,6 @@ class AppCheck:
         return mixcheck.fastest_each([m.solo_ms for m in self.models if not m.error])
 
 
-def fetch(base_url: str, route: Route, timeout_s: float = 30.0) -> tuple[Answer, bytes]:
-    """One request on a fresh connection: its answer, and the body to compare."""
-    request = route.request()
-    try:
-        sent = (route.method, route.path, request["data"], request["headers"], timeout_s)
-        status, headers, body = logincheck.send(base_url, *sent)
-    except OSError as e:
-        return Answer(0, "", "", 0, error=str(e) or type(e).__name__), b""
-    digest = hashlib.sha256(body).hexdigest()[:16]
-    return Answer(status, headers.get("Content-Type", ""), digest, len(body)), body
-
-
 @dataclass
 class Learnt:
     """Each route's template (lab.run.bodyshape), learnt from the first model that answers it."""
@@ -163,19 +132,22 @@ class Learnt:
     compare: str = "shape"
     templates: dict[str, bodyshape.Template] = field(default_factory=dict)
 
-    def answers(self, base_url: str, routes: tuple[Route, ...]) -> dict[str, Answer]:
+    def answers(
+        self, base_url: str, routes: tuple[Route, ...], sent: writecheck.Sent
+    ) -> dict[str, Answer]:
         """Every route's answer from one server, its body checked against the route's template;
-        a route without one yet is asked twice, to learn what varies by itself."""
+        a route without one yet is asked twice, to learn what varies by itself. A write's two
+        answers are the ones `writecheck.sent_twice` got (`sent`): it is sent no more."""
         address = urllib.parse.urlsplit(base_url).netloc
         found = {}
         for route in routes:
-            answer, body = fetch(base_url, route)
-            text = bodyshape.own_address_read(body, address)
+            first, second = sent.get(route.label) or (fetch(base_url, route), None)
+            answer, text = first[0], bodyshape.own_address_read(first[1], address)
             template = self.templates.get(route.label)
             if template is not None:
                 answer = replace(answer, body=template.check(text))
             elif not answer.error:
-                again = bodyshape.own_address_read(fetch(base_url, route)[1], address)
+                again = bodyshape.own_address_read((second or fetch(base_url, route))[1], address)
                 learnt = bodyshape.learn(text, again, answer.content_type, self.compare)
                 self.templates[route.label] = learnt
             found[route.label] = answer
@@ -194,7 +166,7 @@ def probe_route(base_url: str, route: Route, k: int, single_ms: float) -> Probe 
             f"alone (under {MIN_PROBE_MS:.0f} ms, nothing to overlap); --probe-path a route "
             "that waits to probe"
         )
-    return preflight.probe(base_url, route.path, k, single_ms, **route.request())
+    return preflight.probe(base_url, route.path, k, single_ms, each=route.filled)
 
 
 def check_model(
@@ -227,7 +199,9 @@ def check_model(
             if result.error:
                 return result
         with outbound.watching(pid) as seen, outbound.holding(pid, _postgres()) as held:
-            result.answers = learnt.answers(server.url, routes)
+            sent = writecheck.sent_twice(server.url, routes)  # each write: twice, on fresh data
+            result.twice = writecheck.failed_again(routes, sent)
+            result.answers = learnt.answers(server.url, routes, sent)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
             slowest = probe or mixcheck.slowest(load, result.solo_ms)
             _probe(result, model, knobs, server.url, slowest, pid)

@@ -5,11 +5,12 @@ due (`-q RATE --latency-correction`); held against it on the same server, the la
 scheduler put the open loop's p99 15-26% above oha's (`benchmarks/latency_fidelity.py`). Why the
 lab's own still: closed loop (users that wait for their answer) is the lab's, and an open-loop step
 that needs what oha cannot do falls back to it, saying why in one line: a weighted mix of routes
-(oha sends one URL), a login per user (oha keeps no cookies), Poisson arrivals (oha spaces them
-evenly), generators on other machines (they run the lab's engine), or oha not installed.
-`--engine lab` (or `engine = "lab"` in a scenario) asks for the lab's own everywhere. Both engines
-speak the same protocol and fill the same record (`loadgen.oha`); the record names the engine
-and its version (`evidence.engine`).
+with their own bodies and headers, or placeholders filled per request (oha sends one fixed
+request), a login per user (oha keeps no cookies), Poisson arrivals (oha spaces them evenly),
+generators on other machines (they run the lab's engine), or oha not installed. `--engine lab` (or
+`engine = "lab"` in a scenario) asks for the lab's own everywhere. Both engines speak the same
+protocol and fill the same record (`loadgen.oha`); the record names the engine and its version
+(`evidence.engine`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 import lab
+from lab.config import placeholders
 from lab.config.scenario import ENGINES
 from lab.run.generators import Generators
 from lab.system import tools
@@ -51,7 +53,12 @@ def cannot(start: Start) -> str | None:
     if start.rate_rps is None:
         return "closed loop: oha's engine runs open-loop steps"
     if start.mix:
-        return f"a weighted mix of {len(start.mix)} routes: oha sends one URL"
+        return (
+            f"a weighted mix of {len(start.mix)} routes, each with its own method, headers, "
+            "body and placeholders: oha sends one fixed request"
+        )
+    if any(placeholders.found(t) for t in (start.path, start.body or "", *start.headers.values())):
+        return "placeholders ({uuid}, {n}, ...) filled per request: oha sends one fixed request"
     if start.login is not None:
         return f"a login per user ({start.login.label}): oha keeps no session of its own"
     if start.arrival != "constant":

@@ -113,9 +113,12 @@ def upstream_served(upstream_url: str) -> int:
     return int(json.loads(raw)["served"])
 
 
-def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> Probe:
+def probe(
+    base_url: str, path: str, k: int, delay_ms: float, each: Any = None, **request: Any
+) -> Probe:
     """Send k requests at once, each taking delay_ms on the server, and time them (`request`:
-    get()'s method, data and headers). Only served answers (200) are evidence of overlap: a
+    get()'s method, data and headers; `each`: a route of the user's app, whose `filled()` gives
+    each request its own placeholders' values). Only served answers (200) are evidence of overlap: a
     request refused at once (a 503 from an app shedding load) or failed says nothing about
     serialisation, so the overlap and the verdict come from the served ones, and what the others
     got is said beside them."""
@@ -123,8 +126,10 @@ def probe(base_url: str, path: str, k: int, delay_ms: float, **request: Any) -> 
 
     def one(_: int) -> tuple[int, float]:
         start = time.monotonic()
+        sent = each() if each is not None else None
+        where, given = (sent.path, sent.request()) if sent is not None else (path, request)
         try:
-            status, _body, seconds = get(base_url, path, timeout_s=10 + k * d, **request)
+            status, _body, seconds = get(base_url, where, timeout_s=10 + k * d, **given)
         except TimeoutError:
             return TIMED_OUT, time.monotonic() - start
         except OSError:

@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -19,9 +20,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lab.backends.base import Backend, Server
+from lab.config import placeholders
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
-from lab.record import hist
+from lab.record import login
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import engine, generators, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
@@ -34,6 +36,9 @@ from lab.verdict.capacity import Capacity
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
+# {n} (`lab.config.placeholders`): every step's base counts from the lab process's start, so the
+# steps of every runner it makes (a sweep's, each of `lab advise`'s candidates) never overlap.
+EPOCH = time.time()
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
 
 
@@ -80,7 +85,7 @@ class StepRunner:
             master=self.plan.generators.master,
             generator_cpus=generators.worker_cores(self.backend.loadgen_cpus()),
             warmup=warmup,
-            **_app_request(s),
+            **_app_request(s, EPOCH),
         )
         return engine.applied(start, s.engine, self.plan.generators)
 
@@ -250,6 +255,7 @@ class StepRunner:
         raised += host_busy(measured, sampled, _elsewhere_cpu(outcome))
         raised += saturated(measured, sampled, self.s.delay_ms)
         raised += generator_lag(measured)
+        logins = login.evidence(outcome.done.login if outcome.done else {})
         record = step_record(
             self.plan.run_id,
             key,
@@ -258,7 +264,7 @@ class StepRunner:
             tuple(raised),
             max_outstanding=point.users if point.rate_rps is not None else None,
             histogram=self.plan.run.hlog_relpath(key),
-            context={**(context or {}), **_fleet(outcome), **_logins(outcome)},
+            context={**(context or {}), **_fleet(outcome), **logins},
             generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
         calls = window.calls(measured.requests)
@@ -331,30 +337,17 @@ def _fleet(outcome: Outcome) -> dict[str, Any]:
     return {"generators": {"parts": parts, "merged_latencies": sum(outcome.counted.values())}}
 
 
-def _logins(outcome: Outcome) -> dict[str, Any]:
-    """A login step: the users' logins, counted and timed apart from the mix ({}: none)."""
-    login = outcome.done.login if outcome.done is not None else {}
-    if not login:
-        return {}
-    h = hist.decode(login["histogram"])
-    latency = hist.summary_ms(h) if h.get_total_count() else {}
-    return {
-        "login": {
-            "logins": login["requests"],
-            "ok": login["ok"],
-            "errors": login["errors"],
-            "latency_ms": latency,
-        }
-    }
-
-
-def _app_request(s: Scenario) -> dict[str, Any]:
-    """A user's app: the load route's method, body and headers, the mix, the login."""
+def _app_request(s: Scenario, epoch: float) -> dict[str, Any]:
+    """A user's app: the load route's method, body and headers for the generator, the mix, the
+    login (each user's, once), and where this step's {n} starts (`placeholders.step_base`:
+    above every earlier step's)."""
     if s.app is None:
         return {}
     mix = [asdict(m) for m in s.app.mix]  # a traffic mix: the users draw routes by weight
-    given = {"method": s.app.method, "body": s.app.body, "headers": dict(s.app.headers)}
-    return {**given, "mix": mix, "login": s.app.login}  # login: each user's, once
+    base = placeholders.step_base(time.time() - epoch)
+    app = s.app
+    given = {"method": app.method, "body": app.body, "headers": dict(app.headers)}
+    return {**given, "mix": mix, "login": app.login, "n_base": base}
 
 
 def partial(outcome: Outcome) -> Measured:

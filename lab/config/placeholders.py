@@ -1,0 +1,247 @@
+"""Values that never collide: placeholders in a route's path, headers and body, filled per request.
+
+A write with a unique constraint (an email, an order number, an idempotency key) answers 409 or
+500 from its second request on when every request sends the same bytes, and the sweep would then
+measure the error path. So a route's text may hold placeholders, each filled anew per request:
+
+- `{uuid}`: a random UUID (version 4);
+- `{n}`: a number no other request of the run sends: each generator process counts up by the
+  number of generator processes, from its own index (generator i of k sends i, i + k, i + 2k, ...
+  above the step's base), and each step's base lies above every earlier step's values;
+- `{user}`: the simulated user's number (closed loop: each user's own, unique across generator
+  processes; open loop: the arrivals take turns over the cap's numbers);
+- `{choice:a|b|c}`: one of the listed values, drawn per request;
+- `{line:FILE}`: one line of FILE (ids to read, search terms), drawn per request; FILE relative to
+  the directory `lab run` runs in (a generator on another machine needs it at the same path).
+
+One request's placeholders share their values: `PUT /items/{uuid}` with a body naming `{uuid}`
+sends the same UUID in both. Why this syntax cannot clash with a JSON body: a placeholder is a
+brace followed by a lowercase letter, and a JSON object's brace is followed by a quote, a space,
+a newline or the closing brace. Any other `{word}` or `{word:...}` is refused as an unknown
+placeholder (a typo is never sent as is); `{{` sends one `{` (compact GraphQL, say).
+
+Why compiled: a template is split once into its literal parts and its placeholders, so a request
+costs one join; a text without any placeholder is sent as the very same string.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import random
+import re
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.record.errors import LabError
+
+NAMES = ("uuid", "n", "user", "choice", "line")
+WORDS = "{uuid}, {n}, {user}, {choice:a|b|c}, {line:FILE}"
+# {n} in the sweep: each step's base is CHECK_VALUES + this many per second since the lab started,
+# so a step's values stay below the next step's while the generators send fewer requests a second
+# than this, all together; the check's own values count from 1, below CHECK_VALUES.
+N_PER_SECOND = 100_000
+CHECK_VALUES = 1_000_000
+MAX_LINES_BYTES = 16_000_000  # a list of ids or search terms; anything bigger is a mistake
+_TOKEN = re.compile(r"\{\{|\{([a-z][a-z_]*)(?::([^{}]*))?\}")
+_PATH_SAFE = "/?&=:@!$'()*+,;%-._~"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One placeholder of a template: its key (its text: one value per request and key), its
+    kind, and the values a `choice` or `line` draws from."""
+
+    key: str
+    kind: str
+    values: tuple[str, ...] = ()
+
+
+Part = str | Slot
+
+
+@dataclass(frozen=True)
+class Template:
+    """A text compiled once: literal parts and placeholders; `escape` makes a drawn value safe
+    where it lands (a path, a JSON body, a header)."""
+
+    text: str
+    parts: tuple[Part, ...]
+    escape: str = "text"  # "text", "path", "json" or "header"
+
+    @property
+    def static(self) -> bool:
+        """Sent as the very text given: no placeholder, and no `{{` to write as one `{`."""
+        return self.parts == (self.text,)
+
+
+def compile_text(text: str, where: str, escape: str = "text") -> Template:
+    """`text` split into literal parts and placeholders; LabError naming `where` and the fix for
+    an unknown placeholder, an empty choice or a line file that cannot be read."""
+    parts: list[Part] = []
+    last = 0
+    for match in _TOKEN.finditer(text):
+        parts.append(text[last : match.start()])
+        last = match.end()
+        if match.group(0) == "{{":
+            parts.append("{")
+            continue
+        parts.append(_slot(match.group(1), match.group(2), match.group(0), where))
+    parts.append(text[last:])
+    merged = _merge(parts)
+    if all(isinstance(p, str) for p in merged) and "{{" not in text:
+        return Template(text, (text,), escape)  # no placeholder: sent as the very same string
+    return Template(text, tuple(merged), escape)
+
+
+def _slot(name: str, arg: str | None, token: str, where: str) -> Slot:
+    if name not in NAMES:
+        raise LabError(
+            f"{where}: unknown placeholder {token} (known: {WORDS}; write {{{{ for a literal {{)"
+        )
+    if name in ("choice", "line") and not arg:
+        raise LabError(f"{where}: {token} needs values, e.g. {{choice:a|b}} or {{line:ids.txt}}")
+    if name not in ("choice", "line") and arg is not None:
+        raise LabError(f"{where}: {token}: {{{name}}} takes nothing after a colon")
+    if name == "choice":
+        assert arg is not None
+        return Slot(token, name, tuple(arg.split("|")))
+    if name == "line":
+        assert arg is not None
+        return Slot(token, name, read_lines(Path(arg), where))
+    return Slot(token, name)
+
+
+def _merge(parts: list[Part]) -> list[Part]:
+    """Adjacent literal parts as one, empty ones dropped."""
+    out: list[Part] = []
+    for part in parts:
+        if isinstance(part, str) and out and isinstance(out[-1], str):
+            out[-1] += part
+        elif part != "":
+            out.append(part)
+    return out or [""]
+
+
+def read_lines(path: Path, where: str) -> tuple[str, ...]:
+    """The non-empty lines of a `{line:FILE}` file; LabError saying what is wrong with it."""
+    try:
+        if path.stat().st_size > MAX_LINES_BYTES:
+            raise LabError(f"{where}: {{line:{path}}}: larger than {MAX_LINES_BYTES} bytes")
+        lines = tuple(s for s in path.read_text().splitlines() if s.strip())
+    except UnicodeDecodeError:
+        raise LabError(f"{where}: {{line:{path}}}: not a UTF-8 text file") from None
+    except OSError as e:
+        raise LabError(f"{where}: {{line:{path}}}: cannot read it ({e.strerror or e})") from None
+    if not lines:
+        raise LabError(f"{where}: {{line:{path}}}: the file has no line to send")
+    return lines
+
+
+class Source:
+    """One generator process's values: its counter ({n}: `base + index`, then up by `stride`),
+    its draws from lists (`seed`: reproducible), and a UUID per request (never seeded: a seeded
+    step run twice would send the same ones)."""
+
+    def __init__(self, base: int = 0, index: int = 0, stride: int = 1, seed: int | None = None):
+        self.counter = itertools.count(base + index, max(1, stride))
+        self.rng = random.Random(seed)
+        self.unique = random.Random()  # from the OS's entropy, per process
+
+    def draw(self, slot: Slot, user: int) -> str:
+        if slot.kind == "uuid":
+            return uuid4(self.unique.getrandbits(128))
+        if slot.kind == "n":
+            return str(next(self.counter))
+        if slot.kind == "user":
+            return str(user)
+        return self.rng.choice(slot.values)
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(text: str, escape: str = "text") -> Template:
+    """A route's text compiled once in the lab's process (checked when the route was read)."""
+    return compile_text(text, "a route", escape)
+
+
+def step_base(elapsed_s: float) -> int:
+    """Where a step's {n} starts, `elapsed_s` after the lab started."""
+    return CHECK_VALUES + round(max(0.0, elapsed_s) * N_PER_SECOND)
+
+
+CHECK = Source(base=1)  # the check's own {n}: 1, 2, 3, ... below every step's (CHECK_VALUES)
+
+
+def uuid4(bits: int) -> str:
+    """A version-4 UUID from 128 random bits, as `uuid.UUID(int=bits, version=4)` writes it
+    (the variant and version bits set), without building the object: a request's cost."""
+    bits = (bits & ~(0xC000 << 48) | 0x8000 << 48) & ~(0xF000 << 64) | 4 << 76
+    h = f"{bits:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class Values:
+    """One request's values, drawn on first use and shared by its path, headers and body."""
+
+    __slots__ = ("drawn", "source", "user")
+
+    def __init__(self, source: Source, user: int) -> None:
+        self.source, self.user = source, user
+        self.drawn: dict[str, str] = {}
+
+    def fill_text(self, text: str, escape: str) -> str:
+        """A text of a route the lab read itself (the check's requests), compiled once."""
+        return self.fill(compiled(text, escape))
+
+    def fill(self, template: Template) -> str:
+        if len(template.parts) == 1 and isinstance(template.parts[0], str):
+            return template.parts[0]
+        escape = ESCAPES[template.escape]
+        out = []
+        for part in template.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            value = self.drawn.get(part.key)
+            if value is None:
+                value = self.drawn[part.key] = self.source.draw(part, self.user)
+            out.append(escape(value) if part.values else value)
+        return "".join(out)
+
+
+def _json(value: str) -> str:
+    return json.dumps(value)[1:-1]
+
+
+def _header(value: str) -> str:
+    return value.replace("\r", " ").replace("\n", " ")
+
+
+ESCAPES: dict[str, Callable[[str], str]] = {
+    "text": str,
+    "path": lambda v: urllib.parse.quote(v, safe=_PATH_SAFE),
+    "json": _json,
+    "header": _header,
+}
+
+
+def found(text: str) -> bool:
+    """Whether a text holds a placeholder (or a `{{`): it varies, or needs filling, per request."""
+    return _TOKEN.search(text) is not None
+
+
+def is_json(body: str) -> bool:
+    """Whether a body is a JSON object or array (its placeholders filled with a sample value):
+    it then goes with `Content-Type: application/json` unless a header says otherwise."""
+    text = body.strip()
+    if not text.startswith(("{", "[")):
+        return False
+    sample = _TOKEN.sub(lambda m: "{" if m.group(0) == "{{" else "0", text)
+    try:
+        json.loads(sample)
+    except ValueError:
+        return False
+    return True
