@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,8 @@ from analysis.metrics import (
 from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.cli.report import compare_runs, report
 from lab.record import hist
-from lab.verdict.difference import TOO_FEW, differ, floor, side, t975
-from tests.test_judge import record
+from lab.verdict.difference import TOO_FEW, differ, side, t975
+from tests.test_judge import ROOT, record
 
 
 def _row(table, model: str, conc: int) -> dict:
@@ -85,7 +86,11 @@ def test_single_trial_interval_from_seconds(tmp_path: Path) -> None:
     run = build_run(tmp_path, [FixtureStep("m", 5, 1, (9.0, 10.0, 11.0))])
     row = _row(point_table(load(run)), "m", 5)
     assert row["ci_basis"] == "seconds+floor"  # its seconds, widened by the run-to-run floor
-    half = math.hypot(4.303 / math.sqrt(3), floor().point("rps", 10.0))
+    # its seconds' t interval (sd 1 over 3 seconds, t(2) = 4.303) beside the floor's, read from
+    # noise.toml (t(21) = 2.080), not through the code under test
+    calibration = tomllib.loads((ROOT / "lab/verdict/noise.toml").read_text())
+    assert calibration["points"] == 21, "the reference t below is for 21 degrees of freedom"
+    half = math.hypot(4.303 / math.sqrt(3), 2.080 * calibration["rps_sd"] * 10.0)
     assert row["rps_lo"] == pytest.approx(10.0 - half, rel=1e-4)
 
 
