@@ -71,9 +71,10 @@ class LevelVerdict:
 
 
 def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:
-    """One verdict per mode and level, in order."""
+    """One verdict per mode and level, in order; each point's trials in trial order, so no
+    flag list or "best only as measured" reason depends on the order records were read."""
     groups: dict[tuple[str, float], dict[str, list[StepRecord]]] = {}
-    for r in records:
+    for r in sorted(records, key=lambda r: (r.model, r.mode, r.key.level, r.trial)):
         groups.setdefault((r.mode, r.key.level), {}).setdefault(r.model, []).append(r)
     return [
         _verdict(mode, level, [contender(model, rs) for model, rs in sorted(by_model.items())])
