@@ -14,6 +14,7 @@ the parent.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tomllib
@@ -46,6 +47,17 @@ Number = float | int
 
 
 GAP_BAND = (0.5, 2.0)  # measured/published outside this needs an explanation
+# A measured figure (or gap between two) within this factor of the published one either way
+# "reproduces". A published figure is one number with no spread of its own, so no test of
+# difference (`lab.verdict.difference`) can be made against it: "reproduces" is a description
+# of a ratio, said with its band ("within 1.5x"), not a claim beyond noise. One band for every
+# experiment; GAP_BAND is the other rule, a ratio so far out that a row owes an explanation.
+REPRODUCED_WITHIN = 1.5
+
+
+def within(measured: float, published: float) -> bool:
+    """measured / published lies within REPRODUCED_WITHIN either way (a description)."""
+    return published > 0 and 1 / REPRODUCED_WITHIN <= measured / published <= REPRODUCED_WITHIN
 
 
 @dataclass(frozen=True)
@@ -385,11 +397,11 @@ def serving(
 
 
 def mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
+    """The repeats' mean: a description of an experiment's repeats, not a claim of difference
+    (none rests on it; `lab.verdict.difference` makes those)."""
+    return statistics.fmean(xs) if xs else float("nan")
 
 
 def stdev(xs: Sequence[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    m = mean(xs)
-    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    """The repeats' sample standard deviation (0 for one), a description like `mean`."""
+    return statistics.stdev(xs) if len(xs) >= 2 else 0.0
