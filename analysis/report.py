@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.claims import claims
+from analysis.claims import Claims, claims
 from analysis.loading import Run, load
 from analysis.metrics import flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
@@ -26,17 +26,23 @@ from lab.verdict.limits import LIMITS
 
 
 def write_report(
-    run_dir: Run | Path | str, level: int | None = None, table: pd.DataFrame | None = None
+    run_dir: Run | Path | str,
+    level: int | None = None,
+    table: pd.DataFrame | None = None,
+    said: Claims | None = None,
 ) -> Path:
     """Draw every figure and write `report.html`; `level` picks the spectrum's concurrency.
 
-    `table` is the run's point table when the caller already has it (it takes a while).
+    `table` is the run's point table and `said` its claims when the caller already has them
+    (`lab report` passes the very claims the terminal printed, so the two cannot drift).
     """
     run = run_dir if isinstance(run_dir, Run) else load(run_dir)
     table = point_table(run) if table is None else table
     plots = draw_all(run, table, run.run_dir / "report", level)
     path = run.run_dir / "report.html"
-    path.write_text(_html(run, table, plots))
+    if said is None and not table.empty:
+        said = claims(run, table)
+    path.write_text(_html(run, table, plots, said))
     return path
 
 
@@ -61,7 +67,7 @@ figcaption{font-size:.85em;color:#555}.meta td{text-align:left}.bad{color:#b00;f
 """
 
 
-def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
+def _html(run: Run, table: pd.DataFrame, plots: list[Plot], said: Claims | None) -> str:
     m = run.manifest
     scen = m.get("scenario", {})
     status = m.get("status", "?")
@@ -80,7 +86,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
         parts.append(f"<p class=bad>Records not read or not found:</p><ul>{items}</ul>")
     parts.append(_meta(m))
     parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
-    parts.append("<h2>Verdict</h2>" + _verdict(run, table))
+    parts.append("<h2>Verdict</h2>" + _verdict(table, said))
     missing = unmeasured(run)
     if not missing.empty:
         parts.append(
@@ -132,10 +138,9 @@ def _meta(m: dict[str, Any]) -> str:
     return f"<table class=meta>{body}</table>"
 
 
-def _verdict(run: Run, table: pd.DataFrame) -> str:
-    if table.empty:
+def _verdict(table: pd.DataFrame, said: Claims | None) -> str:
+    if table.empty or said is None:
         return "<p>No step has been measured yet.</p>"
-    said = claims(run, table)
     flags = flagged(table)
     verdicts = [f"<li>{_e(line)}</li>" for line in said.verdict]
     limits = [f"<li>{_e(line)}</li>" for line in said.limits]

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from analysis.claims import claims
+from analysis.claims import Claims, claims
 from analysis.loading import Run
 from analysis.metrics import flagged, point_table, unmeasured
 from analysis.routes import summary_tables
@@ -80,10 +80,17 @@ def summary_table(
     return out
 
 
-def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
-    """Print the per-point table and the verdict; return the point table for further use."""
+def print_summary(
+    run: Run,
+    console: Console | None = None,
+    table: pd.DataFrame | None = None,
+    said: Claims | None = None,
+) -> pd.DataFrame:
+    """Print the per-point table and the verdict; return the point table for further use.
+    `table` and `said`: the run's point table and claims where the caller made them (`lab
+    report` renders the same claims into report.html)."""
     console = console or wide_console()
-    table = point_table(run)
+    table = point_table(run) if table is None else table
     name = run.manifest.get("run_id", run.run_dir.name)
     for rec in unmeasured(run).to_dict("records"):
         console.print(f"[bold red]{rec['model']}: no measured step ({escape(str(rec['why']))})")
@@ -95,7 +102,7 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     console.print(summary_table(table, title, models_run_app(run.manifest)))
     for routes in summary_tables(run.records, run.run_dir):  # a traffic mix, route by route
         console.print(routes)
-    said = claims(run, table)
+    said = claims(run, table) if said is None else said
     for line in [*said.verdict, *said.limits]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in said.answer:
