@@ -11,9 +11,11 @@ Every comparison in the answer is a `Claim`: two configurations at one level (th
 both have a fair result), the difference of their throughput and p99 with its interval from the
 one test of difference (`lab.verdict.difference`), and "no measurable difference" where that test
 calls them tied. A claim never sets figures from two levels against each other. The answer ranks
-by throughput; a model tied with the best on throughput whose p99 the test calls apart is said so
-with the ratio ("tied on throughput; p99 25.5x worse, apart beyond noise"), and the candidates
-a level did not compare (excluded, e.g. `lab_limited`) are named with why.
+by throughput, and a tie on throughput never hides a p99 called apart: among models tied on
+throughput, one whose p99 the test calls lower than the throughput best's is picked instead, and
+the answer says the rule ("picked on p99"); a tied model whose p99 the test calls apart is said
+so with the ratio ("tied on throughput; p99 25.5x worse, apart beyond noise"). The candidates a
+level did not compare (excluded, e.g. `lab_limited`) are named with why.
 """
 
 from __future__ import annotations
