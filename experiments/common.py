@@ -47,16 +47,11 @@ Number = float | int
 
 
 GAP_BAND = (0.5, 2.0)  # measured/published outside this needs an explanation
-# A measured figure (or gap between two) within this factor of the published one either way
-# "reproduces". A published figure is one number with no spread of its own, so no test of
-# difference (`lab.verdict.difference`) can be made against it: "reproduces" is a description
-# of a ratio, said with its band ("within 1.5x"), not a claim beyond noise. One band for every
-# experiment; GAP_BAND is the other rule, a ratio so far out that a row owes an explanation.
-REPRODUCED_WITHIN = 1.5
+REPRODUCED_WITHIN = 1.5  # every experiment's "reproduces" band, either way (see `within`)
 
 
 def within(measured: float, published: float) -> bool:
-    """measured / published lies within REPRODUCED_WITHIN either way (a description)."""
+    """Within the band: a description (a published figure has no spread to test against)."""
     return published > 0 and 1 / REPRODUCED_WITHIN <= measured / published <= REPRODUCED_WITHIN
 
 
@@ -397,11 +392,9 @@ def serving(
 
 
 def mean(xs: Sequence[float]) -> float:
-    """The repeats' mean: a description of an experiment's repeats, not a claim of difference
-    (none rests on it; `lab.verdict.difference` makes those)."""
+    """The repeats' mean: a description, no claim of difference rests on it."""
     return statistics.fmean(xs) if xs else float("nan")
 
 
-def stdev(xs: Sequence[float]) -> float:
-    """The repeats' sample standard deviation (0 for one), a description like `mean`."""
+def stdev(xs: Sequence[float]) -> float:  # a description like `mean` (0 for one repeat)
     return statistics.stdev(xs) if len(xs) >= 2 else 0.0

@@ -29,14 +29,9 @@ from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS, ASYNC_PORT
 from lab.verdict.difference import (
     FLAGGED,
-    NO_FLOOR,
     TOO_FEW,
-    Floor,
-    Side,
     compare_points,
     differ,
-    floor,
-    holm,
     side,
 )
 from tests.fixture_run import FixtureStep, build_run
@@ -183,91 +178,6 @@ def test_adding_a_flag_or_failures_never_makes_a_point_more_comparable(
         after = differ(side(rs, metric), side(other, metric))
         assert after.compared <= before.compared
         assert set(side(rs, metric).unfit) >= set(side(a, metric).unfit)
-
-
-def sides(metric: str) -> st.SearchStrategy[Side]:
-    """A side of any metric: 1-4 trials, a seconds' half-width or none."""
-    trials = st.lists(st.floats(1.0, 1000.0), min_size=1, max_size=4)
-    return st.builds(
-        lambda xs, own: Side(metric, math.fsum(xs) / len(xs), tuple(xs), own),
-        trials,
-        st.sampled_from((0.0, 0.0, 5.0)),
-    )
-
-
-FLOORS = st.sampled_from(
-    (NO_FLOOR, floor(), Floor(0.05, 0.2, 3, ("x", "y"), "test"), Floor(0.0, 0.1, 30, (), ""))
-)
-
-
-@SETTINGS
-@given(
-    st.sampled_from(("rps", "p99", "cpu_ms_per_req")).flatmap(
-        lambda m: st.tuples(sides(m), sides(m))
-    ),
-    FLOORS,
-)
-def test_differ_is_symmetric(pair: tuple[Side, Side], noise: Floor) -> None:
-    """b against a is a against b mirrored, whatever the floor (none: the rule without an
-    interval, which once scaled by a's value only) and the metric."""
-    a, b = pair
-    ab, ba = differ(a, b, noise), differ(b, a, noise)
-    assert (ab.word, ab.basis, ab.apart) == (ba.word, ba.basis, ba.apart)
-    assert ab.lo == pytest.approx(-ba.hi) and ab.hi == pytest.approx(-ba.lo)
-    assert ab.p == pytest.approx(ba.p, nan_ok=True)
-
-
-@SETTINGS
-@given(
-    st.sampled_from(("rps", "p99")),
-    st.lists(st.floats(1.0, 1000.0), min_size=2, max_size=5),
-    st.lists(st.floats(1.0, 1000.0), min_size=2, max_size=5),
-)
-def test_differ_agrees_with_a_reference_welch_where_it_is_decisive(
-    metric: str, xs: list[float], ys: list[float]
-) -> None:
-    """Several trials both sides: the reference computes the difference of means and Welch's
-    standard error by hand. Beyond 12.71 standard errors (t's largest 97.5% quantile, one degree
-    of freedom) and the instrument's budget it must be apart, the right way; within 1.96 (t's
-    smallest) and within the budget, a tie. The interval is centred on the difference of means."""
-    a, b = (
-        Side(metric, math.fsum(xs) / len(xs), tuple(xs)),
-        Side(metric, math.fsum(ys) / len(ys), tuple(ys)),
-    )
-    d = differ(a, b, NO_FLOOR)
-    diff = b.value - a.value
-    se = math.sqrt(ref_var(xs) / len(xs) + ref_var(ys) / len(ys))
-    budget = max(3.0, 0.15 * max(a.value, b.value)) if metric == "p99" else 0.0
-    assert (d.lo + d.hi) / 2 == pytest.approx(diff, abs=1e-6)
-    if abs(diff) > 12.71 * se + budget + 1e-9:
-        assert d.apart and (d.lo > 0) == (diff > 0)
-        assert d.p < 0.05
-    if (
-        abs(diff) < 1.96 * se - 1e-9
-        and abs(diff) < budget
-        or abs(diff) < 1.96 * se - 1e-9
-        and metric == "rps"
-    ):
-        assert not d.apart and d.p >= 0.05 - 1e-3
-
-
-def ref_var(xs: list[float]) -> float:
-    m = math.fsum(xs) / len(xs)
-    return math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1)
-
-
-@SETTINGS
-@given(st.lists(st.one_of(st.floats(0.0, 1.0), st.just(math.nan)), max_size=12))
-def test_holm_is_the_reference_step_down(ps: list[float]) -> None:
-    """A p-value is a claim iff it and every smaller one pass its step (alpha / (m - k))."""
-    tested = sorted(p for p in ps if not math.isnan(p))
-    m = len(tested)
-    passing = 0
-    while passing < m and tested[passing] < 0.05 / (m - passing):
-        passing += 1
-    cut = tested[passing - 1] if passing else -1.0
-    expected = [not math.isnan(p) and p <= cut for p in ps]
-    assert holm(ps) == expected
 
 
 @SETTINGS
