@@ -110,3 +110,21 @@ def test_the_terminal_and_the_report_render_one_set_of_claims(tmp_path: Path) ->
     for line in [*said.verdict, *said.limits, *said.answer, said.crossing_count]:
         assert " ".join(line.split()) in printed
         assert html.escape(line) in page
+
+
+def test_a_ranking_behind_nginx_prints_ties_as_ties() -> None:
+    """Two models the test ties on throughput and a third apart below them: `a = b > c`."""
+    from dataclasses import replace
+
+    from analysis.front import front_costs
+    from lab.front.nginx import SUFFIX
+    from tests.test_judge import record
+
+    rates = {"a": 1000.0, "b": 995.0, "c": 500.0}
+    records = [
+        replace(record(m + suffix, rps), status="measured")
+        for m, rps in rates.items()
+        for suffix in ("", SUFFIX)
+    ]
+    (ranking,) = [x for x in front_costs(records) if x.startswith("ranking")]
+    assert "bare a = b > c; behind nginx a = b > c: unchanged by the front" in ranking
