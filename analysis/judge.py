@@ -7,10 +7,10 @@ records. Rules:
   excluding (serialized, a fault, nothing measured, or `lab_limited`: the verdict's rule table
   named the lab's own apparatus or the machine as the limit): an excluded model is never
   "best", and a level the lab limited says so.
-- Throughput and p99 are the medians of the trials. A rival ties the best when the one test of
-  difference (`lab.verdict.difference`: the interval of their difference, from the trials, or for
-  one trial from the run-to-run floor the lab measured by A/A runs; never finer than the
-  instrument on p99) does not call them apart. A p99 with fewer than ten requests beyond it in a
+- Throughput and p99 are the means of the trials (the figures printed). A rival ties the best
+  when the one test of difference (`lab.verdict.difference`: the interval of their difference,
+  from the trials, or for one trial from the run-to-run floor the lab measured by A/A runs;
+  never finer than the instrument on p99) does not call them apart. A p99 with fewer than ten requests beyond it in a
   trial, or whose tail may be the generator's own (`generator_lag`), is compared with nothing:
   no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
