@@ -10,9 +10,9 @@ records. Rules:
 - Throughput and p99 are the means of the trials (the figures printed). A rival ties the best
   when the one test of difference (`lab.verdict.difference`: the interval of their difference,
   from the trials, or for one trial from the run-to-run floor the lab measured by A/A runs;
-  never finer than the instrument on p99) does not call them apart. A p99 with fewer than ten requests beyond it in a
-  trial, or whose tail may be the generator's own (`generator_lag`), is compared with nothing:
-  no best p99 rests on it.
+  never finer than the instrument on p99) does not call them apart. A p99 with fewer than ten
+  requests beyond it in a trial, or whose tail may be the generator's own (`generator_lag`), is
+  compared with nothing: no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
   tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
 - A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
