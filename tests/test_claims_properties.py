@@ -263,6 +263,12 @@ def test_the_summary_table_compare_and_the_judge_agree(
     assert not any(
         (r.overtaker, r.concurrency) in unfair for r in cross[cross["clear"]].itertuples()
     )
+    by_point = ref_points(run.records)
+    for r in cross[cross["clear"]].itertuples():  # a clear crossover points the reference's way
+        win, lose = (
+            ref_mean(by_point[(m, r.concurrency)], "rps") for m in (r.overtaker, r.overtaken)
+        )
+        assert r.metric != "rps" or win > lose
     same = compare(run, run)
     assert not same["rps_significant"].any() and not same["p99_significant"].any()
     flagged = same.set_index(["model", "concurrency"])["rps_basis"] == FLAGGED
