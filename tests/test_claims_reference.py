@@ -11,7 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.verdict.difference import NO_FLOOR, Floor, Side, differ, floor, holm, t975, t_tail
+from lab.record.thresholds import T
+from lab.verdict.difference import (
+    FLAGGED,
+    NO_FLOOR,
+    Difference,
+    Floor,
+    Side,
+    compare_points,
+    differ,
+    floor,
+    holm,
+    t975,
+    t_tail,
+)
 from tests.test_claims_properties import SETTINGS
 
 
@@ -87,7 +100,9 @@ def ref_var(xs: list[float]) -> float:
 
 
 @SETTINGS
-@given(st.lists(st.one_of(st.floats(0.0, 1.0), st.just(math.nan)), max_size=12))
+@given(
+    st.lists(st.one_of(st.floats(0.0, 0.06), st.floats(0.0, 1.0), st.just(math.nan)), max_size=12)
+)
 def test_holm_is_the_reference_step_down(ps: list[float]) -> None:
     """A p-value is a claim iff it and every smaller one pass its step (alpha / (m - k))."""
     tested = sorted(p for p in ps if not math.isnan(p))
@@ -121,3 +136,65 @@ def test_t_tail_is_the_integral_of_the_density(df: int) -> None:
         tail = total * h / 3
         assert t_tail(t, df) == pytest.approx(tail, rel=2e-3, abs=1e-5)
     assert 2 * t_tail(t975(df), df) == pytest.approx(0.05, abs=2e-4)
+
+
+@SETTINGS
+@given(
+    st.floats(0.0, 1000.0), st.floats(0.0, 1000.0), st.floats(-2000.0, 0.0), st.floats(0.0, 2000.0)
+)
+def test_a_relative_difference_is_the_reference_ratio(
+    a: float, b: float, lo: float, hi: float
+) -> None:
+    """(b - a) / a with its interval over a, the low end never below -100%; nan where a is 0."""
+    d = Difference("rps", a, b, min(lo, b - a), max(hi, b - a), "trials")
+    rel, low, high = d.relative()
+    if a == 0:
+        assert math.isnan(rel) and d.percent() == "-"
+        return
+    assert rel == pytest.approx((b - a) / a)
+    assert low == pytest.approx(max(d.lo, -a) / a) and low >= -1.0
+    assert high == pytest.approx(d.hi / a)
+    assert d.percent() == f"{rel:+.0%} [{low:+.0%}, {high:+.0%}]"
+    flagged = Difference("rps", a, b, math.nan, math.nan, "flagged")
+    assert flagged.percent() == f"{(b - a) / a:+.0%} [not compared]"
+
+
+def test_a_sides_interval_is_its_trials_t_interval_never_below_zero() -> None:
+    """Three trials 9, 10, 11: 10 +- 4.303 x 1 / sqrt(3) (Student's t at 2 degrees of freedom);
+    a wide one stops at zero; one trial with no seconds and no floor has none."""
+    lo, hi = Side("rps", 10.0, (9.0, 10.0, 11.0)).interval(NO_FLOOR)
+    half = 4.303 / math.sqrt(3)
+    assert (lo, hi) == (pytest.approx(10 - half), pytest.approx(10 + half))
+    lo, hi = Side("rps", 2.0, (1.0, 2.0, 3.0)).interval(NO_FLOOR)
+    assert lo == 0.0 and hi == pytest.approx(2 + 4.303 / math.sqrt(3))
+    assert all(math.isnan(x) for x in Side("rps", 5.0, (5.0,)).interval(NO_FLOOR))
+
+
+def test_welch_against_its_hand_computed_degrees_of_freedom() -> None:
+    """1, 2, 3 against 2, 4, 6, 8: the half-width is t(df) x se with Welch-Satterthwaite's df
+    worked out here; identical trials have no spread and fall to the no-interval rule."""
+    xs, ys = [1.0, 2.0, 3.0], [2.0, 4.0, 6.0, 8.0]
+    va, vb = ref_var(xs) / 3, ref_var(ys) / 4  # 1/3 and 20/12
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
+    d = differ(Side("rps", 2.0, tuple(xs)), Side("rps", 5.0, tuple(ys)), NO_FLOOR)
+    assert d.df == pytest.approx(df)
+    assert d.hi - d.diff == pytest.approx(t975(df) * math.sqrt(va + vb))
+    same = differ(Side("rps", 100.0, (100.0, 100.0)), Side("rps", 100.0, (100.0, 100.0)))
+    assert same.hi == pytest.approx(T.difference_without_interval_share * 100)
+
+
+def test_holm_steps_down_at_each_rank() -> None:
+    """0.01 < 0.05/3, 0.02 < 0.05/2, 0.04 < 0.05/1: all three; 0.03 at the second step fails."""
+    assert holm([0.04, 0.01, 0.02]) == [True, True, True]
+    assert holm([0.01, 0.03, 0.04]) == [True, False, False]
+    assert holm([0.05 / 3, 0.001]) == [True, True]  # 0.0167 < 0.05 / 1 at the second step
+
+
+def test_compare_points_passes_each_sides_flags_and_the_floor() -> None:
+    from tests.test_judge import record
+
+    a, b = [record("m", 100.0)], [record("m", 100.0)]
+    left = compare_points(a, b, NO_FLOOR, (("lab_limited",), ()))
+    right = compare_points(a, b, NO_FLOOR, ((), ("lab_limited",)))
+    assert left["rps"].basis == right["rps"].basis == FLAGGED
+    assert compare_points(a, b, NO_FLOOR)["rps"].basis != compare_points(a, b, floor())["rps"].basis
