@@ -17,7 +17,7 @@ from analysis.differences import lead, tied
 from analysis.front import front_costs
 from analysis.instrument import instrument_lines
 from analysis.interfaces import run_answer
-from analysis.judge import LevelVerdict, judge, sentence
+from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
 from analysis.metrics import crossing_words, crossovers
@@ -28,7 +28,6 @@ from lab.verdict.difference import floor
 class Claims:
     """Every claim of one run, in words, in the order both renderings give them."""
 
-    verdicts: tuple[LevelVerdict, ...]
     answer: tuple[str, ...]  # for the user's app
     verdict: tuple[str, ...]  # the lead, the per-level sentences, the floor they rest on
     limits: tuple[str, ...]  # what limits each model, and what a front costs
@@ -47,7 +46,6 @@ def claims(run: Run, table: pd.DataFrame) -> Claims:
         said.append(floor().words())
     cross = crossovers(table, run.records)
     return Claims(
-        verdicts=tuple(verdicts),
         answer=tuple(run_answer(run.records, run.manifest)),
         verdict=tuple(said),
         limits=(*model_sentences(run.records), *front_costs(run.records)),
