@@ -198,3 +198,24 @@ def test_compare_points_passes_each_sides_flags_and_the_floor() -> None:
     right = compare_points(a, b, NO_FLOOR, ((), ("lab_limited",)))
     assert left["rps"].basis == right["rps"].basis == FLAGGED
     assert compare_points(a, b, NO_FLOOR)["rps"].basis != compare_points(a, b, floor())["rps"].basis
+
+
+def test_a_sides_basis_is_what_its_interval_rests_on() -> None:
+    """The label the summary prints: trials from two on; one trial's floor where the floor has
+    this metric (two A/A points suffice); else its seconds; else none."""
+    two = Floor(0.05, 0.1, 2, ("x", "y"), "test")
+    assert Side("rps", 1.0, (1.0, 1.0)).basis(NO_FLOOR) == "trials"
+    assert Side("rps", 1.0, (1.0,)).basis(two) == "seconds+floor"
+    assert Side("rps", 1.0, (1.0,), 0.5).basis(NO_FLOOR) == "seconds"
+    assert Side("rps", 1.0, (1.0,)).basis(NO_FLOOR) == "none"
+    assert Side("cpu_ms_per_req", 1.0, (1.0,)).basis(two) == "none"  # no floor for it
+    assert Side("p99", 1.0, (1.0,)).basis(Floor(0.05, 0.0, 30, (), "")) == "none"
+    assert Side("rps", 1.0, (1.0,)).basis() == "seconds+floor"  # the committed floor
+    assert NO_FLOOR.words().startswith("no run-to-run floor")
+    assert two.words().startswith("intervals of one trial include a run-to-run floor of 5.0%")
+
+
+def test_t_tail_is_symmetric_about_zero() -> None:
+    for df in (1, 2, 5, 30, 500):
+        assert t_tail(0.0, df) == pytest.approx(0.5)
+        assert t_tail(-1.5, df) == pytest.approx(1 - t_tail(1.5, df))
