@@ -67,10 +67,10 @@ def point(draw: st.DrawFn, model: str = "a", users: int = 10) -> list[StepRecord
             seconds=tuple(draw(st.lists(rps, min_size=0, max_size=4))),
         )
         failed = draw(st.sampled_from((0.0, 0.0, 0.01, 0.5, 0.95)))
+        limit = draw(st.sampled_from(LIMITS))
+        why = f"below the ideal, trial {t}" if limit == "unknown" else ""
         out.append(
-            replace(
-                r, ok=round(r.requests * (1 - failed)), limited_by=draw(st.sampled_from(LIMITS))
-            )
+            replace(r, ok=round(r.requests * (1 - failed)), limited_by=limit, limit_reason=why)
         )
     return out
 
@@ -141,6 +141,9 @@ def test_the_best_is_the_references_and_never_an_excluded_point(
         assert (v.best_rps[0] if v.best_rps else None) == ref_best(records, here, users)
         for model in v.best_rps:
             assert ref_fair(by_point[(model, users)])
+            unknown = [r for r in by_point[(model, users)] if r.limited_by == "unknown"]
+            said = f"{model} is best only as measured: below the ideal, trial"
+            assert bool(unknown) == any(n.startswith(said) for n in v.notes)
         for model in v.best_p99:
             assert ref_tail_fair(by_point[(model, users)])
         assert set(v.excluded) == {m for m in here if not ref_fair(by_point[(m, users)])}

@@ -179,6 +179,8 @@ def side(records: Sequence[StepRecord], metric: str, more: Sequence[str] = ()) -
     """One point (a model's trials at one level) as a side of a comparison of `metric`; `more`:
     flags the point carries beside its steps' (a preflight's)."""
     flags = tuple(dict.fromkeys([*more, *(f for r in records for f in r.flags)]))
+    if metric not in METRICS:  # by name: no other figure is read as a p99 (see `figure`)
+        raise ValueError(f"a step's side is one of {METRICS}, not {metric!r}")
     if metric == "rps":
         trials = tuple(float(r.throughput_rps) for r in records)
         seconds = _seconds(records[0]) if records else []
