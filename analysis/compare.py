@@ -7,8 +7,11 @@ and the run-to-run floor the lab measured by A/A runs) in quadrature. A point th
 result in either run is compared with nothing, and neither is a p99 whose tail is not the
 server's (a flag that excludes the tail) or with fewer than ten requests beyond it; a p99 change
 is never finer than the instrument's 15% / 3 ms. The values shown are the ones compared (the
-medians of the trials), so a printed change always lies inside its own interval, and a relative
-interval never falls below -100%.
+means of the trials), so a printed change always lies inside its own interval, and a relative
+interval never falls below -100%. A run compares many points, so the changes of one metric are
+one family, corrected for their number by Holm's step-down (`lab.verdict.difference.holm`): a
+starred change holds with at most a 5% chance of any false one among them, and the words say
+how many were tested.
 
 Two runs that differ in scenario (delay, route or mix, app, front, models, levels, machine) say
 so first, and the points measured in only one of them are listed: a change between them is the
@@ -44,6 +47,7 @@ from lab.verdict.difference import (
     Floor,
     compare_points,
     floor,
+    holm,
     points,
 )
 
@@ -111,7 +115,9 @@ def unpaired(a: Run, b: Run) -> list[str]:
 
 def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
     """One row per point present in both runs: the compared values, the relative change, its
-    interval and verdict (`noise`: the run-to-run floor, the committed calibration unless given)."""
+    95% interval, its p-value and verdict (`significant`: changed once Holm-corrected for the
+    number of points tested on that metric; `noise`: the run-to-run floor, the committed
+    calibration unless given)."""
     noise = floor() if noise is None else noise
     ta, tb = point_table(a), point_table(b)
     if ta.empty or tb.empty:
@@ -128,11 +134,14 @@ def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
             change, lo, hi = d.relative()
             row |= {f"{metric}_a": d.a, f"{metric}_b": d.b, f"{metric}_change": change}
             row |= {f"{metric}_ci_lo": lo, f"{metric}_ci_hi": hi}
-            row |= {f"{metric}_significant": d.apart, f"{metric}_basis": d.basis}
+            row |= {f"{metric}_p": d.p, f"{metric}_basis": d.basis}
         row["limited_by_a"], row["limited_by_b"] = rec["limited_by_a"], rec["limited_by_b"]
         row["flags"] = ", ".join(sorted(set(rec["flags_a"]) | set(rec["flags_b"])))
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for metric in ("rps", "p99") if rows else ():  # one family per metric, Holm-corrected
+        frame[f"{metric}_significant"] = holm(frame[f"{metric}_p"].tolist())
+    return frame
 
 
 def exit_code(frame: pd.DataFrame, differences: list[str]) -> int:
@@ -167,8 +176,8 @@ def _num(x: float) -> str:
 
 
 def _change(r: dict[str, Any], metric: str) -> str:
-    """'+3.8% [-2.7%, +9.8%]', bold and starred when the interval excludes zero; a p99 with too
-    few requests beyond it is not compared."""
+    """'+3.8% [-2.7%, +9.8%]', bold and starred when the change holds once Holm-corrected for
+    the points tested; a p99 with too few requests beyond it is not compared."""
     if r[f"{metric}_basis"] in (TOO_FEW, FLAGGED):
         return f"{_pct(r[f'{metric}_change'])} [not compared]  "
     lo, hi = _pct(r[f"{metric}_ci_lo"]), _pct(r[f"{metric}_ci_hi"])
@@ -220,12 +229,14 @@ def print_compare(
     n = len(frame)
     rps_sig = int(frame["rps_significant"].sum())
     p99_sig = int(frame["p99_significant"].sum())
+    rps_n, p99_n = (int(frame[f"{m}_p"].notna().sum()) for m in ("rps", "p99"))
     moved = int((frame["limited_by_a"] != frame["limited_by_b"]).sum())
     few = int((frame["p99_basis"] == TOO_FEW).sum())
     unfair = int((frame["rps_basis"] == FLAGGED).sum())
     console.print(
-        f"{rps_sig} of {n} points {CHANGED} significantly (*) in throughput, {p99_sig} of {n} in "
-        f"p99: their 95% interval of the change excludes zero. {unfair} of {n} not compared "
+        f"{rps_sig} of {rps_n} points tested {CHANGED} (*) in throughput, {p99_sig} of {p99_n} "
+        f"in p99, Holm-corrected for the number tested on each (the intervals shown are each "
+        f"point's own 95%). {unfair} of {n} not compared "
         f"(not a fair result in a run), {few} of {n} p99s not compared "
         f"(fewer than {MIN_BEYOND} requests beyond p99); a p99 change within the instrument's "
         f"{BUDGET_SHARE:.0%} or {BUDGET_MS:g} ms is within noise; {noise.words()}. {moved} of "

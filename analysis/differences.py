@@ -4,30 +4,46 @@ On a small machine and an I/O-bound app every model often reaches the same throu
 ties them at every level, and seven per-level verdicts naming seven tied models say nothing one
 line cannot. So the summary and the report say the tie once, then what does separate the models
 at the highest tied level (the most load): the server CPU a request cost, the memory a connection
-cost and p99, whose extremes are called apart only by the one test of difference
-(`lab.verdict.difference`: enough requests beyond p99, the instrument's error, run-to-run
-variance); and they point to `lab advise`, which answers a target load with the cheapest
-configuration per model.
+cost and p99, each from its lowest to its highest model and called apart only by the one test of
+difference (`lab.verdict.difference`: enough requests beyond p99, the instrument's error,
+run-to-run variance; one trial of a cost, which has no run-to-run floor, is said to be a
+description, not a claim); and they point to `lab advise`, which answers a target load with the
+cheapest configuration per model.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
 from analysis.judge import LevelVerdict
 from lab.record.step import StepRecord
-from lab.verdict.difference import APART, TOO_FEW, differ, points, side
+from lab.verdict.difference import APART, NONE, TOO_FEW, Side, differ, figure, points, side
 
 ADVISE = (
     "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest "
     "configuration (cores, memory) that meets it, confirmed by open-loop steps"
 )
-COSTS = (  # (column of the point table, what it is, unit, format)
-    ("cpu_ms_per_req", "server CPU per request", "ms", "{:.2f}"),
-    ("server_rss_kb_per_conn", "memory per connection", "KB", "{:,.0f}"),
+
+
+def _cpu_ms(r: StepRecord) -> float | None:
+    """One trial's server CPU per request, as the point table counts it."""
+    return r.server_cpu_pct / 100 * r.duration_s * 1000 / r.requests if r.requests else None
+
+
+# (the figure of one trial, its name in the point table, what it is, unit, format)
+Cost = tuple[Callable[[StepRecord], float | None], str, str, str, str]
+COSTS: tuple[Cost, ...] = (
+    (_cpu_ms, "cpu_ms_per_req", "server CPU per request", "ms", "{:.2f}"),
+    (
+        lambda r: r.server_rss_kb_per_conn,
+        "server_rss_kb_per_conn",
+        "memory per connection",
+        "KB",
+        "{:,.0f}",
+    ),
 )
 
 
@@ -60,7 +76,7 @@ def lead(
     trials = "; one trial each" if min(v.trials for v in ties) == 1 else ""
     notes = sorted({n for v in ties for n in v.notes})
     first = f"all {len(rows)} models tie on throughput at {where}{trials}"
-    separate = [_spread(rows, *cost) for cost in COSTS] + [_p99(rows, top, records)]
+    separate = [_spread(rows, top, records, cost) for cost in COSTS] + [_p99(rows, top, records)]
     return [
         "; ".join([first, *notes]),
         f"what separates them at {top.label}: " + "; ".join(s for s in separate if s),
@@ -76,36 +92,48 @@ def _levels(ties: Sequence[LevelVerdict]) -> str:
     return f"{said} user{'s' if ties[-1].level != 1 else ''}" if closed else said
 
 
-def _spread(rows: pd.DataFrame, column: str, what: str, unit: str, spec: str) -> str:
-    """`what` from its lowest to its highest model, e.g. "server CPU per request 0.30 ms
-    (granian-asgi) to 0.55 ms (uwsgi-gevent)"."""
-    if column not in rows:
-        return ""
-    known = rows[pd.to_numeric(rows[column], errors="coerce").notna()]
-    if len(known) < 2:
-        return ""
-    low, high = known.loc[known[column].idxmin()], known.loc[known[column].idxmax()]
-    lo, hi = spec.format(low[column]), spec.format(high[column])
-    if lo == hi:  # one figure for all: "from 43 KB (a) to 43 KB (b)" says nothing
-        return f"{what} {lo} {unit} in every model"
-    return f"{what} {lo} {unit} ({low['model']}) to {hi} {unit} ({high['model']})"
+def _spread(rows: pd.DataFrame, v: LevelVerdict, records: Sequence[StepRecord], cost: Cost) -> str:
+    """`what` from its lowest to its highest model and what the one test of difference says of
+    the two, e.g. "server CPU per request 0.30 ms (granian-asgi) to 0.55 ms (uwsgi-gevent),
+    apart beyond noise". With one trial each there is no run-to-run floor for these figures:
+    the words say the spread is a description, not a claim."""
+    read, name, what, unit, spec = cost
+    by_point = points(records)
+    sides = {}
+    for model in rows["model"]:
+        point = by_point.get((str(model), v.mode, round(v.level)), [])
+        s = figure(point, name, [read(r) for r in point])
+        if not math.isnan(s.value):
+            sides[str(model)] = s
+    return _extremes(sides, what, unit, spec)
 
 
 def _p99(rows: pd.DataFrame, v: LevelVerdict, records: Sequence[StepRecord]) -> str:
-    """p99 from its lowest to its highest model, and whether the one test of difference calls
-    them apart (only points whose tail is the server's: none the generator's own lag may have
-    moved)."""
-    known = rows[rows["p99_ms"].map(lambda x: not math.isnan(x)) & rows["fair_p99"]]
-    if len(known) < 2:
-        return ""
-    low, high = known.loc[known["p99_ms"].idxmin()], known.loc[known["p99_ms"].idxmax()]
+    """p99 from its lowest to its highest model (the figures the test compares: only points
+    whose tail is the server's, none the generator's own lag may have moved), and whether the
+    one test of difference calls them apart."""
     by_point = points(records)
-    a, b = (by_point.get((str(r["model"]), v.mode, round(v.level)), []) for r in (low, high))
-    d = differ(side(a, "p99"), side(b, "p99"))
-    words = "apart beyond noise" if d.word == APART else "within noise"
+    sides = {}
+    for model in rows.loc[rows["fair_p99"], "model"]:
+        s = side(by_point.get((str(model), v.mode, round(v.level)), []), "p99")
+        if not math.isnan(s.value):
+            sides[str(model)] = s
+    return _extremes(sides, "p99", "ms", "{:,.0f}")
+
+
+def _extremes(sides: dict[str, Side], what: str, unit: str, spec: str) -> str:
+    """The lowest and the highest of `sides` and the test's word on them ("" for fewer than
+    two)."""
+    if len(sides) < 2:
+        return ""
+    order = sorted(sides, key=lambda m: (sides[m].value, m))
+    low, high = sides[order[0]], sides[order[-1]]
+    d = differ(low, high)
+    lo, hi = spec.format(low.value), spec.format(high.value)
     if d.basis == TOO_FEW:
         words = "too few requests beyond p99 to tell"
-    return (
-        f"p99 {low['p99_ms']:,.0f} ms ({low['model']}) to {high['p99_ms']:,.0f} ms "
-        f"({high['model']}), {words}"
-    )
+    elif d.basis == NONE:
+        words = "one trial each and no run-to-run floor for it: a description, not a claim"
+    else:
+        words = "apart beyond noise" if d.word == APART else "within noise"
+    return f"{what} {lo} {unit} ({order[0]}) to {hi} {unit} ({order[-1]}), {words}"

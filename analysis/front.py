@@ -5,7 +5,8 @@ the differences are the front's: its CPU per request, what it added to p50 and p
 to the server's own CPU per request (a uWSGI model no longer accepts and closes a connection per
 request) and whether the models' order by throughput changes behind it. Only steps fair for the
 verdict count; an order that flips only within noise (the one test of difference,
-`lab.verdict.difference`) is not a change.
+`lab.verdict.difference`) is not a change, and a ranking prints models the test ties as ties
+("a = b > c").
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def _fair(records: list[StepRecord]) -> Steps:
 
 
 def _means(grouped: Steps) -> dict[tuple[str, int], dict[str, float]]:
-    """Per (model, users): the fair measured steps' mean figures."""
+    """Per (model, users): the fair measured steps' mean figures (throughput and p99 as the one
+    test of difference takes them)."""
     return {
         key: {
-            "rps": mean(s.throughput_rps for s in steps),
+            "rps": side(steps, "rps").value,  # the figures the test compares
             "p50": mean(s.latency_ms.get("p50", 0.0) for s in steps),
-            "p99": mean(s.latency_ms.get("p99", 0.0) for s in steps),
+            "p99": side(steps, "p99").value,
             "server_ms": mean(s.server_cpu_ms_per_req or 0.0 for s in steps),
             "front_ms": mean(s.front_cpu_ms_per_req or 0.0 for s in steps),
         }
@@ -71,8 +73,8 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Steps, u
         for (m, u) in figures
         if u == users and not m.endswith(SUFFIX) and (m + SUFFIX, users) in figures
     ]
-    bare = [m for m, _, _ in sorted(pairs, key=lambda p: -p[1])]
-    front = [m for m, _, _ in sorted(pairs, key=lambda p: -p[2])]
+    bare = _order(grouped, [(m, r) for m, r, _ in pairs], users, "")
+    front = _order(grouped, [(m, r) for m, _, r in pairs], users, SUFFIX)
     flipped = [
         f"{a} and {b}"
         for a, a_bare, a_front in pairs
@@ -83,8 +85,18 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Steps, u
         and _apart(grouped, a, b, users, SUFFIX)
     ]
     said = f"changes ({'; '.join(flipped)} swap places)" if flipped else "unchanged by the front"
-    order = f"bare {' > '.join(bare)}; behind nginx {' > '.join(front)}"
+    order = f"bare {bare}; behind nginx {front}"
     return f"ranking at {level_label(users)} by req/s: {order}: {said}"
+
+
+def _order(grouped: Steps, ranked: list[tuple[str, float]], users: int, suffix: str) -> str:
+    """The models from the highest throughput down, "a = b > c": `>` only where the one test
+    calls the two neighbours apart, `=` where it ties them."""
+    names = [m for m, _ in sorted(ranked, key=lambda p: (-p[1], p[0]))]
+    out = names[:1]
+    for higher, lower in zip(names, names[1:], strict=False):
+        out += [">" if _apart(grouped, lower, higher, users, suffix) else "=", lower]
+    return " ".join(out)
 
 
 def _apart(grouped: Steps, low: str, high: str, users: int, suffix: str) -> bool:

@@ -10,7 +10,12 @@ port and what it would buy. A pure function of the step records and the manifest
 Every comparison in the answer is a `Claim`: two configurations at one level (the heaviest where
 both have a fair result), the difference of their throughput and p99 with its interval from the
 one test of difference (`lab.verdict.difference`), and "no measurable difference" where that test
-calls them tied. A claim never sets figures from two levels against each other.
+calls them tied. A claim never sets figures from two levels against each other. The answer ranks
+by throughput, and a tie on throughput never hides a p99 called apart: among models tied on
+throughput, one whose p99 the test calls lower than the throughput best's is picked instead, and
+the answer says the rule ("picked on p99"); a tied model whose p99 the test calls apart is said
+so with the ratio ("tied on throughput; p99 25.5x worse, apart beyond noise"). The candidates a
+level did not compare (excluded, e.g. `lab_limited`) are named with why.
 """
 
 from __future__ import annotations
@@ -45,6 +50,30 @@ class Pick:
     level: float  # users or arrival rate
     best: Contender
     tied: tuple[str, ...]
+    rivals: tuple[Contender, ...] = ()  # the tied models, as compared
+    excluded: tuple[str, ...] = ()  # candidates not compared at this level, with why
+    rule: str = ""  # "picked on p99: ..." where throughput tied and p99 decided
+
+    def tie_words(self) -> str:
+        """The models tied with the best on throughput, and for each whose p99 the one test
+        calls apart from the best's, by how much: a tie on throughput never hides a p99 called
+        apart (the answer ranks by throughput; this says what the p99 adds)."""
+        said = []
+        for rival in self.rivals:
+            d = differ(self.best.latency, rival.latency)
+            if d.apart and d.a > 0:
+                ratio = d.b / d.a
+                how = f"{ratio:,.1f}x worse" if ratio > 1 else f"{1 / ratio:,.1f}x better"
+                said.append(f"{rival.model}: tied on throughput; p99 {how}, apart beyond noise")
+            else:
+                said.append(rival.model)
+        return f" (tied: {', '.join(said)})" if said else ""
+
+    def left_out(self) -> str:
+        """The candidates this level did not compare, and why ("" for none)."""
+        return (
+            f"; not compared at {self.label}: {', '.join(self.excluded)}" if self.excluded else ""
+        )
 
 
 @dataclass(frozen=True)
@@ -57,12 +86,14 @@ class Claim:
     ref: Contender
     other: Contender
     differences: tuple[Difference, Difference]  # throughput, p99
+    excluded: tuple[str, ...] = ()  # candidates of either side not compared at this level
 
     def words(self) -> str:
         """'uvicorn, 900.0 rps, p99 110 ms against uwsgi-threads, 800.0 rps, p99 120 ms:
         throughput +12% [+5%, +19%], no measurable difference in p99 (-8% [-30%, +14%])'."""
         said = ", ".join(_said(d) for d in self.differences)
-        return f"{_figures(self.other)} against {_figures(self.ref)}: {said}"
+        left = f"; not compared here: {', '.join(self.excluded)}" if self.excluded else ""
+        return f"{_figures(self.other)} against {_figures(self.ref)}: {said}{left}"
 
 
 def groups(classes: Mapping[str, str], kind: str) -> str:
@@ -78,18 +109,40 @@ def groups(classes: Mapping[str, str], kind: str) -> str:
 
 def bests(records: Sequence[StepRecord], models: set[str]) -> dict[Level, Pick]:
     """The best fair model among `models` at each level where one has a fair result."""
-    picked = [r for r in records if r.model in models]
+    picked = sorted((r for r in records if r.model in models), key=lambda r: r.trial)
     out = {}
     for verdict in judge(picked):
         if verdict.best_rps:
             best, *tied = verdict.best_rps
-            rows = [
-                r for r in picked if r.model == best and _at(r) == (verdict.mode, verdict.level)
-            ]
-            out[(verdict.mode, verdict.level)] = Pick(
-                verdict.label, verdict.level, contender(best, rows), tuple(tied)
+            at = (verdict.mode, verdict.level)
+            one = {
+                m: contender(m, [r for r in picked if r.model == m and _at(r) == at])
+                for m in verdict.best_rps
+            }
+            best, rule = _on_p99(one, best)
+            tied = [m for m in verdict.best_rps if m != best]
+            excluded = tuple(f"{m} ({', '.join(fs)})" for m, fs in sorted(verdict.excluded.items()))
+            rivals = tuple(one[m] for m in tied)
+            out[at] = Pick(
+                verdict.label, verdict.level, one[best], tuple(tied), rivals, excluded, rule
             )
     return out
+
+
+def _on_p99(tied: dict[str, Contender], best: str) -> tuple[str, str]:
+    """Among models tied on throughput, the one whose p99 the one test calls lower than the
+    throughput best's, the lowest of them; the rule in words ("" where throughput decides)."""
+    lower = [
+        c
+        for c in tied.values()
+        if c.model != best
+        and differ(c.latency, tied[best].latency).apart
+        and c.p99_ms < tied[best].p99_ms
+    ]
+    if not lower:
+        return best, ""
+    pick = min(lower, key=lambda c: (c.p99_ms, c.model))
+    return pick.model, f"picked on p99: tied on throughput with {best}, p99 lower beyond noise"
 
 
 def _at(r: StepRecord) -> Level:
@@ -112,7 +165,8 @@ def claim(records: Sequence[StepRecord], ref: set[str], other: set[str]) -> Clai
     level = max(common)
     x, y = a[level].best, b[level].best
     diffs = (differ(x.throughput, y.throughput), differ(x.latency, y.latency))
-    return Claim(a[level].label, a[level].level, x, y, diffs)
+    excluded = a[level].excluded + b[level].excluded
+    return Claim(a[level].label, a[level].level, x, y, diffs, excluded)
 
 
 def _said(d: Difference) -> str:
@@ -142,8 +196,9 @@ def answer(records: Sequence[StepRecord], classes: Mapping[str, str], kind: str)
     if best is None:
         lines.append(f"no model that runs your {kind_words} app as it is has a fair result")
     else:
-        tied = f" (tied: {', '.join(best.tied)})" if best.tied else ""
-        lines.append(f"for your app as it is, at {best.label}: {_figures(best.best)}{tied}")
+        rule = f"; {best.rule}" if best.rule else ""
+        said = f"{_figures(best.best)}{best.tie_words()}{rule}{best.left_out()}"
+        lines.append(f"for your app as it is, at {best.label}: {said}")
     lines.append(_port(records, unchanged, ported))
     as_is = {m for m, c in classes.items() if c == AS_IS}
     lines += [_bridge(records, as_is, m) for m, c in sorted(classes.items()) if c == BRIDGED]

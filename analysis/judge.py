@@ -7,12 +7,12 @@ records. Rules:
   excluding (serialized, a fault, nothing measured, or `lab_limited`: the verdict's rule table
   named the lab's own apparatus or the machine as the limit): an excluded model is never
   "best", and a level the lab limited says so.
-- Throughput and p99 are the medians of the trials. A rival ties the best when the one test of
-  difference (`lab.verdict.difference`: the interval of their difference, from the trials, or for
-  one trial from the run-to-run floor the lab measured by A/A runs; never finer than the
-  instrument on p99) does not call them apart. A p99 with fewer than ten requests beyond it in a
-  trial, or whose tail may be the generator's own (`generator_lag`), is compared with nothing:
-  no best p99 rests on it.
+- Throughput and p99 are the means of the trials (the figures printed). A rival ties the best
+  when the one test of difference (`lab.verdict.difference`: the interval of their difference,
+  from the trials, or for one trial from the run-to-run floor the lab measured by A/A runs;
+  never finer than the instrument on p99) does not call them apart. A p99 with fewer than ten
+  requests beyond it in a trial, or whose tail may be the generator's own (`generator_lag`), is
+  compared with nothing: no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
   tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
 - A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
@@ -71,9 +71,10 @@ class LevelVerdict:
 
 
 def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:
-    """One verdict per mode and level, in order."""
+    """One verdict per mode and level, in order; each point's trials in trial order, so no
+    flag list or "best only as measured" reason depends on the order records were read."""
     groups: dict[tuple[str, float], dict[str, list[StepRecord]]] = {}
-    for r in records:
+    for r in sorted(records, key=lambda r: (r.model, r.mode, r.key.level, r.trial)):
         groups.setdefault((r.mode, r.key.level), {}).setdefault(r.model, []).append(r)
     return [
         _verdict(mode, level, [contender(model, rs) for model, rs in sorted(by_model.items())])

@@ -15,43 +15,45 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.differences import lead, tied
-from analysis.instrument import instrument_lines
-from analysis.interfaces import run_answer
-from analysis.judge import judge, sentence
-from analysis.limiting import model_sentences
+from analysis.claims import Claims, claims
 from analysis.loading import Run, load
-from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from analysis.metrics import flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
 from analysis.routes import routes_html
 from lab.record.flags import FLAGS
 from lab.record.step import level_label
-from lab.verdict.difference import floor
 from lab.verdict.limits import LIMITS
 
 
 def write_report(
-    run_dir: Run | Path | str, level: int | None = None, table: pd.DataFrame | None = None
+    run_dir: Run | Path | str,
+    level: int | None = None,
+    table: pd.DataFrame | None = None,
+    said: Claims | None = None,
 ) -> Path:
     """Draw every figure and write `report.html`; `level` picks the spectrum's concurrency.
 
-    `table` is the run's point table when the caller already has it (it takes a while).
+    `table` is the run's point table and `said` its claims when the caller already has them
+    (`lab report` passes the very claims the terminal printed, so the two cannot drift).
     """
     run = run_dir if isinstance(run_dir, Run) else load(run_dir)
     table = point_table(run) if table is None else table
     plots = draw_all(run, table, run.run_dir / "report", level)
     path = run.run_dir / "report.html"
-    path.write_text(_html(run, table, plots))
+    if said is None and not table.empty:
+        said = claims(run, table)
+    path.write_text(_html(run, table, plots, said))
     return path
 
 
 HOW_TO_READ = (
     "How to read this: in a closed loop of c users and an upstream delay d, no server can beat "
     "c/d requests per second (the ideal line); a model's efficiency is its throughput over that "
-    "ideal or its measured CPU ceiling, whichever is lower (1.0 = nothing lost). Throughput is the "
-    "median over trials with a 95% interval; latency percentiles come from every request of every "
-    "trial. Flagged points stay in every plot and table; serialized models are drawn but are not "
-    "part of the verdict."
+    "ideal or its measured CPU ceiling, whichever is lower (1.0 = nothing lost). Throughput and "
+    "p99 are the mean over trials (the figures every claim tests), throughput with a 95% "
+    "interval; the other latency percentiles come from every request of every trial. Flagged "
+    "points stay in every plot and table; serialized models are drawn but are not part of the "
+    "verdict."
 )
 
 _CSS = """
@@ -65,7 +67,7 @@ figcaption{font-size:.85em;color:#555}.meta td{text-align:left}.bad{color:#b00;f
 """
 
 
-def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
+def _html(run: Run, table: pd.DataFrame, plots: list[Plot], said: Claims | None) -> str:
     m = run.manifest
     scen = m.get("scenario", {})
     status = m.get("status", "?")
@@ -84,7 +86,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot]) -> str:
         parts.append(f"<p class=bad>Records not read or not found:</p><ul>{items}</ul>")
     parts.append(_meta(m))
     parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
-    parts.append("<h2>Verdict</h2>" + _verdict(run, table))
+    parts.append("<h2>Verdict</h2>" + _verdict(table, said))
     missing = unmeasured(run)
     if not missing.empty:
         parts.append(
@@ -136,39 +138,32 @@ def _meta(m: dict[str, Any]) -> str:
     return f"<table class=meta>{body}</table>"
 
 
-def _verdict(run: Run, table: pd.DataFrame) -> str:
-    if table.empty:
+def _verdict(table: pd.DataFrame, said: Claims | None) -> str:
+    if table.empty or said is None:
         return "<p>No step has been measured yet.</p>"
-    cross = crossovers(table, run.records)
     flags = flagged(table)
-    judged = judge(run.records)
-    ties = tied(table, judged)
-    verdicts = [f"<li>{_e(line)}</li>" for line in lead(table, judged, run.records)]
-    verdicts += [f"<li>{_e(sentence(v))}</li>" for v in judged if v not in ties]
-    if any(v.trials == 1 for v in judged):
-        verdicts.append(f"<li>{_e(floor().words())}</li>")
-    limits = [f"<li>{_e(line)}</li>" for line in model_sentences(run.records)]
-    instrument = [f"<li>{_e(line)}</li>" for line in instrument_lines(run.records)]
-    answer = [f"<li>{_e(line)}</li>" for line in run_answer(run.records, run.manifest)]
+    verdicts = [f"<li>{_e(line)}</li>" for line in said.verdict]
+    limits = [f"<li>{_e(line)}</li>" for line in said.limits]
+    instrument = [f"<li>{_e(line)}</li>" for line in said.instrument]
+    answer = [f"<li>{_e(line)}</li>" for line in said.answer]
     out = [
         f"<p>For your app:</p><ul class=answer>{''.join(answer)}</ul>" if answer else "",
         f"<ul>{''.join(verdicts)}</ul>",
         f"<p>What limits each model:</p><ul>{''.join(limits)}</ul>",
         f"<p>The load generator itself:</p><ul>{''.join(instrument)}</ul>" if instrument else "",
     ]
+    cross = said.crossings
     if cross.empty:
         out.append("<p>No crossovers: no model overtakes another between measured levels.</p>")
     else:
         clear, noisy = cross[cross["clear"]], cross[~cross["clear"]]
-        out.append(
-            f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>"
-            if len(clear)
-            else "<p>No crossover beyond noise.</p>"
-        )
+        out.append(f"<p>Crossovers: {_e(said.crossing_count)}.</p>")
+        if len(clear):
+            out.append(f"<p>Crossovers beyond noise:</p><ul>{_crossings(clear)}</ul>")
         if len(noisy):
             out.append(
-                f"<details><summary>{len(noisy)} more crossover(s) within noise</summary>"
-                f"<ul>{_crossings(noisy)}</ul></details>"
+                f"<details><summary>{len(noisy)} more crossover(s) within noise, or not "
+                f"tested</summary><ul>{_crossings(noisy)}</ul></details>"
             )
     if flags.empty:
         out.append("<p>No flagged points.</p>")

@@ -2,9 +2,12 @@
 the report and a comparison of two runs.
 
 Each route's percentiles come from its own HdrHistogram (`lab.run.routestep`: the step's
-`.routes.hlog`), trials merged by adding counts, never from the mix's. A route's p99 is given
-only where at least `MIN_BEYOND` answers lie beyond it, the rule every p99 comparison of the
-lab follows; with fewer, the table says "too few" and how many answers there were.
+`.routes.hlog`), trials merged by adding counts, never from the mix's: a description. A route's
+p99 is given only where at least `MIN_BEYOND` answers lie beyond it in its thinnest trial, the
+rule of the one test of difference (`lab.verdict.difference.tail`, not a copy of it); with
+fewer, the table says "too few" and how many answers there were. `lab compare`'s per-route p99
+change is a claim: the one test over the trials' own route p99s (the figures it prints), its
+interval beside it, the routes' changes one family corrected for their number (Holm).
 """
 
 from __future__ import annotations
@@ -22,16 +25,11 @@ from rich.table import Table
 from analysis.loading import Run, read_hlog_safe
 from lab.record import hist
 from lab.record.step import StepRecord
-from lab.record.thresholds import T
+from lab.verdict.difference import MIN_BEYOND, TOO_FEW, Side, differ, holm, tail
 
-MIN_BEYOND = T.requests_beyond_percentile  # answers beyond p99 before a route's p99 is given
 MIX = "(mix)"  # the row of the whole mix, the step's own figures
 COLUMNS = ["model", "level", "route", "share", "answers", "p50_ms", "p99_ms", "p99_enough"]
-
-
-def p99_enough(answers: int) -> bool:
-    """Whether MIN_BEYOND answers lie beyond the p99 (1 in 100 of them)."""
-    return answers // 100 >= MIN_BEYOND
+COLUMNS += ["tail"]  # the route's p99 as the one test compares it (its trials')
 
 
 def _route_hists(run_dir: Path, record: StepRecord) -> dict[str, HdrHistogram]:
@@ -49,6 +47,7 @@ def _route_hists(run_dir: Path, record: StepRecord) -> dict[str, HdrHistogram]:
 def route_table(records: list[StepRecord], run_dir: Path) -> pd.DataFrame:
     """One row per model, level and route (and the mix's), trials merged; empty: no mix."""
     merged: dict[tuple[str, float, str], HdrHistogram] = {}
+    trials: dict[tuple[str, float, str], list[HdrHistogram]] = defaultdict(list)
     shares: dict[str, float] = {}
     labels: dict[tuple[str, float], str] = {}
     mix: dict[tuple[str, float], list[StepRecord]] = defaultdict(list)
@@ -60,25 +59,37 @@ def route_table(records: list[StepRecord], run_dir: Path) -> pd.DataFrame:
         mix[point].append(r)
         for label, h in _route_hists(run_dir, r).items():
             merged.setdefault((*point, label), hist.new_histogram()).add(h)
+            trials[(*point, label)].append(h)
             shares[label] = float(r.routes[label].get("share", 0.0))
     rows = []
     for point, steps in sorted(mix.items()):
-        whole = hist.merge(
-            h for s in steps if s.histogram for h in read_hlog_safe(run_dir / s.histogram)
-        )
-        rows.append(_row(point, labels[point], MIX, 1.0, whole))
+        each = [hist.merge(read_hlog_safe(run_dir / s.histogram)) for s in steps if s.histogram]
+        whole = hist.merge(each)
+        flags = [f for s in steps for f in s.flags]
+        rows.append(_row(point, labels[point], MIX, 1.0, whole, each, flags))
         for (model, level, label), h in sorted(merged.items()):
             if (model, level) == point:
-                rows.append(_row(point, labels[point], label, shares.get(label, 0.0), h))
+                share, each = shares.get(label, 0.0), trials[(model, level, label)]
+                rows.append(_row(point, labels[point], label, share, h, each, flags))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def _row(
-    point: tuple[str, float], label: str, route: str, share: float, h: HdrHistogram
+    point: tuple[str, float],
+    label: str,
+    route: str,
+    share: float,
+    h: HdrHistogram,
+    each: list[HdrHistogram],
+    flags: list[str],
 ) -> list[object]:
+    """One route of one point: merged figures to show, and its trials' p99s as a side."""
     n = h.get_total_count()
     figures = hist.summary_ms(h) if n else {"p50": float("nan"), "p99": float("nan")}
-    return [point[0], label, route, share, n, figures["p50"], figures["p99"], p99_enough(n)]
+    p99s = [hist.summary_ms(t)["p99"] for t in each if t.get_total_count()]
+    side = tail(p99s, [t.get_total_count() for t in each], flags)
+    enough = TOO_FEW not in side.unfit
+    return [point[0], label, route, share, n, figures["p50"], figures["p99"], enough, side]
 
 
 def _p99(rec: dict[str, object]) -> str:
@@ -149,17 +160,30 @@ def print_route_compare(a: Run, b: Run, title: str, console: Console) -> None:
 
 
 def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> Table | None:
-    """Per route and point measured in both runs: p50 and p99 of A and B (None: no mix, or no
-    point and route in both)."""
+    """Per route and point measured in both runs: p50 of A and B, and the p99 change as the one
+    test of difference calls it, Holm-corrected over every route and point compared (None: no
+    mix, or no point and route in both)."""
     both = a.merge(b, on=["model", "level", "route"], suffixes=("_a", "_b"))
     if both.empty:
         return None
     out = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in ("model", "level", "route", "p50 A", "p50 B", "p99 A", "p99 B", "p99 change"):
         out.add_column(header, justify="left" if header in ("model", "route") else "right")
-    for r in both.to_dict("records"):
-        enough = r["p99_enough_a"] and r["p99_enough_b"]
-        change = f"{100 * (r['p99_ms_b'] / r['p99_ms_a'] - 1):+.0f}%" if enough else "too few"
+    rows = both.to_dict("records")
+    diffs = [differ(r["tail_a"], r["tail_b"]) for r in rows]
+    changed = holm([d.p for d in diffs])
+    for r, d, claim in zip(rows, diffs, changed, strict=True):
+        change = "too few" if d.basis == TOO_FEW else d.percent()
+        change = f"[bold]{change} *[/]" if claim else change
         cells = (r["model"], r["level"], r["route"], f"{r['p50_ms_a']:.1f}", f"{r['p50_ms_b']:.1f}")
-        out.add_row(*cells, f"{r['p99_ms_a']:.1f}", f"{r['p99_ms_b']:.1f}", change)
+        out.add_row(*cells, _ms(r["tail_a"]), _ms(r["tail_b"]), change)
+    tested = sum(d.compared for d in diffs)
+    out.caption = (
+        f"{sum(changed)} of {tested} route p99s tested changed (*), Holm-corrected for their "
+        "number; p99 A and B are the trials' mean, the figures tested"
+    )
     return out
+
+
+def _ms(side: Side) -> str:
+    return "-" if side.value != side.value else f"{side.value:.1f}"

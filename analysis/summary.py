@@ -1,4 +1,5 @@
-"""The compact terminal table printed after every run, with the same verdict as the report."""
+"""The compact terminal table printed after every run, with the report's own claims
+(`analysis.claims`: made once, rendered by both)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from analysis.differences import lead, tied
-from analysis.front import front_costs
-from analysis.instrument import instrument_lines
-from analysis.interfaces import run_answer
-from analysis.judge import judge, sentence
-from analysis.limiting import model_sentences
+from analysis.claims import Claims, claims
 from analysis.loading import Run
-from analysis.metrics import crossovers, flagged, point_table, unmeasured
+from analysis.metrics import flagged, point_table, unmeasured
 from analysis.routes import summary_tables
 from lab.record.step import StepRecord, level_label
 from lab.run import generators
 from lab.run.manifest import models_run_app
-from lab.verdict.difference import floor
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -85,10 +80,17 @@ def summary_table(
     return out
 
 
-def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
-    """Print the per-point table and the verdict; return the point table for further use."""
+def print_summary(
+    run: Run,
+    console: Console | None = None,
+    table: pd.DataFrame | None = None,
+    said: Claims | None = None,
+) -> pd.DataFrame:
+    """Print the per-point table and the verdict; return the point table for further use.
+    `table` and `said`: the run's point table and claims where the caller made them (`lab
+    report` renders the same claims into report.html)."""
     console = console or wide_console()
-    table = point_table(run)
+    table = point_table(run) if table is None else table
     name = run.manifest.get("run_id", run.run_dir.name)
     for rec in unmeasured(run).to_dict("records"):
         console.print(f"[bold red]{rec['model']}: no measured step ({escape(str(rec['why']))})")
@@ -100,39 +102,31 @@ def print_summary(run: Run, console: Console | None = None) -> pd.DataFrame:
     console.print(summary_table(table, title, models_run_app(run.manifest)))
     for routes in summary_tables(run.records, run.run_dir):  # a traffic mix, route by route
         console.print(routes)
-    verdicts = judge(run.records)
-    ties = tied(table, verdicts)
-    for line in lead(table, verdicts, run.records):
+    said = claims(run, table) if said is None else said
+    for line in [*said.verdict, *said.limits]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for verdict in (v for v in verdicts if v not in ties):
-        console.print(sentence(verdict), markup=False, highlight=False, soft_wrap=True)
-    for line in [*model_sentences(run.records), *front_costs(run.records)]:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for line in run_answer(run.records, run.manifest):
+    for line in said.answer:
         console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)
-    cross = crossovers(table, run.records)
-    for rec in cross[cross["clear"]].to_dict("records"):
+    cross = said.crossings
+    for rec in cross[cross["clear"]].to_dict("records") if not cross.empty else []:
         what = "throughput" if rec["metric"] == "rps" else "p99"
         console.print(
             f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} "
             f"between {rec['from_concurrency']} and {level_label(rec['concurrency'])}"
         )
+    if said.crossing_count:
+        console.print(f"[dim]crossovers: {said.crossing_count} (all listed in report.html)[/]")
     if run.manifest.get("databases", {}).get("durability") == "fast":
         console.print(
             "[bold yellow]PostgreSQL ran with --db-durability fast (fsync, synchronous commit "
             "and full-page writes off): writes cost less than in production[/]"
         )
-    if (~cross["clear"]).any():
-        noisy = int((~cross["clear"]).sum())
-        console.print(f"[dim]{noisy} more crossover(s) within noise (listed in report.html)[/]")
     unfair = sorted(table.loc[~table["fair"], "model"].unique())
     if unfair:
         console.print(
             f"[bold red]not a fair result, excluded from the verdict: {', '.join(unfair)}"
         )
-    if any(v.trials == 1 for v in verdicts):
-        console.print(floor().words(), markup=False, highlight=False, soft_wrap=True)
-    for line in instrument_lines(run.records):
+    for line in said.instrument:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if advice := generators_advice(run.records):
         console.print(f"[yellow]{advice}", highlight=False)

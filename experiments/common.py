@@ -14,6 +14,7 @@ the parent.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tomllib
@@ -46,6 +47,12 @@ Number = float | int
 
 
 GAP_BAND = (0.5, 2.0)  # measured/published outside this needs an explanation
+REPRODUCED_WITHIN = 1.5  # every experiment's "reproduces" band, either way (see `within`)
+
+
+def within(measured: float, published: float) -> bool:
+    """Within the band: a description (a published figure has no spread to test against)."""
+    return published > 0 and 1 / REPRODUCED_WITHIN <= measured / published <= REPRODUCED_WITHIN
 
 
 @dataclass(frozen=True)
@@ -385,11 +392,9 @@ def serving(
 
 
 def mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
+    """The repeats' mean: a description, no claim of difference rests on it."""
+    return statistics.fmean(xs) if xs else float("nan")
 
 
-def stdev(xs: Sequence[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    m = mean(xs)
-    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+def stdev(xs: Sequence[float]) -> float:  # a description like `mean` (0 for one repeat)
+    return statistics.stdev(xs) if len(xs) >= 2 else 0.0

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import (
+    REPRODUCED_WITHIN,
     Reproduction,
     Row,
     RunDir,
@@ -214,13 +215,13 @@ def conclude(p: Protocol, results: list[dict[str, Any]], pub: dict[str, float]) 
         return "Both psycopg2 cases are needed for a conclusion."
     gap = plain["time_taken_s"] / green["time_taken_s"]
     published_gap = pub["psycopg2"] / pub["psycopg2_psycogreen"]
-    said = "reproduces" if gap >= published_gap / 1.5 else "does not reproduce"
+    said = "reproduces" if gap >= published_gap / REPRODUCED_WITHIN else "does not reproduce"
     text = (
         f"Under uWSGI --gevent, plain psycopg2 took {plain['time_taken_s']:.2f} s and psycopg2 "
         f"with psycogreen {green['time_taken_s']:.2f} s (published {pub['psycopg2']} s vs "
         f"{pub['psycopg2_psycogreen']} s): {gap:.2f}x vs the published {published_gap:.2f}x, "
-        f"so the gap {said} (within 1.5x). Without psycogreen each pg_sleep blocks the whole "
-        f"gevent hub, so the database halves run one after another."
+        f"so the gap {said} (within {REPRODUCED_WITHIN:g}x). Without psycogreen each pg_sleep "
+        f"blocks the whole gevent hub, so the database halves run one after another."
     )
     for key, label in (
         ("psycopg/gevent", "psycopg 3 under gevent"),

@@ -56,3 +56,32 @@ def test_a_printed_change_lies_inside_its_interval(tmp_path: Path) -> None:
     (row,) = compare(load(a), load(b)).to_dict("records")
     assert row["rps_ci_lo"] <= row["rps_change"] <= row["rps_ci_hi"]
     assert row["rps_ci_lo"] >= -1.0 and row["p99_ci_lo"] >= -1.0
+
+
+def test_a_route_p99_change_is_the_tests_and_corrected_for_the_routes() -> None:
+    """`lab compare`'s per-route p99: the one test over the trials' own p99s with its interval,
+    a change starred only once Holm-corrected over every route compared, a thin route not
+    compared, and the count said."""
+    import pandas as pd
+    from rich.console import Console
+
+    from analysis.routes import COLUMNS, compare_table
+    from lab.verdict.difference import tail
+
+    def frame(slow: tuple[float, ...], thin: tuple[float, ...]) -> pd.DataFrame:
+        rows = [
+            ["m", "10 users", "/slow", 0.5, 6000, 50.0, slow[0], True, tail(slow, [2000] * 3)],
+            ["m", "10 users", "/thin", 0.5, 300, 50.0, thin[0], False, tail(thin, [100] * 3)],
+        ]
+        return pd.DataFrame(rows, columns=COLUMNS)
+
+    table = compare_table(
+        frame((100.0, 101.0, 99.0), (80.0,) * 3), frame((300.0, 302.0, 298.0), (400.0,) * 3)
+    )
+    assert table is not None
+    console = Console(record=True, width=200)
+    console.print(table)
+    said = console.export_text()
+    assert "+200% [" in said and "*" in said  # the change, its interval, called changed
+    assert "too few" in said  # 1 request beyond p99 a trial: not compared
+    assert "1 of 1 route p99s tested changed (*), Holm-corrected" in " ".join(said.split())

@@ -87,3 +87,44 @@ def test_a_thin_p99_crossover_is_never_clear(tmp_path: Path) -> None:
     run = load(tied_run(tmp_path))
     p99 = crossovers(point_table(run), run.records)[lambda f: f["metric"] == "p99_ms"]
     assert len(p99) == 3 and not p99["clear"].any()  # 30 requests a point: none beyond p99
+
+
+def test_the_terminal_and_the_report_render_one_set_of_claims(tmp_path: Path) -> None:
+    """`lab report` prints and writes the same claims (made once): every verdict line, what
+    limits each model, the answer, and how many crossovers were tested, Holm-corrected."""
+    import html
+
+    from click.testing import CliRunner
+
+    from analysis.claims import claims
+    from lab.cli.report import report
+
+    run_dir = p99_run(tmp_path / "run", {"a": 400.0, "b": 100.0, "c": 115.0})
+    result = CliRunner().invoke(report, [str(run_dir)])
+    assert result.exit_code == 0, result.output
+    run = load(run_dir)
+    said = claims(run, point_table(run))
+    printed = " ".join(result.output.split())
+    page = (run_dir / "report.html").read_text()
+    assert said.crossing_count.startswith("2 of 3 ") and "Holm-corrected" in said.crossing_count
+    for line in [*said.verdict, *said.limits, *said.answer, said.crossing_count]:
+        assert " ".join(line.split()) in printed
+        assert html.escape(line) in page
+
+
+def test_a_ranking_behind_nginx_prints_ties_as_ties() -> None:
+    """Two models the test ties on throughput and a third apart below them: `a = b > c`."""
+    from dataclasses import replace
+
+    from analysis.front import front_costs
+    from lab.front.nginx import SUFFIX
+    from tests.test_judge import record
+
+    rates = {"a": 1000.0, "b": 995.0, "c": 500.0}
+    records = [
+        replace(record(m + suffix, rps), status="measured")
+        for m, rps in rates.items()
+        for suffix in ("", SUFFIX)
+    ]
+    (ranking,) = [x for x in front_costs(records) if x.startswith("ranking")]
+    assert "bare a = b > c; behind nginx a = b > c: unchanged by the front" in ranking

@@ -161,3 +161,28 @@ def test_a_users_app_is_told_how_to_run_it(tmp_path: Path) -> None:
     sized = to_run("uwsgi-threads", "thread", at.throughput_rps, at.latency_ms["mean"], 0.6, 4)
     assert line.startswith("uwsgi-threads was measured as 1 process x 100 threads; to run it on ")
     assert "this machine's 4 cores at 100 users" in line and line.endswith(sized.why)
+
+
+def test_a_tie_on_throughput_never_hides_a_p99_called_apart() -> None:
+    """The stalled case of issue 46: two models tie on throughput at 20 users, one with a
+    1.5 s p99 against 59 ms; the answer says the p99 beside the tie."""
+    from tests.test_judge import record
+
+    records = [record("t", 380.0, users=20, p99=59.0), record("g", 380.0, users=20, p99=1503.0)]
+    (line,) = [x for x in answer(records, {"t": AS_IS, "g": AS_IS}, "wsgi") if "as it is," in x]
+    assert "t, 380.0 rps, p99 59 ms (tied: g: tied on throughput; p99 25.5x worse" in line
+    assert "picked on p99: tied on throughput with g" in line
+
+
+def test_the_answer_names_the_candidates_a_level_did_not_compare() -> None:
+    """At the heaviest level two async models are `lab_limited`: the port's claim names them."""
+    from tests.test_judge import record
+
+    records = [
+        record("w", 100.0, users=200, p99=50.0),
+        record("u", 90.0, users=200, p99=60.0),
+        record("v", 120.0, users=200, p99=40.0, flags=("lab_limited",)),
+    ]
+    classes = {"w": AS_IS, "u": ASYNC_PORT, "v": ASYNC_PORT}
+    (line,) = [x for x in answer(records, classes, "wsgi") if x.startswith("if you port")]
+    assert line.endswith("; not compared here: v (lab_limited)")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from analysis.judge import judge, sentence
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.verdict.difference import floor
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def record(
@@ -80,10 +84,15 @@ def test_single_trial_uses_its_seconds_and_says_so() -> None:
     v = only([record("a", 100, seconds=noisy), record("b", 95, seconds=noisy)])
     assert set(v.best_rps) == {"a", "b"} and v.trials == 1
     assert "single trial" in sentence(v)
-    # Flat seconds: only the committed run-to-run floor separates them.
-    apart = 100 - 3 * floor().point("rps", 100)
+    # Flat seconds: only the committed run-to-run floor separates them. Its half-width of a
+    # difference lies between 1.96 and 2.1 (t at 20+ degrees of freedom) x sd x |a, b|, read
+    # here from noise.toml itself, not through the code under test.
+    calibration = tomllib.loads((ROOT / "lab/verdict/noise.toml").read_text())
+    assert calibration["points"] >= 20
+    sd = calibration["rps_sd"]
+    apart = 100 * (1 - 4 * sd)  # 400 sd against at most 2.1 * 139 sd: apart
     assert only([record("a", 100), record("b", apart)]).best_rps == ("a",)
-    within = 100 - floor().point("rps", 100)
+    within = 100 * (1 - sd)  # 100 sd against at least 1.96 * 141 sd: a tie
     assert set(only([record("a", 100), record("b", within)]).best_rps) == {"a", "b"}
 
 

@@ -44,14 +44,17 @@ def _load(path: Path) -> Run:
 def report(run_dir: Path, level: int | None) -> None:
     """Print the summary table of RUN_DIR and write its self-contained report.html."""
     run = _load(run_dir)
-    from analysis.metrics import export_summary
+    from analysis.claims import claims
+    from analysis.metrics import export_summary, point_table
     from analysis.report import write_report
     from analysis.summary import print_summary
 
-    table = print_summary(run)
+    table = point_table(run)  # one pass: the points, then the claims both renderings show
+    said = claims(run, table) if not table.empty else None
+    print_summary(run, table=table, said=said)
     try:
         export_summary(run, table)
-        path = write_report(run, level=level, table=table)
+        path = write_report(run, level=level, table=table, said=said)
     except OSError as exc:  # the machine's state, not the arguments: exit 3
         raise Refused(f"cannot write the report into {run_dir}: {exc.strerror or exc}") from None
     click.echo(f"report: {path}")

@@ -108,7 +108,7 @@ ROWS = (
     Exit(
         (CHANGED,),
         "`lab compare`: a point changed beyond noise (throughput or p99; the one test of "
-        "difference, [trust](trust.md))",
+        "difference, Holm-corrected for the points compared, [trust](trust.md))",
         ("compare-changed",),
     ),
     Exit(

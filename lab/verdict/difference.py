@@ -7,8 +7,11 @@ arithmetic (interval overlap in one place, the interval of the difference in ano
 third), so the same two points could be "tied" in the verdict and "changed" in a comparison. The
 one answer, from the step records alone:
 
-1. **What is compared.** A point's value is the median of its trials (throughput, and the p99 of
-   its answered requests). A point carrying a flag that excludes it, or (for p99) one that keeps
+1. **What is compared.** A point's value is the mean of its trials (throughput, and the p99 of
+   its answered requests): the statistic whose spread the interval measures (Welch's and Student's
+   t are intervals of means; a median of two to five trials has no interval worth the name, so
+   an interval of means centred on a difference of medians, as before, tested one figure and
+   printed another). A point carrying a flag that excludes it, or (for p99) one that keeps
    its tail out, is compared with nothing; so is a p99 with fewer than `MIN_BEYOND` answered
    requests beyond it in its thinnest trial (one count per point: nearly one request's luck).
    Flags are read through the registry (`lab.record.flags`), so a flag added later works here.
@@ -20,10 +23,18 @@ one answer, from the step records alone:
    per-second interval beside it. The floor was calibrated on whole single-trial changes, so it
    already holds a step's own noise. A p99 interval is never narrower than the instrument's
    error (15% or 3 ms: benchmarks/latency_fidelity.py). With no interval at all (one trial, no
-   floor, no seconds), a difference within `T.difference_without_interval_share` is no difference.
+   floor, no seconds), a difference within `T.difference_without_interval_share` of the larger
+   value is no difference. Every rule is symmetric: `differ(b, a)` is `differ(a, b)` mirrored.
+   The floor holds a run-to-run figure for throughput and p99 only; any other metric compared
+   (CPU per request, memory per connection) has no floor, so one trial of it rests on the
+   no-interval rule.
 3. **The words**: `APART` when the interval excludes zero, `TIE` when it does not; between two
    runs of one point an apart difference is `CHANGED`. A relative difference's interval stays
    within what a ratio of non-negative figures can be (never below -100%).
+4. **Many claims of one kind** (a run's crossovers, `lab compare`'s changed points, per-route
+   changes) are corrected for their number by Holm's step-down (`holm`): at most a 5% chance of
+   any false claim in the family, whatever its size. Each difference carries the p-value its own
+   interval implies (`Difference.p`: the level at which the interval would just touch zero).
 """
 
 from __future__ import annotations
@@ -75,9 +86,14 @@ class Floor:
     runs: tuple[str, ...]  # the A/A runs' ids
     machine: str
 
+    def sd(self, metric: str) -> float:
+        """The run-to-run relative SD of `metric` by name; 0 (no floor) for a metric the A/A
+        runs did not calibrate (CPU per request, memory per connection, ...)."""
+        return {"rps": self.rps_sd, "p99": self.p99_sd}.get(metric, 0.0)
+
     def point(self, metric: str, value: float, trials: int = 1) -> float:
         """The run-to-run half-width (95%) of one point's `metric`, a mean of `trials` trials."""
-        sd = self.rps_sd if metric == "rps" else self.p99_sd
+        sd = self.sd(metric)
         if self.points < 2 or sd == 0 or math.isnan(value):
             return 0.0
         return t975(self.points) * sd * abs(value) / math.sqrt(max(trials, 1))
@@ -130,8 +146,8 @@ def mean_half(xs: Sequence[float]) -> float:
 class Side:
     """One point's figure of one metric, ready to compare."""
 
-    metric: str  # "rps" or "p99"
-    value: float  # the median of the trials
+    metric: str  # "rps", "p99", or any other figure compared (e.g. "cpu_ms_per_req")
+    value: float  # the mean of the trials
     trials: tuple[float, ...]
     own_half: float = 0.0  # one trial's half-width from its own seconds (0: none)
     unfit: tuple[str, ...] = ()  # why it is compared with nothing: flags, or TOO_FEW
@@ -141,6 +157,15 @@ class Side:
         if len(self.trials) >= 2:
             return mean_half(self.trials)
         return math.hypot(self.own_half, noise.point(self.metric, self.value))
+
+    def basis(self, noise: Floor | None = None) -> str:
+        """What the point's own interval rests on (the summary's label of it)."""
+        noise = floor() if noise is None else noise
+        if len(self.trials) >= 2:
+            return TRIALS
+        if noise.points >= 2 and noise.sd(self.metric) > 0:
+            return FLOOR
+        return SECONDS if self.own_half else NONE
 
     def interval(self, noise: Floor | None = None) -> tuple[float, float]:
         """The point's 95% interval (nan: none), never below zero."""
@@ -154,18 +179,36 @@ def side(records: Sequence[StepRecord], metric: str, more: Sequence[str] = ()) -
     """One point (a model's trials at one level) as a side of a comparison of `metric`; `more`:
     flags the point carries beside its steps' (a preflight's)."""
     flags = tuple(dict.fromkeys([*more, *(f for r in records for f in r.flags)]))
+    if metric not in METRICS:  # by name: no other figure is read as a p99 (see `figure`)
+        raise ValueError(f"a step's side is one of {METRICS}, not {metric!r}")
     if metric == "rps":
         trials = tuple(float(r.throughput_rps) for r in records)
         seconds = _seconds(records[0]) if records else []
         own = mean_half(seconds) if len(trials) == 1 and len(seconds) >= 2 else 0.0
-        return Side(metric, _median(trials), trials, own, tuple(excluding(flags)))
+        return Side(metric, _mean(trials), trials, own, tuple(excluding(flags)))
     answered = [r for r in records if r.ok > 0]
-    trials = tuple(float(r.latency_ms.get("p99", math.nan)) for r in answered)
-    trials = tuple(x for x in trials if not math.isnan(x))
-    unfit = tuple(tail_excluding(flags))
-    if not trials or min((beyond(r.ok) for r in records), default=0.0) < MIN_BEYOND:
+    p99s = [float(r.latency_ms.get("p99", math.nan)) for r in answered]
+    return tail(p99s, [r.ok for r in records], flags)
+
+
+def tail(p99s: Sequence[float], answered: Sequence[float], flags: Sequence[str] = ()) -> Side:
+    """A p99 side from its trials' p99s and answered requests (the point's, or one route's of a
+    mix): compared with nothing where a flag keeps the tail out or the thinnest trial has fewer
+    than `MIN_BEYOND` requests beyond it."""
+    trials = tuple(x for x in p99s if not math.isnan(x))
+    unfit = tuple(tail_excluding(list(flags)))
+    if not trials or min((beyond(n) for n in answered), default=0.0) < MIN_BEYOND:
         unfit += (TOO_FEW,)
-    return Side(metric, _median(trials), trials, 0.0, unfit)
+    return Side("p99", _mean(trials), trials, 0.0, unfit)
+
+
+def figure(records: Sequence[StepRecord], metric: str, values: Sequence[float | None]) -> Side:
+    """Any other per-trial figure of one point (CPU per request, memory per connection: one
+    value per record, None where not measured) as a side: the same mean, the same flags, no
+    run-to-run floor (the A/A runs calibrated throughput and p99 only)."""
+    flags = tuple(f for r in records for f in r.flags)
+    trials = tuple(float(v) for v in values if v is not None and not math.isnan(float(v)))
+    return Side(metric, _mean(trials), trials, 0.0, tuple(dict.fromkeys(excluding(flags))))
 
 
 def _seconds(r: StepRecord) -> list[float]:
@@ -175,8 +218,8 @@ def _seconds(r: StepRecord) -> list[float]:
     return [float(x) for i, x in enumerate(r.timeseries.get("rps", [])) if i not in outage]
 
 
-def _median(xs: Sequence[float]) -> float:
-    return statistics.median(xs) if xs else math.nan
+def _mean(xs: Sequence[float]) -> float:
+    return statistics.fmean(xs) if xs else math.nan
 
 
 @dataclass(frozen=True)
@@ -190,6 +233,7 @@ class Difference:
     lo: float
     hi: float
     basis: str
+    df: float = math.inf  # the degrees of freedom of the interval's t (inf: normal)
 
     @property
     def diff(self) -> float:
@@ -207,6 +251,19 @@ class Difference:
     @property
     def word(self) -> str:
         return APART if self.apart else TIE if self.compared else self.basis
+
+    @property
+    def p(self) -> float:
+        """The two-sided p-value the interval implies: the level at which it would just touch
+        zero (nan: not compared). Below 0.05 exactly where the interval excludes zero, up to
+        the three decimals of the t table."""
+        if not self.compared:
+            return math.nan
+        half = (self.hi - self.lo) / 2
+        if half <= 0:
+            return 0.0 if self.diff else 1.0
+        crit = t975(self.df) if not math.isinf(self.df) else 1.96
+        return 2 * t_tail(abs(self.diff) / (half / crit), self.df)
 
     def relative(self) -> tuple[float, float, float]:
         """(b - a) / a with its interval, never below -100% (nan where a is not positive)."""
@@ -235,15 +292,17 @@ def differ(a: Side, b: Side, noise: Floor | None = None) -> Difference:
         return Difference(a.metric, a.value, b.value, nan, nan, basis)
     diff = b.value - a.value
     if min(len(a.trials), len(b.trials)) >= 2:
-        half, basis = _welch_half(a.trials, b.trials), TRIALS
+        (half, df), basis = _welch(a.trials, b.trials), TRIALS
     else:
         half = math.hypot(a.half(noise), b.half(noise))
-        basis = FLOOR if noise.points >= 2 else SECONDS if half else NONE
+        floored = noise.points >= 2 and noise.sd(a.metric) > 0
+        basis = FLOOR if floored else SECONDS if half else NONE
+        df = float(noise.points) if floored else math.inf
     if a.metric == "p99":
         half = max(half, BUDGET_MS, BUDGET_SHARE * max(a.value, b.value))
     elif not half:
-        half = T.difference_without_interval_share * abs(a.value)
-    return Difference(a.metric, a.value, b.value, diff - half, diff + half, basis)
+        half = T.difference_without_interval_share * max(abs(a.value), abs(b.value))
+    return Difference(a.metric, a.value, b.value, diff - half, diff + half, basis, df)
 
 
 def smallest(metric: str, trials: int, noise: Floor | None = None) -> float:
@@ -251,7 +310,7 @@ def smallest(metric: str, trials: int, noise: Floor | None = None) -> float:
     test calls apart, where each trial varies run to run as the floor says (its interval just
     touches zero there: a true difference of that size is called about half the time)."""
     noise = floor() if noise is None else noise
-    sd = noise.rps_sd if metric == "rps" else noise.p99_sd
+    sd = noise.sd(metric)
     if trials >= 2:  # Welch over equal variances: 2n - 2 degrees of freedom
         half = t975(2 * trials - 2) * sd * math.sqrt(2 / trials)
     else:
@@ -259,14 +318,51 @@ def smallest(metric: str, trials: int, noise: Floor | None = None) -> float:
     return max(half, BUDGET_SHARE) if metric == "p99" else half
 
 
-def _welch_half(a: Sequence[float], b: Sequence[float]) -> float:
-    """Welch's 95% half-width of mean(b) - mean(a), each from two or more trials."""
+def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Welch's 95% half-width of mean(b) - mean(a), each from two or more trials, and its
+    degrees of freedom."""
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
     se2 = va + vb
     if se2 == 0:
-        return 0.0
+        return 0.0, math.inf
     df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return t975(df) * math.sqrt(se2)
+    return t975(df) * math.sqrt(se2), df
+
+
+def t_tail(t: float, df: float) -> float:
+    """P(T > t) for Student's t with `df` rounded down (exact finite sums, Abramowitz and Stegun
+    26.7.3-4; normal beyond 200 degrees of freedom): the p-values `holm` adjusts."""
+    if math.isinf(df) or df > 200:
+        return 1 - statistics.NormalDist().cdf(t)
+    n = max(int(df), 1)
+    theta = math.atan(abs(t) / math.sqrt(n))
+    c2, term = math.cos(theta) ** 2, 1.0
+    if n % 2:  # odd: (2/pi)(theta + sin cos (1 + 2/3 c2 + 2*4/(3*5) c2^2 ...))
+        total = 0.0 if n == 1 else 1.0
+        for k in range(1, (n - 1) // 2):
+            term *= c2 * 2 * k / (2 * k + 1)
+            total += term
+        inside = 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    else:  # even: sin (1 + 1/2 c2 + 1*3/(2*4) c2^2 ...)
+        total = 1.0
+        for k in range(1, n // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = math.sin(theta) * total
+    tail = (1 - inside) / 2
+    return tail if t >= 0 else 1 - tail
+
+
+def holm(ps: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down over one family of claims: which p-values stay below `alpha` once
+    corrected for how many were tested (nan: not tested, never a claim, not counted)."""
+    tested = sorted((p, i) for i, p in enumerate(ps) if not math.isnan(p))
+    out = [False] * len(ps)
+    for rank, (p, i) in enumerate(tested):
+        if p >= alpha / (len(tested) - rank):
+            break
+        out[i] = True
+    return out
 
 
 def compare_points(

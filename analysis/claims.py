@@ -1,0 +1,55 @@
+"""A run's claims, made once: the one object the terminal summary and `lab report` both render.
+
+The summary and the report used to judge the run each on their own (the report with no front
+costs and in another order), so the two could drift. Here one pass goes records -> points (the
+point table: every figure a point prints is the one its claims test) -> claims (the verdicts,
+the lead, the answer, the crossovers with their count, each through the one test of
+difference) -> words; `analysis.summary` and `analysis.report` only lay the words out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.differences import lead, tied
+from analysis.front import front_costs
+from analysis.instrument import instrument_lines
+from analysis.interfaces import run_answer
+from analysis.judge import judge, sentence
+from analysis.limiting import model_sentences
+from analysis.loading import Run
+from analysis.metrics import crossing_words, crossovers
+from lab.verdict.difference import floor
+
+
+@dataclass(frozen=True)
+class Claims:
+    """Every claim of one run, in words, in the order both renderings give them."""
+
+    answer: tuple[str, ...]  # for the user's app
+    verdict: tuple[str, ...]  # the lead, the per-level sentences, the floor they rest on
+    limits: tuple[str, ...]  # what limits each model, and what a front costs
+    instrument: tuple[str, ...]  # the load generator itself
+    crossings: pd.DataFrame  # `analysis.metrics.crossovers`, Holm-corrected
+    crossing_count: str  # "1 of 57 flip(s) tested beyond noise, Holm-corrected ..."
+
+
+def claims(run: Run, table: pd.DataFrame) -> Claims:
+    """The run's claims from its records and its point table, each judged once."""
+    verdicts = judge(run.records)
+    ties = tied(table, verdicts)
+    said = [*lead(table, verdicts, run.records)]
+    said += [sentence(v) for v in verdicts if v not in ties]
+    if any(v.trials == 1 for v in verdicts):
+        said.append(floor().words())
+    cross = crossovers(table, run.records)
+    return Claims(
+        answer=tuple(run_answer(run.records, run.manifest)),
+        verdict=tuple(said),
+        limits=(*model_sentences(run.records), *front_costs(run.records)),
+        instrument=tuple(instrument_lines(run.records)),
+        crossings=cross,
+        crossing_count=crossing_words(cross) if not cross.empty else "",
+    )
