@@ -102,7 +102,8 @@ class ClosedLoop:
         events = EventHook()
         events.add_listener(self.on_request)
         users = Group()
-        made = new_users(self.start, events, self.recorder.logins, self.start.users)
+        given = (self.start, events, self.recorder.logins, self.start.users)
+        made = new_users(*given, self.picker.source)
         for i, user in enumerate(made):
             users.spawn(self.user, user, self.picker, self.start.user_base + i)
         return users

@@ -127,7 +127,8 @@ class OpenLoop:
         connection, all logged in before the first arrival; nothing without one."""
         spec, tally = self.spec, self.recorder.logins
         if spec.login is not None:
-            self.free = deque(new_users(spec, self.events, tally, spec.max_outstanding))
+            made = new_users(spec, self.events, tally, spec.max_outstanding, self.picker.source)
+            self.free = deque(made)
 
     def schedule(self, start: float) -> None:
         """Issue requests at their intended times until killed; catch up at once when late.

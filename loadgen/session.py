@@ -25,6 +25,8 @@ import gevent
 from locust.contrib.fasthttp import FastHttpSession, FastHttpUser
 from locust.event import EventHook
 
+from lab.config import placeholders
+from lab.config.placeholders import Source
 from lab.record.login import Login
 from loadgen.errors import classify
 from loadgen.protocol import Start
@@ -77,24 +79,32 @@ class User:
         return {**(req.header_dict or {}), **self.extra}
 
 
-def new_user(start: Start, events: EventHook, tally: RouteTally) -> User:
+def new_user(
+    start: Start, events: EventHook, tally: RouteTally, number: int, source: Source
+) -> User:
     """A user of the step on its own connection: anonymous and cookie-less, or logged in
-    (`start.login`) with its own session, its login counted and timed into `tally`."""
+    (`start.login`, its placeholders filled as user `number` from `source`, the step's) with its
+    own session, its login counted and timed into `tally`."""
     if start.login is None:
         return User(lab_session(start, events, 1))
     session = lab_session(start, EventHook(), 1, cookies=True)  # the login: nobody listens
-    user = User(session, log_in(session, start.login, tally))
+    login = placeholders.login_as(start.login, source, number)
+    user = User(session, log_in(session, login, tally))
     session.request_event = events  # its later requests are the mix's
     return user
 
 
-def new_users(start: Start, events: EventHook, tally: RouteTally, count: int) -> list[User]:
-    """`count` users of the step, each on its own connection; with a login, all logged in at once
-    before this returns (each of its requests bounded by the step's request timeout), so the
-    step's phases start with every session made and no login inside its window."""
+def new_users(
+    start: Start, events: EventHook, tally: RouteTally, count: int, source: Source
+) -> list[User]:
+    """`count` users of the step, each on its own connection, numbered from `start.user_base`
+    (their {user}); with a login, all logged in at once before this returns (each of its
+    requests bounded by the step's request timeout), so the step's phases start with every
+    session made and no login inside its window."""
+    numbers = range(start.user_base, start.user_base + count)
     if start.login is None:
-        return [new_user(start, events, tally) for _ in range(count)]
-    made = [gevent.spawn(new_user, start, events, tally) for _ in range(count)]
+        return [new_user(start, events, tally, n, source) for n in numbers]
+    made = [gevent.spawn(new_user, start, events, tally, n, source) for n in numbers]
     gevent.joinall(made)
     return [g.value for g in made if g.value is not None]
 

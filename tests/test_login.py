@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.cli.app import login_of
+from lab.config import placeholders
 from lab.config.userapp import Route
 from lab.record.errors import LabError
 from lab.record.login import Csrf, Login, form_token, parse_csrf, parse_login, with_fields
@@ -168,8 +169,12 @@ def login(site: str, body: str = GOOD) -> Login:
 
 
 def sessions_seen(url: str, site: str) -> int:
+    return int(seen(url, site)["sessions"])
+
+
+def seen(url: str, site: str) -> dict[str, Any]:
     with urllib.request.urlopen(url + SITES[site][4], timeout=10) as answer:
-        return int(json.load(answer)["sessions"])
+        return dict(json.load(answer))
 
 
 @pytest.mark.parametrize("site", ["flask", "django"])
@@ -257,6 +262,32 @@ def test_n_users_are_n_sessions_and_their_logins_are_counted_apart(
     assert set(done.errors) <= {"dropped"} and done.ok > 0, done.errors
     assert sessions_seen(url, site) - before == users
     assert done.requests == sum(r["requests"] for r in done.routes.values())  # logins apart
+
+
+@pytest.mark.parametrize("mode,generators", [("closed", 1), ("open", 2)], ids=str)
+def test_a_login_body_with_user_gives_each_user_its_own_account(
+    sites: dict[str, str], mode: str, generators: int, tmp_path: Path
+) -> None:
+    """`username=user{user}`: each simulated user logs in as its own account (user0, user1, ...),
+    numbered across generator processes, and the check as user0."""
+    url, users = sites["flask"], 4
+    own = login("flask", "username=user{user}&password=secret")
+    assert logincheck.log_in(url, placeholders.login_as(own, placeholders.CHECK, 0)).problem == ""
+    load: dict[str, Any] = (
+        {"users": users} if mode == "closed" else {"rate_rps": 40.0, "max_outstanding": users}
+    )
+    start = Start(url, "/me", 0.5, 1.0, 10.0, **load, generators=generators, login=own)
+    before = seen(url, "flask")["users"]
+    done = run_step(start, tmp_path / "loadgen.log")
+    assert done.login["ok"] == users and done.ok > 0, done.login
+    after = seen(url, "flask")["users"]
+    moved = {name for name, n in after.items() if n > before.get(name, 0)}
+    assert moved == {f"user{i}" for i in range(users)}, after
+
+
+def test_an_unknown_placeholder_in_a_login_is_one_line() -> None:
+    with pytest.raises(LabError, match="the login POST /login"):
+        login_of({"login": "POST /login", "login_body": "user={who}"})
 
 
 def test_a_mix_files_login_route_is_the_login_and_not_beside_login() -> None:

@@ -16,7 +16,7 @@ from lab.backends.dbdata import DataSpec
 from lab.cli import appmix
 from lab.cli.options import LOGIN_ONLY, console
 from lab.cli.stopping import stop_signals
-from lab.config import appenv, userapp
+from lab.config import appenv, placeholders, userapp
 from lab.config.models import Model, Registry
 from lab.config.scenario import Scenario, override
 from lab.record.errors import LabError, NoAnswer
@@ -151,9 +151,11 @@ def login_of(opts: dict[str, Any], route: userapp.Route | None = None) -> Login 
     keys = ("login_body", "login_headers", "csrf", "login_page", "login_cookie")
     body, headers, csrf, page, cookie = (opts.get(k) for k in keys)
     if route is None:
-        return parse_login(opts["login"], body, tuple(headers or ()), csrf, page, cookie)
-    login = parse_login(f"{route.method} {route.path}", route.body, (), csrf, page, cookie)
-    return replace(login, headers=route.headers)
+        login = parse_login(opts["login"], body, tuple(headers or ()), csrf, page, cookie)
+    else:
+        login = parse_login(f"{route.method} {route.path}", route.body, (), csrf, page, cookie)
+        login = replace(login, headers=route.headers)
+    return placeholders.checked_login(login)
 
 
 def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:

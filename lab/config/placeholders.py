@@ -33,10 +33,11 @@ import random
 import re
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lab.record.errors import LabError
+from lab.record.login import Login
 
 NAMES = ("uuid", "n", "user", "choice", "line")
 WORDS = "{uuid}, {n}, {user}, {choice:a|b|c}, {line:FILE}"
@@ -183,6 +184,10 @@ def uuid4(bits: int) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+Headers = tuple[tuple[str, str], ...]
+Filled = tuple[str, str | None, Headers]  # a request's path, body and headers, filled
+
+
 class Values:
     """One request's values, drawn on first use and shared by its path, headers and body."""
 
@@ -195,6 +200,14 @@ class Values:
     def fill_text(self, text: str, escape: str) -> str:
         """A text of a route the lab read itself (the check's requests), compiled once."""
         return self.fill(compiled(text, escape))
+
+    def fill_request(self, path: str, body: str | None, headers: Headers) -> Filled:
+        """A request's path, body and headers with this request's values, each escaped where it
+        lands (a JSON body's values JSON-escaped, a path's percent-encoded)."""
+        if body is not None:
+            body = self.fill_text(body, "json" if is_json(body) else "text")
+        filled = tuple((k, self.fill_text(v, "header")) for k, v in headers)
+        return self.fill_text(path, "path"), body, filled
 
     def fill(self, template: Template) -> str:
         if len(template.parts) == 1 and isinstance(template.parts[0], str):
@@ -210,6 +223,23 @@ class Values:
                 value = self.drawn[part.key] = self.source.draw(part, self.user)
             out.append(escape(value) if part.values else value)
         return "".join(out)
+
+
+def login_as(login: Login, source: Source, user: int) -> Login:
+    """The login as simulated user `user` sends it: its placeholders filled
+    (`--login-body 'username=user{user}&password=pw'`: an account per user); itself where it has
+    none."""
+    if not any(found(t) for t in (login.path, login.body or "", *(v for _, v in login.headers))):
+        return login
+    path, body, headers = Values(source, user).fill_request(login.path, login.body, login.headers)
+    return replace(login, path=path, body=body, headers=headers)
+
+
+def checked_login(login: Login) -> Login:
+    """The login, its placeholders checked (LabError naming an unknown one) before any load."""
+    for text in (login.path, login.body or "", *(v for _, v in login.headers)):
+        compile_text(text, f"the login {login.label}")
+    return login
 
 
 def _json(value: str) -> str:

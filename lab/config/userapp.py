@@ -127,11 +127,7 @@ class Route:
         if not any(placeholders.found(t) for t in texts):
             return self
         values = placeholders.Values(source, user)
-        body = self.body
-        if body is not None:
-            body = values.fill_text(body, "json" if placeholders.is_json(body) else "text")
-        path = values.fill_text(self.path, "path")
-        headers = tuple((k, values.fill_text(v, "header")) for k, v in self.headers)
+        path, body, headers = values.fill_request(self.path, self.body, self.headers)
         return replace(self, path=path, body=body, headers=headers)
 
     def request(self) -> dict[str, Any]:

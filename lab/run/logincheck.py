@@ -15,6 +15,7 @@ import http.cookies
 import urllib.parse
 from dataclasses import dataclass, field, replace
 
+from lab.config import placeholders
 from lab.config.userapp import Route
 from lab.record.login import Login
 
@@ -115,7 +116,7 @@ def logged_in(
 ) -> tuple[str, Routes, Routes, Route | None]:
     """Log in once, then the routes checked, those loaded and the probe's as that logged-in user
     sends them; or the problem (the routes unchanged) where the login gave no session."""
-    session = log_in(base_url, login)
+    session = log_in(base_url, placeholders.login_as(login, placeholders.CHECK, 0))
     if session.problem:
         return session.problem, routes, load, probe
 

@@ -1,12 +1,14 @@
 """A Flask app behind a login, as production ones are: Flask-Login's session cookie, and a
 Flask-WTF-style CSRF token (a hidden `csrf_token` input of the login form, kept in the session,
 checked on every write as a form field or an `X-CSRFToken` header; written here by hand, Flask-WTF
-is not a dependency of the lab). `/seen` says how many distinct sessions its logged-in routes saw.
+is not a dependency of the lab). `/seen` says how many distinct sessions (and users) its logged-in
+routes saw. Its accounts: alice, and user0, user1, ... (one per simulated user), password `secret`.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 
 from flask import Flask, abort, redirect, request, session
 from flask_login import LoginManager, UserMixin, current_user, login_required, login_user
@@ -15,6 +17,7 @@ app = Flask(__name__)
 app.secret_key = "concurrency-lab-login-test"
 manager = LoginManager(app)
 SEEN: set[str] = set()  # the sessions (one per login) its logged-in routes saw
+USERS: Counter[str] = Counter()  # the requests each user made, logged in
 
 
 class User(UserMixin):
@@ -52,8 +55,10 @@ def login_form() -> str:
 
 @app.post("/login")
 def login() -> object:
-    if request.form.get("username") == "alice" and request.form.get("password") == "secret":
-        login_user(User("alice"))
+    name = request.form.get("username", "")
+    known = name == "alice" or (name.startswith("user") and name[4:].isdigit())
+    if known and request.form.get("password") == "secret":
+        login_user(User(name))
         session["sid"] = secrets.token_hex(8)
         return redirect("/me")
     return "Invalid username or password\n", 401
@@ -63,6 +68,7 @@ def login() -> object:
 @login_required
 def me() -> dict[str, str]:
     SEEN.add(session["sid"])
+    USERS[current_user.id] += 1
     return {"user": current_user.id}
 
 
@@ -70,9 +76,10 @@ def me() -> dict[str, str]:
 @login_required
 def notes() -> tuple[dict[str, bool], int]:
     SEEN.add(session["sid"])
+    USERS[current_user.id] += 1
     return {"saved": True}, 201
 
 
 @app.get("/seen")
-def seen() -> dict[str, int]:
-    return {"sessions": len(SEEN)}
+def seen() -> dict[str, object]:
+    return {"sessions": len(SEEN), "users": dict(USERS)}
