@@ -142,12 +142,41 @@ def answer(records: Sequence[StepRecord], classes: Mapping[str, str], kind: str)
     if best is None:
         lines.append(f"no model that runs your {kind_words} app as it is has a fair result")
     else:
-        tied = f" (tied: {', '.join(best.tied)})" if best.tied else ""
-        lines.append(f"for your app as it is, at {best.label}: {_figures(best.best)}{tied}")
+        said = f"{_figures(best.best)}{_tie(records, best)}"
+        lines.append(f"for your app as it is, at {best.label}: {said}")
     lines.append(_port(records, unchanged, ported))
     as_is = {m for m, c in classes.items() if c == AS_IS}
     lines += [_bridge(records, as_is, m) for m, c in sorted(classes.items()) if c == BRIDGED]
     return [line for line in lines if line]
+
+
+def _tie(records: Sequence[StepRecord], best: Pick) -> str:
+    """The models tied with the best on throughput, each told apart by p99 where the one test
+    calls their p99s apart, and the rule that picked: a tie on throughput never hides a p99
+    called apart ("tied on throughput: b (p99 1,503 ms, 25x worse)"), and a tied model whose
+    p99 is apart and better is the pick on p99."""
+    if not best.tied:
+        return ""
+    me = best.best
+    at = {_at(r) for r in records if r.model == me.model and r.key.level == best.level}
+    said, better = [], []
+    for model in best.tied:
+        rival = contender(model, [r for r in records if r.model == model and _at(r) in at])
+        d = differ(me.latency, rival.latency)
+        if not d.apart:
+            said.append(model)
+            continue
+        worse = d.diff > 0
+        times = rival.p99_ms / me.p99_ms if worse else me.p99_ms / max(rival.p99_ms, 1e-9)
+        size = f"{times:.0f}x" if times >= 2 else d.percent()
+        how = "worse" if worse else "better"
+        said.append(f"{model} (p99 {rival.p99_ms:,.0f} ms, {size} {how})")
+        if not worse:
+            better.append((rival.p99_ms, model))
+    rule = "rule: best throughput, its ties told apart by a p99 the test calls apart"
+    if better:
+        rule = f"rule: a throughput tie is decided on p99 where it is apart: {min(better)[1]}"
+    return f"; tied on throughput: {', '.join(said)} ({rule})"
 
 
 def _port(records: Sequence[StepRecord], unchanged: set[str], ported: set[str]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from lab.record.step import StepRecord
 from lab.record.thresholds import T
 from lab.verdict.capacity import Capacity
+from lab.verdict.pauses import Pause, pauses_of
 
 # Flags that say the lab failed to measure the step, or the server or upstream failed during it.
 FAULTS = (
@@ -61,6 +62,7 @@ class Facts:
     host_full: bool  # every core of the host busy
     disturbances: frozenset[str]
     outage: tuple[int, ...] = ()  # measured seconds (0-based) with almost no answers (`outage_of`)
+    pauses: tuple[Pause, ...] = ()  # quiet stretches inside seconds (`lab.verdict.pauses`)
 
     @property
     def cpu_bound(self) -> bool:
@@ -113,6 +115,7 @@ def facts_of(r: StepRecord, cap: Capacity) -> Facts:
         host_full=cap.host_cores > 0 and r.host_cpu_pct >= T.host_full_share * 100 * cap.host_cores,
         disturbances=disturbances(r, cpu_share, cap.delay_ms),
         outage=outage_of(r),
+        pauses=pauses_of(r, cap.delay_ms),
     )
 
 
