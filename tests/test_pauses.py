@@ -11,10 +11,13 @@ generated records whose server waited a third of the window or more, below the i
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +28,7 @@ from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.pauses import pauses_of
 from tests.fixture_run import window
+from tests.labrun import LabRun
 from tests.pausing_server import paused_record
 
 D_MS = 20.0
@@ -167,3 +171,37 @@ def test_a_real_app_s_pauses_are_named_with_count_length_and_period(
         assert ev["count"] == len(found)
         if expected > 1:
             assert ev["period_s"] == pytest.approx(every_s, abs=0.2)
+
+
+def test_two_busy_loops_on_the_server_s_core_are_named(tmp_path: Path) -> None:
+    """The real case: gunicorn gevent at 100 users, two busy loops pinned on the server's cores
+    from half a second into the window: the server waits for its CPU, and the step's reasons name
+    both loops by pid (never "cause not found")."""
+    model = "gunicorn-gevent"
+    args = ("--models", model, "--levels", "100", "--duration", "4", "--warmup", "0")
+    run = LabRun(tmp_path, *args, "--delay-ms", "20")
+    loops: list[subprocess.Popen[bytes]] = []
+    try:
+        server = run.wait_measuring(model, 0)
+        cores = psutil.Process(server.pid).cpu_affinity()
+        for _ in range(2):
+            loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            psutil.Process(loop.pid).cpu_affinity(cores)
+            loops.append(loop)
+        assert run.finish() == 0, run.output()
+    finally:
+        for loop in loops:
+            loop.kill()
+        run.kill()
+    (step,) = run.steps()
+    assert step["limited_by"] != "unknown", step["limit_reason"]
+    said = [
+        step["limit_reason"],
+        *(x["reason"] for x in step["evidence"].get("also_limited_by", [])),
+    ]
+    for loop in loops:
+        assert any(f"({loop.pid})" in reason for reason in said), (
+            loop.pid,
+            said,
+            step["others_on_cores"],
+        )

@@ -325,7 +325,7 @@ def step_record(
     evidence = _evidence(everything, context, measured.open_loop)
     duration = measured.duration_s
     in_window = cut.get("ok_in_window", measured.ok)  # answered in the window, whenever sent
-    record = StepRecord(
+    return StepRecord(
         run_id=run_id,
         **asdict(key),
         max_outstanding=max_outstanding,
@@ -351,7 +351,6 @@ def step_record(
         **_open_loop_fields(cut),
         **counts,
     )
-    return record
 
 
 def _sampled_figures(sampled: Sampled) -> dict[str, Any]:

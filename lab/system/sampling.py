@@ -193,7 +193,7 @@ class HostMeter:
             mine = set()
         used = []
         for pid, (name, cpu_s, cores) in _cpu_by_pid().items():
-            pct = 100 * (cpu_s - self.before_others.get(pid, (name, cpu_s, cores))[1]) / wall
+            pct = 100 * (cpu_s - self.before_others.get(pid, (name, 0.0, cores))[1]) / wall
             if pid not in run and pct >= least_pct and (not mine or mine & cores):
                 used.append((round(pct), f"{name} ({pid})"))
         return {who: float(pct) for pct, who in sorted(used, reverse=True)[:most]}

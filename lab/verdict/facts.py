@@ -160,9 +160,15 @@ def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> fro
         # on the machine or, where its cores are its own, on those cores.
         "server_cpu_wait": r.server_wait_pct >= T.server_cpu_wait_pct
         and server_cpu_share < T.server_cpu_saturated_share
-        and ("host_busy" in r.flags or others_on_server_cores(r) >= T.host_busy_pct),
+        and ("host_busy" in r.flags or others_beside(r) >= T.host_busy_pct),
     }
     return frozenset(name for name, yes in found.items() if yes)
+
+
+def others_beside(r: StepRecord) -> float:
+    """CPU beside the server on its cores, % of one core: measured on its own cores, or the
+    processes outside the run seen where it could run (`StepRecord.others_on_cores`)."""
+    return max(others_on_server_cores(r), sum(r.others_on_cores.values()))
 
 
 def others_on_server_cores(r: StepRecord) -> float:

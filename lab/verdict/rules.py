@@ -253,7 +253,10 @@ def host_busy(f: Facts) -> Finding | None:
         return None
     return Finding(
         f"{words.others(f)}: below the ideal on a disturbed machine",
-        {"others_on_server_cores_pct": others_on_server_cores(f.r)},
+        {
+            "others_on_server_cores_pct": others_on_server_cores(f.r),
+            "others_on_cores": words.named_evidence(f.r.others_on_cores),
+        },
     )
 
 
@@ -269,7 +272,7 @@ def cpu_taken(f: Facts) -> Finding | None:
     return Finding(
         f"the server waited for a CPU {f.r.server_wait_pct:.0f}% of the window while "
         f"{words.named(f.r.others_on_cores)} ran where it could: they took its cores",
-        {"others_on_cores": dict(f.r.others_on_cores)},
+        {"others_on_cores": words.named_evidence(f.r.others_on_cores)},
     )
 
 

@@ -6,7 +6,7 @@ each module stays one screenful; the table (`lab.verdict.table`) orders them wit
 from __future__ import annotations
 
 from lab.verdict.facts import Facts, median_rps
-from lab.verdict.pauses import least_pause_ms, period_s
+from lab.verdict.pauses import TICK_MS, least_pause_ms, period_s
 from lab.verdict.rules import Finding
 
 
@@ -50,7 +50,7 @@ def paused(f: Facts) -> Finding | None:
     return Finding(
         f"the server stopped answering {n} time{'s' if n != 1 else ''} for {max(lengths):g} ms "
         f"at the longest{regular} (at {', '.join(f'{p.start_s:g}' for p in f.pauses)} s of "
-        f"the {f.r.duration_s:g} s window, seen per 100 ms; a pause counts from "
+        f"the {f.r.duration_s:g} s window, seen per {TICK_MS:g} ms; a pause counts from "
         f"{least_pause_ms(f.cap.delay_ms):g} ms): a GC, a lock, a blocking call in an event "
         "loop?",
         {
@@ -59,5 +59,6 @@ def paused(f: Facts) -> Finding | None:
             "starts_s": [p.start_s for p in f.pauses],
             "period_s": every,
             "least_ms": least_pause_ms(f.cap.delay_ms),
+            "tick_ms": TICK_MS,
         },
     )

@@ -71,6 +71,11 @@ def named(others: dict[str, float]) -> str:
     return ", ".join(f"{who} {pct:.0f}%" for who, pct in others.items()) + " of a core"
 
 
+def named_evidence(others: dict[str, float]) -> list[dict[str, object]]:
+    """The processes `named` quotes, as evidence: each one's name and pid, and its CPU."""
+    return [{"process": who, "cpu_pct": pct} for who, pct in others.items()]
+
+
 def cores(n: float) -> str:
     return f"{n:g} core" + ("s" if n != 1 else "")
 
