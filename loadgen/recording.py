@@ -192,7 +192,9 @@ class Recorder:
         self.live_errors += kind is not None
         if self.measuring and kind is None and self.interval.answers is not None:
             self.interval.answers += 1
-            self.interval.ticks[int((time.perf_counter() - self.opened_at) / ANSWER_TICK_S)] += 1
+            self.interval.ticks[
+                int((time.perf_counter() - self.opened_at) * (1 / ANSWER_TICK_S))
+            ] += 1
         if not (self.measuring if measured is None else measured):
             return kind
         self.interval.record(kind, response_time)

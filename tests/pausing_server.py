@@ -97,11 +97,12 @@ def _threads(port: int, pause_s: float, every_s: float, first_s: float) -> None:
 
 
 def paused_record(
-    kind: str, pause_s: float, every_s: float, window_s: float, log_dir: Path, users: int = 8
+    kind: str, pause_s: float, every_s: float, window_s: float, log_dir: Path, **load: Any
 ) -> StepRecord:
-    """One closed-loop step of the lab's generator against this server, started in a process of
-    its own (its first pause 0.5 s into the window), assessed as the lab assesses a step whose
-    requests take 10 ms."""
+    """One step against this server, started in a process of its own (its first pause 0.5 s
+    into the window), assessed as the lab assesses a step whose requests take 10 ms: closed loop
+    of 8 users on the lab's generator, or what `load` asks (`Start`'s fields: an open loop on
+    oha, `engine="oha", rate_rps=..., max_outstanding=...`)."""
     from lab.run.generator import measured_from, run_step
     from lab.system.procs import free_port
 
@@ -112,12 +113,17 @@ def paused_record(
     server = subprocess.Popen(argv, cwd=Path(__file__).parent.parent)
     try:
         _wait_listening(port)
-        start = Start(f"http://127.0.0.1:{port}", "/", SETTLE_S, window_s, 12.0, users=users)
+        load = load or {"users": 8}
+        start = Start(f"http://127.0.0.1:{port}", "/", SETTLE_S, window_s, 12.0, **load)
         done = run_step(start, log_dir / f"{kind}-{pause_s:g}.log")
     finally:
         server.kill()
         server.wait(timeout=10)
-    record = step_record("run", StepKey(kind, "closed", users, None, 1), measured_from(done))
+    rate = load.get("rate_rps")
+    key = StepKey(kind, "open" if rate else "closed", load.get("users"), rate, 1)
+    record = step_record(
+        "run", key, measured_from(done), max_outstanding=load.get("max_outstanding")
+    )
     return assessed(record, Capacity(1000, "1000 threads", 1.0, SERVICE_S * 1000, 64_000))
 
 

@@ -161,3 +161,34 @@ def test_a_users_app_is_told_how_to_run_it(tmp_path: Path) -> None:
     sized = to_run("uwsgi-threads", "thread", at.throughput_rps, at.latency_ms["mean"], 0.6, 4)
     assert line.startswith("uwsgi-threads was measured as 1 process x 100 threads; to run it on ")
     assert "this machine's 4 cores at 100 users" in line and line.endswith(sized.why)
+
+
+@pytest.mark.parametrize(
+    ("gevent_rps", "expected"),
+    [
+        (
+            370.0,
+            "uwsgi-threads, 380.0 rps, p99 59 ms; tied on throughput: gunicorn-gevent "
+            "(p99 1,503 ms, 25x worse) (rule: best throughput, its ties told apart by a p99 the "
+            "test calls apart)",
+        ),
+        (
+            385.0,
+            "gunicorn-gevent, 385.0 rps, p99 1,503 ms; tied on throughput: uwsgi-threads "
+            "(p99 59 ms, 25x better) (rule: a throughput tie is decided on p99 where it is apart: "
+            "uwsgi-threads)",
+        ),
+    ],
+    ids=["the-tie-is-worse-on-p99", "the-tie-is-better-on-p99"],
+)
+def test_a_tie_on_throughput_never_hides_a_p99_called_apart(
+    tmp_path: Path, gevent_rps: float, expected: str
+) -> None:
+    """Issue 46's case: 1.5 s stalls under gevent beside uWSGI threads, tied on throughput by
+    the floor: the answer says how far apart their p99s are, and which rule picked."""
+    run_dir = build_run(
+        tmp_path / "run",
+        [*steps("uwsgi-threads", 380, 59), *steps("gunicorn-gevent", gevent_rps, 1503)],
+    )
+    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    assert lines[1] == f"for your app as it is, at 100 users: {expected}", lines

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from lab.record.step import Sampled, StepKey, StepRecord, step_record
 from lab.record.thresholds import T
+from lab.system import tools
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.pauses import pauses_of
@@ -171,6 +172,17 @@ def test_a_real_app_s_pauses_are_named_with_count_length_and_period(
         assert ev["count"] == len(found)
         if expected > 1:
             assert ev["period_s"] == pytest.approx(every_s, abs=0.2)
+
+
+@pytest.mark.skipif(tools.missing() is not None, reason="oha is not installed")
+def test_oha_s_answers_per_100ms_show_the_same_pause(tmp_path: Path) -> None:
+    """The same app paused 0.5 s under threads, in open loop at 300 req/s on oha: its per-request
+    records fill the same 100 ms series, and the pause is found at its length."""
+    load = {"engine": "oha", "engine_path": tools.binary() or "", "rate_rps": 300.0}
+    record = paused_record("threads", 0.5, 9.0, 2.0, tmp_path, max_outstanding=50, **load)
+    assert len(record.answers_100ms) == 20 and sum(record.answers_100ms) > 0
+    (found,) = pauses_of(record, D_MS / 2)
+    assert 400 <= found.length_ms <= 650, (found, record.answers_100ms)
 
 
 def test_two_busy_loops_on_the_server_s_core_are_named(tmp_path: Path) -> None:

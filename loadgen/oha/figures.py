@@ -152,7 +152,7 @@ def tally(run: OhaRun, spec: Spec) -> Tally:
     t = Tally([hist.new_histogram() for _ in range(n)], [0] * n, [0] * n, _inflight(run, n, spec))
     t.answers = np.bincount(np.floor(run.end[arrived]).astype(int), minlength=n)[:n].tolist()
     bins = int(spec.window_s / ANSWER_TICK_S + 1e-6)  # whole bins, as the lab's generator
-    tick = np.floor(run.end[arrived] / ANSWER_TICK_S).astype(int)
+    tick = np.floor(run.end[arrived] * (1 / ANSWER_TICK_S)).astype(int)
     t.ticks = np.bincount(tick, minlength=bins)[:bins].tolist()
     mine = shifted(run, 0.0, due)
     _timed(t, mine, ok[due], spec)
