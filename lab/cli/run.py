@@ -245,7 +245,7 @@ def plan_command(detect: str, from_run: str | None) -> None:
             raise LabError(f"--from {from_run}: {e}") from None
     for metric in ("rps", "p99"):
         spread = run_spread(records, metric) if records else floor_spread(metric)
-        console.print(plan_words(plan_length(change, spread), spread), markup=False)
+        click.echo(plan_words(plan_length(change, spread), spread))  # the result: stdout
 
 
 def detect_share(text: str) -> float:
