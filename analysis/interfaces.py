@@ -173,6 +173,8 @@ def _tie(records: Sequence[StepRecord], best: Pick) -> str:
         said.append(f"{model} (p99 {rival.p99_ms:,.0f} ms, {size} {how})")
         if not worse:
             better.append((rival.p99_ms, model))
+    if said == list(best.tied):  # no p99 apart: nothing the tie could hide
+        return f" (tied: {', '.join(best.tied)})"
     rule = "rule: best throughput, its ties told apart by a p99 the test calls apart"
     if better:
         rule = f"rule: a throughput tie is decided on p99 where it is apart: {min(better)[1]}"
