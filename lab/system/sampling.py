@@ -185,6 +185,8 @@ class HostMeter:
         nginx) that used `least_pct` of a core or more since `clear`, where they could run on
         the server's cores (their affinity meets its), busiest first: "name (pid)" -> % of a
         core. What took a waiting server's CPU, named rather than inferred."""
+        if not self.server:  # a server in a container: its processes are no one's "others"
+            return {}
         wall = max(time.monotonic() - self.opened, 1e-9)
         run = {p.pid for p in _trees([psutil.Process(), *self.server, *self.procs])}
         try:
