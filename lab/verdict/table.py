@@ -267,6 +267,14 @@ RULES: tuple[Rule, ...] = (
         flag="failed_tail",
     ),
     Rule(
+        name="tracks_ideal",
+        limit="none",
+        effect=COMPARED,
+        when=f"throughput at {_IDEAL} or more",
+        advice="",
+        check=tracks_ideal,
+    ),
+    Rule(
         name="paused",
         limit="pause",
         effect=COMPARED,
@@ -288,14 +296,6 @@ RULES: tuple[Rule, ...] = (
         f"more, throughput below {_IDEAL}, no process outside the run seen on its cores",
         advice="fewer threads or processes per core, or more cores",
         check=cpu_queued,
-    ),
-    Rule(
-        name="tracks_ideal",
-        limit="none",
-        effect=COMPARED,
-        when=f"throughput at {_IDEAL} or more",
-        advice="",
-        check=tracks_ideal,
     ),
     Rule(
         name="not_found",
