@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from lab.record.step import StepRecord
 from lab.verdict.difference import BUDGET_SHARE, Floor, floor, points, t975
 
-POWER = 0.80
 Z80 = 0.8416  # the 80% one-sided normal quantile
 # one-sided 80% Student t quantiles, index = degrees of freedom (1..30)
 _T80: tuple[float, ...] = (math.nan, 1.376, 1.061, 0.978, 0.941, 0.920, 0.906, 0.896, 0.889)
