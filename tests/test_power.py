@@ -91,6 +91,8 @@ def test_a_run_s_own_trials_set_the_spread_and_its_smallest_change(tmp_path: Pat
     records = load(build_run(tmp_path / "run", rows)).records
     spread = run_spread(records, "rps")
     assert spread.between == pytest.approx(0.05, abs=1e-3) and spread.within_1s == 0.0
+    p99 = run_spread(records, "p99")  # 95 answers a second: 1,000 answers take 10.5 s
+    assert p99.least_s == pytest.approx(1000 / 95) and plan(0.5, p99).seconds >= 1000 / 95
     said = smallest_seen(records)
     expected = detectable("rps", 0.05, 3)
     head = "the smallest change this run could have seen with 80% power (3 trials of 3 s)"

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.record.step import StepRecord
-from lab.verdict.difference import BUDGET_SHARE, Floor, floor, points, t975
+from lab.verdict.difference import BUDGET_SHARE, MIN_BEYOND, Floor, beyond, floor, points, t975
 
 Z80 = 0.8416  # the 80% one-sided normal quantile
 # one-sided 80% Student t quantiles, index = degrees of freedom (1..30)
@@ -47,6 +47,7 @@ class Spread:
     within_1s: float  # relative SD of one second's figure: shrinks as 1 / sqrt(seconds)
     seconds: float  # the step length it was measured at
     source: str  # where it was read, in words
+    least_s: float = 0.0  # p99: the step length that gives its slowest point enough answers
 
     def sd(self, seconds: float) -> float:
         return math.hypot(self.between, self.within_1s / math.sqrt(max(seconds, 1e-9)))
@@ -101,14 +102,16 @@ def run_spread(records: Sequence[StepRecord], metric: str, noise: Floor | None =
     seconds = _median([r.duration_s for r in records if r.duration_s > 0]) or base.seconds
     many = [rs for rs in points(records).values() if len(rs) >= 2]
     trials = _median([_cv([_value(r, metric) for r in rs]) for rs in many])
+    slowest = min((r.throughput_rps for r in records if r.throughput_rps > 0), default=0.0)
+    least = MIN_BEYOND / beyond(slowest) if metric == "p99" and slowest > 0 else 0.0
     own = not math.isnan(trials)
     total, said = (trials, "the run's trials") if own else (base.between, "")
     if math.isnan(within):
-        return Spread(metric, total, 0.0, seconds, said or base.source)
+        return Spread(metric, total, 0.0, seconds, said or base.source, least)
     at = seconds if own else base.seconds  # the step length the total was measured at
     between = math.sqrt(max(total**2 - within**2 / at, 0.0))
     source = f"{said or base.source}, less its seconds' own spread"
-    return Spread(metric, between, within, seconds, source)
+    return Spread(metric, between, within, seconds, source, least)
 
 
 def plan(change: float, spread: Spread, noise: Floor | None = None) -> Plan:
@@ -117,7 +120,8 @@ def plan(change: float, spread: Spread, noise: Floor | None = None) -> Plan:
         (n * s, n, s, seen)
         for n in TRIALS
         for s in SECONDS
-        if (seen := detectable(spread.metric, spread.sd(s), n, noise)) <= change
+        if s >= spread.least_s
+        and (seen := detectable(spread.metric, spread.sd(s), n, noise)) <= change
     ]
     if not fits:
         longest = detectable(spread.metric, spread.sd(SECONDS[-1]), TRIALS[-1], noise)
@@ -130,6 +134,11 @@ def plan_words(p: Plan, spread: Spread) -> str:
     """One line: the run length, or why none of those considered sees the change."""
     what = f"a {p.change:.0%} {NAMES[p.metric]} change"
     basis = f"(spread per trial {spread.sd(p.seconds):.1%}, from {spread.source})"
+    if p.metric == "p99":  # compared only with enough answers beyond it (docs/trust.md)
+        enough = f"{MIN_BEYOND / beyond(1):,.0f} answers per step or more"
+        basis += f"; a p99 needs {enough}" + (
+            f": {spread.least_s:.0f} s at this run's slowest point" if spread.least_s else ""
+        )
     if not p.trials:
         return (
             f"{what}: not seen with 80% power by {TRIALS[-1]} trials of {p.seconds:g} s; the "
