@@ -164,7 +164,7 @@ def smallest_seen(records: Sequence[StepRecord], noise: Floor | None = None) -> 
         parts.append(f"{NAMES[metric]} {seen:.0%}")
     return (
         f"the smallest change this run could have seen with 80% power ({trials} trial"
-        f"{'s' if trials != 1 else ''} of {spread.seconds:g} s): {', '.join(parts)} "
+        f"{'s' if trials != 1 else ''} of {spread.seconds:.3g} s): {', '.join(parts)} "
         "(`lab plan --detect 10%` says the run length a smaller one needs)"
     )
 
