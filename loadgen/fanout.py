@@ -57,6 +57,7 @@ class Report:
     late_sends: str = ""  # open loop: its sends' lateness, encoded ("": none)
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # a mix: RouteTally figures
     answers: int = -1  # answers that arrived in the interval, whenever sent or due (-1: unknown)
+    ticks: dict[str, int] = field(default_factory=dict)  # its answers per 100 ms bin (`Interval`)
 
     def to_data(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +83,7 @@ class Report:
             late_sends=late_sends,
             routes={name: tally.figures() for name, tally in interval.routes.items()},
             answers=-1 if interval.answers is None else interval.answers,
+            ticks={str(i): n for i, n in interval.ticks.items()},
         )
 
     def interval(self) -> Interval:
@@ -95,6 +97,7 @@ class Report:
             *(encoded, self.requests, errors, self.bounds, lag, self.periodic_s, failed, late),
             routes=routes,
             answers=None if self.answers < 0 else self.answers,
+            ticks=Counter({int(i): n for i, n in self.ticks.items()}),
         )
 
 

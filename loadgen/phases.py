@@ -99,6 +99,7 @@ def run_phases(
         generator_lag_ms=recorder.lag_ms(),
         periodic_pct=recorder.periodic_pct(duration_s),
         routes=recorder.route_figures(),
+        answers_100ms=recorder.answers_per_tick(duration_s),
     )
 
 

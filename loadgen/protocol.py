@@ -230,6 +230,12 @@ class Done(Window):
     # A login step (`Start.login`): every user's login, counted and timed apart from the mix
     # (`loadgen.request.RouteTally.figures`; {}: no login).
     login: dict[str, Any] = field(default_factory=dict)
+    # The window's answers per 100 ms, by when they arrived (either engine): a pause shorter
+    # than a second shows here, never in the per-second series (`lab.verdict.pauses`).
+    answers_100ms: list[int] = field(default_factory=list)
+
+
+ANSWER_TICK_S = 0.1  # `Done.answers_100ms`'s bin: a pause of 200 ms shows as an empty bin or two
 
 
 @dataclass(frozen=True)

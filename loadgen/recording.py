@@ -23,7 +23,7 @@ from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
 from loadgen.errors import classify
-from loadgen.protocol import Histogram, Message, encode
+from loadgen.protocol import ANSWER_TICK_S, Histogram, Message, encode
 from loadgen.request import RouteTally
 
 LAG_TICK_MS = 5.0  # the loop-lag probe's timer: short beside any stall that matters, cheap
@@ -49,6 +49,10 @@ class Interval:
     # requests sent (closed loop) or due (open loop) inside the window.
     answers: int | None = None
     routes: dict[str, RouteTally] = field(default_factory=dict)  # a mix: each route's requests
+    # Answers by the ANSWER_TICK_S bin of the window they arrived in (bin 0 opens the window; on
+    # several processes each counts from the step's common start): a pause shorter than a second
+    # is seen in these, never in the per-second `answers`.
+    ticks: Counter[int] = field(default_factory=Counter)
 
     def record(self, kind: str | None, latency_ms: float) -> None:
         """One request that ended: an answer's latency, or a failure's under its kind. The one
@@ -106,6 +110,7 @@ def merged(intervals: list[Interval]) -> Interval:
         hist.merge(late) if late else None,
         None if None in answers else sum(filter(None, answers)),
         routes=routes,
+        ticks=sum((i.ticks for i in intervals), Counter[int]()),
     )
 
 
@@ -169,6 +174,7 @@ class Recorder:
         self.loop_lag = LoopLag()
         self.periodic_s = 0.0  # own periodic work not yet handed on in an interval
         self.lags: dict[str, HdrHistogram] = {}  # per source: its loop lag, measured seconds
+        self.ticks: Counter[int] = Counter()  # every process's answers per ANSWER_TICK_S bin
         self.busy_s: Counter[str] = Counter()  # per source: its periodic work, measured seconds
         self.logins = RouteTally()  # a login step: every user's, whenever it ran (never the mix's)
 
@@ -195,6 +201,9 @@ class Recorder:
         self.live_errors += kind is not None
         if self.measuring and kind is None and self.interval.answers is not None:
             self.interval.answers += 1
+            self.interval.ticks[
+                int((time.perf_counter() - self.opened_at) * (1 / ANSWER_TICK_S))
+            ] += 1
         if not (self.measuring if measured is None else measured):
             return kind
         self.interval.record(kind, response_time)
@@ -242,6 +251,8 @@ class Recorder:
         self.errors.update(errors)
         merge_failed(self.failed, (p.failed for p in parts.values()))
         merge_routes(self.routes, (p.routes for p in parts.values()))
+        for p in parts.values():
+            self.ticks.update(p.ticks)
         summary = hist.summary_ms(merged)
         if not merged.get_total_count():  # no answer this second: no latency, not 0 ms
             summary = {**summary, "p50": math.nan, "p99": math.nan}
@@ -283,6 +294,11 @@ class Recorder:
             "lag": hist.encode(hist.merge(self.lags.values())) if self.lags else "",
             "late_sends": hist.encode(late) if late.get_total_count() else "",
         }
+
+    def answers_per_tick(self, window_s: float) -> list[int]:
+        """The window's answers per ANSWER_TICK_S bin, every process's added (`Done`)."""
+        n = int(window_s / ANSWER_TICK_S + 1e-6)  # whole bins: a last sliver would look quiet
+        return [self.ticks.get(i, 0) for i in range(n)]
 
     def route_figures(self) -> dict[str, dict[str, Any]]:
         """A mix: each route's measured requests, as `Done.routes` carries them."""

@@ -186,3 +186,33 @@ def test_the_answer_names_the_candidates_a_level_did_not_compare() -> None:
     classes = {"w": AS_IS, "u": ASYNC_PORT, "v": ASYNC_PORT}
     (line,) = [x for x in answer(records, classes, "wsgi") if x.startswith("if you port")]
     assert line.endswith("; not compared here: v (lab_limited)")
+
+
+@pytest.mark.parametrize(
+    ("gevent_rps", "expected"),
+    [
+        (
+            370.0,
+            "uwsgi-threads, 380.0 rps, p99 59 ms (tied: gunicorn-gevent: tied on throughput; "
+            "p99 25.5x worse, apart beyond noise)",
+        ),
+        (
+            385.0,
+            "uwsgi-threads, 380.0 rps, p99 59 ms (tied: gunicorn-gevent: tied on throughput; "
+            "p99 25.5x worse, apart beyond noise); picked on p99: tied on throughput with "
+            "gunicorn-gevent, p99 lower beyond noise",
+        ),
+    ],
+    ids=["the-tie-is-worse-on-p99", "the-tie-is-better-on-p99"],
+)
+def test_a_tie_on_throughput_in_a_run_never_hides_a_p99_called_apart(
+    tmp_path: Path, gevent_rps: float, expected: str
+) -> None:
+    """Issue 46's case: 1.5 s stalls under gevent beside uWSGI threads, tied on throughput by
+    the floor: the answer says how far apart their p99s are, and which rule picked."""
+    run_dir = build_run(
+        tmp_path / "run",
+        [*steps("uwsgi-threads", 380, 59), *steps("gunicorn-gevent", gevent_rps, 1503)],
+    )
+    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    assert lines[1] == f"for your app as it is, at 100 users: {expected}", lines

@@ -239,6 +239,7 @@ def test_a_split_merges_to_the_whole(rows: list, cut: int, refused: int) -> None
     merged = figures.merged(parts)
     assert merged.counts == whole.counts and merged.errors == whole.errors
     assert merged.answers == whole.answers and merged.errors_per_s == whole.errors_per_s
+    assert merged.ticks == whole.ticks
     assert (
         sum(h.get_total_count() for h in merged.seconds) + merged.drain.get_total_count()
         == (whole.counts["ok"])
@@ -247,6 +248,19 @@ def test_a_split_merges_to_the_whole(rows: list, cut: int, refused: int) -> None
         assert merged.failed[kind].get_total_count() == h.get_total_count()
     c = whole.counts
     assert c["requests"] == c["ok"] + sum(whole.errors.values()) + c["unfinished"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=ROWS)
+def test_answers_per_100ms_are_the_ok_answers_that_arrived_in_each(rows: list) -> None:
+    """oha's per-request records fill the sub-second series as the lab's generator does: each
+    100 ms bin of the 3 s window counts the ok answers whose end fell in it (counted here by
+    hand), and the bins add up to the per-second answers."""
+    data = np.array([(i, i + w, i + w + d, s) for i, w, d, s in rows], dtype=float).reshape(-1, 4)
+    t = figures.tally(_run(data, {}, len(data)), figures.Spec(100.0, 0.0, 3.0, 5.0, 2))
+    ends = [end for _, _, end, status in data if status < 400 and 0 <= end < 3.0]
+    assert t.ticks == [sum(1 for e in ends if int(e * 10) == b) for b in range(30)]
+    assert [sum(t.ticks[10 * s : 10 * s + 10]) for s in range(3)] == t.answers
 
 
 @pytest.mark.parametrize(

@@ -138,16 +138,25 @@ def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
         steady | st.lists(st.sampled_from((0.0, 0.05, 1.0)), min_size=seconds, max_size=seconds)
     )
     lag = draw(st.sampled_from((0.0, 0.1, 0.5, 2.0, 20.0))) * d
+    per_bin = round(rps / 10)  # answers per 100 ms: none recorded, steady, or a 700 ms pause
+    ticks = draw(
+        st.sampled_from(((), (per_bin,) * 100, (per_bin,) * 30 + (0,) * 7 + (per_bin,) * 63))
+    )
     measured = Measured(
         "2026-01-01T00:00:00+00:00",
         float(seconds),
         answered + sum(errors.values()),
         answered,
         errors,
-        latency_ms={"p50": round(draw(st.floats(0.5, 20.0)) * d, 1), "p99": 30.0 * d},
+        latency_ms={
+            "p50": round(draw(st.floats(0.5, 20.0)) * d, 1),
+            "p99": 30.0 * d,
+            "max": draw(st.sampled_from((30.0 * d, 800.0))),
+        },
         client_cpu_pct=draw(st.sampled_from((20.0, 60.0, 97.0))),
         timeseries={"rps": [round(x * rps, 1) for x in per_s]},
         generator_lag_ms={"p99": lag, "max": 2 * lag},
+        answers_100ms=ticks,
     )
     sampled = sampled_figures(draw, cap, users, answered + sum(errors.values()))
     key = StepKey("m", "closed", users, None, 1)
@@ -183,6 +192,9 @@ def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -
         apparatus_wait_pct=draw(st.sampled_from((0.0, 12.0, 40.0))),
         server_wait_pct=draw(st.sampled_from((0.0, 12.0, 40.0))),
         server_cores_busy_pct=draw(st.sampled_from((-1.0, 100.0 * cap.cores))),
+        others_on_cores=draw(
+            st.sampled_from(({}, {}, {"stress (4242)": 98.0}, {"cron (77)": 20.0}))
+        ),
         upstream_lag_ms=draw(st.sampled_from((-1.0, 0.5, 8.0, 40.0))),
         upstream_lag_max_ms=draw(st.sampled_from((-1.0, 2.0, 400.0))),
         front_cpu_pct=front,
@@ -222,7 +234,7 @@ def test_the_generated_steps_reach_every_rule() -> None:
     limit on some drawn step (a rule no draw reaches would be checked by nothing)."""
     seen: set[str] = set()
 
-    @settings(max_examples=1500, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=2500, deadline=None, database=None, derandomize=True)
     @given(steps())
     def draw(step: tuple[StepRecord, Capacity]) -> None:
         seen.add(verdict(facts_of(*step)).rule.name)

@@ -10,7 +10,7 @@ from lab.cli.doctor import doctor
 from lab.cli.models import list_models
 from lab.cli.report import compare_runs, report
 from lab.cli.reproduce import reproduce
-from lab.cli.run import run
+from lab.cli.run import plan_command, run
 from lab.cli.serve import serve
 from lab.cli.stopping import standalone
 from lab.cli.ui import ui
@@ -28,6 +28,7 @@ def main() -> None:
 
 
 main.add_command(run)
+main.add_command(plan_command)
 main.add_command(advise)
 main.add_command(list_models)
 main.add_command(doctor)

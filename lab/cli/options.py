@@ -316,6 +316,8 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--duration": ("run advise", "seconds measured per step"),
     "--warmup": ("run advise", "seconds of discarded warm-up per model"),
     "--trials": ("run", "repeats of every step"),
+    "--detect": ("plan", "the change to see: a share, e.g. 10%"),
+    "--from": ("plan", "a run directory whose trials' spread to plan from"),
     "--route": ("run", "what each request of the lab's app does"),
     "--request-timeout": ("run", "seconds before a request counts as a timeout"),
     "--start-timeout": ("run", "seconds a server gets to start"),

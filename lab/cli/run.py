@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from typing import Any
 
@@ -29,6 +30,8 @@ from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
 from lab.run.sweep import Sweep
 from lab.system import safety
+from lab.verdict.power import floor_spread, plan_words, run_spread, smallest_seen
+from lab.verdict.power import plan as plan_length
 
 
 @click.command("run")
@@ -137,6 +140,7 @@ def sweep_and_summarise(
     except RunError as e:  # e.g. the upstream never started: nothing was measured
         console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
         sys.exit(EXIT_NO_ANSWER)
+    console.print(smallest_seen(plan.run.steps()), markup=False)
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
     if why := no_answer(plan.run.steps()):
         console.print(f"[red]no answer:[/] {why} (its flags in steps.jsonl say why)")
@@ -211,3 +215,45 @@ def make_backend(name: str, plan: Plan, scenario: Scenario, front: Front | None 
     if front is not None and front.binary:
         return FrontedBackend(backend, front.knobs, front.binary)
     return backend
+
+
+@click.command("plan")
+@click.option(
+    "--detect",
+    required=True,
+    metavar="PERCENT",
+    help="The throughput or p99 change to see, e.g. 10%: the trials and seconds per step it "
+    "takes to call it apart with 80% power.",
+)
+@click.option(
+    "--from",
+    "from_run",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="A run directory whose own trials' spread to plan from [default: the committed floor].",
+)
+def plan_command(detect: str, from_run: str | None) -> None:
+    """Say how long a run must be to see a given change (`lab.verdict.power`)."""
+    change = detect_share(detect)
+    records: list[StepRecord] = []
+    if from_run is not None:
+        from analysis.loading import RunError, load  # pandas: only for a run's records
+
+        try:
+            records = list(load(from_run).records)
+        except RunError as e:
+            raise LabError(f"--from {from_run}: {e}") from None
+    for metric in ("rps", "p99"):
+        spread = run_spread(records, metric) if records else floor_spread(metric)
+        click.echo(plan_words(plan_length(change, spread), spread))  # the result: stdout
+
+
+def detect_share(text: str) -> float:
+    """'10%' (or '10') as 0.10; a one-line error for anything else."""
+    try:
+        share = float(text.strip().removesuffix("%")) / 100
+    except ValueError:
+        share = math.nan
+    if not 0 < share < 10:
+        raise LabError(f"--detect takes a change in percent, like 10%, not {text!r}")
+    return share

@@ -216,6 +216,16 @@ _FLAGS = (
         tail=True,
     ),
     Flag(
+        "paused",
+        f"the server stopped answering for {T.pause_delays:g} d or {T.pause_min_ms:g} ms "
+        "(whichever is longer) or more, seen in its answers per 100 ms: the pauses' count, "
+        "lengths and period are the evidence; throughput and p99 are both compared (the held "
+        "requests are counted)",
+        ("paused",),
+        "lab.verdict.table",
+        excludes=False,
+    ),
+    Flag(
         "server_saturated",
         f"the server's CPU was at {T.server_cpu_saturated_share:.0%} of its cores or more: the "
         "model is CPU-bound here",

@@ -100,6 +100,7 @@ class Measured:
     # lower_bounds, all_lower_bounds ({}: counted by the clock).
     closed_loop: Mapping[str, Any] = field(default_factory=dict)
     routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a mix: per route
+    answers_100ms: tuple[int, ...] = ()  # the window's answers per 100 ms (`Done.answers_100ms`)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class Sampled:
     front_rss_mb: float = -1.0
     front_server_connections: int = -1  # nginx -> an HTTP server, closed in the window (-1: none)
     timeseries: Mapping[str, list[float]] = field(default_factory=dict)
+    others_on_cores: Mapping[str, float] = field(default_factory=dict)  # see `StepRecord`
 
 
 OPEN_LOOP_COUNTS = ("scheduled", "sent", "completed", "unfinished", "not_sent")
@@ -245,6 +247,12 @@ class StepRecord:
     # A user's app: the most connections its server's processes held at once to each of the
     # lab's services (postgres, redis, upstream) during the step: its own pools ({}: not read).
     app_connections: dict[str, int] = field(default_factory=dict)
+    # The window's answers per 100 ms by when they arrived, from either engine (() : not
+    # recorded, an older record): a pause shorter than a second is seen here, not in `timeseries`.
+    answers_100ms: tuple[int, ...] = ()
+    # Processes outside the run that could run on the server's cores and used 10% of a core or
+    # more in the window, busiest first: "name (pid)" -> % of one core (`HostMeter.others`).
+    others_on_cores: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> StepKey:
@@ -317,7 +325,7 @@ def step_record(
     evidence = _evidence(everything, context, measured.open_loop)
     duration = measured.duration_s
     in_window = cut.get("ok_in_window", measured.ok)  # answered in the window, whenever sent
-    record = StepRecord(
+    return StepRecord(
         run_id=run_id,
         **asdict(key),
         max_outstanding=max_outstanding,
@@ -338,11 +346,11 @@ def step_record(
         generator_lag_ms=dict(measured.generator_lag_ms),
         generator_periodic_pct=measured.generator_periodic_pct,
         routes={k: dict(v) for k, v in measured.routes.items()},
+        answers_100ms=tuple(measured.answers_100ms),
         **_sampled_figures(sampled),
         **_open_loop_fields(cut),
         **counts,
     )
-    return record
 
 
 def _sampled_figures(sampled: Sampled) -> dict[str, Any]:

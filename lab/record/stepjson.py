@@ -36,7 +36,7 @@ def from_json(data: Any) -> StepRecord:
     values["flags"] = tuple(values["flags"])
     for name in ("latency_lower_bounds", "latency_all_lower_bounds", "also_limited_by"):
         values[name] = tuple(values.get(name) or ())
-    for name in ("unanswered_hides", "generator_moved"):
+    for name in ("unanswered_hides", "generator_moved", "answers_100ms"):
         values[name] = tuple(values.get(name) or ())
     record = StepRecord(**values)
     _check_types(record)

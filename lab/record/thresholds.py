@@ -65,6 +65,17 @@ class Thresholds:
     # ... and not where the generator's own loop was late by this share of that second or more
     # (the generator stalled, not the server).
     outage_generator_lag_share: float = 0.50
+    # A pause inside seconds (`lab.verdict.pauses`): answers per 100 ms at most
+    # `outage_second_share` of the median 100 ms for at least this many d or this long,
+    # whichever is larger (shorter: a request's own wait) ...
+    pause_delays: float = 4.0
+    pause_min_ms: float = 200.0
+    # ... told only where the median 100 ms over that long holds this many answers (fewer, and
+    # a quiet stretch is chance).
+    pause_min_expected_answers: float = 10.0
+    # The server waited for a CPU this share of the window or more: something took its cores,
+    # and the processes that ran on them are named whatever else fired (`rules.cpu_taken`).
+    server_wait_named_pct: float = 100 / 3
     # --- failed requests ----------------------------------------------------------------------
     # Failed or dropped requests at this share or more: they decide the figures, and a p99 of
     # the answered ones leaves out more than the 1% beyond it (the tail is not compared).

@@ -188,6 +188,7 @@ def measured_from(done: Done | None) -> Measured:
         generator_lag=done.lag,
         late_sends=done.late_sends,
         closed_loop=done.closed_loop,
+        answers_100ms=tuple(done.answers_100ms),
     )
 
 

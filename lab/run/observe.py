@@ -170,6 +170,7 @@ class Samplers:
             server_cores_busy_pct=_mean(self.cores.server_cores_busy)
             if self.cores.server_cores_busy
             else -1.0,
+            others_on_cores=self.cores.others(),
             **self.front_figures(window_s),
             timeseries={
                 "server_cpu_pct": self.server.cpu,

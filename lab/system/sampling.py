@@ -116,6 +116,8 @@ class HostMeter:
         # (pinned apart from the apparatus's); none where they are not
         self.server_cores_busy: list[float] = []
         self.server_cores = self._server_cores()
+        self.before_others = _cpu_by_pid()  # every process's CPU seconds as the window opened
+        self.opened = time.monotonic()
         self.last = self._read()
         self.last_wait = _waits(self.procs)
         self.last_server_wait = _waits(self.server)
@@ -153,6 +155,7 @@ class HostMeter:
 
     def clear(self) -> None:
         """Forget what was sampled before the measured window."""
+        self.before_others, self.opened = _cpu_by_pid(), time.monotonic()
         self.server_cores_busy.clear()
         self.softirq.clear()
         self.apparatus.clear()
@@ -176,6 +179,37 @@ class HostMeter:
         self.server_waited.append(_most(server, self.last_server_wait, wall))
         self.last_wait, self.last_server_wait = wait, server
         return Reading(round(sum(busy), 1))
+
+    def others(self, least_pct: float = 10.0, most: int = 3) -> dict[str, float]:
+        """The processes outside the run (the lab's own tree: the server, generators, upstream,
+        nginx) that used `least_pct` of a core or more since `clear`, where they could run on
+        the server's cores (their affinity meets its), busiest first: "name (pid)" -> % of a
+        core. What took a waiting server's CPU, named rather than inferred."""
+        if not self.server:  # a server in a container: its processes are no one's "others"
+            return {}
+        wall = max(time.monotonic() - self.opened, 1e-9)
+        run = {p.pid for p in _trees([psutil.Process(), *self.server, *self.procs])}
+        try:
+            mine = set(self.server[0].cpu_affinity() or ()) if self.server else set()
+        except psutil.Error:
+            mine = set()
+        used = []
+        for pid, (name, cpu_s, cores) in _cpu_by_pid().items():
+            pct = 100 * (cpu_s - self.before_others.get(pid, (name, 0.0, cores))[1]) / wall
+            if pid not in run and pct >= least_pct and (not mine or mine & cores):
+                used.append((round(pct), f"{name} ({pid})"))
+        return {who: float(pct) for pct, who in sorted(used, reverse=True)[:most]}
+
+
+def _cpu_by_pid() -> dict[int, tuple[str, float, set[int]]]:
+    """Every process this user can read: its name, CPU seconds so far and allowed cores."""
+    out = {}
+    for proc in psutil.process_iter(["name", "cpu_times", "cpu_affinity"]):
+        info = proc.info
+        times, cores = info.get("cpu_times"), info.get("cpu_affinity")
+        if times is not None:
+            out[proc.pid] = (info.get("name") or "?", times.user + times.system, set(cores or ()))
+    return out
 
 
 def _waits(roots: list[psutil.Process]) -> dict[int, float]:

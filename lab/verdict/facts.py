@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from lab.record.step import StepRecord
 from lab.record.thresholds import T
 from lab.verdict.capacity import Capacity
+from lab.verdict.pauses import Pause, pauses_of
 
 # Flags that say the lab failed to measure the step, or the server or upstream failed during it.
 FAULTS = (
@@ -61,6 +62,7 @@ class Facts:
     host_full: bool  # every core of the host busy
     disturbances: frozenset[str]
     outage: tuple[int, ...] = ()  # measured seconds (0-based) with almost no answers (`outage_of`)
+    pauses: tuple[Pause, ...] = ()  # quiet stretches inside seconds (`lab.verdict.pauses`)
 
     @property
     def cpu_bound(self) -> bool:
@@ -113,6 +115,7 @@ def facts_of(r: StepRecord, cap: Capacity) -> Facts:
         host_full=cap.host_cores > 0 and r.host_cpu_pct >= T.host_full_share * 100 * cap.host_cores,
         disturbances=disturbances(r, cpu_share, cap.delay_ms),
         outage=outage_of(r),
+        pauses=pauses_of(r, cap.delay_ms),
     )
 
 
@@ -157,9 +160,15 @@ def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> fro
         # on the machine or, where its cores are its own, on those cores.
         "server_cpu_wait": r.server_wait_pct >= T.server_cpu_wait_pct
         and server_cpu_share < T.server_cpu_saturated_share
-        and ("host_busy" in r.flags or others_on_server_cores(r) >= T.host_busy_pct),
+        and ("host_busy" in r.flags or others_beside(r) >= T.host_busy_pct),
     }
     return frozenset(name for name, yes in found.items() if yes)
+
+
+def others_beside(r: StepRecord) -> float:
+    """CPU beside the server on its cores, % of one core: measured on its own cores, or the
+    processes outside the run seen where it could run (`StepRecord.others_on_cores`)."""
+    return max(others_on_server_cores(r), sum(r.others_on_cores.values()))
 
 
 def others_on_server_cores(r: StepRecord) -> float:

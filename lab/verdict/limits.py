@@ -30,6 +30,9 @@ LIMITS: dict[str, str] = {
     "the machine's, not the model's",
     "stall": "the server almost stopped answering for whole seconds while requests waited (a "
     "pause, a lock, a restarted worker): its throughput counts, its tail is never compared",
+    "pause": "the server stopped answering for a fraction of a second or more, again and again, "
+    "seen per 100 ms (a GC, a lock, a blocking call): its count, lengths and period are in the "
+    "evidence, and its p99 (the held requests counted) is compared",
     "unknown": "throughput stayed under the ideal with no resource saturated and no cap found: "
     "the cause was not found (the reason gives the figures)",
     "none": "throughput tracks the ideal (users / delay, or the arrival rate): nothing ran out",
@@ -47,6 +50,7 @@ TITLES = {
     "apparatus": "the lab's apparatus",
     "host_busy": "a busy machine",
     "stall": "a stall",
+    "pause": "pauses",
     "unknown": "a cause not found",
     "none": "nothing",
 }

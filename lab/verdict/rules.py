@@ -28,7 +28,7 @@ from typing import Any
 from lab.record.counted import hides_p99
 from lab.record.thresholds import T
 from lab.verdict import words
-from lab.verdict.facts import Facts, median_rps, others_on_server_cores, upstream_lag_limit_ms
+from lab.verdict.facts import Facts, others_on_server_cores, upstream_lag_limit_ms
 
 EXCLUDED, TAIL, COMPARED = "excluded", "tail", "compared"
 
@@ -253,34 +253,39 @@ def host_busy(f: Facts) -> Finding | None:
         return None
     return Finding(
         f"{words.others(f)}: below the ideal on a disturbed machine",
-        {"others_on_server_cores_pct": others_on_server_cores(f.r)},
+        {
+            "others_on_server_cores_pct": others_on_server_cores(f.r),
+            "others_on_cores": words.named_evidence(f.r.others_on_cores),
+        },
     )
 
 
-def stalled(f: Facts) -> Finding | None:
-    """Seconds with almost no answers while requests waited: an outage the step's means hide
-    (its throughput averages over it, its p99 of the answers may leave the waiting requests
-    out). The tail is not compared; the throughput is, its per-second interval without those
-    seconds (they are the event, not noise: `lab.record.step.StepRecord.outage_seconds`)."""
-    if not f.outage:
+def _waited_long(f: Facts) -> bool:
+    return f.below_ideal and f.r.server_wait_pct >= T.server_wait_named_pct
+
+
+def cpu_taken(f: Facts) -> Finding | None:
+    """The server waited for a CPU a third of the window or more, and processes outside the
+    run used its cores: they are named (whatever the host's total said)."""
+    if not (_waited_long(f) and f.r.others_on_cores):
         return None
-    series = f.r.timeseries.get("rps") or []
-    answered = [series[i] for i in f.outage]
-    median = median_rps(f.r)
-    n, numbered = len(f.outage), [i + 1 for i in f.outage]  # the window's seconds from 1
     return Finding(
-        f"the server almost stopped answering for {n} second{'s' if n != 1 else ''} of the "
-        f"{f.r.duration_s:g} s window (second{'s' if n != 1 else ''} "
-        f"{', '.join(str(i) for i in numbered)}: {', '.join(f'{x:g}' for x in answered)} "
-        f"answers a second against a median of {median:g}) while requests waited: a pause, a "
-        "lock, a restarted worker?",
-        {
-            "seconds": list(f.outage),
-            "numbered": numbered,
-            "count": n,
-            "answers_per_s": answered,
-            "median_per_s": median,
-        },
+        f"the server waited for a CPU {f.r.server_wait_pct:.0f}% of the window while "
+        f"{words.named(f.r.others_on_cores)} ran where it could: they took its cores",
+        {"others_on_cores": words.named_evidence(f.r.others_on_cores)},
+    )
+
+
+def cpu_queued(f: Facts) -> Finding | None:
+    """The server waited for a CPU a third of the window or more and no process outside the run
+    was seen on its cores: its own processes and threads queued for them."""
+    if not _waited_long(f) or f.r.others_on_cores:
+        return None
+    return Finding(
+        f"the server waited for a CPU {f.r.server_wait_pct:.0f}% of the window using "
+        f"{f.r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}, and no process outside the "
+        "run used 10% of a core where it could run: its own processes and threads queued for "
+        "its cores"
     )
 
 

@@ -17,6 +17,8 @@ from lab.verdict.rules import (
     apparatus,
     both_full,
     connections,
+    cpu_queued,
+    cpu_taken,
     errors,
     fault,
     front,
@@ -28,12 +30,12 @@ from lab.verdict.rules import (
     serialized,
     server_busy,
     server_cpu,
-    stalled,
     tracks_ideal,
     upstream_down,
     upstream_late,
     upstream_slow,
 )
+from lab.verdict.stalls import paused, stalled
 
 _LAB = "lab_limited"
 _CPU = f"{T.server_cpu_saturated_share:.0%}"
@@ -181,6 +183,17 @@ RULES: tuple[Rule, ...] = (
         flag=_LAB,
     ),
     Rule(
+        name="cpu_taken",
+        limit="host_busy",
+        effect=EXCLUDED,
+        when=f"the server waited for a CPU {T.server_wait_named_pct:.0f}% of the window or "
+        "more while processes outside the run used 10% of a core or more where it could run "
+        f"(they are named), with throughput below {_IDEAL}",
+        advice="stop or move the processes named, or pin the server apart (--server-cores)",
+        check=cpu_taken,
+        flag=_LAB,
+    ),
+    Rule(
         name="stalled",
         limit="stall",
         effect=TAIL,
@@ -260,6 +273,29 @@ RULES: tuple[Rule, ...] = (
         when=f"throughput at {_IDEAL} or more",
         advice="",
         check=tracks_ideal,
+    ),
+    Rule(
+        name="paused",
+        limit="pause",
+        effect=COMPARED,
+        when="the answers per 100 ms at most "
+        f"{T.outage_second_share:.0%} of the step's median 100 ms for {T.pause_delays:g} d or "
+        f"{T.pause_min_ms:g} ms, whichever is longer (told where the median holds "
+        f"{T.pause_min_expected_answers:g} answers over that long), the longest request "
+        "waiting half that or more, the generator's own loop late by less than half that",
+        advice="find the pause: a GC, a lock, a blocking call in an event loop, a worker that "
+        "restarted; its count, lengths and period are in the evidence",
+        check=paused,
+        flag="paused",
+    ),
+    Rule(
+        name="cpu_queued",
+        limit="server_cpu",
+        effect=COMPARED,
+        when=f"the server waited for a CPU {T.server_wait_named_pct:.0f}% of the window or "
+        f"more, throughput below {_IDEAL}, no process outside the run seen on its cores",
+        advice="fewer threads or processes per core, or more cores",
+        check=cpu_queued,
     ),
     Rule(
         name="not_found",

@@ -53,6 +53,8 @@ def others(f: Facts) -> str:
     parts = []
     if "host_busy" in f.disturbances:
         parts.append(str(r.evidence.get("host_busy") or "other processes used a core's share"))
+    if "server_cpu_wait" in f.disturbances and r.others_on_cores:
+        parts.append(f"on its cores: {named(r.others_on_cores)}")
     if "server_cpu_wait" in f.disturbances and (beside := others_on_server_cores(r)) > 0:
         parts.append(f"{beside:.0f}% of a core ran on the server's own cores besides it")
     if "server_cpu_wait" in f.disturbances:
@@ -61,6 +63,17 @@ def others(f: Facts) -> str:
             f"{r.server_cpu_pct:.0f}% of {cores(f.cap.cores)}"
         )
     return "; ".join(parts)
+
+
+def named(others: dict[str, float]) -> str:
+    """Processes outside the run by name, pid and CPU: "stress (41) 98%, yes (42) 97% of a
+    core"."""
+    return ", ".join(f"{who} {pct:.0f}%" for who, pct in others.items()) + " of a core"
+
+
+def named_evidence(others: dict[str, float]) -> list[dict[str, object]]:
+    """The processes `named` quotes, as evidence: each one's name and pid, and its CPU."""
+    return [{"process": who, "cpu_pct": pct} for who, pct in others.items()]
 
 
 def cores(n: float) -> str:

@@ -45,7 +45,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
-from loadgen.protocol import Done, OpenLoopFigures, Part
+from loadgen.protocol import ANSWER_TICK_S, Done, OpenLoopFigures, Part
 from loadgen.shares import lower_bounds
 
 # oha's rate limiter wakes on tokio's millisecond timer and makes nothing due once its deadline
@@ -120,6 +120,7 @@ class Tally:
     achieved_rps: float = 0.0
     drain_s: float = 0.0
     floor: float | None = None  # the youngest unfinished request's age, ms
+    ticks: list[int] = field(default_factory=list)  # answers per ANSWER_TICK_S, as `answers`
     all_floor: float | None = None  # the shortest lower bound of any request, ms
 
     def fail(self, kind: str, latency_ms: float, count: int = 1) -> None:
@@ -150,6 +151,9 @@ def tally(run: OhaRun, spec: Spec) -> Tally:
     due = run.intended >= 0  # the window's requests: the settle's are in no figure but these
     t = Tally([hist.new_histogram() for _ in range(n)], [0] * n, [0] * n, _inflight(run, n, spec))
     t.answers = np.bincount(np.floor(run.end[arrived]).astype(int), minlength=n)[:n].tolist()
+    bins = int(spec.window_s / ANSWER_TICK_S + 1e-6)  # whole bins, as the lab's generator
+    tick = np.floor(run.end[arrived] * (1 / ANSWER_TICK_S)).astype(int)
+    t.ticks = np.bincount(tick, minlength=bins)[:bins].tolist()
     mine = shifted(run, 0.0, due)
     _timed(t, mine, ok[due], spec)
     _untimed(t, mine, run.errors, spec)
@@ -269,6 +273,7 @@ def merged(tallies: Sequence[Tally]) -> Tally:
         late=hist.merge(t.late for t in tallies),
         achieved_rps=sum(t.achieved_rps for t in tallies),
         drain_s=max(t.drain_s for t in tallies),
+        ticks=[sum(x) for x in zip(*(t.ticks for t in tallies), strict=True)],
     )
     for t in tallies:
         out.errors.update(t.errors)
@@ -369,6 +374,7 @@ def done(
         errors=dict(t.errors),
         client_cpu_pct=round(mean_cpu, 1),
         timeseries=series(t, spec.window_s, cpu),
+        answers_100ms=list(t.ticks),
         open_loop=open_loop,
         parts=parts if len(runs) > 1 else [],
         **latency,

@@ -1,0 +1,64 @@
+"""Benchmark (not a test): pauses of 0.3, 1 and 5 s made in a real app under gevent and under
+threads, as the verdict names them from the answers per 100 ms (`lab.verdict.pauses`).
+
+Each case is one closed-loop step of 8 users on the lab's generator against
+`tests/pausing_server.py` (gevent: a blocking call stops its event loop; threads: a lock every
+request takes is held), one pause 0.5 s into a window 2.5 s longer than the pause. The table: the
+step's limit, the pauses found, the longest one's length against the truth, and its p99. The 0.3
+and 1 s cases are also `tests/test_pauses.py`; the 5 s case is here only (too long for CI).
+
+Usage: .venv/bin/python benchmarks/pauses.py [--pauses 0.3 1 5] [--summary PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.figures import write_summary
+from lab.verdict.pauses import pauses_of
+from tests.pausing_server import SERVICE_S, paused_record
+
+HEADERS = ["server", "pause", "limit", "pauses found", "longest", "p99", "also"]
+
+
+def row(kind: str, pause_s: float, log_dir: Path) -> list[str]:
+    record = paused_record(kind, pause_s, 60.0, pause_s + 2.5, log_dir)
+    found = pauses_of(record, SERVICE_S * 1000)
+    longest = max((p.length_ms for p in found), default=0.0)
+    return [
+        kind,
+        f"{pause_s:g} s",
+        record.limited_by,
+        str(len(found)),
+        f"{longest:,.0f} ms",
+        f"{record.latency_ms.get('p99', 0.0):,.0f} ms",
+        ", ".join(record.also_limited_by) or "-",
+    ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pauses", nargs="+", type=float, default=[0.3, 1.0, 5.0])
+    p.add_argument("--summary", type=Path, help="write the table as a docs figure summary")
+    args = p.parse_args()
+    started = time.time()
+    with tempfile.TemporaryDirectory() as logs:
+        body = [row(k, s, Path(logs)) for s in args.pauses for k in ("gevent", "threads")]
+    table = Table(title="pauses named from the answers per 100 ms", header_style="bold")
+    for header in HEADERS:
+        table.add_column(header, justify="right")
+    for r in body:
+        table.add_row(*r)
+    Console().print(table)
+    if args.summary:
+        write_summary(args.summary, "pauses", HEADERS, body, "the script's table", started)
+
+
+if __name__ == "__main__":
+    main()

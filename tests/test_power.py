@@ -1,0 +1,114 @@
+"""The run length a difference needs (`lab.verdict.power`, `lab plan`): the change it promises
+to see with 80% power is seen about that often by the one test of difference, simulated here
+from trials drawn with the spread the plan assumed; and `lab plan` says it in one line per metric.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lab.verdict.difference import Floor, Side, differ
+from lab.verdict.power import Spread, detectable, plan, run_spread, smallest_seen
+from tests.conftest import lab_cli
+from tests.fixture_run import FixtureStep, build_run
+from tests.test_cli_errors import assert_clean_error, run_lab
+
+
+def noise(sd: float) -> Floor:
+    return Floor(sd, sd, 21, ("a", "b"), "test")
+
+
+def called(metric: str, change: float, sd: float, trials: int, runs: int, seed: int) -> float:
+    """The share of `runs` simulated comparisons the one test calls apart, each of two points
+    of `trials` trials drawn around 1000 and 1000 x (1 + change) with relative SD `sd`."""
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(runs):
+        a = tuple(rng.gauss(1000, 1000 * sd) for _ in range(trials))
+        b = tuple(rng.gauss(1000 * (1 + change), 1000 * sd) for _ in range(trials))
+        sides = [Side(metric, statistics.median(x), x) for x in (a, b)]
+        hits += differ(*sides, noise=noise(sd)).apart
+    return hits / runs
+
+
+@pytest.mark.parametrize("trials", [1, 3, 5], ids=lambda n: f"{n}-trials")
+@pytest.mark.parametrize("metric", ["rps", "p99"])
+def test_the_change_it_promises_is_called_apart_about_80_percent_of_the_time(
+    metric: str, trials: int
+) -> None:
+    sd = 0.04
+    change = detectable(metric, sd, trials, noise(sd))
+    share = called(metric, change, sd, trials, 1500, seed=trials)
+    assert share >= 0.75, (change, share)  # 80% promised: never much less (1500 draws)
+    assert called(metric, change / 3, sd, trials, 600, seed=7) < 0.5  # a third of it: rarely
+
+
+@settings(max_examples=100, deadline=None)
+@given(change=st.floats(0.02, 0.6), sd=st.floats(0.005, 0.2), within=st.floats(0, 0.5))
+def test_a_plan_sees_the_change_asked_or_says_it_cannot(
+    change: float, sd: float, within: float
+) -> None:
+    spread = Spread("rps", sd, within, 5.0, "test")
+    p = plan(change, spread, noise(sd))
+    if p.trials:
+        assert p.seen <= change and p.trials != 2  # two trials: too few to plan with
+        assert detectable("rps", spread.sd(p.seconds), p.trials, noise(sd)) == p.seen
+    else:  # the longest run considered does not see it
+        assert p.seen > change
+
+
+@pytest.mark.parametrize("metric", ["rps", "p99"])
+def test_more_trials_or_a_longer_step_never_sees_less(metric: str) -> None:
+    spread = Spread(metric, 0.05, 0.3, 5.0, "test")
+    for s in (5.0, 30.0):
+        seen = [detectable(metric, spread.sd(s), n, noise(0.05)) for n in range(2, 8)]
+        assert seen == sorted(seen, reverse=True)
+    for n in (1, 3):
+        seen = [detectable(metric, spread.sd(s), n, noise(0.05)) for s in (5.0, 10.0, 60.0)]
+        assert seen == sorted(seen, reverse=True)
+
+
+def test_a_p99_change_is_never_promised_finer_than_the_instrument() -> None:
+    assert detectable("p99", 0.0, 10, noise(0.0)) > 0.15
+
+
+def test_a_run_s_own_trials_set_the_spread_and_its_smallest_change(tmp_path: Path) -> None:
+    """Three trials of 950, 1000 and 1050 req/s: their spread (5%) is the plan's, less the
+    seconds' own, and the run says the smallest change it could have seen."""
+    rows = [
+        FixtureStep("m", 10, trial=t, rps_per_second=(x, x, x))
+        for t, x in ((1, 95.0), (2, 100.0), (3, 105.0))
+    ]
+    from analysis.loading import load
+
+    records = load(build_run(tmp_path / "run", rows)).records
+    spread = run_spread(records, "rps")
+    assert spread.between == pytest.approx(0.05, abs=1e-3) and spread.within_1s == 0.0
+    p99 = run_spread(records, "p99")  # 95 answers a second: 1,000 answers take 10.5 s
+    assert p99.least_s == pytest.approx(1000 / 95) and plan(0.5, p99).seconds >= 1000 / 95
+    said = smallest_seen(records)
+    expected = detectable("rps", 0.05, 3)
+    head = "the smallest change this run could have seen with 80% power (3 trials of 3 s)"
+    assert said.startswith(f"{head}: throughput {expected:.0%}"), said
+    assert not math.isnan(expected)
+
+
+def test_lab_plan_says_the_run_length_per_metric() -> None:
+    done = run_lab("plan", "--detect", "10%")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("a 10% throughput change: --trials ") and "80% power" in lines[0]
+    assert lines[1].startswith("a 10% p99 change: not seen with 80% power"), lines[1]
+
+
+@pytest.mark.parametrize("value", ["ten", "0%", "-5%"], ids=["words", "zero", "negative"])
+def test_lab_plan_refuses_a_change_that_is_not_a_percentage(value: str) -> None:
+    assert lab_cli("plan")  # the command exists in the group
+    assert_clean_error(run_lab("plan", "--detect", value), "--detect takes a change in percent")
