@@ -213,20 +213,18 @@ def _cap(overlap: float, served: list[float], k: int, d: float) -> float | None:
     return measured_cap(overlap, k, served, d)
 
 
-def measured_cap(
-    overlap: float, k: int, served: list[float] | None = None, d: float = 0.0
-) -> float | None:
-    """About how many requests ran at once, where clearly more than one and fewer than K did.
-    The first wave where the served times show waves (a gap of half a delay or more between one
-    answer and the next, sorted): 32 requests against a pool of 15 come back as 15, 15 and 2,
-    an overlap of 32 / 3 = 11 but a pool of 15. Where no gap parts them (times spread by the
-    CPU, not a pool), the overlap rounded."""
-    if overlap >= PARTIAL * k:
+def measured_cap(overlap: float, k: int, served: list[float], d: float) -> float | None:
+    """About how many requests ran at once, where clearly more than one and fewer than K did:
+    the first wave of the served times (`served`, s; a wave ends at a gap of half a delay `d`
+    or more between one answer and the next, sorted). 32 requests against a pool of 15 come back
+    as 15, 15 and 2: a cap of 15, where the overlap says 32 / 3 = 11. Answers that no such gap
+    parts are one wave, however stretched (8 answers of a 53 ms route spread over 59-82 ms by
+    the server's own overhead overlap 5.2 of 8, yet all ran at once): no cap."""
+    if overlap >= PARTIAL * k or overlap < 1.5:
         return None
-    times = sorted(served or [])
-    gaps = [i + 1 for i in range(len(times) - 1) if d > 0 and times[i + 1] - times[i] >= d / 2]
-    at_once = gaps[0] if gaps else round(overlap)
-    return float(at_once) if at_once >= 2 and overlap >= 1.5 else None
+    times = sorted(served)
+    gaps = [i + 1 for i in range(len(times) - 1) if times[i + 1] - times[i] >= d / 2]
+    return float(gaps[0]) if gaps and gaps[0] >= 2 else None
 
 
 def run(
