@@ -38,9 +38,9 @@ from lab.system import outbound, procs
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
 NO_UPSTREAM = "http://127.0.0.1:9"  # the discard port: an app whose --env names no upstream
 # A probe whose requests kept the server on the CPU this share of its wall time or more queued on
-# the CPU, not on a lock (a lock's waiters use none): CPU-bound, measured by the sweep, not
-# `serialized`. Under half a core's share, so a busy machine's CPU-bound server still counts.
+# the CPU, not a lock (whose waiters use none): CPU-bound, not `serialized` (under half a core).
 CPU_BOUND = 0.3
+POOL_READ_S = 0.005  # the connections the app holds, read this often while the probe runs
 HINTS = {
     "bridged": "a one-thread bridge (WsgiToAsgi runs a worker's requests one at a time)",
     "greenlet": "a blocking call gevent cannot patch: a C driver (psycopg2 without psycogreen, "
@@ -241,11 +241,12 @@ def _probe(
     k = min(model.capacity(knobs), width) if model.unit != "process" else 1
     single_ms = result.solo_ms.get(probe.label, 0.0)
     cpu_s = preflight.server_cpu_s(pid)
-    probed = mixcheck.probe_route(url, probe, k, single_ms) if k >= 2 else None
+    with outbound.holding(pid, _postgres(), interval_s=POOL_READ_S) as held:
+        probed = mixcheck.probe_route(url, probe, k, single_ms) if k >= 2 else None
     if isinstance(probed, str):
         result.note = probed
     elif probed is not None:
-        result.probe = probed
+        result.probe = probed = _pooled(probed, max(held.values(), default=0))
         cpu_s = preflight.server_cpu_s(pid) - cpu_s
         result.serialized = not probed.passed and cpu_s < CPU_BOUND * probed.wall_s
         if not probed.passed and not result.serialized:  # the CPU's cap, not a pool's
@@ -257,6 +258,16 @@ def _probe(
             )
         if result.serialized:
             result.hint = HINTS["bridged" if result.bridged else model.unit]
+
+
+def _pooled(probe: Probe, most: int) -> Probe:
+    """A probe short of its K while the app held `most` (2 to K - 1) connections to the lab's
+    PostgreSQL at once: the cap is that pool's size (the most it held), over the answers' waves,
+    which blur on a busy machine (a 50 ms route's pool of 15 read as 11 to 19, or 14)."""
+    short = probe.overlap < preflight.PARTIAL * probe.k
+    if short and 2 <= most < probe.k:
+        return replace(probe, cap=float(most))
+    return probe
 
 
 def differences(checks: tuple[ModelCheck, ...], paths: list[str]) -> dict[str, dict[str, str]]:
