@@ -261,11 +261,11 @@ def _probe(
 
 
 def _pooled(probe: Probe, most: int) -> Probe:
-    """A probe short of its K while the app held `most` (2 to K - 1) connections to the lab's
-    PostgreSQL at once: the cap is that pool's size (the most it held), over the answers' waves,
-    which blur on a busy machine (a 50 ms route's pool of 15 read as 11 to 19, or 14)."""
+    """A probe short of its K while the app held `most` (2 to K - 1, and no fewer than the
+    overlap: a reading that missed the peak says less) connections to the lab's PostgreSQL: the
+    cap is that pool's size, over the answers' waves, which blur on a busy machine."""
     short = probe.overlap < preflight.PARTIAL * probe.k
-    if short and 2 <= most < probe.k:
+    if short and max(2, preflight.PARTIAL * probe.overlap) <= most < probe.k:
         return replace(probe, cap=float(most))
     return probe
 
