@@ -13,6 +13,8 @@ import pytest
 
 from lab.record.flags import excluding
 from lab.record.step import Sampled, StepKey, step_record
+from lab.run import appcheck
+from lab.run.preflight import Probe
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli
@@ -121,3 +123,18 @@ def test_a_driver_that_blocks_the_gevent_hub_is_named_with_its_fix(tmp_path: Pat
     models = {m["model"]: m for m in result["models"]}
     assert models["gunicorn-gevent"]["serialized"] and not models["uwsgi-threads"]["serialized"]
     assert "psycogreen" in models["gunicorn-gevent"]["hint"], models["gunicorn-gevent"]["hint"]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "held", "cap"),
+    [(14.5, 15, 15.0), (12.87, 5, None), (30.0, 15, None), (14.5, 1, None), (14.5, 32, None)],
+    ids=["pool-of-15", "reading-missed-the-peak", "not-short", "one-connection", "k-connections"],
+)
+def test_the_connections_held_during_the_probe_are_its_cap(
+    overlap: float, held: int, cap: float | None
+) -> None:
+    """Measured (run 20261127-161357-app): a 32-wide probe on a pool of 15 overlapped 12.87
+    while a reading 5 ms apart caught only the pool's 5 kept connections; a count below the
+    overlap missed the peak and is no cap."""
+    probe = Probe("/report", 32, 50.0, 0.1, [], overlap, 0.4, True)
+    assert appcheck._pooled(probe, held).cap == cap
