@@ -8,11 +8,12 @@ measured together mean anything):
 - closed loop, N users: the lab's generator beside wrk (`wrk -t1 -cN --latency`) and oha
   (`oha -c N`);
 - open loop, R req/s: the lab's open step on each engine (`lab.run.engine`: oha, the default
-  where installed, and the lab's own Python scheduler) beside a separate oha run (`oha -q R
-  --latency-correction`: latency from each request's intended start, as the lab measures it),
-  read from its own per-request records after the same settle (its summary would count the
-  settle, where it opens its connections). The oha engine's target: p99 within 5% or 1 ms of
-  oha alone's (the last column).
+  where installed, and the lab's own Python scheduler) beside a separate oha run with the oha
+  engine's own command line (`oha -q R -c 500 --latency-correction -z settle+window`: latency
+  from each request's intended start, as the lab measures it), read from its own per-request
+  records, the requests due in the same window after the same settle (its summary would count
+  the settle, where it opens its connections). The oha engine's target: p99 within 5% or 1 ms
+  of oha alone's (the last column). Each round runs the tools in a rotated order.
 
 It prints each tool's p99 and throughput, the lab's p99 and throughput on each engine as ratios
 of the reference tool's (wrk for closed loop when present, else oha; oha alone for open loop),
@@ -63,6 +64,7 @@ from lab.run import engine
 from lab.run.generator import run_step
 from lab.run.generators import Generators
 from lab.system import procs
+from loadgen.oha import driver
 from loadgen.protocol import Start
 
 MAX_OUTSTANDING = 500  # open loop: the lab's default cap, and oha's connections
@@ -97,10 +99,8 @@ class Load:
         return f"closed, {self.value} users" if self.mode == "closed" else f"open, {self.value}/s"
 
 
-def lab(
-    url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path, on: str = "lab"
-) -> Figures:
-    """The lab's step on engine `on`, exactly as `lab run` starts it."""
+def step_start(url: str, load: Load, seconds: float, on: str) -> Start:
+    """The lab's step at this load on engine `on`, exactly as `lab run` starts it."""
     start = Start(
         base_url=url,
         path=ROUTE,
@@ -111,7 +111,14 @@ def lab(
         duration_s=seconds,
         timeout_s=30.0,
     )
-    start = engine.applied(start, on, Generators(local=1))
+    return engine.applied(start, on, Generators(local=1))
+
+
+def lab(
+    url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path, on: str = "lab"
+) -> Figures:
+    """The lab's step on engine `on`, exactly as `lab run` starts it."""
+    start = step_start(url, load, seconds, on)
     assert start.engine == on, engine.cannot(start)
     done = run_step(start, workdir / "lab.log", cpus=cpus)
     lag = done.generator_lag_ms
@@ -149,21 +156,23 @@ def oha(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Pa
 
 
 def oha_open(url: str, load: Load, seconds: float, cpus: tuple[int, ...], workdir: Path) -> Figures:
-    """oha alone at the rate, as a user runs it (its own threads, `-c` the lab's cap), for the
-    lab's settle and window, read from its own per-request records with numpy alone (not the
-    lab's code): p99 of the answers due after the settle, from their intended start. Its own
-    summary would count the settle, where each of its connections is opened."""
-    assert OHA is not None
-    db = workdir / f"anchor-{time.monotonic_ns()}.db"
-    argv = [OHA, "--no-tui", "--output-format", "quiet", "-z", f"{round(SETTLE_S + seconds)}s"]
-    argv += ["-c", str(MAX_OUTSTANDING), "-q", str(load.value), "--latency-correction"]
-    argv += ["--wait-ongoing-requests-after-deadline", "--db-url", str(db)]
-    _run(procs.pinned([*argv, url + ROUTE], cpus), seconds)
+    """oha alone at the rate with the very command line the oha engine gives it (its own
+    threads, `-c` the lab's cap, `-q`, `--latency-correction`, `-z` settle + window, `-t`), on
+    the same cores, read from its own per-request records with numpy alone (not the lab's
+    code): the requests due in the window, by their intended start (the engine's trim), the
+    answers' p99 from that start. Its own summary would count the settle, where each of its
+    connections is opened."""
+    start = step_start(url, load, seconds, "oha")
+    assert start.engine == "oha", engine.cannot(start)
+    db, summary = workdir / "anchor.db", workdir / "anchor.json"
+    (share,) = driver.shares_of(start)
+    _run(procs.pinned(driver.argv(start, share, SETTLE_S + seconds, (db, summary)), cpus), seconds)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT start_latency_correction, end, status FROM oha").fetchall()
     db.unlink()
+    summary.unlink()
     due, end, status = np.array(rows, dtype=float).reshape(-1, 3).T
-    mine = (due >= SETTLE_S) & (status < 400)
+    mine = (due >= SETTLE_S) & (due < SETTLE_S + seconds) & (status < 400)
     answered = (end >= SETTLE_S) & (end < SETTLE_S + seconds) & (status < 400)
     p99 = float(np.percentile((end - due)[mine], 99, method="inverted_cdf")) * 1000
     return Figures(p99, int(answered.sum()) / seconds)
@@ -198,11 +207,18 @@ def rounds(
         "oha": lambda load: oha(url, load, args.seconds, cpus, workdir),
     }
     measured: dict[tuple[Load, str], list[Figures]] = {}
-    for _ in range(args.rounds):
+    for i in range(args.rounds):
         for load in loads:
-            for tool in [*(f"lab:{e}" for e in engines(load)), *tools(load)]:
+            for tool in rotated([*(f"lab:{e}" for e in engines(load)), *tools(load)], i):
                 measured.setdefault((load, tool), []).append(runners[tool](load))
     return measured
+
+
+def rotated(order: list[str], by: int) -> list[str]:
+    """The tools' order in round `by`: each goes first in turn, so none always runs straight
+    after another load (its server warmer, its connections just closed) and order is no bias."""
+    k = by % len(order)
+    return order[k:] + order[:k]
 
 
 def median(runs: list[Figures], field: str) -> float:
@@ -230,6 +246,7 @@ def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> 
                 ratios = [f"{p99 / their_p99:.2f}", f"{rps / median(theirs, 'rps'):.2f}"]
                 if on == "oha":
                     within = "yes" if meets(p99, their_p99) else "no"
+                    within += f" (rounds' own ratios: median {paired(ours, theirs):.2f})"
             row = [load.label if i == 0 else "", "lab", on]
             own = _own(ours, load, on)
             out.append([*row, f"{p99:.1f}", f"{rps:.0f}", *ratios, *own, within])
@@ -238,6 +255,13 @@ def rows(measured: dict[tuple[Load, str], list[Figures]], loads: list[Load]) -> 
             their = [f"{median(theirs, 'p99_ms'):.1f}", f"{median(theirs, 'rps'):.0f}"]
             out.append(["", tool, "-", *their, "", "", "", "", "", ""])
     return out
+
+
+def paired(ours: list[Figures], theirs: list[Figures]) -> float:
+    """The median of each round's own p99 ratio (the engine's over oha alone's, measured
+    minutes apart): on a shared machine drift between rounds moves both, so the ratio of one
+    round is steadier than the ratio of the medians."""
+    return statistics.median(a.p99_ms / b.p99_ms for a, b in zip(ours, theirs, strict=True))
 
 
 def meets(p99: float, anchor: float) -> bool:

@@ -193,3 +193,24 @@ def test_an_app_run_resumes_checking_the_app_again(shop: Path, tmp_path: Path) -
     after = json.loads((run_dir / "manifest.json").read_text())
     assert after["status"] == "complete" and len(after["resumes"]) == 1
     assert after["scenario"]["app"]["solo_ms"] == manifest["scenario"]["app"]["solo_ms"]
+
+
+@pytest.mark.parametrize("command", ["run", "advise"], ids=["run", "advise"])
+def test_writing_routes_against_your_own_database_need_allow_writes(
+    shop: Path, tmp_path: Path, command: str
+) -> None:
+    """--db-url is the user's own database, never copied: a POST route is refused in one line
+    before anything starts, naming --allow-writes; with it, that refusal is gone."""
+    target = ("--rps", "10", "--p99-ms", "100") if command == "advise" else ()
+    argv = lab_cli(
+        *(command, "--app", "shop:create_app('lab')", "--app-dir", str(shop), *target),
+        *("--db-url", "postgresql://127.0.0.1:9/mine", "--path", "/health"),
+        *("--path", "POST /checkout", "--out", str(tmp_path / "out")),
+    )
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = refused.stdout + refused.stderr
+    assert "POST /checkout would write to it" in said and "--allow-writes" in said
+    assert "Traceback" not in said and not (tmp_path / "out").exists()
+    allowed = subprocess.run([*argv, "--allow-writes"], capture_output=True, text=True, timeout=120)
+    assert "would write to it" not in allowed.stdout + allowed.stderr

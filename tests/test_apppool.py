@@ -13,10 +13,13 @@ import pytest
 
 from lab.record.flags import excluding
 from lab.record.step import Sampled, StepKey, step_record
+from lab.run import appcheck
+from lab.run.preflight import Probe
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.conftest import lab_cli
 from tests.fixture_run import window
+from tests.undisturbed import disturbed, undisturbed
 
 SHOP = Path(__file__).parent / "prodapp"
 
@@ -53,23 +56,53 @@ def test_a_plateau_as_high_as_the_apps_connections_is_its_pool(
         assert "pool_size + max_overflow" in r.limit_reason or "pool" in r.limit_reason
 
 
-def test_the_connections_an_apps_processes_hold_are_recorded(tmp_path: Path) -> None:
-    """SQLAlchemy's pool of 4 (no overflow) on a route that waits 100 ms in PostgreSQL, 12
-    users: the step records the 4 connections its process held (which rule names the step is
-    the unit test's above: on this shared machine a busy host may name it first)."""
-    shop = shutil.copytree(SHOP, tmp_path / "app")
+def sweep_pool_of_4(out: Path, shop: Path) -> dict:  # type: ignore[type-arg]
     argv = lab_cli(
         *("run", "--app", "shop:create_app('lab', pool_size=4, max_overflow=0)"),
         *("--app-dir", str(shop), "--env", "DATABASE_URL={postgres_url}"),
         *("--path", "/health", "--path", "/slow", "--models", "uwsgi-threads"),
         *("--knob", "concurrency=12", "--levels", "12", "--duration", "3", "--warmup", "0"),
+        *("--out", str(out)),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = out.iterdir()
+    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    return step  # type: ignore[no-any-return]
+
+
+def test_an_apps_own_pool_is_named_end_to_end_and_still_compared(tmp_path: Path) -> None:
+    """SQLAlchemy's pool of 4 (no overflow) on a route that waits 100 ms in PostgreSQL, 12
+    users, a real sweep: the step records the 4 connections its process held, and the verdict
+    names the app's own pool with its knob, flagged `capped`, not excluded (measured again while
+    a busy machine names itself first: `tests.undisturbed`)."""
+    shop = shutil.copytree(SHOP, tmp_path / "app")
+    step = undisturbed(lambda n: sweep_pool_of_4(tmp_path / f"out{n}", shop), lambda s: s)
+    assert step["app_connections"]["postgres"] == 4, step["app_connections"]
+    if not disturbed(step):
+        assert step["limit_rule"] == "app_pool", step["limit_reason"]
+        assert "at most 4 connections to PostgreSQL" in step["limit_reason"]
+        assert "pool_size + max_overflow" in step["limit_reason"]
+        assert "capped" in step["flags"] and not excluding(step["flags"])
+
+
+def test_the_check_sees_sqlalchemys_default_pool_of_15(tmp_path: Path) -> None:
+    """The issue's app: a factory-built Flask app with SQLAlchemy's default pool (5 + 10) on a
+    route that waits 50 ms in PostgreSQL, under uWSGI threads allowed 40 at once: the probe sends
+    8, then 32 at once, and names a cap of 15, the connections the app held (the overlap alone
+    reads anything from 11 to 19 on a busy machine), not 8 or 5."""
+    shop = shutil.copytree(SHOP, tmp_path / "app")
+    argv = lab_cli(
+        *("run", "--app", "shop:create_app('lab')", "--app-dir", str(shop)),
+        *("--env", "DATABASE_URL={postgres_url}", "--path", "/health", "--path", "/report"),
+        *("--models", "uwsgi-threads", "--knob", "concurrency=40", "--check-only"),
         *("--out", str(tmp_path / "out")),
     )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (run_dir,) = (tmp_path / "out").iterdir()
-    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
-    assert step["app_connections"]["postgres"] == 4, step["app_connections"]
+    result = json.loads(next((tmp_path / "out").glob("*/appcheck.json")).read_text())
+    (probe,) = [m["probe"] for m in result["models"]]
+    assert probe["k"] == 32 and probe["cap"] == 15, probe
 
 
 def test_a_driver_that_blocks_the_gevent_hub_is_named_with_its_fix(tmp_path: Path) -> None:
@@ -90,3 +123,18 @@ def test_a_driver_that_blocks_the_gevent_hub_is_named_with_its_fix(tmp_path: Pat
     models = {m["model"]: m for m in result["models"]}
     assert models["gunicorn-gevent"]["serialized"] and not models["uwsgi-threads"]["serialized"]
     assert "psycogreen" in models["gunicorn-gevent"]["hint"], models["gunicorn-gevent"]["hint"]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "held", "cap"),
+    [(14.5, 15, 15.0), (12.87, 5, None), (30.0, 15, None), (14.5, 1, None), (14.5, 32, None)],
+    ids=["pool-of-15", "reading-missed-the-peak", "not-short", "one-connection", "k-connections"],
+)
+def test_the_connections_held_during_the_probe_are_its_cap(
+    overlap: float, held: int, cap: float | None
+) -> None:
+    """Measured (run 20261127-161357-app): a 32-wide probe on a pool of 15 overlapped 12.87
+    while a reading 5 ms apart caught only the pool's 5 kept connections; a count below the
+    overlap missed the peak and is no cap."""
+    probe = Probe("/report", 32, 50.0, 0.1, [], overlap, 0.4, True)
+    assert appcheck._pooled(probe, held).cap == cap

@@ -1,8 +1,17 @@
-"""The concurrency probe passes real concurrent models and flags serialising ones."""
+"""The concurrency probe passes real concurrent models and flags serialising ones; it is wide
+enough (32, after 8) to see a pool of 15 as 15."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from lab.run import preflight
 
@@ -51,3 +60,75 @@ def test_probe_skipped_for_capacity_one(start_model, upstream):
 )
 def test_expected_bodies(path, expected):
     assert preflight.expected_body(path) == expected
+
+
+POOL_WAIT_S = 0.1
+
+
+class PooledHandler(BaseHTTPRequestHandler):
+    """Each request waits POOL_WAIT_S holding one of the server's semaphore's slots: a pool."""
+
+    pool = threading.BoundedSemaphore(1)
+
+    def do_GET(self) -> None:
+        with self.pool:
+            time.sleep(POOL_WAIT_S)
+        self.send_response(200)
+        self.send_header("Content-Length", "4")
+        self.end_headers()
+        self.wfile.write(b"done")
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 64  # 32 connecting at once: none waits for a SYN retry
+    daemon_threads = True
+
+
+@contextlib.contextmanager
+def pooled_server(size: int) -> Iterator[str]:
+    """A threaded server on loopback whose route lets `size` requests wait at once."""
+    handler = type("Pooled", (PooledHandler,), {"pool": threading.BoundedSemaphore(size)})
+    server = Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("size", "cap"), [(15, 15), (32, None)], ids=["pool-15", "pool-32"])
+def test_the_probe_is_wide_enough_to_see_a_pool_of_15_or_32(size: int, cap: int | None) -> None:
+    """Eight at once overlap fully against either pool, so the probe widens to 32: against 15
+    its answers come back in waves of 15 (a cap of 15, where the overlap alone says 11), against
+    32 all at once (no cap)."""
+    with pooled_server(size) as url:
+        probe = preflight.probe(url, "/work", 32, POOL_WAIT_S * 1000)
+    assert probe.k == 32 and probe.outcomes == {"served": 32}
+    assert probe.cap == cap, probe.words
+
+
+def test_a_serialising_route_fails_at_the_narrow_width_without_waiting_for_32() -> None:
+    with pooled_server(1) as url:
+        probe = preflight.probe(url, "/work", 32, POOL_WAIT_S * 1000)
+    assert probe.k == preflight.NARROW and not probe.passed and probe.cap is None
+
+
+@given(
+    k=st.integers(3, 64),
+    share=st.floats(0.05, 0.99),
+    jitter=st.lists(st.floats(0, 0.24), min_size=64, max_size=64),
+)
+def test_answers_in_waves_give_the_first_waves_size(
+    k: int, share: float, jitter: list[float]
+) -> None:
+    """k requests against a pool of p < k come back in waves of p, each a delay d later (each
+    answer up to a quarter of d late): the cap is p, whatever the overlap rounds to."""
+    d, pool = 0.1, max(2, min(k - 1, round(share * k)))
+    served = [d * (i // pool + 1) + d * jitter[i] for i in range(k)]
+    overlap = round(k * d / max(served), 2)
+    assume(overlap >= 1.5)
+    assert preflight.measured_cap(overlap, k, served, d) == pool

@@ -60,6 +60,7 @@ def check_user_app(
         for table in appmix.render_har(load.har):
             out.print(table)
     health = userapp.health_route(load.routes)
+    refuse_writes((*load.routes, *([load.probe] if load.probe else [])), opts)
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
     login = login_of(opts, load.login)  # a malformed --login or --csrf too
@@ -67,7 +68,7 @@ def check_user_app(
     resumed = opts.get("resume")  # checked again, into the run it continues
     run = RunDir.existing(resumed) if resumed else RunDir.create(opts["out"], "app")
     given = (opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream)
-    options = appcheck.Options(*given, login)
+    options = appcheck.Options(*given, scenario.probe_k, login)
     checking = (opts, registry, scenario, env, load, run, options, data)
     app, models, result = services_and_check(*checking)
     for table in appcheck.render(result):
@@ -192,3 +193,19 @@ def refuse_remote(result: appcheck.AppCheck, allow_remote: bool) -> None:
             f"sweep would load them: {said}; or, if you own them and mean it, --allow-remote"
         )
     console.print(f"[bold white on red] WARNING [/] the app talks to: {escape(said)}")
+
+
+READ_ONLY = ("GET", "HEAD", "OPTIONS")
+
+
+def refuse_writes(routes: tuple[userapp.Route, ...], opts: dict[str, Any]) -> None:
+    """Against the user's own database (--db-url) only routes that read run, unless
+    --allow-writes: the check and every step would otherwise write to data the lab never
+    copies (its own databases are copies, so there any route runs)."""
+    writing = [r.label for r in routes if r.method.upper() not in READ_ONLY]
+    if writing and opts.get("db_urls") and not opts.get("allow_writes"):
+        raise LabError(
+            f"--db-url is your own database and {', '.join(writing)} would write to it in the "
+            "check and every step: load only GET routes, use the lab's copies (drop --db-url), "
+            "or add --allow-writes"
+        )

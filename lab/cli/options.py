@@ -180,6 +180,12 @@ DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         type=click.Choice(list(DB_DRIVERS)),
         help="PostgreSQL driver of the WSGI app's /db [default: psycopg2-green].",
     ),
+    click.option(
+        "--allow-writes",
+        is_flag=True,
+        help="With --app and --db-url: let routes other than GET, HEAD and OPTIONS run against "
+        "your own database (refused without it: the check and the sweep would write to it).",
+    ),
 )
 
 # `lab run --app` and `lab advise --app`: a login each simulated user sends once (lab.record.login)
@@ -346,6 +352,7 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--db-setup": ("run advise", "a command that sets up --app's schema and data"),
     "--db-seed": ("run advise", "a SQL file or pg_dump archive loaded into --app's database"),
     "--db-durability": ("run advise", "whether the lab's PostgreSQL writes as production does"),
+    "--allow-writes": ("run advise", "let --app's writing routes run against your --db-url"),
     "--upstream-route": ("run advise upstream", "the mock upstream's answer on one route"),
     # your own app
     "--app": ("run advise", "your own WSGI or ASGI app, MODULE:ATTR"),

@@ -125,7 +125,7 @@ class Scenario:
     route: str = "io"  # io: upstream; sleep: in-process; cpu: CPU work; db/cache: PostgreSQL/Redis
     cpu_n: int = 10_000
     request_timeout_s: float = 30.0
-    probe_k: int = 8  # simultaneous slow requests in the concurrency probe
+    probe_k: int = 32  # the probe's widest stage (lab.run.preflight.NARROW first)
     probe_delay_ms: float = 300.0
     pin_cpus: bool = True  # server on its own core, load generator and upstream on the others
     host: str = "127.0.0.1"  # where every listener binds and the load goes; loopback unless allowed

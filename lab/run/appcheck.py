@@ -36,11 +36,10 @@ from lab.system import outbound, procs
 
 READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
 NO_UPSTREAM = "http://127.0.0.1:9"  # the discard port: an app whose --env names no upstream
-MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
 # A probe whose requests kept the server on the CPU this share of its wall time or more queued on
-# the CPU, not on a lock (a lock's waiters use none): CPU-bound, measured by the sweep, not
-# `serialized`. Under half a core's share, so a busy machine's CPU-bound server still counts.
+# the CPU, not a lock (whose waiters use none): CPU-bound, not `serialized` (under half a core).
 CPU_BOUND = 0.3
+POOL_READ_S = 0.005  # the connections the app holds, read this often while the probe runs
 HINTS = {
     "bridged": "a one-thread bridge (WsgiToAsgi runs a worker's requests one at a time)",
     "greenlet": "a blocking call gevent cannot patch: a C driver (psycopg2 without psycogreen, "
@@ -66,6 +65,7 @@ class Options:
     compare: str = "shape"
     start_timeout_s: float = READY_TIMEOUT_S
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
+    probe_k: int = 32  # the probe's width (scenario `probe_k`): wide enough to see a pool of 15
     login: Login | None = None  # each server logged into first (`lab.run.logincheck`)
 
 
@@ -157,18 +157,6 @@ class Learnt:
         return {label: t.varied for label, t in self.templates.items() if t.varied}
 
 
-def probe_route(base_url: str, route: Route, k: int, single_ms: float) -> Probe | str:
-    """K simultaneous requests to a route, timed against its own single-request time; a note
-    instead where it answers too fast for overlap to be timed (no reason to refuse the app)."""
-    if single_ms < MIN_PROBE_MS:
-        return (
-            f"not probed: {route.label}, the slowest loaded route, answers in {single_ms:.0f} ms "
-            f"alone (under {MIN_PROBE_MS:.0f} ms, nothing to overlap); --probe-path a route "
-            "that waits to probe"
-        )
-    return preflight.probe(base_url, route.path, k, single_ms, each=route.filled)
-
-
 def check_model(
     backend: NativeBackend,
     model: Model,
@@ -180,6 +168,7 @@ def check_model(
     upstream_url: str,
     learnt: Learnt,
     login: Login | None = None,
+    width: int = Options.probe_k,
 ) -> ModelCheck:
     """Start the model, log in (`login`), request every route, time each loaded one alone, probe
     `probe` (None: the slowest), stop, its connections read all along; failures are evidence."""
@@ -204,7 +193,7 @@ def check_model(
             result.answers = learnt.answers(server.url, routes, sent)
             result.solo_ms = mixcheck.solo_times(server.url, (*load, *([probe] if probe else [])))
             slowest = probe or mixcheck.slowest(load, result.solo_ms)
-            _probe(result, model, knobs, server.url, slowest, pid)
+            _probe(result, model, knobs, server.url, slowest, pid, width)
         if result.serialized and model.unit == "greenlet" and held.get("postgres"):
             result.hint = HINTS["postgres_greenlet"]
         environ = outbound.environment(server.proc.pid)
@@ -221,16 +210,17 @@ def _postgres() -> dict[int, str]:
 
 
 def _probe(
-    result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route, pid: int
+    result: ModelCheck, model: Model, knobs: Knobs, url: str, probe: Route, pid: int, width: int
 ) -> None:
-    k = min(model.capacity(knobs), 8) if model.unit != "process" else 1
+    k = min(model.capacity(knobs), width) if model.unit != "process" else 1
     single_ms = result.solo_ms.get(probe.label, 0.0)
     cpu_s = preflight.server_cpu_s(pid)
-    probed = probe_route(url, probe, k, single_ms) if k >= 2 else None
+    with outbound.holding(pid, _postgres(), interval_s=POOL_READ_S) as held:
+        probed = mixcheck.probe_route(url, probe, k, single_ms) if k >= 2 else None
     if isinstance(probed, str):
         result.note = probed
     elif probed is not None:
-        result.probe = probed
+        result.probe = probed = _pooled(probed, max(held.values(), default=0))
         cpu_s = preflight.server_cpu_s(pid) - cpu_s
         result.serialized = not probed.passed and cpu_s < CPU_BOUND * probed.wall_s
         if not probed.passed and not result.serialized:  # the CPU's cap, not a pool's
@@ -242,6 +232,16 @@ def _probe(
             )
         if result.serialized:
             result.hint = HINTS["bridged" if result.bridged else model.unit]
+
+
+def _pooled(probe: Probe, most: int) -> Probe:
+    """A probe short of its K while the app held `most` (2 to K - 1, and no fewer than the
+    overlap: a reading that missed the peak says less) connections to the lab's PostgreSQL: the
+    cap is that pool's size, over the answers' waves, which blur on a busy machine."""
+    short = probe.overlap < preflight.PARTIAL * probe.k
+    if short and max(2, preflight.PARTIAL * probe.overlap) <= most < probe.k:
+        return replace(probe, cap=float(most))
+    return probe
 
 
 def differences(checks: tuple[ModelCheck, ...], paths: list[str]) -> dict[str, dict[str, str]]:
@@ -291,8 +291,8 @@ def run(
         backend.ready_path = health_route(routes).path
         for model, bridged in (f for _, f in fitted if f is not None):
             dbrun.fresh_copy(f"{model.name} (check)")  # each model from the same data
-            args = (knobs, routes, load, probe, upstream_url, learnt)
-            checks.append(check_model(backend, model, bridged, *args, options.login))
+            args = (knobs, routes, load, probe, upstream_url, learnt, options.login)
+            checks.append(check_model(backend, model, bridged, *args, options.probe_k))
             if probe is None and (times := checks[-1].solo_ms):
                 probe = mixcheck.slowest(load, times)
     finally:

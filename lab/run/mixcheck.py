@@ -10,9 +10,12 @@ so, since a fast route is no evidence against the app.
 from __future__ import annotations
 
 from lab.config.userapp import Route
+from lab.run import preflight
+from lab.run.preflight import Probe
 from lab.system import http_client
 
 SOLO_TRIES = 2  # the best of these single requests: a route's time alone
+MIN_PROBE_MS = 50.0  # a route faster than this has nothing to overlap that a probe could time
 
 
 def solo_ms(base_url: str, route: Route) -> float:
@@ -46,3 +49,15 @@ def fastest_each(checks: list[dict[str, float]]) -> dict[str, float]:
         label: min((t[label] for t in checks if t.get(label, 0.0) > 0), default=0.0)
         for label in labels
     }
+
+
+def probe_route(base_url: str, route: Route, k: int, single_ms: float) -> Probe | str:
+    """K simultaneous requests to a route, timed against its own single-request time; a note
+    instead where it answers too fast for overlap to be timed (no reason to refuse the app)."""
+    if single_ms < MIN_PROBE_MS:
+        return (
+            f"not probed: {route.label}, the slowest loaded route, answers in {single_ms:.0f} ms "
+            f"alone (under {MIN_PROBE_MS:.0f} ms, nothing to overlap); --probe-path a route "
+            "that waits to probe"
+        )
+    return preflight.probe(base_url, route.path, k, single_ms, each=route.filled)

@@ -86,7 +86,8 @@ def app_pool(f: Facts) -> Finding | None:
     if evidence is None or _explained(f):
         return None
     held = {k: n for k, n in f.r.app_connections.items() if n > 0}
-    matching = [(n, k) for k, n in held.items() if _about(n, f.inflight)]
+    # one connection held by one request at a time is a model that serialised, not a pool
+    matching = [(n, k) for k, n in held.items() if n >= 2 and _about(n, f.inflight)]
     if not matching:
         return None
     n, service = max(matching)

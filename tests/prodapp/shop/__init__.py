@@ -81,6 +81,14 @@ def slow():
     return "done"
 
 
+@shop.get("/report")
+def report():
+    """A report that waits 50 ms in PostgreSQL, holding one of the pool's connections."""
+    with current_app.config["ENGINE"].connect() as conn:
+        conn.execute(text("SELECT pg_sleep(0.05)"))
+    return "done"
+
+
 @shop.get("/items/<int:item_id>")
 def item(item_id):
     with current_app.config["ENGINE"].connect() as conn:
