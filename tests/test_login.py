@@ -373,3 +373,27 @@ def test_a_failed_login_is_counted_by_its_kind_never_as_a_request(
     start = Start(url, me, 0.3, 1.0, 10.0, users=2, login=login(site, BAD))
     done = run_step(start, tmp_path / "loadgen.log")
     assert done.login["requests"] == 2 and done.login["errors"] == {kind: 2}
+
+
+@pytest.mark.parametrize(
+    "figures,said",
+    [
+        ({}, ""),
+        ({"login": {"logins": 4, "ok": 4, "errors": {}}}, ""),
+        (
+            {"login": {"logins": 4, "ok": 1, "errors": {"no_session": 2, "http_500": 1}}},
+            "3 of 4 logins failed (http_500 1, no_session 2): those users sent their requests "
+            "without a session",
+        ),
+    ],
+    ids=["no-login", "all-logged-in", "three-failed"],
+)
+def test_a_step_whose_logins_failed_says_so_for_its_flag(
+    figures: dict[str, Any], said: str
+) -> None:
+    """`login_failed` (excluding): users without a session measured another path of the app."""
+    from lab.record import flags
+    from lab.record.login import failures
+
+    assert failures(figures) == said
+    assert flags.declared("login_failed").excludes

@@ -226,6 +226,15 @@ _FLAGS = (
         excludes=False,
     ),
     Flag(
+        "login_failed",
+        "some simulated users' logins failed (`--login`): they sent the step's requests without "
+        "a session, so the step measured another path of the app than the one asked for; not a "
+        "fair result",
+        ("login_failed", "login"),
+        "lab.run.steps",
+        excludes=True,
+    ),
+    Flag(
         "server_saturated",
         f"the server's CPU was at {T.server_cpu_saturated_share:.0%} of its cores or more: the "
         "model is CPU-bound here",

@@ -258,3 +258,15 @@ def evidence(figures: dict[str, Any]) -> dict[str, Any]:
     latency = hist.summary_ms(h) if h.get_total_count() else {}
     kept = {"logins": figures["requests"], "ok": figures["ok"], "errors": figures["errors"]}
     return {"login": {**kept, "latency_ms": latency}}
+
+
+def failures(evidence: dict[str, Any]) -> str:
+    """Why a login step is not the app asked for ("" where every login gave a session): users
+    whose login failed went on without one (`login_failed`)."""
+    got = evidence.get("login", {})
+    failed = got.get("logins", 0) - got.get("ok", 0)
+    if failed <= 0:
+        return ""
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(got.get("errors", {}).items()))
+    said = f"{failed} of {got['logins']} logins failed ({kinds or 'unclassified'})"
+    return f"{said}: those users sent their requests without a session"

@@ -256,6 +256,8 @@ class StepRunner:
         raised += saturated(measured, sampled, self.s.delay_ms)
         raised += generator_lag(measured)
         logins = login.evidence(outcome.done.login if outcome.done else {})
+        if why := login.failures(logins):
+            raised.append(Raised("login_failed", why))
         record = step_record(
             self.plan.run_id,
             key,
