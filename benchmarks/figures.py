@@ -11,6 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from lab.backends.base import CpuLayout
 from lab.system import environment
 
@@ -37,3 +40,13 @@ def write_summary(
         "rows": rows,
     }
     path.write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def print_table(title: str, headers: list[str], rows: list[list[str]]) -> None:
+    """A benchmark's table on the terminal, every figure right-aligned."""
+    table = Table(title=title, header_style="bold")
+    for header in headers:
+        table.add_column(header, justify="right")
+    for r in rows:
+        table.add_row(*r)
+    Console().print(table)

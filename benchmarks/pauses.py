@@ -17,10 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
-from benchmarks.figures import write_summary
+from benchmarks.figures import print_table, write_summary
 from lab.verdict.pauses import pauses_of
 from tests.pausing_server import SERVICE_S, paused_record
 
@@ -50,12 +47,7 @@ def main() -> None:
     started = time.time()
     with tempfile.TemporaryDirectory() as logs:
         body = [row(k, s, Path(logs)) for s in args.pauses for k in ("gevent", "threads")]
-    table = Table(title="pauses named from the answers per 100 ms", header_style="bold")
-    for header in HEADERS:
-        table.add_column(header, justify="right")
-    for r in body:
-        table.add_row(*r)
-    Console().print(table)
+    print_table("pauses named from the answers per 100 ms", HEADERS, body)
     if args.summary:
         write_summary(args.summary, "pauses", HEADERS, body, "the script's table", started)
 

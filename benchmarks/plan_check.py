@@ -22,12 +22,9 @@ import argparse
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from analysis.loading import load
 from benchmarks.aa_check import POWER_HEADERS, power_row, sweep
-from benchmarks.figures import write_summary
+from benchmarks.figures import print_table, write_summary
 from lab.verdict.power import floor_spread, plan
 
 BASE_MS = 100.0
@@ -64,12 +61,7 @@ def main() -> None:
     args = p.parse_args()
     started = time.time()
     body = [pair(args, c / 100) for c in args.changes]
-    table = Table(title="A/B runs at the planned length", header_style="bold")
-    for header in HEADERS:
-        table.add_column(header, justify="right")
-    for r in body:
-        table.add_row(*r)
-    Console().print(table)
+    print_table("A/B runs at the planned length", HEADERS, body)
     if args.summary:
         write_summary(args.summary, "plan-check", HEADERS, body, "the script's table", started)
 
