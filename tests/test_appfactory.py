@@ -12,6 +12,7 @@ import ast
 import json
 import shutil
 import subprocess
+from keyword import iskeyword
 from pathlib import Path
 
 import pytest
@@ -91,10 +92,14 @@ def test_anything_but_literal_arguments_is_refused_in_one_line(target: str) -> N
     assert "\n" not in str(caught.value)
 
 
+# A keyword argument's name: an identifier, never one of Python's keywords (`as=1` is no call).
+KEYWORD_ARGUMENT = st.from_regex(r"\A[a-z_][a-z0-9_]{0,5}\Z").filter(lambda k: not iskeyword(k))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     args=st.lists(LITERALS, max_size=3),
-    kwargs=st.dictionaries(st.from_regex(r"\A[a-z_][a-z0-9_]{0,5}\Z"), LITERALS, max_size=3),
+    kwargs=st.dictionaries(KEYWORD_ARGUMENT, LITERALS, max_size=3),
 )
 def test_any_literal_arguments_reach_the_factory_as_given(
     args: list[object], kwargs: dict[str, object]
