@@ -65,15 +65,15 @@ def scratch(modules: list[str], tests: list[str]) -> Path:
     return where
 
 
+def mutmut(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """One mutmut command in the scratch copy, its output captured."""
+    argv = [sys.executable, "-m", "mutmut", *args]
+    return subprocess.run(argv, cwd=where, capture_output=True, text=True, check=False)
+
+
 def survivors(where: Path) -> list[str]:
     """The names of the mutants that survived (`mutmut results`)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "mutmut", "results"],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
+    out = mutmut(where, "results").stdout
     return [line.split(":")[0].strip() for line in out.splitlines() if "survived" in line]
 
 
@@ -90,25 +90,13 @@ def report(where: Path, limit: int) -> None:
     """Each surviving mutant: its diff and the tests that should have killed it."""
     names = survivors(where)
     tests = covering(where)
-    summary = subprocess.run(
-        [sys.executable, "-m", "mutmut", "export-cicd-stats"],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    summary = mutmut(where, "export-cicd-stats")
     stats = where / "mutants" / "mutmut-cicd-stats.json"
     if summary.returncode == 0 and stats.exists():
         print("totals:", stats.read_text().strip())
     print(f"{len(names)} surviving mutant(s)")
     for name in names[:limit]:
-        diff = subprocess.run(
-            [sys.executable, "-m", "mutmut", "show", name],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
+        diff = mutmut(where, "show", name).stdout
         changed = [x for x in diff.splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")]
         function = name.rsplit("__mutmut_", 1)[0]
         should = tests.get(function, [])
