@@ -10,6 +10,12 @@ count with the intervals of each step's own seconds only, beside the lab's inter
 seconds widened by the committed run-to-run floor, `lab/verdict/noise.toml`), so the floor's share
 is measured side by side.
 
+Many pairs (issue 46): `--pairs N` runs N A/A pairs (or `--runs` takes 2N existing runs, in pair
+order) and prints one row per pair: the points changed out of those tested (a point flagged, or a
+p99 with too few requests beyond it, is not tested), and the crossovers each run claims beyond
+noise, Holm-corrected over its flips. The target: at most one pair claims any crossover, or more
+than 1 of its 35 points changed on either metric.
+
 `--calibrate` writes this pair's run-to-run floor into lab/verdict/noise.toml (the relative
 spread of its fair points, `lab.verdict.difference.calibrate`, with the two run ids): calibrate on
 one pair, then check on another, or the check grades its own answer. `--runs A B` analyses two
@@ -24,8 +30,8 @@ the smallest difference the one test of difference calls apart with that many tr
 (`lab.verdict.difference.smallest`), for throughput and p99.
 
 Usage: .venv/bin/python benchmarks/aa_check.py [--scenario quick] [--models M,M] [--levels 1,50]
-       [--duration S] [--trials N] [--out results/aa-check] [--runs A B] [--calibrate]
-       [--delays DA DB] [--summary docs/figures/bench-aa-check.json]
+       [--duration S] [--trials N] [--out results/aa-check] [--runs A B [C D ...]] [--calibrate]
+       [--delays DA DB] [--pairs N] [--summary docs/figures/bench-aa-check.json]
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from rich.table import Table
 from analysis.compare import compare
 from analysis.loading import POINT, Run, load
 from analysis.metrics import crossovers, point_table
-from benchmarks.figures import write_summary
+from benchmarks.figures import print_table, write_summary
 from lab.record.thresholds import T
 from lab.system import environment
 from lab.verdict.difference import (
@@ -59,6 +65,8 @@ from lab.verdict.difference import (
 
 TARGET_CHANGED = 0.05  # A/A: at most this share of the points called changed
 TARGET_SEEN = 0.80  # A/B: at least this share of the points tracking the ideal called changed
+PAIRS_CLAIMING = 1  # many A/A pairs: at most this many pairs may claim anything ...
+POINTS_CHANGED = 1  # ... where claiming is any crossover, or more than this many points changed
 HEADERS = [
     "intervals",
     "points",
@@ -80,7 +88,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--trials", type=int, help="trials per point (default: the scenario's)")
     p.add_argument("--delays", nargs=2, type=float, help="A/B: run A and B at these delays (ms)")
     p.add_argument("--out", type=Path, default=Path("results/aa-check"))
-    p.add_argument("--runs", nargs=2, type=Path, help="analyse these two runs, run nothing")
+    p.add_argument("--runs", nargs="+", type=Path, help="analyse these runs (pairs), run nothing")
+    p.add_argument("--pairs", type=int, help="run this many A/A pairs, one row per pair")
     p.add_argument("--calibrate", action="store_true", help="write this pair's floor")
     p.add_argument("--summary", type=Path, help="write the table as a docs figure summary")
     return p.parse_args()
@@ -117,13 +126,23 @@ def held(cross: pd.DataFrame, other: pd.DataFrame) -> tuple[int, int]:
     return kept, len(clear)
 
 
+def tested(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """The points whose `metric` the test compared (not flagged; a p99 with enough beyond it)."""
+    return ~frame[f"{metric}_basis"].isin((FLAGGED, TOO_FEW))
+
+
+def changed(frame: pd.DataFrame, metric: str) -> str:
+    """ "x of n": the points called changed on `metric`, out of those tested."""
+    return f"{int(frame[f'{metric}_significant'].sum())} of {int(tested(frame, metric).sum())}"
+
+
 def row(name: str, frame: pd.DataFrame, crossing: str, holding: str) -> list[str]:
     n = len(frame)
     return [
         name,
         str(n),
-        f"{int(frame['rps_significant'].sum())} of {n}",
-        f"{int(frame['p99_significant'].sum())} of {n}",
+        changed(frame, "rps"),
+        changed(frame, "p99"),
         f"{int((frame['rps_basis'] == FLAGGED).sum())} of {n}",
         f"{int((frame['p99_basis'] == TOO_FEW).sum())} of {n}",
         crossing,
@@ -163,6 +182,56 @@ def write_floor(a: Run, b: Run) -> Floor:
         + f'runs = [{runs}]\nmachine = "{noise.machine}"\n'
     )
     return noise
+
+
+PAIR_HEADERS = [
+    "pair",
+    "points",
+    "rps changed (of tested)",
+    "p99 changed (of tested)",
+    "crossovers beyond noise (A / B, of flips tested)",
+    "claims anything",
+]
+
+
+def pair_row(number: int, a: Run, b: Run) -> list[str]:
+    """One A/A pair: the points changed out of those tested, each run's crossovers beyond noise,
+    and whether the pair claims anything (any crossover, or more than POINTS_CHANGED points)."""
+    frame = compare(a, b)
+    cross = [crossovers(point_table(r), r.records) for r in (a, b)]
+    clear = [int(c["clear"].sum()) if not c.empty else 0 for c in cross]
+    flips = [int(c["p"].notna().sum()) if not c.empty else 0 for c in cross]
+    most = max(int(frame[f"{m}_significant"].sum()) for m in ("rps", "p99"))
+    claims = sum(clear) > 0 or most > POINTS_CHANGED
+    return [
+        f"{number}: {a.run_dir.name} / {b.run_dir.name}",
+        str(len(frame)),
+        changed(frame, "rps"),
+        changed(frame, "p99"),
+        f"{clear[0]} of {flips[0]} / {clear[1]} of {flips[1]}",
+        "yes" if claims else "no",
+    ]
+
+
+def pairs(args: argparse.Namespace, started: float) -> None:
+    """Many A/A pairs (given as 2N runs, or run here): a row each, and the target."""
+    dirs = args.runs or [sweep(args) for _ in range(2 * args.pairs)]
+    if len(dirs) % 2:
+        sys.exit("aa_check: --runs takes runs in pairs (an even number)")
+    runs = [load(d) for d in dirs]
+    body = [pair_row(i // 2 + 1, runs[i], runs[i + 1]) for i in range(0, len(runs), 2)]
+    print_table(f"A/A: {len(body)} pairs", PAIR_HEADERS, body)
+    claiming = sum(r[-1] == "yes" for r in body)
+    met = claiming <= PAIRS_CLAIMING
+    Console().print(
+        f"target {'met' if met else 'NOT met'}: at most {PAIRS_CLAIMING} pair(s) claim any "
+        f"crossover or more than {POINTS_CHANGED} point(s) changed (here {claiming} of "
+        f"{len(body)})",
+        highlight=False,
+    )
+    if args.summary:
+        kept = "the script's printed table, runs " + ", ".join(r.run_dir.name for r in runs)
+        write_summary(args.summary, "aa-pairs", PAIR_HEADERS, body, kept, started)
 
 
 POWER_HEADERS = [
@@ -225,6 +294,9 @@ def main() -> None:
     started = time.time()
     if args.delays:
         power(args, started)
+        return
+    if args.pairs or (args.runs and len(args.runs) > 2):
+        pairs(args, started)
         return
     dirs = args.runs or [sweep(args), sweep(args)]
     a, b = load(dirs[0]), load(dirs[1])
