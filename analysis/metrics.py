@@ -135,8 +135,8 @@ def _point_row(
     pre_flags: list[str],
     point: Point | None,
 ) -> dict[str, Any]:
-    """One point's figures; its throughput interval is the one the claims use
-    (`lab.verdict.difference`: its trials', or one trial's seconds and the run-to-run floor)."""
+    """One point's figures; its throughput (and its interval) and p99 are the sides of the run's
+    `Point` the claims test (`lab.verdict.difference`)."""
     model, mode, conc = key[0], key[1], int(key[2])
     rps = estimate(group["throughput_rps"].tolist())
     tested = point.throughput if point else None
