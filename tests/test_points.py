@@ -112,3 +112,27 @@ def test_a_summary_and_a_report_of_one_run_build_its_points_once(
         print_summary(run, Console(file=out, width=200))
     write_report(run)
     assert sorted(built) == each_once(run.run_dir)
+
+
+def test_the_front_compares_only_points_the_judge_compares() -> None:
+    """A point with one unfair trial is left out of what the front costs, as the judge leaves
+    it out of the verdict (the front no longer keeps the point's fair trials as a point)."""
+    from dataclasses import replace
+
+    from analysis.front import front_costs
+    from analysis.judge import judge
+    from lab.front.nginx import SUFFIX
+    from tests.test_judge import record
+
+    died = {("a" + SUFFIX, 1)}  # one of a's two trials behind nginx: the server died
+    steps = [
+        replace(record(m, 100.0, trial=t, flags=("server_died",) * ((m, t) in died)))
+        for m in ("a", "b", "a" + SUFFIX, "b" + SUFFIX)
+        for t in (1, 2)
+    ]
+    steps = [replace(s, status="measured") for s in steps]
+    (verdict,) = judge(steps)
+    assert set(verdict.excluded) == {"a" + SUFFIX}
+    said = front_costs(steps)
+    assert any(line.startswith("behind nginx, b at") for line in said)
+    assert not any(line.startswith("behind nginx, a at") for line in said)
