@@ -1,10 +1,12 @@
 """A run's claims, made once: the one object the terminal summary and `lab report` both render.
 
 The summary and the report used to judge the run each on their own (the report with no front
-costs and in another order), so the two could drift. Here one pass goes records -> points (the
-point table: every figure a point prints is the one its claims test) -> claims (the verdicts,
-the lead, the answer, the crossovers with their count, each through the one test of
-difference) -> words; `analysis.summary` and `analysis.report` only lay the words out.
+costs and in another order), so the two could drift. Here one pass goes records -> points
+(`Run.points`, `analysis.points`: built once per run, each point with the trials it rests on and
+its throughput and p99 as the `Side`s the test compares; the point table prints those very
+values) -> claims (the verdicts, the lead, the answer, the front's ranking, the crossovers with
+their count, each through the one test of difference on those sides, made here once) -> words;
+`analysis.summary` and `analysis.report` only lay the words out.
 """
 
 from __future__ import annotations
@@ -37,18 +39,19 @@ class Claims:
 
 
 def claims(run: Run, table: pd.DataFrame) -> Claims:
-    """The run's claims from its records and its point table, each judged once."""
-    verdicts = judge(run.records)
+    """The run's claims from its points and its point table, each judged once."""
+    pts = run.points
+    verdicts = judge(pts)
     ties = tied(table, verdicts)
-    said = [*lead(table, verdicts, run.records)]
+    said = [*lead(table, verdicts, pts)]
     said += [sentence(v) for v in verdicts if v not in ties]
     if any(v.trials == 1 for v in verdicts):
         said.append(floor().words())
-    cross = crossovers(table, run.records)
+    cross = crossovers(table, pts)
     return Claims(
-        answer=tuple(run_answer(run.records, run.manifest)),
+        answer=tuple(run_answer(run.records, run.manifest, pts)),
         verdict=tuple(said),
-        limits=(*model_sentences(run.records), *front_costs(run.records)),
+        limits=(*model_sentences(run.records), *front_costs(pts)),
         instrument=tuple(instrument_lines(run.records)),
         crossings=cross,
         crossing_count=crossing_words(cross) if not cross.empty else "",

@@ -1,17 +1,17 @@
 """Compare two runs point by point: the change in throughput and p99, and whether it is real.
 
-Every change is judged by the one test of difference (`lab.verdict.difference`), the same that
-names the best model and the ties: with at least two trials per point in both runs, Welch's
-interval over the trials; with single trials (`quick`), each point's own interval (its seconds
-and the run-to-run floor the lab measured by A/A runs) in quadrature. A point that is not a fair
-result in either run is compared with nothing, and neither is a p99 whose tail is not the
-server's (a flag that excludes the tail) or with fewer than ten requests beyond it; a p99 change
-is never finer than the instrument's 15% / 3 ms. The values shown are the ones compared (the
-means of the trials), so a printed change always lies inside its own interval, and a relative
-interval never falls below -100%. A run compares many points, so the changes of one metric are
-one family, corrected for their number by Holm's step-down (`lab.verdict.difference.holm`): a
-starred change holds with at most a 5% chance of any false one among them, and the words say
-how many were tested.
+Every change is judged by the one test of difference (`lab.verdict.difference`), the same that names
+the best model and the ties, on the same sides (each run's points, `Run.points`, built once; a run's
+preflight flags beside its steps'): with at least two trials per point in both runs, Welch's
+interval over the trials; with single trials (`quick`), each point's own interval (its seconds and
+the run-to-run floor the lab measured by A/A runs) in quadrature. A point that is not a fair result
+in either run is compared with nothing, and neither is a p99 whose tail is not the server's (a flag
+that excludes the tail) or with fewer than ten requests beyond it; a p99 change is never finer than
+the instrument's 15% / 3 ms. The values shown are the ones compared (the means of the trials), so a
+printed change always lies inside its own interval, and a relative interval never falls below -100%.
+A run compares many points, so the changes of one metric are one family, corrected for their number
+by Holm's step-down (`lab.verdict.difference.holm`): a starred change holds with at most a 5% chance
+of any false one among them, and the words say how many were tested.
 
 Two runs that differ in scenario (delay, route or mix, app, front, models, levels, machine) say
 so first, and the points measured in only one of them are listed: a change between them is the
@@ -42,13 +42,13 @@ from lab.verdict.difference import (
     BUDGET_SHARE,
     CHANGED,
     FLAGGED,
+    METRICS,
     MIN_BEYOND,
     TOO_FEW,
     Floor,
-    compare_points,
+    differ,
     floor,
     holm,
-    points,
 )
 
 Manifest = dict[str, Any]
@@ -104,10 +104,9 @@ def _brief(value: object) -> str:
 
 def unpaired(a: Run, b: Run) -> list[str]:
     """The points measured in one run only, e.g. "only in A: uvicorn at 200 users"."""
-    pa, pb = points(a.records), points(b.records)
     out = []
-    for name, mine, other in (("A", pa, pb), ("B", pb, pa)):
-        alone = [f"{k[0]} at {v[0].key.label}" for k, v in mine.items() if k not in other]
+    for name, mine, other in (("A", a.points, b.points), ("B", b.points, a.points)):
+        alone = [f"{k[0]} at {v.records[0].key.label}" for k, v in mine.items() if k not in other]
         if alone:
             out.append(f"only in {name}: {', '.join(alone)}")
     return out
@@ -122,13 +121,14 @@ def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
     ta, tb = point_table(a), point_table(b)
     if ta.empty or tb.empty:
         return pd.DataFrame()
-    pa, pb = points(a.records), points(b.records)
+    pa, pb = a.points, b.points
     rows = []
     for rec in ta.merge(tb, on=POINT, suffixes=("_a", "_b")).to_dict("records"):
         key = (str(rec["model"]), str(rec["mode"]), int(rec["concurrency"]))
         if key not in pa or key not in pb:
             continue
-        diffs = compare_points(pa[key], pb[key], noise, (rec["flags_a"], rec["flags_b"]))
+        sa, sb = pa[key].sides(rec["flags_a"]), pb[key].sides(rec["flags_b"])
+        diffs = {m: differ(sa[m], sb[m], noise) for m in METRICS}
         row: dict[str, Any] = {k: rec[k] for k in POINT}
         for metric, d in diffs.items():
             change, lo, hi = d.relative()

@@ -4,8 +4,9 @@ On a small machine and an I/O-bound app every model often reaches the same throu
 ties them at every level, and seven per-level verdicts naming seven tied models say nothing one
 line cannot. So the summary and the report say the tie once, then what does separate the models
 at the highest tied level (the most load): the server CPU a request cost, the memory a connection
-cost and p99, each from its lowest to its highest model and called apart only by the one test of
-difference (`lab.verdict.difference`: enough requests beyond p99, the instrument's error,
+cost and p99, each from its lowest to its highest model (the p99s are the run's points' own sides,
+`analysis.points`; the costs are sides of those points' trials) and called apart only by the one
+test of difference (`lab.verdict.difference`: enough requests beyond p99, the instrument's error,
 run-to-run variance; one trial of a cost, which has no run-to-run floor, is said to be a
 description, not a claim); and they point to `lab advise`, which answers a target load with the
 cheapest configuration per model.
@@ -19,8 +20,9 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from analysis.judge import LevelVerdict
+from analysis.points import Points, of
 from lab.record.step import StepRecord
-from lab.verdict.difference import APART, NONE, TOO_FEW, Side, differ, figure, points, side
+from lab.verdict.difference import APART, NONE, TOO_FEW, Side, differ, figure
 
 ADVISE = (
     "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest "
@@ -63,7 +65,7 @@ def tied(table: pd.DataFrame, verdicts: Sequence[LevelVerdict]) -> list[LevelVer
 def lead(
     table: pd.DataFrame,
     verdicts: Sequence[LevelVerdict],
-    records: Sequence[StepRecord],
+    data: Sequence[StepRecord] | Points,
 ) -> list[str]:
     """The tie in one line, what separates the tied models, and the pointer to `lab advise`
     ([] when no level is a tie of every model)."""
@@ -76,7 +78,8 @@ def lead(
     trials = "; one trial each" if min(v.trials for v in ties) == 1 else ""
     notes = sorted({n for v in ties for n in v.notes})
     first = f"all {len(rows)} models tie on throughput at {where}{trials}"
-    separate = [_spread(rows, top, records, cost) for cost in COSTS] + [_p99(rows, top, records)]
+    pts = of(data)
+    separate = [_spread(rows, top, pts, cost) for cost in COSTS] + [_p99(rows, top, pts)]
     return [
         "; ".join([first, *notes]),
         f"what separates them at {top.label}: " + "; ".join(s for s in separate if s),
@@ -92,32 +95,31 @@ def _levels(ties: Sequence[LevelVerdict]) -> str:
     return f"{said} user{'s' if ties[-1].level != 1 else ''}" if closed else said
 
 
-def _spread(rows: pd.DataFrame, v: LevelVerdict, records: Sequence[StepRecord], cost: Cost) -> str:
+def _spread(rows: pd.DataFrame, v: LevelVerdict, pts: Points, cost: Cost) -> str:
     """`what` from its lowest to its highest model and what the one test of difference says of
     the two, e.g. "server CPU per request 0.30 ms (granian-asgi) to 0.55 ms (uwsgi-gevent),
     apart beyond noise". With one trial each there is no run-to-run floor for these figures:
     the words say the spread is a description, not a claim."""
     read, name, what, unit, spec = cost
-    by_point = points(records)
     sides = {}
     for model in rows["model"]:
-        point = by_point.get((str(model), v.mode, round(v.level)), [])
-        s = figure(point, name, [read(r) for r in point])
+        point = pts.get((str(model), v.mode, round(v.level)))
+        trials = point.records if point else ()
+        s = figure(trials, name, [read(r) for r in trials])
         if not math.isnan(s.value):
             sides[str(model)] = s
     return _extremes(sides, what, unit, spec)
 
 
-def _p99(rows: pd.DataFrame, v: LevelVerdict, records: Sequence[StepRecord]) -> str:
+def _p99(rows: pd.DataFrame, v: LevelVerdict, pts: Points) -> str:
     """p99 from its lowest to its highest model (the figures the test compares: only points
     whose tail is the server's, none the generator's own lag may have moved), and whether the
     one test of difference calls them apart."""
-    by_point = points(records)
     sides = {}
     for model in rows.loc[rows["fair_p99"], "model"]:
-        s = side(by_point.get((str(model), v.mode, round(v.level)), []), "p99")
-        if not math.isnan(s.value):
-            sides[str(model)] = s
+        point = pts.get((str(model), v.mode, round(v.level)))
+        if point and not math.isnan(point.p99_ms):
+            sides[str(model)] = point.latency
     return _extremes(sides, "p99", "ms", "{:,.0f}")
 
 

@@ -3,50 +3,54 @@
 Each model and its NAME+nginx twin were measured at the same levels, interleaved like trials, so
 the differences are the front's: its CPU per request, what it added to p50 and p99, what it did
 to the server's own CPU per request (a uWSGI model no longer accepts and closes a connection per
-request) and whether the models' order by throughput changes behind it. Only steps fair for the
-verdict count; an order that flips only within noise (the one test of difference,
-`lab.verdict.difference`) is not a change, and a ranking prints models the test ties as ties
-("a = b > c").
+request) and whether the models' order by throughput changes behind it. It reads the run's points
+(`analysis.points`, built once); only points fair for the verdict count; an order that flips only
+within noise (the one test of difference, `lab.verdict.difference`) is not a change, and a
+ranking prints models the test ties as ties ("a = b > c").
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Sequence
 from statistics import mean
 
+from analysis.points import Point, Points, of
 from lab.front.nginx import SUFFIX
 from lab.record.step import StepRecord, level_label
-from lab.verdict.difference import differ, side
+from lab.verdict.difference import differ
 
-Steps = dict[tuple[str, int], list[StepRecord]]  # (model, users) -> its fair measured steps
-
-
-def _fair(records: list[StepRecord]) -> Steps:
-    grouped: Steps = defaultdict(list)
-    for r in records:
-        if r.status == "measured" and r.users is not None and not r.excluded_by and r.ok:
-            grouped[(r.model, r.users)].append(r)
-    return grouped
+Fair = dict[tuple[str, int], Point]  # (model, users) -> its point, every trial fair and measured
 
 
-def _means(grouped: Steps) -> dict[tuple[str, int], dict[str, float]]:
-    """Per (model, users): the fair measured steps' mean figures (throughput and p99 as the one
-    test of difference takes them)."""
+def _fair(data: Sequence[StepRecord] | Points) -> Fair:
+    """The closed-loop points the verdict would compare: every trial measured, answered and
+    fair (a point with one unfair trial is excluded as a whole, as the judge excludes it)."""
     return {
-        key: {
-            "rps": side(steps, "rps").value,  # the figures the test compares
-            "p50": mean(s.latency_ms.get("p50", 0.0) for s in steps),
-            "p99": side(steps, "p99").value,
-            "server_ms": mean(s.server_cpu_ms_per_req or 0.0 for s in steps),
-            "front_ms": mean(s.front_cpu_ms_per_req or 0.0 for s in steps),
-        }
-        for key, steps in grouped.items()
+        (p.model, round(p.level)): p
+        for p in of(data).values()
+        if not p.excluded_by
+        and all(r.status == "measured" and r.users is not None and r.ok for r in p.records)
     }
 
 
-def front_costs(records: list[StepRecord]) -> list[str]:
+def _means(fair: Fair) -> dict[tuple[str, int], dict[str, float]]:
+    """Per (model, users): the point's figures (throughput and p99: the sides the one test of
+    difference compares; the costs, the means of its trials)."""
+    return {
+        key: {
+            "rps": p.rps,
+            "p50": mean(s.latency_ms.get("p50", 0.0) for s in p.records),
+            "p99": p.p99_ms,
+            "server_ms": mean(s.server_cpu_ms_per_req or 0.0 for s in p.records),
+            "front_ms": mean(s.front_cpu_ms_per_req or 0.0 for s in p.records),
+        }
+        for key, p in fair.items()
+    }
+
+
+def front_costs(data: Sequence[StepRecord] | Points) -> list[str]:
     """One line per model and level measured both ways, then the ranking per level."""
-    grouped = _fair(records)
+    grouped = _fair(data)
     figures = _means(grouped)
     lines, levels = [], sorted({users for _, users in figures})
     for (model, users), bare in sorted(figures.items()):
@@ -65,7 +69,7 @@ def front_costs(records: list[StepRecord]) -> list[str]:
     return lines
 
 
-def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Steps, users: int) -> str:
+def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Fair, users: int) -> str:
     """The models' order by throughput at one level, bare and behind nginx, and whether the
     front changed it (a pair apart beyond noise both ways, in opposite orders)."""
     pairs = [
@@ -89,7 +93,7 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Steps, u
     return f"ranking at {level_label(users)} by req/s: {order}: {said}"
 
 
-def _order(grouped: Steps, ranked: list[tuple[str, float]], users: int, suffix: str) -> str:
+def _order(grouped: Fair, ranked: list[tuple[str, float]], users: int, suffix: str) -> str:
     """The models from the highest throughput down, "a = b > c": `>` only where the one test
     calls the two neighbours apart, `=` where it ties them."""
     names = [m for m, _ in sorted(ranked, key=lambda p: (-p[1], p[0]))]
@@ -99,7 +103,7 @@ def _order(grouped: Steps, ranked: list[tuple[str, float]], users: int, suffix: 
     return " ".join(out)
 
 
-def _apart(grouped: Steps, low: str, high: str, users: int, suffix: str) -> bool:
+def _apart(grouped: Fair, low: str, high: str, users: int, suffix: str) -> bool:
     """`high` (behind `suffix`) is apart from `low` on throughput at `users`."""
-    a, b = (side(grouped[(m + suffix, users)], "rps") for m in (low, high))
+    a, b = (grouped[(m + suffix, users)].throughput for m in (low, high))
     return differ(a, b).apart

@@ -5,7 +5,8 @@ unchanged; the asyncio models serve its Quart twin, which a user would have to w
 port); an asyncio server can run the Flask app itself only through a WSGI-to-ASGI bridge, which is
 a configuration of its own with its own cost. So the recommendation is split: the best model that
 runs the app as it is (bridged ones included, with their cost), then, beside it, the best async
-port and what it would buy. A pure function of the step records and the manifest's models.
+port and what it would buy. A pure function of the run's points (`analysis.points`, built once)
+and the manifest's models.
 
 Every comparison in the answer is a `Claim`: two configurations at one level (the heaviest where
 both have a fair result), the difference of their throughput and p99 with its interval from the
@@ -25,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.judge import Contender, contender, judge
+from analysis.judge import judge
+from analysis.points import Point, Points, of, only
 from analysis.runwith import how_to_run
 from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
@@ -48,9 +50,9 @@ class Pick:
 
     label: str  # "200 users" or "300 req/s"
     level: float  # users or arrival rate
-    best: Contender
+    best: Point
     tied: tuple[str, ...]
-    rivals: tuple[Contender, ...] = ()  # the tied models, as compared
+    rivals: tuple[Point, ...] = ()  # the tied models, as compared
     excluded: tuple[str, ...] = ()  # candidates not compared at this level, with why
     rule: str = ""  # "picked on p99: ..." where throughput tied and p99 decided
 
@@ -83,8 +85,8 @@ class Claim:
 
     label: str
     level: float
-    ref: Contender
-    other: Contender
+    ref: Point
+    other: Point
     differences: tuple[Difference, Difference]  # throughput, p99
     excluded: tuple[str, ...] = ()  # candidates of either side not compared at this level
 
@@ -107,18 +109,15 @@ def groups(classes: Mapping[str, str], kind: str) -> str:
     return "; ".join(parts)
 
 
-def bests(records: Sequence[StepRecord], models: set[str]) -> dict[Level, Pick]:
+def bests(data: Sequence[StepRecord] | Points, models: set[str]) -> dict[Level, Pick]:
     """The best fair model among `models` at each level where one has a fair result."""
-    picked = sorted((r for r in records if r.model in models), key=lambda r: r.trial)
+    picked = only(of(data), models)
     out = {}
     for verdict in judge(picked):
         if verdict.best_rps:
             best, *tied = verdict.best_rps
             at = (verdict.mode, verdict.level)
-            one = {
-                m: contender(m, [r for r in picked if r.model == m and _at(r) == at])
-                for m in verdict.best_rps
-            }
+            one = {m: picked[(m, verdict.mode, round(verdict.level))] for m in verdict.best_rps}
             best, rule = _on_p99(one, best)
             tied = [m for m in verdict.best_rps if m != best]
             excluded = tuple(f"{m} ({', '.join(fs)})" for m, fs in sorted(verdict.excluded.items()))
@@ -129,7 +128,7 @@ def bests(records: Sequence[StepRecord], models: set[str]) -> dict[Level, Pick]:
     return out
 
 
-def _on_p99(tied: dict[str, Contender], best: str) -> tuple[str, str]:
+def _on_p99(tied: dict[str, Point], best: str) -> tuple[str, str]:
     """Among models tied on throughput, the one whose p99 the one test calls lower than the
     throughput best's, the lowest of them; the rule in words ("" where throughput decides)."""
     lower = [
@@ -145,20 +144,17 @@ def _on_p99(tied: dict[str, Contender], best: str) -> tuple[str, str]:
     return pick.model, f"picked on p99: tied on throughput with {best}, p99 lower beyond noise"
 
 
-def _at(r: StepRecord) -> Level:
-    return r.mode, r.key.level
-
-
-def best_of(records: Sequence[StepRecord], models: set[str]) -> Pick | None:
+def best_of(data: Sequence[StepRecord] | Points, models: set[str]) -> Pick | None:
     """The best fair model among `models` at the heaviest level where one has a fair result."""
-    found = bests(records, models)
+    found = bests(data, models)
     return found[max(found)] if found else None
 
 
-def claim(records: Sequence[StepRecord], ref: set[str], other: set[str]) -> Claim | None:
+def claim(data: Sequence[StepRecord] | Points, ref: set[str], other: set[str]) -> Claim | None:
     """The best of `other` against the best of `ref` at the heaviest level where both groups
     have a fair result (None: no such level)."""
-    a, b = bests(records, ref), bests(records, other)
+    pts = of(data)
+    a, b = bests(pts, ref), bests(pts, other)
     common = set(a) & set(b)
     if not common:
         return None
@@ -178,68 +174,71 @@ def _said(d: Difference) -> str:
     return f"{what} {d.percent()}"
 
 
-def _figures(c: Contender) -> str:
+def _figures(c: Point) -> str:
     p99 = "" if math.isnan(c.p99_ms) else f", p99 {c.p99_ms:,.0f} ms"
     return f"{c.model}, {c.rps:,.1f} rps{p99}"
 
 
-def answer(records: Sequence[StepRecord], classes: Mapping[str, str], kind: str) -> list[str]:
+def answer(data: Sequence[StepRecord] | Points, classes: Mapping[str, str], kind: str) -> list[str]:
     """The answer for the user's app, in lines: who runs it how, the best that runs it
     unchanged, what an async port would buy, and what each bridged configuration costs."""
-    if not records or not classes:
+    if not data or not classes:
         return []
+    pts = of(data)
     kind_words = KIND_WORDS.get(kind, kind)
     lines = [f"your app is {kind_words}: {groups(classes, kind)}"]
     unchanged = {m for m, c in classes.items() if c in UNCHANGED}
     ported = {m for m, c in classes.items() if c == ASYNC_PORT}
-    best = best_of(records, unchanged)
+    best = best_of(pts, unchanged)
     if best is None:
         lines.append(f"no model that runs your {kind_words} app as it is has a fair result")
     else:
         rule = f"; {best.rule}" if best.rule else ""
         said = f"{_figures(best.best)}{best.tie_words()}{rule}{best.left_out()}"
         lines.append(f"for your app as it is, at {best.label}: {said}")
-    lines.append(_port(records, unchanged, ported))
+    lines.append(_port(pts, unchanged, ported))
     as_is = {m for m, c in classes.items() if c == AS_IS}
-    lines += [_bridge(records, as_is, m) for m, c in sorted(classes.items()) if c == BRIDGED]
+    lines += [_bridge(pts, as_is, m) for m, c in sorted(classes.items()) if c == BRIDGED]
     return [line for line in lines if line]
 
 
-def _port(records: Sequence[StepRecord], unchanged: set[str], ported: set[str]) -> str:
+def _port(pts: Points, unchanged: set[str], ported: set[str]) -> str:
     """What an async port buys, at the heaviest level where both sides are fair."""
-    if (found := claim(records, unchanged, ported)) is not None:
+    if (found := claim(pts, unchanged, ported)) is not None:
         return f"if you port it to async, at {found.label}: {found.words()}"
-    if (port := best_of(records, ported)) is None:
+    if (port := best_of(pts, ported)) is None:
         return ""
     alone = "no model that runs your app as it is has a fair result at a level beside it"
     return f"if you port it to async, at {port.label}: {_figures(port.best)} ({alone})"
 
 
-def _bridge(records: Sequence[StepRecord], as_is: set[str], model: str) -> str:
+def _bridge(pts: Points, as_is: set[str], model: str) -> str:
     """A bridged configuration against the best that runs the app as it is, or its own figures
     and why it is compared with nothing."""
-    if (found := claim(records, as_is, {model})) is not None:
+    if (found := claim(pts, as_is, {model})) is not None:
         return f"through the bridge, at {found.label}: {found.words()}"
-    rows = [r for r in records if r.model == model]
-    if not rows:
+    own = only(pts, {model}).values()
+    if not own:
         return ""
-    level = max(_at(r) for r in rows)
-    at = [r for r in rows if _at(r) == level]
-    c = contender(model, at)
+    c = max(own, key=lambda p: (p.mode, p.level))
     why = (
         f"{', '.join(c.excluded_by)}: excluded from the verdict"
         if c.excluded_by
         else "no model that runs your app as it is has a fair result beside it"
     )
-    return f"through the bridge, at {at[0].key.label}: {_figures(c)} ({why})"
+    return f"through the bridge, at {c.records[0].key.label}: {_figures(c)} ({why})"
 
 
-def run_answer(records: Sequence[StepRecord], manifest: Mapping[str, Any]) -> list[str]:
-    """`answer()` for a run: its models' classes and the app's kind from its manifest."""
+def run_answer(
+    records: Sequence[StepRecord], manifest: Mapping[str, Any], data: Points | None = None
+) -> list[str]:
+    """`answer()` for a run: its models' classes and the app's kind from its manifest; `data`:
+    the run's points where they are built already."""
+    pts = of(records) if data is None else data
     app = manifest.get("scenario", {}).get("app") or {}
     classes = models_run_app(dict(manifest))
-    lines = answer(records, classes, app.get("kind", "wsgi"))
-    unchanged = best_of(records, {m for m, c in classes.items() if c in UNCHANGED})
+    lines = answer(pts, classes, app.get("kind", "wsgi"))
+    unchanged = best_of(pts, {m for m, c in classes.items() if c in UNCHANGED})
     if app and unchanged is not None:  # a user's app: how to run it (lab.advise.sizing)
         lines.append(how_to_run(records, manifest, unchanged.best.model, unchanged.level))
     return [line for line in lines if line]

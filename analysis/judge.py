@@ -1,7 +1,9 @@
 """The verdict: which model is best at each level, which are tied, which are excluded and why.
 
-A pure function of step records (no files, no clock), so every rule is unit-tested on hand-built
-records. Rules:
+A pure function of the run's points (`analysis.points`: built once from the step records, each
+with the trials its figures rest on; no files, no clock), so every rule is unit-tested on
+hand-built records. It makes no figure of its own: it ranks and ties the very `Side`s the point
+table prints. Rules:
 
 - A model's steps at a level are excluded when any carries a flag the registry marks as
   excluding (serialized, a fault, nothing measured, or `lab_limited`: the verdict's rule table
@@ -25,33 +27,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.stats import estimate
-from lab.record.flags import FLAGS, excluding
+from analysis.points import Point, Points, of
+from lab.record.flags import FLAGS
 from lab.record.step import StepRecord, level_label
-from lab.verdict.difference import MIN_BEYOND, TOO_FEW, Side, beyond, differ, side
-
-
-@dataclass(frozen=True)
-class Contender:
-    """One model at one level, its trials combined: its throughput and p99 as the one test of
-    difference compares them."""
-
-    model: str
-    trials: int
-    throughput: Side
-    latency: Side  # the p99
-    flags: tuple[str, ...]
-    excluded_by: tuple[str, ...]
-    unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
-    p99_beyond: float = math.inf  # requests beyond p99 in its thinnest trial
-
-    @property
-    def rps(self) -> float:
-        return self.throughput.value
-
-    @property
-    def p99_ms(self) -> float:
-        return self.latency.value
+from lab.verdict.difference import MIN_BEYOND, TOO_FEW, differ
 
 
 @dataclass(frozen=True)
@@ -62,7 +41,7 @@ class LevelVerdict:
     best_p99: tuple[str, ...]
     excluded: dict[str, tuple[str, ...]]  # model -> the flags that exclude it
     notes: tuple[str, ...]
-    trials: int  # the fewest trials among the contenders
+    trials: int  # the fewest trials among the points
     p99_unread: float = math.nan  # no best p99: the most requests beyond p99 any fair model had
 
     @property
@@ -70,43 +49,28 @@ class LevelVerdict:
         return level_label(self.level, None if self.mode == "closed" else self.level)
 
 
-def judge(records: Sequence[StepRecord]) -> list[LevelVerdict]:
-    """One verdict per mode and level, in order; each point's trials in trial order, so no
-    flag list or "best only as measured" reason depends on the order records were read."""
-    groups: dict[tuple[str, float], dict[str, list[StepRecord]]] = {}
-    for r in sorted(records, key=lambda r: (r.model, r.mode, r.key.level, r.trial)):
-        groups.setdefault((r.mode, r.key.level), {}).setdefault(r.model, []).append(r)
+def judge(data: Sequence[StepRecord] | Points) -> list[LevelVerdict]:
+    """One verdict per mode and level, in order, from the run's points (built from `data` where
+    it holds step records): each point's trials in trial order, so no flag list or "best only
+    as measured" reason depends on the order records were read."""
+    groups: dict[tuple[str, float], list[Point]] = {}
+    for p in of(data).values():
+        groups.setdefault((p.mode, p.level), []).append(p)
     return [
-        _verdict(mode, level, [contender(model, rs) for model, rs in sorted(by_model.items())])
-        for (mode, level), by_model in sorted(groups.items())
+        _verdict(mode, level, sorted(ps, key=lambda p: p.model))
+        for (mode, level), ps in sorted(groups.items())
     ]
 
 
-def contender(model: str, records: Sequence[StepRecord]) -> Contender:
-    flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
-    if estimate([r.throughput_rps for r in records]).unstable:
-        flags += ("unstable",)
-    return Contender(
-        model=model,
-        trials=len(records),
-        throughput=side(records, "rps"),
-        latency=side(records, "p99"),
-        flags=flags,
-        excluded_by=tuple(excluding(flags)),
-        unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
-        p99_beyond=min(beyond(r.ok) for r in records),
-    )
-
-
-def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdict:
-    fair = [c for c in contenders if not c.excluded_by]
+def _verdict(mode: str, level: float, at: list[Point]) -> LevelVerdict:
+    fair = [c for c in at if not c.excluded_by]
     notes = tuple(
         FLAGS[f].meaning
         for f in dict.fromkeys(f for c in fair for f in c.flags)
         if f in FLAGS and f != "errors"
     )
     best_rps = _winners(fair, higher=True)
-    notes += _labs_own(contenders)
+    notes += _labs_own(at)
     notes += tuple(
         f"{c.model} is best only as measured: {c.unexplained}"
         for c in fair
@@ -117,26 +81,26 @@ def _verdict(mode: str, level: float, contenders: list[Contender]) -> LevelVerdi
         level=level,
         best_rps=best_rps,
         best_p99=_winners(fair, higher=False),
-        excluded={c.model: c.excluded_by for c in contenders if c.excluded_by},
+        excluded={c.model: c.excluded_by for c in at if c.excluded_by},
         notes=notes,
-        trials=min((c.trials for c in contenders), default=0),
+        trials=min((c.trials for c in at), default=0),
         p99_unread=_unread(fair),
     )
 
 
-def _labs_own(contenders: list[Contender]) -> tuple[str, ...]:
+def _labs_own(at: list[Point]) -> tuple[str, ...]:
     """Where the verdict's rules named the lab's own limit, the comparison is the lab's."""
-    labs = [c.model for c in contenders if "lab_limited" in c.excluded_by]
+    labs = [c.model for c in at if "lab_limited" in c.excluded_by]
     if not labs:
         return ()
-    every = "every model" if len(labs) == len(contenders) else ", ".join(labs)
+    every = "every model" if len(labs) == len(at) else ", ".join(labs)
     return (
         f"the lab's own limit at this level for {every} (its apparatus or the machine set the "
         "figures, not the model): not compared",
     )
 
 
-def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
+def _winners(fair: list[Point], higher: bool) -> tuple[str, ...]:
     """The best model on throughput (higher) or p99 (lower), then those the one test of
     difference does not set apart from it."""
     if higher:
@@ -150,19 +114,19 @@ def _winners(fair: list[Contender], higher: bool) -> tuple[str, ...]:
     return (best.model, *sorted(tied))
 
 
-def _apart(best: Contender, rival: Contender, higher: bool) -> bool:
+def _apart(best: Point, rival: Point, higher: bool) -> bool:
     if higher:
         return differ(rival.throughput, best.throughput).apart
     return differ(best.latency, rival.latency).apart
 
 
-def _p99_known(fair: list[Contender]) -> list[Contender]:
-    """The contenders whose p99 can be compared: measured, the server's own tail, and with
+def _p99_known(fair: list[Point]) -> list[Point]:
+    """The points whose p99 can be compared: measured, the server's own tail, and with
     enough requests beyond it (docs/trust.md)."""
     return [c for c in fair if not c.latency.unfit and not math.isnan(c.p99_ms)]
 
 
-def _unread(fair: list[Contender]) -> float:
+def _unread(fair: list[Point]) -> float:
     """Where no fair p99 can be compared for too few requests beyond it: the most there were."""
     thin = [c for c in fair if c.latency.unfit == (TOO_FEW,)]
     if not thin or _p99_known(fair):

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
+from analysis.points import Points, build
 from analysis.stats import percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.errors import LabError
@@ -55,6 +57,12 @@ class Run:
     records: list[StepRecord] = field(default_factory=list)  # what the judge reads
     histograms: dict[tuple[str, str, int], HdrHistogram] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # lines not read, planned steps not found
+
+    @cached_property
+    def points(self) -> Points:
+        """The run's points, built once (`analysis.points`): the point table, the claims and
+        `lab compare` all read these, never sides of their own."""
+        return build(self.records)
 
     @property
     def spectra(self) -> pd.DataFrame:

@@ -16,9 +16,10 @@ Definitions (all per point = model x mode x concurrency, trials combined):
   overhead = ideal / rps = actual time / ideal time for the same requests, the
   gevent-threading-comparison metric (1.0 is perfect, their gevent ~2.0, threads ~1.03).
 - latency percentiles come from the per-point histogram, merged across trials by adding counts,
-  except p99: with several trials p99_ms (like rps) is the figure the claims test, the mean of
-  the trials' own p99s (`lab.verdict.difference.side`), so no printed p99 differs from the one a
-  claim rests on; the merged histogram's stays beside it as p99_merged_ms.
+  except p99: p99_ms (like rps) is the figure the claims test, the mean of the trials' own p99s,
+  read from the run's one set of points (`analysis.points`: the very `Side` the judge, the
+  crossovers and the lead compare), so no printed p99 differs from the one a claim rests on;
+  the merged histogram's stays beside it as p99_merged_ms.
 - cpu_ms_per_req = server CPU time over the window / requests; rss_per_conn_kb = the RSS added per
   extra concurrent connection relative to the model's lowest level (the memory cost of concurrency).
 - inferred_inflight: requests inside the server by Little's law, throughput x the unloaded
@@ -35,13 +36,14 @@ from typing import Any
 import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
+from analysis.points import Point, Points, of
 from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
 from lab.record.step import ERROR_KINDS, StepRecord
 from lab.record.thresholds import T
 from lab.verdict import capacity
-from lab.verdict.difference import differ, holm, points, side
+from lab.verdict.difference import differ, holm
 
 
 def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
@@ -96,10 +98,9 @@ def point_table(run: Run) -> pd.DataFrame:
     if steps.empty:
         return pd.DataFrame()
     pre = preflight_status(run)
-    by_point = points(run.records)
     rows = []
     for key, group in steps.groupby(POINT, sort=True):
-        point = by_point.get((str(key[0]), str(key[1]), int(key[2])), [])
+        point = run.points.get((str(key[0]), str(key[1]), int(key[2])))
         rows.append(_point_row(run, key, group, pre.get(str(key[0]), []), point))
     table = pd.DataFrame(rows)
     table["ceiling_rps"] = _ceilings(run, table)
@@ -132,13 +133,13 @@ def _point_row(
     key: tuple[Any, ...],
     group: pd.DataFrame,
     pre_flags: list[str],
-    point: list[StepRecord],
+    point: Point | None,
 ) -> dict[str, Any]:
-    """One point's figures; its throughput interval is the one the claims use
-    (`lab.verdict.difference`: its trials', or one trial's seconds and the run-to-run floor)."""
+    """One point's figures; its throughput (and its interval) and p99 are the sides of the run's
+    `Point` the claims test (`lab.verdict.difference`)."""
     model, mode, conc = key[0], key[1], int(key[2])
     rps = estimate(group["throughput_rps"].tolist())
-    tested = side(point, "rps") if point else None
+    tested = point.throughput if point else None
     lo, hi = tested.interval() if tested else (float("nan"),) * 2
     ci_basis = tested.basis() if tested else "none"  # the test's own label of the interval
     requests = int(group["requests"].sum())
@@ -159,7 +160,7 @@ def _point_row(
     }
     row.update(_latency(run, key, group))
     row["p99_merged_ms"] = row["p99_ms"]
-    p99 = side(point, "p99").value if point else float("nan")
+    p99 = point.p99_ms if point else float("nan")
     row["p99_ms"] = row["p99_ms"] if math.isnan(p99) else p99
     row.update(_every_request(group))
     errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
@@ -306,7 +307,7 @@ def _rss_per_conn(table: pd.DataFrame) -> pd.Series:
     return out
 
 
-def crossovers(table: pd.DataFrame, records: Sequence[StepRecord]) -> pd.DataFrame:
+def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.DataFrame:
     """Where one model overtakes another: higher throughput, or lower p99, from a level on.
 
     Only fair points count (on p99, not one whose tail may be the generator's own either). A
@@ -321,7 +322,7 @@ def crossovers(table: pd.DataFrame, records: Sequence[StepRecord]) -> pd.DataFra
     cols += ["p", "clear"]
     if table.empty:
         return pd.DataFrame(columns=cols)
-    by_point = points(records)
+    by_point = of(data)
     found = []
     for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
         fair = table[table["fair" if metric == "rps" else "fair_p99"]]
@@ -331,8 +332,8 @@ def crossovers(table: pd.DataFrame, records: Sequence[StepRecord]) -> pd.DataFra
             for i, a in enumerate(models):
                 for b in models[i + 1 :]:
                     for c, prev, win, lose in _flips(sign * (wide[a] - wide[b]), a, b):
-                        pair = [by_point.get((m, str(mode), int(c)), []) for m in (lose, win)]
-                        p = _p_toward(metric, *pair) if all(pair) else math.nan
+                        lo, hi = (by_point.get((m, str(mode), int(c))) for m in (lose, win))
+                        p = _p_toward(metric, lo, hi) if lo and hi else math.nan
                         found.append([metric, mode, int(c), int(prev), win, lose, p])
     out = pd.DataFrame(found, columns=cols[:-1])
     out["clear"] = holm(out["p"].tolist()) if found else []
@@ -362,12 +363,12 @@ def _flips(diff: pd.Series, a: str, b: str) -> list[tuple[Any, Any, str, str]]:
     return out
 
 
-def _p_toward(metric: str, lose: list[StepRecord], win: list[StepRecord]) -> float:
+def _p_toward(metric: str, lose: Point, win: Point) -> float:
     """The p-value of the flip's difference where the test points the flip's way (the
     overtaker higher on throughput, lower on p99); 1 where it points the other way, so a
     crossover is never called clear against its own direction; nan where not compared."""
     name = "rps" if metric == "rps" else "p99"
-    d = differ(side(lose, name), side(win, name))
+    d = differ(lose.sides()[name], win.sides()[name])
     toward = d.diff > 0 if name == "rps" else d.diff < 0
     return d.p if toward or not d.compared else 1.0
 

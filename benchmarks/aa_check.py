@@ -153,7 +153,7 @@ def row(name: str, frame: pd.DataFrame, crossing: str, holding: str) -> list[str
 def rows(a: Run, b: Run, noise: Floor) -> list[list[str]]:
     """Seconds only, then the lab's intervals (its floor): changed points and crossovers."""
     ta, tb = point_table(a), point_table(b)
-    ca, cb = crossovers(ta, a.records), crossovers(tb, b.records)
+    ca, cb = crossovers(ta, a.points), crossovers(tb, b.points)
     (ha, na), (hb, nb) = held(ca, tb), held(cb, ta)
     lab = row("seconds + run-to-run floor", compare(a, b, noise), f"{na} / {nb}", "")
     lab[-1] = f"{ha} of {na} / {hb} of {nb}"

@@ -25,13 +25,19 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("lab/verdict/difference.py", "analysis/judge.py", "analysis/interfaces.py")
+MODULES = (
+    "lab/verdict/difference.py",
+    "analysis/points.py",
+    "analysis/judge.py",
+    "analysis/interfaces.py",
+)
 TESTS = (
     "tests/test_claims_properties.py",
     "tests/test_claims_advise.py",
     "tests/test_judge.py",
     "tests/test_noise.py",
     "tests/test_interfaces.py",
+    "tests/test_points.py",
 )
 COPIED = ("lab", "analysis", "tests", "servers", "loadgen", "benchmarks", "experiments", "docs")
 

@@ -1,0 +1,109 @@
+"""A run's points, built once: every figure a point prints, each with the sample it rests on.
+
+A point is one model at one mode and level, its trials combined. Its throughput and p99 are the
+`Side`s the one test of difference (`lab.verdict.difference`) compares, built here and nowhere
+else in the analysis: the point table prints their values, the judge ranks and ties them, the
+crossovers, the ranking behind a front, the lead's p99 extremes, the answer and `lab compare` all
+test them. Each used to rebuild its sides from the step records on its own, so a figure printed
+in one place and the figure tested in another could part ways; now they are one object.
+
+`lab advise` still judges a single open-loop step against a target (`lab.advise.target`): that
+is one step, not a point of a sweep, read before any run directory is analysed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from analysis.stats import estimate
+from lab.record.flags import excluding, tail_excluding
+from lab.record.step import StepRecord
+from lab.verdict.difference import TOO_FEW, PointKey, Side, beyond, points, side
+
+
+@dataclass(frozen=True)
+class Point:
+    """One model at one level, its trials combined: its throughput and p99 as the one test of
+    difference compares them, and what keeps it from being compared."""
+
+    model: str
+    mode: str
+    level: float  # users (closed loop) or arrival rate (open loop)
+    records: tuple[StepRecord, ...]  # its trials, in trial order: the sample its sides rest on
+    throughput: Side
+    latency: Side  # the p99
+    flags: tuple[str, ...]
+    excluded_by: tuple[str, ...]
+    unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
+    p99_beyond: float = math.inf  # requests beyond p99 in its thinnest trial
+
+    @property
+    def trials(self) -> int:
+        return len(self.records)
+
+    @property
+    def rps(self) -> float:
+        return self.throughput.value
+
+    @property
+    def p99_ms(self) -> float:
+        return self.latency.value
+
+    def sides(self, more: Sequence[str] = ()) -> dict[str, Side]:
+        """Its throughput and p99 sides, with `more` flags beside its steps' (a run's preflight,
+        as `lab compare` reads them): what `side(records, metric, more)` would make."""
+        if not more:
+            return {"rps": self.throughput, "p99": self.latency}
+        rps = (*excluding(list(more)), *self.throughput.unfit)
+        p99 = (*tail_excluding(list(more)), *self.latency.unfit)
+        return {
+            "rps": _unfit(self.throughput, rps),
+            "p99": _unfit(self.latency, p99),
+        }
+
+
+def _unfit(s: Side, unfit: Sequence[str]) -> Side:
+    """`s` compared with nothing for `unfit` (TOO_FEW last, as `difference.tail` orders it)."""
+    said = tuple(dict.fromkeys(u for u in unfit if u != TOO_FEW))
+    return Side(s.metric, s.value, s.trials, s.own_half, said + (TOO_FEW,) * (TOO_FEW in unfit))
+
+
+Points = Mapping[PointKey, Point]  # (model, mode, level rounded) -> its point
+
+
+def build(records: Sequence[StepRecord]) -> dict[PointKey, Point]:
+    """Every point of `records`, in a fixed order whatever the records' (the one place the
+    analysis makes a point's sides from its steps)."""
+    return {key: point(rs) for key, rs in points(records).items()}
+
+
+def point(records: Sequence[StepRecord]) -> Point:
+    """One point from its trials (one model, mode and level; in trial order)."""
+    flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
+    if estimate([r.throughput_rps for r in records]).unstable:
+        flags += ("unstable",)
+    first = records[0]
+    return Point(
+        model=first.model,
+        mode=first.mode,
+        level=first.key.level,
+        records=tuple(records),
+        throughput=side(records, "rps"),
+        latency=side(records, "p99"),
+        flags=flags,
+        excluded_by=tuple(excluding(flags)),
+        unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
+        p99_beyond=min(beyond(r.ok) for r in records),
+    )
+
+
+def of(data: Sequence[StepRecord] | Points) -> Points:
+    """The points of `data`: as given where they are built already, else built from records."""
+    return data if isinstance(data, Mapping) else build(data)
+
+
+def only(data: Points, models: set[str]) -> Points:
+    """The points of `models` alone."""
+    return {k: p for k, p in data.items() if p.model in models}
