@@ -198,7 +198,7 @@ def pair_row(number: int, a: Run, b: Run) -> list[str]:
     """One A/A pair: the points changed out of those tested, each run's crossovers beyond noise,
     and whether the pair claims anything (any crossover, or more than POINTS_CHANGED points)."""
     frame = compare(a, b)
-    cross = [crossovers(point_table(r), r.records) for r in (a, b)]
+    cross = [crossovers(point_table(r), r.points) for r in (a, b)]
     clear = [int(c["clear"].sum()) if not c.empty else 0 for c in cross]
     flips = [int(c["p"].notna().sum()) if not c.empty else 0 for c in cross]
     most = max(int(frame[f"{m}_significant"].sum()) for m in ("rps", "p99"))
