@@ -4,7 +4,8 @@ Why beside the answers per 100 ms (`lab.verdict.pauses`): at a few users the bin
 answers to tell a quiet stretch from chance, yet every request in flight when the server stopped
 waited the pause through. In closed loop they answer together, about a pause's length after they
 were sent, so the step's distribution (`StepRecord.answers_by_latency`) shows them as a group far
-above the bulk, an empty stretch between: their latency is the pause's length, their number
+above the bulk, an empty stretch between: their latency is the pause's length (and half a
+request's time: `Cluster.pause_ms`), their number
 (each pause holds about one request a user) its count, and the seconds whose slowest answer lies
 in the group (`timeseries["max_ms"]`) when each pause ended.
 
@@ -35,6 +36,13 @@ class Cluster:
     least_ms: float  # its least latency (its lowest bin's lower edge)
     median_ms: float  # its median answer's latency (the middle of that bin: within 2.5%)
     bulk_ms: float  # the greatest latency below the empty stretch (its bin's upper edge)
+    typical_ms: float  # the median answer's latency (in the bulk)
+
+    @property
+    def pause_ms(self) -> float:
+        """The pause the group was held through: a request in flight when it began had been
+        sent anywhere up to one request's time before, so held about half of that beyond it."""
+        return self.median_ms - self.typical_ms / 2
 
 
 def cluster_of(spread: Spread, least_ms: float) -> Cluster | None:
@@ -47,7 +55,7 @@ def cluster_of(spread: Spread, least_ms: float) -> Cluster | None:
         low = pairs[i + 1][0] / COARSE_STEP
         if below * 2 > total and low >= max(least_ms, T.pause_cluster_gap * top):
             above = pairs[i + 1 :]
-            return Cluster(total - below, round(low, 1), _median(above), top)
+            return Cluster(total - below, round(low, 1), _median(above), top, _median(pairs))
     return None
 
 

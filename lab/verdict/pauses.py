@@ -81,7 +81,7 @@ def held_pauses(r: StepRecord, least_ms: float) -> tuple[Pause, ...]:
     if _own_lag(r, list(r.timeseries.get("lag_max_ms") or []), ends) >= c.least_ms / 2:
         return ()
     n = max(len(runs), round(c.count / closed) if closed else 1, 1)
-    length = round(c.median_ms, -1)
+    length = round(c.pause_ms, -1)
     starts = [round(max(i + 0.5 - length / 1000, 0.0), 1) for i in runs]
     return tuple(Pause(s, length, "held") for s in (starts if len(runs) == n else [None] * n))
 
