@@ -29,6 +29,7 @@ from lab.verdict.capacity import Capacity
 from lab.verdict.clusters import cluster_of, held
 from lab.verdict.pauses import least_pause_ms, pauses_of
 from tests.fixture_run import window
+from tests.test_reason_evidence import check
 
 BIN = hist.COARSE_STEP
 
@@ -96,7 +97,9 @@ def test_held_counts_the_answers_at_or_above_a_latency() -> None:
 D_MS = 100.0  # least pause 400 ms: at 1-4 users, 10-40 answers a second leave the bins thin
 
 
-def held_step(users: int, samples: list[float], ends: list[int], seconds: int = 10, **more: Any):
+def held_step(
+    users: int, samples: list[float], ends: list[int], seconds: int = 10, **more: Any
+) -> StepRecord:
     """A closed-loop step of `users` whose answers' latencies are `samples`, the slowest of
     each second 1.2 d but in `ends` (the pause's length there: its held requests answered)."""
     pause = max(samples)
@@ -113,6 +116,7 @@ def held_step(users: int, samples: list[float], ends: list[int], seconds: int = 
     )
     record = step_record("run", StepKey("m", "closed", users, None, 1), measured)
     cap = Capacity(1000, "1000 threads", 1.0, D_MS, 64_000, host_cores=2)
+    check(record, cap)  # every number of its reasons is in their evidence
     return assessed(record, cap)
 
 
@@ -221,3 +225,32 @@ def test_the_answers_by_latency_survive_the_record_s_json() -> None:
     again = from_json(json.loads(json.dumps(asdict(record))))
     assert again.answers_by_latency == record.answers_by_latency
     assert replace(again, answers_by_latency=()) != record
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    users=st.integers(2, 60),
+    quiet=st.integers(3, 15),
+    held_n=st.integers(0, 60),
+    seed=st.integers(0, 2**16),
+)
+def test_a_bin_found_pause_counts_where_half_the_users_requests_waited_half_of_it(
+    users: int, quiet: int, held_n: int, seed: int
+) -> None:
+    """30 answers per 100 ms around `quiet` empty bins (d 20 ms): a pause where the requests
+    that waited through it (at its length) are half the users or more, none where fewer."""
+    rng = random.Random(seed)
+    ticks = [30] * 20 + [0] * quiet + [30] * 20
+    samples = bulk(sum(ticks), 20.0, rng) + [
+        quiet * 100 + rng.uniform(0, 20) for _ in range(held_n)
+    ]
+    measured = window(
+        300,
+        20.0,
+        seconds=len(ticks) / 10,
+        answers_100ms=tuple(ticks),
+        answers_by_latency=spread(samples),
+    )
+    record = step_record("run", StepKey("m", "closed", users, None, 1), measured)
+    found = pauses_of(record, 20.0)
+    assert len(found) == (1 if 2 * held_n >= users else 0), (found, held_n, users)
