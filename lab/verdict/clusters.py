@@ -33,7 +33,7 @@ Spread = Sequence[tuple[float, int]]  # `StepRecord.answers_by_latency`: (upper 
 @dataclass(frozen=True)
 class Cluster:
     count: int  # answers in the group
-    least_ms: float  # its least latency (its lowest bin's lower edge)
+    least_ms: float  # its least latency (its lowest bin's lower edge, whole ms down)
     median_ms: float  # its median answer's latency (the middle of that bin: within 2.5%)
     bulk_ms: float  # the greatest latency below the empty stretch (its bin's upper edge)
     typical_ms: float  # the median answer's latency (in the bulk)
@@ -55,7 +55,7 @@ def cluster_of(spread: Spread, least_ms: float) -> Cluster | None:
         low = pairs[i + 1][0] / COARSE_STEP
         if below * 2 > total and low >= max(least_ms, T.pause_cluster_gap * top):
             above = pairs[i + 1 :]
-            return Cluster(total - below, round(low, 1), _median(above), top, _median(pairs))
+            return Cluster(total - below, math.floor(low), _median(above), top, _median(pairs))
     return None
 
 
