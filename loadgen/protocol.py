@@ -233,6 +233,9 @@ class Done(Window):
     # The window's answers per 100 ms, by when they arrived (either engine): a pause shorter
     # than a second shows here, never in the per-second series (`lab.verdict.pauses`).
     answers_100ms: list[int] = field(default_factory=list)
+    # The window's answers by latency, filled by the lab from the step's histograms whatever the
+    # engine (`lab.run.generator.follow`; `lab.record.hist.coarse_ms`'s pairs).
+    answers_by_latency: tuple[tuple[float, int], ...] = ()
 
 
 ANSWER_TICK_S = 0.1  # `Done.answers_100ms`'s bin: a pause of 200 ms shows as an empty bin or two

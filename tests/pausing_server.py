@@ -9,8 +9,9 @@ leaves no whole second empty, so only the answers' own timing per 100 ms shows i
 - `threads`: the standard library's threaded server, each request 10 ms; the pause is a lock
   every handler takes, held by a background thread (a convoy behind one lock).
 
-The first pause starts `FIRST` seconds after the first request, then one every `EVERY` seconds.
-Run: python -m tests.pausing_server KIND PORT PAUSE EVERY FIRST (loopback only).
+The first pause starts `FIRST` seconds after the first request, then one every `EVERY` seconds;
+`SERVICE` seconds a request, where not 10 ms (a few users' bins too thin to see a pause).
+Run: python -m tests.pausing_server KIND PORT PAUSE EVERY FIRST SERVICE (loopback only).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ SETTLE_S = 0.3
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 
 
-def _gevent(port: int, pause_s: float, every_s: float, first_s: float) -> None:
+def _gevent(port: int, pause_s: float, every_s: float, first_s: float, service_s: float) -> None:
     import gevent
     from gevent.server import StreamServer
 
@@ -51,7 +52,7 @@ def _gevent(port: int, pause_s: float, every_s: float, first_s: float) -> None:
             if now >= due[0]:
                 due[0] += every_s
                 time.sleep(pause_s)  # blocking: the loop stops, every request with it
-            gevent.sleep(SERVICE_S)
+            gevent.sleep(service_s)
             sock.sendall(OK)
 
     StreamServer(("127.0.0.1", port), serve).serve_forever()
@@ -65,7 +66,7 @@ def _request(reader: Any) -> bool:
     return True
 
 
-def _threads(port: int, pause_s: float, every_s: float, first_s: float) -> None:
+def _threads(port: int, pause_s: float, every_s: float, first_s: float, service_s: float) -> None:
     lock = threading.Lock()
     started = threading.Event()
 
@@ -84,7 +85,7 @@ def _threads(port: int, pause_s: float, every_s: float, first_s: float) -> None:
             started.set()
             with lock:
                 pass
-            time.sleep(SERVICE_S)
+            time.sleep(service_s)
             self.wfile.write(OK)  # one segment: headers and body written apart wait on Nagle
 
         def log_message(self, *_: object) -> None:
@@ -97,19 +98,25 @@ def _threads(port: int, pause_s: float, every_s: float, first_s: float) -> None:
 
 
 def paused_record(
-    kind: str, pause_s: float, every_s: float, window_s: float, log_dir: Path, **load: Any
+    kind: str,
+    pause_s: float,
+    every_s: float,
+    window_s: float,
+    log_dir: Path,
+    service_s: float = SERVICE_S,
+    **load: Any,
 ) -> StepRecord:
     """One step against this server, started in a process of its own (its first pause 0.5 s
-    into the window), assessed as the lab assesses a step whose requests take 10 ms: closed loop
-    of 8 users on the lab's generator, or what `load` asks (`Start`'s fields: an open loop on
-    oha, `engine="oha", rate_rps=..., max_outstanding=...`)."""
+    into the window), assessed as the lab assesses a step whose requests take `service_s`:
+    closed loop of 8 users on the lab's generator, or what `load` asks (`Start`'s fields: a few
+    users, an open loop on oha, `engine="oha", rate_rps=..., max_outstanding=...`)."""
     from lab.run.generator import measured_from, run_step
     from lab.system.procs import free_port
 
     port = free_port()
     first = SETTLE_S + 0.5
     argv = [sys.executable, "-m", "tests.pausing_server", kind, str(port)]
-    argv += [str(pause_s), str(every_s), str(first)]
+    argv += [str(pause_s), str(every_s), str(first), str(service_s)]
     server = subprocess.Popen(argv, cwd=Path(__file__).parent.parent)
     try:
         _wait_listening(port)
@@ -124,7 +131,7 @@ def paused_record(
     record = step_record(
         "run", key, measured_from(done), max_outstanding=load.get("max_outstanding")
     )
-    return assessed(record, Capacity(1000, "1000 threads", 1.0, SERVICE_S * 1000, 64_000))
+    return assessed(record, Capacity(1000, "1000 threads", 1.0, service_s * 1000, 64_000))
 
 
 def _wait_listening(port: int) -> None:
@@ -138,6 +145,6 @@ def _wait_listening(port: int) -> None:
 
 
 if __name__ == "__main__":
-    kind, port, pause, every, first = sys.argv[1:6]
+    kind, port, pause, every, first, service = sys.argv[1:7]
     serve = _gevent if kind == "gevent" else _threads
-    serve(int(port), float(pause), float(every), float(first))
+    serve(int(port), float(pause), float(every), float(first), float(service))

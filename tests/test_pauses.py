@@ -4,7 +4,8 @@ found".
 Pauses: the answers per 100 ms of generated steps, each pause put in by the test (the oracle is
 where the test put it, not the production function), and a real app that pauses under gevent
 (a blocking call stops its event loop) and under threads (a lock convoy) for 0.3 and 1 s, with
-the lab's generator. The 5 s case, too long for CI, is `benchmarks/pauses.py`. CPU waits:
+the lab's generator, and at 2 users, where the bins are too thin and the requests held through
+a pause tell it. The 5 s case, too long for CI, is `benchmarks/pauses.py`. CPU waits:
 generated records whose server waited a third of the window or more, below the ideal.
 """
 
@@ -171,6 +172,30 @@ def test_a_real_app_s_pauses_are_named_with_count_length_and_period(
         assert ev["count"] == len(found)
         if expected > 1:
             assert ev["period_s"] == pytest.approx(every_s, abs=0.2)
+
+
+@pytest.mark.parametrize("kind", ["gevent", "threads"], ids=["gevent", "threads"])
+def test_a_pause_at_two_users_too_thin_for_the_bins_is_found_from_its_held_requests(
+    tmp_path: Path, kind: str
+) -> None:
+    """The same app at 2 users, each request 100 ms (about 2 answers per 100 ms, fewer than a
+    400 ms pause needs to be told from chance there), pausing 1 s every 2 s in a 4 s window: the
+    two requests each pause holds answer far above the rest, so both pauses are named with
+    their length and period."""
+    record = paused_record(
+        "gevent" if kind == "gevent" else "threads", 1.0, 2.0, 4.0, tmp_path, service_s=0.1, users=2
+    )
+    ticks = sorted(n for n in record.answers_100ms if n)
+    assert ticks[len(ticks) // 2] * 4 < T.pause_min_expected_answers, record.answers_100ms
+    assert "pause" in (record.limited_by, *record.also_limited_by), record.limit_reason
+    found = pauses_of(record, 100.0)
+    assert [p.seen for p in found] == ["held", "held"], (found, record.answers_by_latency)
+    for p in found:
+        assert 900 <= p.length_ms <= 1150, found
+    if record.limited_by == "pause":
+        ev = record.evidence["paused"]
+        assert ev["count"] == 2 and ev["held"] >= 3, ev
+        assert ev["period_s"] == pytest.approx(2.0, abs=0.2)
 
 
 @pytest.mark.skipif(tools.missing() is not None, reason="oha is not installed")

@@ -218,9 +218,10 @@ _FLAGS = (
     Flag(
         "paused",
         f"the server stopped answering for {T.pause_delays:g} d or {T.pause_min_ms:g} ms "
-        "(whichever is longer) or more, seen in its answers per 100 ms: the pauses' count, "
-        "lengths and period are the evidence; throughput and p99 are both compared (the held "
-        "requests are counted)",
+        "(whichever is longer) or more, seen in its answers per 100 ms or, where those are too "
+        "few, from the requests held through it (a group of answers far above the rest): the "
+        "pauses' count, lengths and period are the evidence; throughput and p99 are both "
+        "compared (the held requests are counted)",
         ("paused",),
         "lab.verdict.table",
         excludes=False,

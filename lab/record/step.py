@@ -101,6 +101,7 @@ class Measured:
     closed_loop: Mapping[str, Any] = field(default_factory=dict)
     routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a mix: per route
     answers_100ms: tuple[int, ...] = ()  # the window's answers per 100 ms (`Done.answers_100ms`)
+    answers_by_latency: tuple[tuple[float, int], ...] = ()  # `Done.answers_by_latency`
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,8 @@ class StepRecord:
     # The window's answers per 100 ms by when they arrived, from either engine (() : not
     # recorded, an older record): a pause shorter than a second is seen here, not in `timeseries`.
     answers_100ms: tuple[int, ...] = ()
+    # ... and by latency (`hist.coarse_ms`; (): not recorded): a pause's held requests show there.
+    answers_by_latency: tuple[tuple[float, int], ...] = ()
     # Processes outside the run that could run on the server's cores and used 10% of a core or
     # more in the window, busiest first: "name (pid)" -> % of one core (`HostMeter.others`).
     others_on_cores: dict[str, float] = field(default_factory=dict)
@@ -345,12 +348,20 @@ def step_record(
         generators=generators,
         generator_lag_ms=dict(measured.generator_lag_ms),
         generator_periodic_pct=measured.generator_periodic_pct,
-        routes={k: dict(v) for k, v in measured.routes.items()},
-        answers_100ms=tuple(measured.answers_100ms),
+        **_answers(measured),
         **_sampled_figures(sampled),
         **_open_loop_fields(cut),
         **counts,
     )
+
+
+def _answers(measured: Measured) -> dict[str, Any]:
+    """The answers by route, by when they arrived and by latency, as the record keeps them."""
+    return {
+        "routes": {k: dict(v) for k, v in measured.routes.items()},
+        "answers_100ms": tuple(measured.answers_100ms),
+        "answers_by_latency": tuple(measured.answers_by_latency),
+    }
 
 
 def _sampled_figures(sampled: Sampled) -> dict[str, Any]:

@@ -38,6 +38,7 @@ def from_json(data: Any) -> StepRecord:
         values[name] = tuple(values.get(name) or ())
     for name in ("unanswered_hides", "generator_moved", "answers_100ms"):
         values[name] = tuple(values.get(name) or ())
+    values["answers_by_latency"] = tuple((e, n) for e, n in values.get("answers_by_latency") or ())
     record = StepRecord(**values)
     _check_types(record)
     return record

@@ -73,6 +73,13 @@ class Thresholds:
     # ... told only where the median 100 ms over that long holds this many answers (fewer, and
     # a quiet stretch is chance).
     pause_min_expected_answers: float = 10.0
+    # Requests held through a pause (`lab.verdict.clusters`): a bin-found pause counts where the
+    # answers that waited half its length or more are at least this share of what it held (closed
+    # loop: one request a user; open: the arrivals of its first half) ...
+    pause_held_share: float = 0.50
+    # ... and where the bins are too thin, a group of answers far above the rest is a pause: its
+    # least latency at least this many times the greatest below the empty stretch between them.
+    pause_cluster_gap: float = 2.0
     # The server waited for a CPU this share of the window or more: something took its cores,
     # and the processes that ran on them are named whatever else fired (`rules.cpu_taken`).
     server_wait_named_pct: float = 100 / 3

@@ -102,6 +102,8 @@ class IntervalMerger:
         self.key: tuple[float, float] | None = None
         self.parts: list[HdrHistogram] = []
         self.drain = False
+        self.whole = hist.new_histogram()  # every interval's, the drain's too
+        self.max_ms: list[float] = []  # each measured second's slowest answer
 
     def add(self, message: Histogram) -> None:
         if (message.start_s, message.end_s) != self.key:
@@ -114,12 +116,24 @@ class IntervalMerger:
 
     def flush(self) -> None:
         """Hand the second on; the drain's interval carries the tag the `.hlog` keeps."""
-        if self.key is not None and self.sink is not None:
-            merged = hist.merge(self.parts)
-            if self.drain:
-                merged.set_tag(hist.DRAIN_TAG)
+        if self.key is None:
+            return
+        merged = hist.merge(self.parts)
+        self.whole.add(merged)
+        if self.drain:
+            merged.set_tag(hist.DRAIN_TAG)
+        else:
+            self.max_ms.append(merged.get_max_value() / 1000)
+        if self.sink is not None:
             self.sink(*self.key, merged)
         self.key, self.parts, self.drain = None, [], False
+
+    def onto(self, done: Done) -> Done:
+        """The step's figures with its answers by latency and each second's slowest answer
+        (`max_ms`) from the histograms, so both engines' steps carry them alike."""
+        series = {**done.timeseries, "max_ms": self.max_ms} if self.max_ms else done.timeseries
+        spread = hist.coarse_ms(self.whole)
+        return replace(done, answers_by_latency=spread, timeseries=series)
 
 
 def follow(
@@ -155,6 +169,8 @@ def follow(
         else:
             outcome.failure = message.message
     merger.flush()
+    if outcome.done is not None:
+        outcome.done = merger.onto(outcome.done)
     return outcome
 
 
@@ -189,6 +205,7 @@ def measured_from(done: Done | None) -> Measured:
         late_sends=done.late_sends,
         closed_loop=done.closed_loop,
         answers_100ms=tuple(done.answers_100ms),
+        answers_by_latency=tuple(done.answers_by_latency),
     )
 
 

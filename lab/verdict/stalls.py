@@ -5,6 +5,7 @@ each module stays one screenful; the table (`lab.verdict.table`) orders them wit
 
 from __future__ import annotations
 
+from lab.verdict.clusters import cluster_of
 from lab.verdict.facts import Facts, median_rps
 from lab.verdict.pauses import TICK_MS, least_pause_ms, period_s
 from lab.verdict.rules import Finding
@@ -38,27 +39,45 @@ def stalled(f: Facts) -> Finding | None:
 
 
 def paused(f: Facts) -> Finding | None:
-    """The server stopped answering for a fraction of a second or more, seen per 100 ms
-    (`lab.verdict.pauses`): how often, how long and how regularly, so a pause is named at the
-    scale it happens. Its p99 is the model's own (the held requests are counted), so compared."""
+    """The server stopped answering for a fraction of a second or more, seen per 100 ms or from
+    the requests held through it (`lab.verdict.pauses`): how often, how long and how regularly,
+    so a pause is named at the scale it happens. Its p99 is the model's own (the held requests
+    are counted), so compared."""
     if not f.pauses:
         return None
     lengths = [p.length_ms for p in f.pauses]
     every = period_s(f.pauses)
-    n = len(lengths)
+    n, least = len(lengths), least_pause_ms(f.cap.delay_ms)
+    starts = [p.start_s for p in f.pauses if p.start_s is not None]
     regular = f", about every {every:g} s" if every is not None else ""
+    window = f"{f.r.duration_s:g} s window"
+    at = f"at {', '.join(f'{s:g}' for s in starts)} s of the {window}, " if starts else ""
+    seen, held = _seen(f, least)
     return Finding(
         f"the server stopped answering {n} time{'s' if n != 1 else ''} for {max(lengths):g} ms "
-        f"at the longest{regular} (at {', '.join(f'{p.start_s:g}' for p in f.pauses)} s of "
-        f"the {f.r.duration_s:g} s window, seen per {TICK_MS:g} ms; a pause counts from "
-        f"{least_pause_ms(f.cap.delay_ms):g} ms): a GC, a lock, a blocking call in an event "
-        "loop?",
+        f"at the longest{regular} ({at}{seen}; a pause counts from {least:g} ms): a GC, a lock, "
+        "a blocking call in an event loop?",
         {
             "count": n,
             "lengths_ms": lengths,
-            "starts_s": [p.start_s for p in f.pauses],
+            "starts_s": starts,
             "period_s": every,
-            "least_ms": least_pause_ms(f.cap.delay_ms),
+            "least_ms": least,
             "tick_ms": TICK_MS,
+            **held,
         },
     )
+
+
+def _seen(f: Facts, least: float) -> tuple[str, dict[str, float]]:
+    """How the pauses were seen, in words and figures: per 100 ms, or (the bins too thin) from
+    the requests held through them, far above the rest."""
+    c = cluster_of(f.r.answers_by_latency, least)
+    if c is None or any(p.seen == "bins" for p in f.pauses):
+        return f"seen per {TICK_MS:g} ms", {}
+    words = (
+        f"{c.count} request{'s' if c.count != 1 else ''} held {c.least_ms:g} ms or more, the "
+        f"rest {c.bulk_ms:g} ms at most; too few answers per {TICK_MS:g} ms to see it there"
+    )
+    figures = {"held": c.count, "held_least_ms": c.least_ms, "rest_most_ms": c.bulk_ms}
+    return words, figures
