@@ -165,10 +165,17 @@ def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
     pool = {"postgres": max(1, round(rps * d / 1000))}
     held = draw(st.sampled_from(({}, pool, {"redis": 3, "upstream": 0})))
     if draw(st.booleans()):  # a quiet step: nothing disturbing, for the rules that need one
-        # (a third of them starved of CPU by nothing outside the run: `cpu_queued`, which a
-        # disturbed step almost always shadows with an earlier rule)
-        starved = draw(st.sampled_from((0.0, 0.0, 40.0)))
+        # (some starved of CPU by nothing outside the run, some paused for 700 ms: `cpu_queued`
+        # and `paused`, which a disturbed step almost always shadows with an earlier rule)
+        focus = draw(st.sampled_from(("quiet", "quiet", "starved", "paused")))
+        starved = 40.0 if focus == "starved" else 0.0
         quiet = {"apparatus_wait_pct": 0.0, "server_wait_pct": starved, "upstream_lag_ms": -1.0}
+        if focus != "quiet":  # answered steadily, no errors; paused: 700 ms without answers
+            pause = (per_bin,) * 30 + (0,) * 7 + (per_bin,) * 63 if focus == "paused" else ()
+            steady_s = {"rps": [rps] * seconds}
+            measured = replace(
+                measured, requests=answered, errors={}, answers_100ms=pause, timeseries=steady_s
+            )
         record = step_record("run", key, measured, replace(sampled, **quiet))
         return replace(record, app_connections=held), cap
     record = step_record("run", key, measured, sampled, raised(draw))
