@@ -15,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.verdict.difference import Floor, Side, differ
-from lab.verdict.power import Spread, detectable, plan, run_spread, smallest_seen
+from lab.verdict.power import (
+    Spread,
+    detectable,
+    floor_spread,
+    plan,
+    run_spread,
+    smallest_seen,
+    t80,
+)
 from tests.conftest import lab_cli
 from tests.fixture_run import FixtureStep, build_run
 from tests.test_cli_errors import assert_clean_error, run_lab
@@ -112,3 +120,86 @@ def test_lab_plan_says_the_run_length_per_metric() -> None:
 def test_lab_plan_refuses_a_change_that_is_not_a_percentage(value: str) -> None:
     assert lab_cli("plan")  # the command exists in the group
     assert_clean_error(run_lab("plan", "--detect", value), "--detect takes a change in percent")
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile, a reference written apart from the lab's tables: bisection on the
+    CDF, its density integrated from 0 by Simpson's rule."""
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+
+    def cdf(x: float, n: int = 400) -> float:
+        f = [c * (1 + (x * i / n) ** 2 / df) ** (-(df + 1) / 2) for i in range(n + 1)]
+        inner = sum((4 if i % 2 else 2) * f[i] for i in range(1, n))
+        return 0.5 + (f[0] + inner + f[n]) * x / n / 3
+
+    lo, hi = 0.0, 8.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def test_the_80_percent_t_quantile_is_student_s_from_one_degree_of_freedom_on() -> None:
+    for df in (1, 2, 3, 5, 10, 20, 30, 31, 40, 100):  # the table, then its approximation
+        assert t80(df) == pytest.approx(t_quantile(0.8, df), abs=0.002), df
+    assert t80(2.7) == t80(2)  # Welch's fractional df rounds down: the wider interval
+    assert all(math.isnan(t80(df)) for df in (0.5, math.nan))
+
+
+def test_one_trial_s_detectable_change_rests_on_the_floor_it_is_given() -> None:
+    """One trial a side: the floor's half-width, t with the floor's own points as degrees of
+    freedom (a root mean square about zero over 3 points has 3), plus the normal 80% push, over
+    the SD of a difference of two."""
+    sd = 0.04
+    expected = math.sqrt(2) * sd * (t_quantile(0.975, 3) + 0.8416)
+    assert detectable("rps", sd, 1, Floor(sd, sd, 3, ("a", "b"), "test")) == pytest.approx(
+        expected, rel=1e-3
+    )
+
+
+def test_the_floor_as_a_spread_is_each_metric_s_own_and_all_between_runs() -> None:
+    noise = Floor(0.03, 0.11, 21, ("a", "b"), "the test box")
+    for metric, sd in (("rps", 0.03), ("p99", 0.11)):
+        spread = floor_spread(metric, noise)
+        assert (spread.metric, spread.between, spread.within_1s) == (metric, sd, 0.0)
+        assert spread.seconds == 5.0 and "the test box" in spread.source
+
+
+@given(between=st.floats(0, 0.5), within=st.floats(0, 2), seconds=st.floats(0.05, 300))
+def test_a_spread_s_seconds_share_shrinks_as_one_over_their_root(
+    between: float, within: float, seconds: float
+) -> None:
+    spread = Spread("rps", between, within, 5.0, "test")
+    expected = math.sqrt(between**2 + within**2 / seconds)
+    assert spread.sd(seconds) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("trials", [2, 3])
+def test_a_run_s_spread_splits_its_trials_spread_into_seconds_and_between(
+    tmp_path: Path, trials: int
+) -> None:
+    """Each trial's seconds spread +-2 req/s around its mean and its per-second p99s +-5%; the
+    trials' means and p99s spread apart. Expected: the within part is the median of the steps'
+    per-second relative SDs, the between part what is left of the trials' relative SD once the
+    within part over the step's seconds is taken out (computed here from the numbers drawn)."""
+    from dataclasses import replace
+
+    from analysis.loading import load
+
+    means = (95.0, 105.0) if trials == 2 else (95.0, 100.0, 105.0)
+    rows = [
+        FixtureStep("m", 10, trial=t, rps_per_second=(m - 2, m, m + 2), latencies_ms=(m,))
+        for t, m in enumerate(means, 1)
+    ]
+    loaded = load(build_run(tmp_path / "run", rows)).records
+    records = [
+        replace(r, timeseries={**r.timeseries, "p99_ms": [m * 0.95, m, m * 1.05]})
+        for r, m in zip(sorted(loaded, key=lambda r: r.trial), means, strict=True)
+    ]
+    cv = statistics.stdev(means) / statistics.fmean(means)
+    for metric, within in (("rps", statistics.median(2 / m for m in means)), ("p99", 0.05)):
+        spread = run_spread(records, metric, noise(0.2))
+        assert spread.within_1s == pytest.approx(within, abs=1e-3), metric
+        between = math.sqrt(max(cv**2 - within**2 / 3, 0.0))
+        assert spread.between == pytest.approx(between, abs=2e-3), metric
+        assert spread.seconds == 3.0 and spread.source.startswith("the run's trials")
