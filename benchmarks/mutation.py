@@ -49,6 +49,7 @@ SUITES: dict[str, tuple[str, ...]] = {
         "tests/test_analysis.py",
         "tests/test_differences.py",
         "tests/test_claims_properties.py",
+        "tests/test_crossings.py",
     ),
     "analysis/routes.py": ("tests/test_compare.py",),
     "analysis/claims.py": ("tests/test_differences.py",),
