@@ -1,13 +1,17 @@
 """A crossover, piece by piece (`analysis.metrics`): where the sign of a pair's difference flips
-and who overtakes whom, the p-value of the flip only in the flip's own direction, and the words
-that count what was tested. Each expectation is worked out here by hand from the numbers given,
-not by the functions under test (a mutation run found these parts untested: docs/trust.md)."""
+and who overtakes whom, the p-value of the flip only in the flip's own direction, the words that
+count what was tested, and the point table's figures the flips are read from. Each expectation
+is worked out here by hand from the numbers given, not by the functions under test (a mutation
+run found these parts untested: docs/trust.md)."""
 
 from __future__ import annotations
 
 import math
+import statistics
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from analysis.metrics import _flips, _p_toward, crossing_words
 from tests.test_judge import record
@@ -43,3 +47,27 @@ def test_the_crossing_words_count_what_was_tested_and_what_could_not_be() -> Non
     assert crossing_words(cross) == f"1 of 2 {held} (1 could not be tested)"
     assert crossing_words(cross.iloc[:2]) == f"1 of 2 {held}"
     assert crossing_words(cross.iloc[:0]) == f"0 of 0 {held}"
+
+
+def test_the_point_table_prints_the_trials_mean_the_test_compares(tmp_path: Path) -> None:
+    """Three trials of 100, 100 and 130 req/s: the median is 100, the mean 110; the table's rps
+    is the mean (the figure the one test of difference compares), its p99 the trials' mean."""
+    from analysis.loading import load
+    from analysis.metrics import point_table
+    from tests.fixture_run import FixtureStep, build_run
+
+    trials = ((100.0, 50.0), (100.0, 50.0), (130.0, 80.0))
+    steps = [
+        FixtureStep("m", 10, trial=t, rps_per_second=(rps,) * 3, latencies_ms=(p99,))
+        for t, (rps, p99) in enumerate(trials, 1)
+    ]
+    (row,) = point_table(load(build_run(tmp_path / "run", steps))).to_dict("records")
+    assert row["rps"] == pytest.approx(statistics.fmean(r for r, _ in trials), rel=1e-3)
+    assert row["p99_ms"] == pytest.approx(statistics.fmean(p for _, p in trials), rel=1e-2)
+
+
+def test_no_points_no_crossovers_in_the_same_columns() -> None:
+    from analysis.metrics import crossovers
+
+    cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "p"]
+    assert list(crossovers(pd.DataFrame(), [])) == [*cols, "clear"]
