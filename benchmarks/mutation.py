@@ -58,6 +58,7 @@ SUITES: dict[str, tuple[str, ...]] = {
 }
 MODULES = tuple(SUITES)
 HEADERS = ["module", "stage", "mutants", "killed", "survived", "no tests", "other", "not run"]
+HEADERS += ["run"]  # each row's own run: rows of other modules and stages are kept
 NAME = re.compile(r"^(?P<module>.+?)\.x[_\u01c1]")  # analysis.metrics.x_f__mutmut_1, .xǁClassǁm
 COPIED = ("lab", "analysis", "tests", "servers", "loadgen", "benchmarks", "experiments", "docs")
 
@@ -131,13 +132,14 @@ def counts(found: dict[str, str], modules: list[str]) -> dict[str, list[int]]:
 def keep(path: Path, modules: list[str], stage: str, found: dict[str, str], started: float) -> None:
     """This run's figures as rows of the summary at `path`; rows of other modules or stages kept."""
     old = json.loads(path.read_text())["rows"] if path.exists() else []
-    new = [[m, stage, *map(str, row)] for m, row in counts(found, modules).items()]
+    run = time.strftime("%Y%m%d-%H%M%S-mutation", time.localtime(started))  # as write_summary
+    new = [[m, stage, *map(str, row), run] for m, row in counts(found, modules).items()]
     ours = {(r[0], r[1]) for r in new}
     rows = sorted([r for r in old if (r[0], r[1]) not in ours] + new, key=_order)
     kept = (
-        "each row: `mutmut results --all true` of a run of this script on that module (rows of "
-        "other modules and stages kept from earlier runs); other: timeout or suspicious; not "
-        "run: left out by --only or by --timeout"
+        "each row: `mutmut results --all true` of the run it names, of this script on that module "
+        "(rows of other modules and stages kept from earlier runs); other: timeout or "
+        "suspicious; not run: left out by --only or by --timeout"
     )
     write_summary(path, "mutation", HEADERS, rows, kept, started)
 
