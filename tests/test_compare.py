@@ -61,7 +61,10 @@ def test_a_printed_change_lies_inside_its_interval(tmp_path: Path) -> None:
 def test_a_route_p99_change_is_the_tests_and_corrected_for_the_routes() -> None:
     """`lab compare`'s per-route p99: the one test over the trials' own p99s with its interval,
     a change starred only once Holm-corrected over every route compared, a thin route not
-    compared, and the count said."""
+    compared, a route with no answers printed "-", and the count said. Each row is read on its
+    own: p99 A and B are the trials' means, computed here from the trials given."""
+    import statistics
+
     import pandas as pd
     from rich.console import Console
 
@@ -70,18 +73,28 @@ def test_a_route_p99_change_is_the_tests_and_corrected_for_the_routes() -> None:
 
     def frame(slow: tuple[float, ...], thin: tuple[float, ...]) -> pd.DataFrame:
         rows = [
-            ["m", "10 users", "/slow", 0.5, 6000, 50.0, slow[0], True, tail(slow, [2000] * 3)],
-            ["m", "10 users", "/thin", 0.5, 300, 50.0, thin[0], False, tail(thin, [100] * 3)],
+            ["m", "10 users", "/slow", 0.4, 6000, 50.0, slow[0], True, tail(slow, [2000] * 3)],
+            ["m", "10 users", "/thin", 0.4, 300, 50.0, thin[0], False, tail(thin, [100] * 3)],
+            ["m", "10 users", "/none", 0.2, 0, 0.0, 0.0, False, tail((), [0] * 3)],
         ]
         return pd.DataFrame(rows, columns=COLUMNS)
 
-    table = compare_table(
-        frame((100.0, 101.0, 99.0), (80.0,) * 3), frame((300.0, 302.0, 298.0), (400.0,) * 3)
+    slow_a, slow_b, thin_a, thin_b = (
+        (100.0, 101.0, 99.5),
+        (300.0, 302.0, 298.5),
+        (80.0,) * 3,
+        (400.0,) * 3,
     )
+    table = compare_table(frame(slow_a, thin_a), frame(slow_b, thin_b))
     assert table is not None
     console = Console(record=True, width=200)
     console.print(table)
     said = console.export_text()
-    assert "+200% [" in said and "*" in said  # the change, its interval, called changed
-    assert "too few" in said  # 1 request beyond p99 a trial: not compared
+    rows = {line.split()[3]: line for line in said.splitlines() if " /" in line}
+    slow = rows["/slow"].split()
+    means = [f"{statistics.fmean(x):.1f}" for x in (slow_a, slow_b)]
+    assert slow[6:8] == means and "+" in slow[8] and slow[-1] == "*", slow  # the change, starred
+    thin = rows["/thin"].split()
+    assert thin[6:] == ["80.0", "400.0", "too", "few"]  # 1 answer beyond p99 a trial: no claim
+    assert rows["/none"].split()[6:8] == ["-", "-"]
     assert "1 of 1 route p99s tested changed (*), Holm-corrected" in " ".join(said.split())

@@ -128,3 +128,64 @@ def test_a_ranking_behind_nginx_prints_ties_as_ties() -> None:
     ]
     (ranking,) = [x for x in front_costs(records) if x.startswith("ranking")]
     assert "bare a = b > c; behind nginx a = b > c: unchanged by the front" in ranking
+
+
+def test_what_separates_tied_models_says_what_the_test_says_of_each_figure(tmp_path: Path) -> None:
+    """One trial each: a cost has no run-to-run floor (a description), a p99 of 30 requests has
+    too few beyond it; the words after the figures are the claim, read here in full."""
+    run = load(tied_run(tmp_path))
+    _, separate, _ = lead(point_table(run), judge(run.records), run.records)
+    cpu = "server CPU per request 3.00 ms (a) to 5.50 ms (c), one trial each and no run-to-run"
+    assert f"{cpu} floor for it: a description, not a claim; " in separate
+    assert separate.endswith("p99 100 ms (b) to 130 ms (a), too few requests beyond p99 to tell")
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "words"),
+    [
+        ((10.0, 10.1, 9.9), (20.0, 20.2, 19.8), "apart beyond noise"),  # twice, trials 1% apart
+        ((10.0, 12.0, 8.0), (10.5, 8.5, 12.5), "within noise"),  # means 0.3 apart, SD 2
+    ],
+    ids=["apart", "within"],
+)
+def test_two_models_spread_is_the_test_s_word_on_them(
+    low: tuple[float, ...], high: tuple[float, ...], words: str
+) -> None:
+    import statistics
+
+    from analysis.differences import _extremes
+    from lab.verdict.difference import Side
+
+    sides = {
+        m: Side("cpu_ms_per_req", statistics.fmean(x), x) for m, x in (("a", low), ("b", high))
+    }
+    lo, hi = (f"{statistics.fmean(x):.2f}" for x in (low, high))
+    said = _extremes(sides, "server CPU per request", "ms", "{:.2f}")
+    assert said == f"server CPU per request {lo} ms (a) to {hi} ms (b), {words}"
+    assert _extremes({"a": sides["a"]}, "server CPU per request", "ms", "{:.2f}") == ""
+
+
+def test_a_tie_at_one_level_of_two_names_that_level(tmp_path: Path) -> None:
+    """Two models: tied at 1 user (10 req/s each), 100 against 50 req/s at 10 users."""
+    rates = {("a", 1): 10.0, ("b", 1): 10.0, ("a", 10): 100.0, ("b", 10): 50.0}
+    steps = [FixtureStep(m, u, rps_per_second=(r,) * 3) for (m, u), r in rates.items()]
+    run = load(build_run(tmp_path / "run", steps))
+    table = point_table(run)
+    verdicts = judge(run.records)
+    assert [v.level for v in tied(table, verdicts)] == [1]
+    first, separate, _ = lead(table, verdicts, run.records)
+    assert first == "all 2 models tie on throughput at 1 user; one trial each"
+    assert separate.startswith("what separates them at 1 user: ")
+
+
+def test_a_run_s_claims_name_the_floor_of_one_trial_and_no_crossing_without_flips(
+    tmp_path: Path,
+) -> None:
+    from analysis.claims import claims
+    from lab.verdict.difference import floor
+
+    steps = [FixtureStep(m, 10, rps_per_second=(r,) * 3) for m, r in (("a", 100.0), ("b", 50.0))]
+    run = load(build_run(tmp_path / "run", steps))
+    said = claims(run, point_table(run))
+    assert said.verdict[-1] == floor().words()  # one trial: its floor said
+    assert said.crossing_count == "" and said.crossings.empty  # one level: nothing can flip

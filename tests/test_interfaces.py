@@ -216,3 +216,48 @@ def test_a_tie_on_throughput_in_a_run_never_hides_a_p99_called_apart(
     )
     lines = answer(load(run_dir).records, CLASSES, "wsgi")
     assert lines[1] == f"for your app as it is, at 100 users: {expected}", lines
+
+
+def test_a_claim_that_compared_every_candidate_names_none_left_out() -> None:
+    from tests.test_judge import record
+
+    records = [record("w", 100.0, users=200, p99=50.0), record("u", 90.0, users=200, p99=60.0)]
+    lines = answer(records, {"w": AS_IS, "u": ASYNC_PORT}, "wsgi")
+    (line,) = [x for x in lines if x.startswith("if you port")]
+    assert line.endswith("throughput -10% [-19%, -1%], p99 not compared (too few)"), line
+
+
+@pytest.mark.parametrize(
+    ("rows", "said"),
+    [
+        ((("w", ()),), None),  # the bridged model has no step: no line
+        ((("w", ()), ("b", ("lab_limited",))), "(lab_limited: excluded from the verdict)"),
+        ((("b", ()),), "(no model that runs your app as it is has a fair result beside it)"),
+    ],
+    ids=["no-steps", "excluded", "nothing-beside-it"],
+)
+def test_a_bridged_model_compared_with_nothing_says_why(
+    rows: tuple[tuple[str, tuple[str, ...]], ...], said: str | None
+) -> None:
+    from tests.test_judge import record
+
+    records = [record(m, 100.0 if m == "w" else 90.0, flags=flags) for m, flags in rows]
+    lines = answer(records, {"w": AS_IS, "b": BRIDGED}, "wsgi")
+    bridge = [x for x in lines if x.startswith("through the bridge")]
+    assert len(lines) == 2 + len(bridge)  # the classes, the answer as it is, the bridge if any
+    if said is None:
+        assert bridge == []
+    else:
+        assert bridge == [f"through the bridge, at 10 users: b, 90.0 rps, p99 100 ms {said}"]
+
+
+def test_a_run_s_app_kind_and_a_manifest_without_a_scenario(tmp_path: Path) -> None:
+    """The app's kind comes from the manifest (ASGI here); a manifest with no scenario is the
+    lab's own app (WSGI), and is told no way to run a user's app."""
+    run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
+    asgi = {**run.manifest, "scenario": {"app": {"target": "mine:app", "kind": "asgi"}}}
+    assert run_answer(run.records, asgi)[0].startswith("your app is ASGI: ")
+    bare = {k: v for k, v in run.manifest.items() if k != "scenario"}
+    lines = run_answer(run.records, bare)
+    assert lines[0].startswith("your app is WSGI (Flask): ")
+    assert not any("was measured as" in x for x in lines)

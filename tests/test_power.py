@@ -15,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.verdict.difference import Floor, Side, differ
-from lab.verdict.power import Spread, detectable, plan, run_spread, smallest_seen
+from lab.verdict.power import (
+    Spread,
+    detectable,
+    floor_spread,
+    plan,
+    run_spread,
+    smallest_seen,
+    t80,
+)
 from tests.conftest import lab_cli
 from tests.fixture_run import FixtureStep, build_run
 from tests.test_cli_errors import assert_clean_error, run_lab
@@ -112,3 +120,134 @@ def test_lab_plan_says_the_run_length_per_metric() -> None:
 def test_lab_plan_refuses_a_change_that_is_not_a_percentage(value: str) -> None:
     assert lab_cli("plan")  # the command exists in the group
     assert_clean_error(run_lab("plan", "--detect", value), "--detect takes a change in percent")
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile, a reference written apart from the lab's tables: bisection on the
+    CDF, its density integrated from 0 by Simpson's rule."""
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+
+    def cdf(x: float, n: int = 400) -> float:
+        f = [c * (1 + (x * i / n) ** 2 / df) ** (-(df + 1) / 2) for i in range(n + 1)]
+        inner = sum((4 if i % 2 else 2) * f[i] for i in range(1, n))
+        return 0.5 + (f[0] + inner + f[n]) * x / n / 3
+
+    lo, hi = 0.0, 64.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def test_the_80_percent_t_quantile_is_student_s_from_one_degree_of_freedom_on() -> None:
+    for df in (1, 2, 3, 5, 10, 20, 30, 31, 40, 100):  # the table, then its approximation
+        assert t80(df) == pytest.approx(t_quantile(0.8, df), abs=0.002), df
+    assert t80(2.7) == t80(2)  # Welch's fractional df rounds down: the wider interval
+    assert all(math.isnan(t80(df)) for df in (0.5, math.nan))
+
+
+def reference_detectable(metric: str, sd: float, trials: int, points: int) -> float:
+    """The change the test calls apart with 80% power, from the t quantiles above: Welch with
+    its fewest degrees of freedom (n - 1) for several trials; for one, the floor's half-width
+    with its points as degrees of freedom (a root mean square about zero over k points has k)
+    plus the normal 80% push; a p99 interval never under the instrument's 15% of the larger."""
+    if trials >= 2:
+        se = sd * math.sqrt(2 / trials)
+        half, push = t_quantile(0.975, trials - 1) * se, t_quantile(0.8, trials - 1) * se
+    else:
+        se = math.sqrt(2) * sd
+        half = t_quantile(0.975, points) * se if points >= 2 else math.nan
+        push = 0.8416 * se
+    return max(half + push, (0.15 + push) / 0.85) if metric == "p99" else half + push
+
+
+@pytest.mark.parametrize("metric", ["rps", "p99"])
+def test_the_detectable_change_is_the_reference_s(metric: str) -> None:
+    for sd, trials, points in ((0.04, 1, 3), (0.04, 1, 2), (0.2, 3, 21), (0.04, 5, 21)):
+        expected = reference_detectable(metric, sd, trials, points)
+        got = detectable(metric, sd, trials, Floor(sd, sd, points, ("a", "b"), "test"))
+        assert got == pytest.approx(expected, rel=2e-3), (sd, trials, points)
+    assert math.isnan(detectable("rps", 0.04, 1, Floor(0.04, 0.04, 1, ("a",), "test")))
+
+
+def test_a_plan_is_the_shortest_run_that_sees_the_change() -> None:
+    """Every length considered (1, 3..10 trials x 5..60 s), its detectable change from the
+    reference: the plan is the one of least trials x seconds that sees 20%, or none."""
+    spread = Spread("rps", 0.05, 0.3, 5.0, "test")
+    lengths = [(n, s) for n in (1, *range(3, 11)) for s in (5.0, 10.0, 15.0, 20.0, 30.0, 60.0)]
+    sees = {
+        (n, s): reference_detectable("rps", math.sqrt(0.05**2 + 0.3**2 / s), n, 21)
+        for n, s in lengths
+    }
+    n, s = min((k for k, v in sees.items() if v <= 0.2), key=lambda k: k[0] * k[1])
+    p = plan(0.2, spread, noise(0.05))
+    assert (p.metric, p.change, p.trials, p.seconds) == ("rps", 0.2, n, s)
+    assert p.seen == pytest.approx(sees[n, s], rel=2e-3)
+    never = plan(0.01, spread, noise(0.05))  # finer than 10 trials of 60 s see
+    assert (never.trials, never.seconds, never.change) == (0, 60.0, 0.01)
+    assert never.seen == pytest.approx(sees[10, 60.0], rel=2e-3)
+
+
+def test_the_floor_as_a_spread_is_each_metric_s_own_and_all_between_runs() -> None:
+    noise = Floor(0.03, 0.11, 21, ("a", "b"), "the test box")
+    for metric, sd in (("rps", 0.03), ("p99", 0.11)):
+        spread = floor_spread(metric, noise)
+        assert (spread.metric, spread.between, spread.within_1s) == (metric, sd, 0.0)
+        assert spread.seconds == 5.0 and "the test box" in spread.source
+
+
+@given(between=st.floats(0, 0.5), within=st.floats(0, 2), seconds=st.floats(0.05, 300))
+def test_a_spread_s_seconds_share_shrinks_as_one_over_their_root(
+    between: float, within: float, seconds: float
+) -> None:
+    spread = Spread("rps", between, within, 5.0, "test")
+    expected = math.sqrt(between**2 + within**2 / seconds)
+    assert spread.sd(seconds) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("trials", [1, 2, 3])
+def test_a_run_s_spread_splits_its_trials_spread_into_seconds_and_between(
+    tmp_path: Path, trials: int
+) -> None:
+    """Each trial's seconds spread +-2 req/s around its mean and its per-second p99s +-5%; the
+    trials' means and p99s spread apart. Expected: the within part is the median of the steps'
+    per-second relative SDs, the between part what is left of the trials' relative SD (one
+    trial: the floor's, measured over 5 s steps) once the within part over the step's seconds
+    is taken out; computed here from the numbers drawn, as is the smallest change it sees."""
+    from dataclasses import replace
+
+    from analysis.loading import load
+
+    means, p99s = {1: ((100.0,), (90.0,)), 2: ((95.0, 105.0), (90.0, 120.0))}.get(
+        trials, ((95.0, 100.0, 105.0), (90.0, 100.0, 120.0))
+    )
+    rows = [
+        FixtureStep("m", 10, trial=t, rps_per_second=(m - 2, m, m + 2), latencies_ms=(p,))
+        for t, (m, p) in enumerate(zip(means, p99s, strict=True), 1)
+    ]
+    loaded = load(build_run(tmp_path / "run", rows)).records
+    records = [
+        replace(r, timeseries={**r.timeseries, "p99_ms": [p * 0.95, p, p * 1.05]})
+        for r, p in zip(sorted(loaded, key=lambda r: r.trial), p99s, strict=True)
+    ]
+    floor_sd = {"rps": 0.2, "p99": 0.3}
+    seen = []
+    for metric, values, within in (
+        ("rps", means, statistics.median(2 / m for m in means)),
+        ("p99", p99s, 0.05),
+    ):
+        spread = run_spread(records, metric, Floor(0.2, 0.3, 21, ("a", "b"), "box"))
+        assert spread.within_1s == pytest.approx(within, abs=1e-3), metric
+        own = trials > 1
+        total = statistics.stdev(values) / statistics.fmean(values) if own else floor_sd[metric]
+        between = math.sqrt(max(total**2 - within**2 / (3 if own else 5), 0.0))
+        exact = 1e-9 if trials == 1 else 2e-3  # one trial: the floor and the seconds, exact
+        assert spread.between == pytest.approx(between, abs=exact), metric
+        assert spread.seconds == 3.0
+        assert spread.source.startswith("the run's trials" if own else "the committed floor (box)")
+        least = 10 / (0.01 * min(means)) if metric == "p99" else 0.0  # ten answers beyond p99
+        assert spread.least_s == pytest.approx(least), metric
+        sd = math.sqrt(between**2 + within**2 / 3)
+        seen.append(f"{reference_detectable(metric, sd, trials, 21):.0%}")
+    said = smallest_seen(records, Floor(0.2, 0.3, 21, ("a", "b"), "box"))
+    assert f"throughput {seen[0]}, p99 {seen[1]}" in said, said
