@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis.metrics import _flips, _p_toward, crossing_words
+from analysis.points import point
 from tests.test_judge import record
 
 
@@ -29,15 +30,16 @@ def test_a_flip_s_p_value_counts_only_in_its_own_direction() -> None:
     """One trial each at 10,000 answers: 2,000 against 1,000 req/s is far beyond the floor; the
     same pair read the other way round points against the flip (p = 1, never clear); a change
     of half a request or half a millisecond is within noise but still the flip's way (p < 1)."""
-    slow, fast = [record("a", 1000.0)], [record("b", 2000.0)]
+    slow, fast = point([record("a", 1000.0)]), point([record("b", 2000.0)])
     assert _p_toward("rps", slow, fast) < 0.001  # the overtaker higher: toward
     assert _p_toward("rps", fast, slow) == 1.0  # the "overtaker" lower: against
-    assert 0.5 < _p_toward("rps", slow, [record("b", 1000.5)]) < 1.0
-    high, low = [record("a", 1000.0, p99=400.0)], [record("b", 1000.0, p99=100.0)]
+    assert 0.5 < _p_toward("rps", slow, point([record("b", 1000.5)])) < 1.0
+    high = point([record("a", 1000.0, p99=400.0)])
+    low = point([record("b", 1000.0, p99=100.0)])
     assert _p_toward("p99_ms", high, low) < 0.001  # the overtaker's p99 lower: toward
     assert _p_toward("p99_ms", low, high) == 1.0
-    assert _p_toward("p99_ms", low, [record("b", 1000.0, p99=100.5)]) == 1.0
-    thin = [record("c", 10.0, p99=400.0)]  # 100 answers: 1 beyond p99, not compared
+    assert _p_toward("p99_ms", low, point([record("b", 1000.0, p99=100.5)])) == 1.0
+    thin = point([record("c", 10.0, p99=400.0)])  # 100 answers: 1 beyond p99, not compared
     assert math.isnan(_p_toward("p99_ms", thin, low))
 
 

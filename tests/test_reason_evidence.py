@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
@@ -241,13 +241,21 @@ def test_every_number_in_a_reason_is_in_its_evidence(step: tuple[StepRecord, Cap
 
 def test_the_generated_steps_reach_every_rule() -> None:
     """The generator is wide enough to be a test of the whole table: every rule fires as the
-    limit on some drawn step (a rule no draw reaches would be checked by nothing)."""
+    limit on some drawn step (a rule no draw reaches would be checked by nothing). Up to four
+    fixed seeds of 2,500 draws: Hypothesis also draws constants from the modules already
+    imported, so one seed's stream depends on which tests ran before, and the rules near the
+    table's end (a few in a thousand draws) can miss one stream by chance, not all four."""
     seen: set[str] = set()
+    every = {rule.name for rule in RULES}
+    for n in range(4):
 
-    @settings(max_examples=2500, deadline=None, database=None, derandomize=True)
-    @given(steps())
-    def draw(step: tuple[StepRecord, Capacity]) -> None:
-        seen.add(verdict(facts_of(*step)).rule.name)
+        @seed(n)
+        @settings(max_examples=2500, deadline=None, database=None)
+        @given(steps())
+        def draw(step: tuple[StepRecord, Capacity]) -> None:
+            seen.add(verdict(facts_of(*step)).rule.name)
 
-    draw()
-    assert seen == {rule.name for rule in RULES}, {r.name for r in RULES} - seen
+        draw()
+        if seen == every:
+            break
+    assert seen == every, every - seen
