@@ -145,8 +145,12 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 20) -> 
 
 def placed_then(policy: Path, sig: signal.Signals | None) -> subprocess.Popen[str]:
     """without_service_starts around a long sleep, stopped by `sig` once policy-rc.d is placed
-    (SIGINT to the whole process group, as Ctrl-C in a terminal sends it)."""
-    code = f'source "{LIB}"; loud_errors t; without_service_starts sleep 60; echo not reached'
+    and the command runs (SIGINT to the whole process group, as Ctrl-C in a terminal sends it).
+    The command says it started: a signal sent while bash was still forking it could reach
+    bash alone, which then waited out the whole sleep (a CI run timed out so)."""
+    started = policy.with_name("started")
+    long = f'sh -c \'touch "$1"; exec sleep 60\' sh "{started}"'
+    code = f'source "{LIB}"; loud_errors t; without_service_starts {long}; echo not reached'
     proc = subprocess.Popen(
         ["bash", "-c", code],
         env={**os.environ, "POLICY_RC_D": str(policy)},
@@ -158,7 +162,7 @@ def placed_then(policy: Path, sig: signal.Signals | None) -> subprocess.Popen[st
         # job of a non-interactive shell): bash keeps an ignored signal ignored.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    wait_for(policy, proc)
+    wait_for(started, proc)
     assert policy.read_text().endswith("exit 101\n")
     if sig is not None:
         os.killpg(proc.pid, sig)
