@@ -232,6 +232,16 @@ def test_the_stall_rule_reads_answers_a_second_while_users_wait() -> None:
     assert "stalled" not in by_generator.flags
 
 
+@pytest.mark.parametrize("quiet", [3, 6, 7], ids=["under-half", "over-half", "seven-tenths"])
+def test_an_outage_longer_than_half_the_window_is_still_an_outage(quiet: int) -> None:
+    """The median is taken over the seconds with answers: an outage of most of a ten-second
+    window would otherwise be its own median (0) and no second would fall below it."""
+    series = {"rps": [500.0] * (10 - quiet - 1) + [0.0] * quiet + [500.0]}
+    record = step(50, 500 * (10 - quiet) / 10, p50=110, cpu=20, timeseries=series)
+    assert "stalled" in record.flags, record.flags
+    assert record.outage_seconds == tuple(range(9 - quiet, 9))
+
+
 def test_a_stalled_step_is_never_best_on_p99() -> None:
     """Two models at 50 users: the stalled one answered faster between its outage seconds (p50
     105 ms against 115), so its answers' p99 is lower; it is still never best on p99."""

@@ -141,8 +141,10 @@ def outage_of(r: StepRecord) -> tuple[int, ...]:
 
 
 def median_rps(r: StepRecord) -> float:
-    """The median measured second's answers a second (0: too few seconds to tell)."""
-    rps = sorted(x for x in r.timeseries.get("rps") or [] if x == x)
+    """The median answers a second of the measured seconds with any (0: too few to tell). Over
+    the seconds with answers, as the pauses' bins are, because an outage longer than half the
+    window would otherwise be its own median and hide itself."""
+    rps = sorted(x for x in r.timeseries.get("rps") or [] if x == x and x > 0)
     return rps[len(rps) // 2] if len(rps) >= T.outage_min_seconds else 0.0
 
 

@@ -198,9 +198,9 @@ RULES: tuple[Rule, ...] = (
         limit="stall",
         effect=TAIL,
         when=f"a measured second with at most {T.outage_second_share:.0%} of the step's median "
-        f"answers a second (a median of {T.outage_min_answers_per_s:g} or more over "
-        f"{T.outage_min_seconds} seconds or more) while requests "
-        f"waited, the generator's own loop late by less than "
+        f"answers a second (of the seconds with any; a median of "
+        f"{T.outage_min_answers_per_s:g} or more over {T.outage_min_seconds} or more) while "
+        f"requests waited, the generator's own loop late by less than "
         f"{T.outage_generator_lag_share * 1000:g} ms that second",
         advice="find the pause: the server's log, its GC, a lock, a worker that restarted",
         check=stalled,
