@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from analysis.stats import estimate
-from lab.record.flags import excluding, tail_excluding
+from lab.record.flags import excluding
 from lab.record.step import StepRecord
-from lab.verdict.difference import TOO_FEW, PointKey, Side, beyond, points, side
+from lab.verdict.difference import PointKey, Side, beyond, points, side
 
 
 @dataclass(frozen=True)
@@ -53,21 +53,10 @@ class Point:
 
     def sides(self, more: Sequence[str] = ()) -> dict[str, Side]:
         """Its throughput and p99 sides, with `more` flags beside its steps' (a run's preflight,
-        as `lab compare` reads them): what `side(records, metric, more)` would make."""
+        as `lab compare` reads them): the same `side` over the same records, `more` added."""
         if not more:
             return {"rps": self.throughput, "p99": self.latency}
-        rps = (*excluding(list(more)), *self.throughput.unfit)
-        p99 = (*tail_excluding(list(more)), *self.latency.unfit)
-        return {
-            "rps": _unfit(self.throughput, rps),
-            "p99": _unfit(self.latency, p99),
-        }
-
-
-def _unfit(s: Side, unfit: Sequence[str]) -> Side:
-    """`s` compared with nothing for `unfit` (TOO_FEW last, as `difference.tail` orders it)."""
-    said = tuple(dict.fromkeys(u for u in unfit if u != TOO_FEW))
-    return Side(s.metric, s.value, s.trials, s.own_half, said + (TOO_FEW,) * (TOO_FEW in unfit))
+        return {metric: side(self.records, metric, more) for metric in ("rps", "p99")}
 
 
 Points = Mapping[PointKey, Point]  # (model, mode, level rounded) -> its point
