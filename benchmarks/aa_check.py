@@ -239,7 +239,7 @@ POWER_HEADERS = [
     "trials",
     "points tracking the ideal in A",
     "rps changed there",
-    "p99 changed there",
+    "p99 changed there (of those tested)",
     "rps changed, all points",
     "smallest difference called apart: rps / p99",
 ]
@@ -247,7 +247,8 @@ POWER_HEADERS = [
 
 def power_row(a: Run, b: Run) -> list[str]:
     """Where the truth differs: of the points fair in both runs whose throughput tracked the
-    ideal in A, how many the lab called changed, and the smallest difference it can call."""
+    ideal in A, how many the lab called changed, and the smallest difference it can call. A p99
+    refused for too few answers beyond it was not tested, so it counts neither way."""
     frame = compare(a, b)
     ta = point_table(a).set_index(POINT)
     keys = list(zip(*(frame[k] for k in POINT), strict=True))
@@ -255,12 +256,13 @@ def power_row(a: Run, b: Run) -> list[str]:
     seen = frame[pd.Series(tracks, index=frame.index) & (frame["rps_basis"] != FLAGGED)]
     trials = int(ta["trials"].min())
     n = len(seen)
+    tested = seen[seen["p99_basis"] != TOO_FEW]
     return [
         f"{a.delay_ms:g} / {b.delay_ms:g} ms",
         str(trials),
         str(n),
         f"{int(seen['rps_significant'].sum())} of {n}",
-        f"{int(seen['p99_significant'].sum())} of {n}",
+        f"{int(tested['p99_significant'].sum())} of {len(tested)}",
         f"{int(frame['rps_significant'].sum())} of {len(frame)}",
         f"{smallest('rps', trials):.1%} / {smallest('p99', trials):.1%}",
     ]

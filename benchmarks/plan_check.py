@@ -14,39 +14,77 @@ line says which).
 
 Usage: .venv/bin/python benchmarks/plan_check.py [--changes 10 25] [--models M,M] [--levels 1,10]
        [--out results/plan-check] [--summary docs/figures/bench-plan-check.json]
+       .venv/bin/python benchmarks/plan_check.py --runs A B [--summary F]: an earlier pair's
+       p99 per point (A's and B's, the change and its interval, called or not), no new runs
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from analysis.loading import load
+from analysis.compare import compare
+from analysis.loading import Run, load
 from benchmarks.aa_check import POWER_HEADERS, power_row, sweep
 from benchmarks.figures import print_table, write_summary
+from lab.config.scenario import load_scenario
+from lab.record.thresholds import T
+from lab.verdict.difference import FLAGGED, MIN_BEYOND, TOO_FEW, beyond
 from lab.verdict.power import floor_spread, plan
 
 BASE_MS = 100.0
 HEADERS = ["delay change", "planned: rps / p99", *POWER_HEADERS[1:6]]
+POINTS = ["model", "users", "p99 A", "p99 B", "p99 change [95%]", "p", "called changed (Holm)"]
 
 
-def planned(change: float) -> tuple[int, float, str]:
-    """The run length for the throughput change a delay change makes, and both plans in words."""
-    rps = plan(1 - 1 / (1 + change), floor_spread("rps"))
-    p99 = plan(change, floor_spread("p99"))
+def planned(change: float, least_users: int, family: int) -> tuple[int, float, str]:
+    """The run length for the throughput change a delay change makes and for the p99 change,
+    and both plans in words. The p99's step is long enough that B's slowest point (the fewest
+    users, at the least share of the ideal that still tracks it) answers the thousand a p99
+    needs, as
+    `lab plan --from` lengthens it from a run; both for a change at any one of the `family`
+    points `lab compare` tests together (`lab plan --points`)."""
+    rps = plan(1 - 1 / (1 + change), floor_spread("rps"), family=family)
+    slowest = T.tracks_ideal_share * least_users * 1000 / (BASE_MS * (1 + change))
+    enough = replace(floor_spread("p99"), least_s=MIN_BEYOND / beyond(slowest))
+    p99 = plan(change, enough, family=family)
     said = [f"{p.trials} x {p.seconds:g} s" if p.trials else "not seen" for p in (rps, p99)]
     trials = max(rps.trials, p99.trials) if p99.trials else rps.trials
     seconds = max(rps.seconds, p99.seconds) if p99.trials else rps.seconds
     return max(trials, 1), seconds, " / ".join(said)
 
 
+def point_rows(a: Run, b: Run) -> list[list[str]]:
+    """Each point's p99 in A and B, its change with its own 95% interval, and whether `lab
+    compare` called it changed once Holm-corrected over the p99s it tested together; printed."""
+    frame = compare(a, b)
+    rows = []
+    for r in frame.to_dict("records"):
+        tested = r["p99_basis"] not in (TOO_FEW, FLAGGED)
+        change = f"{r['p99_change']:+.1%}"
+        change += f" [{r['p99_ci_lo']:+.1%}, {r['p99_ci_hi']:+.1%}]" if tested else ""
+        called = ("yes" if r["p99_significant"] else "no") if tested else r["p99_basis"]
+        p = f"{r['p99_p']:.3f}" if tested else "-"
+        figures = [f"{r['p99_a']:.1f} ms", f"{r['p99_b']:.1f} ms", change, p]
+        rows.append([str(r["model"]), str(r["concurrency"]), *figures, called])
+    print_table(f"p99 per point, {b.run_dir.name} against {a.run_dir.name}", POINTS, rows)
+    return rows
+
+
 def pair(args: argparse.Namespace, change: float) -> list[str]:
-    trials, seconds, said = planned(change)
+    scenario = load_scenario(args.scenario)
+    levels = [int(n) for n in args.levels.split(",")] if args.levels else scenario.levels
+    models = args.models.split(",") if args.models else scenario.models
+    trials, seconds, said = planned(change, min(levels), len(models) * len(levels))
     run = argparse.Namespace(**{**vars(args), "trials": trials, "duration": seconds})
     run.out = args.out / f"{change:.0%}".rstrip("%")
     a = load(sweep(run, BASE_MS))
     b = load(sweep(run, BASE_MS * (1 + change)))
+    print_table(
+        f"p99 per point, {b.run_dir.name} against {a.run_dir.name}", POINTS, point_rows(a, b)
+    )
     return [f"+{change:.0%}", said, *power_row(a, b)[1:6]]
 
 
@@ -58,8 +96,16 @@ def main() -> None:
     p.add_argument("--levels", help="comma-separated levels (default: the scenario's)")
     p.add_argument("--out", type=Path, default=Path("results/plan-check"))
     p.add_argument("--summary", type=Path, help="write the table as a docs figure summary")
+    p.add_argument("--runs", nargs=2, type=Path, help="an earlier pair: its p99 per point only")
     args = p.parse_args()
     started = time.time()
+    if args.runs:  # no new runs: the p99 per point of a pair already made
+        a, b = (load(d) for d in args.runs)
+        rows = point_rows(a, b)
+        if args.summary:
+            kept = f"the script's table, runs {a.run_dir.name} and {b.run_dir.name}"
+            write_summary(args.summary, "plan-check-points", POINTS, rows, kept, started)
+        return
     body = [pair(args, c / 100) for c in args.changes]
     print_table("A/B runs at the planned length", HEADERS, body)
     if args.summary:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.verdict.difference import Floor, Side, differ
+from lab.verdict.difference import Floor, Side, differ, holm
 from lab.verdict.power import (
     Spread,
     detectable,
@@ -116,6 +116,18 @@ def test_lab_plan_says_the_run_length_per_metric() -> None:
     assert lines[1].startswith("a 10% p99 change: not seen with 80% power"), lines[1]
 
 
+def test_lab_plan_counts_the_points_compared_together() -> None:
+    """A 25% p99 change is planned for one point alone; among six compared together (Holm),
+    the instrument's 15% grows past what any length sees, and the words say for how many."""
+    alone = run_lab("plan", "--detect", "25%").stdout.splitlines()
+    done = run_lab("plan", "--detect", "25%", "--points", "6")
+    assert done.returncode == 0, done.stderr
+    rps, p99 = done.stdout.strip().splitlines()
+    assert rps.startswith("a 25% throughput change at any one of 6 points compared together: ")
+    assert alone[1].startswith("a 25% p99 change: --trials "), alone
+    assert p99.startswith("a 25% p99 change at any one of 6 points compared together: not seen")
+
+
 @pytest.mark.parametrize("value", ["ten", "0%", "-5%"], ids=["words", "zero", "negative"])
 def test_lab_plan_refuses_a_change_that_is_not_a_percentage(value: str) -> None:
     assert lab_cli("plan")  # the command exists in the group
@@ -146,28 +158,60 @@ def test_the_80_percent_t_quantile_is_student_s_from_one_degree_of_freedom_on() 
     assert all(math.isnan(t80(df)) for df in (0.5, math.nan))
 
 
-def reference_detectable(metric: str, sd: float, trials: int, points: int) -> float:
+def reference_detectable(
+    metric: str, sd: float, trials: int, points: int, family: int = 1
+) -> float:
     """The change the test calls apart with 80% power, from the t quantiles above: Welch with
     its fewest degrees of freedom (n - 1) for several trials; for one, the floor's half-width
     with its points as degrees of freedom (a root mean square about zero over k points has k)
-    plus the normal 80% push; a p99 interval never under the instrument's 15% of the larger."""
-    if trials >= 2:
-        se = sd * math.sqrt(2 / trials)
-        half, push = t_quantile(0.975, trials - 1) * se, t_quantile(0.8, trials - 1) * se
-    else:
-        se = math.sqrt(2) * sd
-        half = t_quantile(0.975, points) * se if points >= 2 else math.nan
-        push = 0.8416 * se
-    return max(half + push, (0.15 + push) / 0.85) if metric == "p99" else half + push
+    plus the normal 80% push; a p99 interval never under the instrument's 15% of the larger.
+    Among `family` comparisons corrected together (Holm), the first is held to 5% / family:
+    the half-width's quantile is that level's, and the instrument's 15% (a 95% half-width, so
+    the p-value scales it by the 97.5% quantile) grows by the same ratio."""
+    df = trials - 1 if trials >= 2 else points
+    level = 1 - 0.025 / family
+    se = sd * math.sqrt(2 / trials) if trials >= 2 else math.sqrt(2) * sd
+    push = t_quantile(0.8, df) * se if trials >= 2 else 0.8416 * se
+    half = t_quantile(level, df) * se if df >= 1 and (trials >= 2 or points >= 2) else math.nan
+    share = 0.15 * t_quantile(level, df) / t_quantile(0.975, df)
+    return max(half + push, (share + push) / (1 - share)) if metric == "p99" else half + push
+
+
+@pytest.mark.parametrize("family", [1, 6, 35], ids=lambda n: f"{n}-compared")
+@pytest.mark.parametrize("metric", ["rps", "p99"])
+def test_the_detectable_change_is_the_reference_s(metric: str, family: int) -> None:
+    for sd, trials, points in ((0.04, 1, 3), (0.04, 1, 2), (0.2, 3, 21), (0.04, 5, 21)):
+        expected = reference_detectable(metric, sd, trials, points, family)
+        noise = Floor(sd, sd, points, ("a", "b"), "test")
+        got = detectable(metric, sd, trials, noise, family)
+        assert got == pytest.approx(expected, rel=5e-3), (sd, trials, points)
+    assert math.isnan(detectable("rps", 0.04, 1, Floor(0.04, 0.04, 1, ("a",), "test")))
+
+
+def called_together(metric: str, change: float, trials: int, family: int, runs: int) -> float:
+    """The share of points `lab compare` calls changed where every one of `family` points
+    moved by `change`: each run's comparisons Holm-corrected together, as compare does."""
+    rng, sd, hits = random.Random(family), 0.04, 0
+    for _ in range(runs):
+        ps = []
+        for _ in range(family):
+            a = tuple(rng.gauss(1000, 1000 * sd) for _ in range(trials))
+            b = tuple(rng.gauss(1000 * (1 + change), 1000 * sd) for _ in range(trials))
+            sides = [Side(metric, statistics.fmean(x), x) for x in (a, b)]
+            ps.append(differ(*sides, noise=noise(sd)).p)
+        hits += sum(holm(ps))
+    return hits / (runs * family)
 
 
 @pytest.mark.parametrize("metric", ["rps", "p99"])
-def test_the_detectable_change_is_the_reference_s(metric: str) -> None:
-    for sd, trials, points in ((0.04, 1, 3), (0.04, 1, 2), (0.2, 3, 21), (0.04, 5, 21)):
-        expected = reference_detectable(metric, sd, trials, points)
-        got = detectable(metric, sd, trials, Floor(sd, sd, points, ("a", "b"), "test"))
-        assert got == pytest.approx(expected, rel=2e-3), (sd, trials, points)
-    assert math.isnan(detectable("rps", 0.04, 1, Floor(0.04, 0.04, 1, ("a",), "test")))
+def test_a_change_planned_for_the_points_compared_is_seen_once_corrected(metric: str) -> None:
+    """Six points compared together, each moved by the change the plan for six promises: at
+    least about 80% are called once Holm-corrected; moved by the change planned for one point
+    alone, far fewer are (why the plan counts the points compared)."""
+    together = detectable(metric, 0.04, 5, noise(0.04), family=6)
+    alone = detectable(metric, 0.04, 5, noise(0.04))
+    assert called_together(metric, together, 5, 6, 250) >= 0.75, together
+    assert called_together(metric, alone, 5, 6, 250) < 0.7, alone
 
 
 def test_a_plan_is_the_shortest_run_that_sees_the_change() -> None:

@@ -324,6 +324,7 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--trials": ("run", "repeats of every step"),
     "--detect": ("plan", "the change to see: a share, e.g. 10%"),
     "--from": ("plan", "a run directory whose trials' spread to plan from"),
+    "--points": ("plan", "the points compared together, corrected for their number"),
     "--route": ("run", "what each request of the lab's app does"),
     "--request-timeout": ("run", "seconds before a request counts as a timeout"),
     "--start-timeout": ("run", "seconds a server gets to start"),

@@ -30,6 +30,7 @@ from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
 from lab.run.sweep import Sweep
 from lab.system import safety
+from lab.verdict.difference import points as points_of
 from lab.verdict.power import floor_spread, plan_words, run_spread, smallest_seen
 from lab.verdict.power import plan as plan_length
 
@@ -232,7 +233,14 @@ def make_backend(name: str, plan: Plan, scenario: Scenario, front: Front | None 
     default=None,
     help="A run directory whose own trials' spread to plan from [default: the committed floor].",
 )
-def plan_command(detect: str, from_run: str | None) -> None:
+@click.option(
+    "--points",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The points compared together (`lab compare` corrects for their number, Holm) "
+    "[default: the --from run's, else 1].",
+)
+def plan_command(detect: str, from_run: str | None, points: int | None) -> None:
     """Say how long a run must be to see a given change (`lab.verdict.power`)."""
     change = detect_share(detect)
     records: list[StepRecord] = []
@@ -243,9 +251,11 @@ def plan_command(detect: str, from_run: str | None) -> None:
             records = list(load(from_run).records)
         except RunError as e:
             raise LabError(f"--from {from_run}: {e}") from None
+    family = points or len(points_of(records)) or 1
     for metric in ("rps", "p99"):
         spread = run_spread(records, metric) if records else floor_spread(metric)
-        click.echo(plan_words(plan_length(change, spread), spread))  # the result: stdout
+        said = plan_words(plan_length(change, spread, family=family), spread)
+        click.echo(said)  # the result: stdout
 
 
 def detect_share(text: str) -> float:

@@ -23,7 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.record.step import StepRecord
-from lab.verdict.difference import BUDGET_SHARE, MIN_BEYOND, Floor, beyond, floor, points, t975
+from lab.verdict.difference import (
+    BUDGET_SHARE,
+    MIN_BEYOND,
+    Floor,
+    beyond,
+    floor,
+    points,
+    t975,
+    t_tail,
+)
 
 Z80 = 0.8416  # the 80% one-sided normal quantile
 # one-sided 80% Student t quantiles, index = degrees of freedom (1..30)
@@ -60,6 +69,7 @@ class Plan:
     trials: int  # 0: none of the lengths considered sees it
     seconds: float
     seen: float  # the smallest change that length sees with 80% power
+    family: int = 1  # the points compared together, corrected for their number (Holm)
 
 
 def t80(df: float) -> float:
@@ -69,20 +79,39 @@ def t80(df: float) -> float:
     return _T80[d] if d < len(_T80) else Z80 + 0.35 / d
 
 
-def detectable(metric: str, sd: float, trials: int, noise: Floor | None = None) -> float:
+def called_at(df: float, family: int) -> float:
+    """The t a change must reach to be called once Holm-corrected over `family` claims, at the
+    worst (Holm's first step: 5% / family, two-sided); `t975` for one claim alone."""
+    if family <= 1 or math.isnan(df) or df < 1:
+        return t975(df)
+    tail, lo, hi = 0.025 / family, 0.0, 1000.0
+    for _ in range(60):  # bisection on P(T > t), which falls as t grows
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_tail(mid, df) > tail else (lo, mid)
+    return hi
+
+
+def detectable(
+    metric: str, sd: float, trials: int, noise: Floor | None = None, family: int = 1
+) -> float:
     """The smallest relative change between two points of `trials` trials each that the test
-    calls apart with 80% power, each trial's relative SD `sd` (nan: one trial and no floor)."""
+    calls apart with 80% power, each trial's relative SD `sd` (nan: one trial and no floor),
+    where the comparison is one of `family` corrected together (`lab compare`'s points)."""
     noise = floor() if noise is None else noise
     if trials >= 2:  # Welch's degrees of freedom lie in [n - 1, 2n - 2]: the fewest, cautious
-        df = trials - 1
+        df = float(trials - 1)
         se = sd * math.sqrt(2 / trials)
-        half, push = t975(df) * se, t80(df) * se
-    else:
+        push = t80(df) * se
+    else:  # one trial's interval rests on the floor (`Side.half`), however still the run
+        df = float(noise.points) if noise.points >= 2 else math.nan
         se = math.sqrt(2) * sd
-        half = t975(noise.points) * se if noise.points >= 2 else math.nan
         push = Z80 * se
-    if metric == "p99":  # the interval is at least the instrument's error of the larger p99
-        return max(half + push, (BUDGET_SHARE + push) / (1 - BUDGET_SHARE))
+        se = math.sqrt(2) * max(sd, noise.sd(metric))
+    called = called_at(df, family)
+    half = called * se
+    if metric == "p99":  # the interval is at least the instrument's error of the larger p99,
+        share = BUDGET_SHARE * called / t975(df)  # read as a 95% interval, so scaled alike
+        return max(half + push, (share + push) / (1 - share))
     return half + push
 
 
@@ -114,25 +143,28 @@ def run_spread(records: Sequence[StepRecord], metric: str, noise: Floor | None =
     return Spread(metric, between, within, seconds, source, least)
 
 
-def plan(change: float, spread: Spread, noise: Floor | None = None) -> Plan:
-    """The shortest run (trials x seconds per step) that sees `change` with 80% power."""
+def plan(change: float, spread: Spread, noise: Floor | None = None, family: int = 1) -> Plan:
+    """The shortest run (trials x seconds per step) that sees `change` with 80% power at any
+    one of `family` points compared together."""
     fits = [
         (n * s, n, s, seen)
         for n in TRIALS
         for s in SECONDS
         if s >= spread.least_s
-        and (seen := detectable(spread.metric, spread.sd(s), n, noise)) <= change
+        and (seen := detectable(spread.metric, spread.sd(s), n, noise, family)) <= change
     ]
     if not fits:
-        longest = detectable(spread.metric, spread.sd(SECONDS[-1]), TRIALS[-1], noise)
-        return Plan(spread.metric, change, 0, SECONDS[-1], longest)
+        longest = detectable(spread.metric, spread.sd(SECONDS[-1]), TRIALS[-1], noise, family)
+        return Plan(spread.metric, change, 0, SECONDS[-1], longest, family)
     _, n, s, seen = min(fits)
-    return Plan(spread.metric, change, n, s, seen)
+    return Plan(spread.metric, change, n, s, seen, family)
 
 
 def plan_words(p: Plan, spread: Spread) -> str:
     """One line: the run length, or why none of those considered sees the change."""
-    what = f"a {p.change:.0%} {NAMES[p.metric]} change"
+    what = f"a {p.change:.0%} {NAMES[p.metric]} change" + (
+        f" at any one of {p.family} points compared together" if p.family > 1 else ""
+    )
     basis = f"(spread per trial {spread.sd(p.seconds):.1%}, from {spread.source})"
     if p.metric == "p99":  # compared only with enough answers beyond it (docs/trust.md)
         enough = f"{MIN_BEYOND / beyond(1):,.0f} answers per step or more"
@@ -153,18 +185,21 @@ def plan_words(p: Plan, spread: Spread) -> str:
 
 def smallest_seen(records: Sequence[StepRecord], noise: Floor | None = None) -> str:
     """After a run: the smallest throughput and p99 change it could have seen with 80% power,
-    at its own trials and step length."""
+    at its own trials and step length, at any one of its points when `lab compare` tests them
+    all against another run's (corrected for their number)."""
     if not records:
         return ""
     trials = len({r.trial for r in records})
+    family = len(points(records))
     parts = []
     for metric in ("rps", "p99"):
         spread = run_spread(records, metric, noise)
-        seen = detectable(metric, spread.sd(spread.seconds), trials, noise)
+        seen = detectable(metric, spread.sd(spread.seconds), trials, noise, family)
         parts.append(f"{NAMES[metric]} {seen:.0%}")
+    many = f", at any one of its {family} points compared together" if family > 1 else ""
     return (
         f"the smallest change this run could have seen with 80% power ({trials} trial"
-        f"{'s' if trials != 1 else ''} of {spread.seconds:.3g} s): {', '.join(parts)} "
+        f"{'s' if trials != 1 else ''} of {spread.seconds:.3g} s{many}): {', '.join(parts)} "
         "(`lab plan --detect 10%` says the run length a smaller one needs)"
     )
 
