@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from analysis.stats import estimate
 from lab.record.flags import excluding
 from lab.record.step import StepRecord
-from lab.verdict.difference import PointKey, Side, beyond, points, side
+from lab.verdict.difference import METRICS, PointKey, Side, beyond, points, side
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Point:
         as `lab compare` reads them): the same `side` over the same records, `more` added."""
         if not more:
             return {"rps": self.throughput, "p99": self.latency}
-        return {metric: side(self.records, metric, more) for metric in ("rps", "p99")}
+        return {metric: side(self.records, metric, more) for metric in METRICS}
 
 
 Points = Mapping[PointKey, Point]  # (model, mode, level rounded) -> its point

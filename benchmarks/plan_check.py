@@ -43,9 +43,8 @@ def planned(change: float, least_users: int, family: int) -> tuple[int, float, s
     """The run length for the throughput change a delay change makes and for the p99 change,
     and both plans in words. The p99's step is long enough that B's slowest point (the fewest
     users, at the least share of the ideal that still tracks it) answers the thousand a p99
-    needs, as
-    `lab plan --from` lengthens it from a run; both for a change at any one of the `family`
-    points `lab compare` tests together (`lab plan --points`)."""
+    needs, as `lab plan --from` lengthens it from a run; both for a change at any one of the
+    `family` points `lab compare` tests together (`lab plan --points`)."""
     rps = plan(1 - 1 / (1 + change), floor_spread("rps"), family=family)
     slowest = T.tracks_ideal_share * least_users * 1000 / (BASE_MS * (1 + change))
     enough = replace(floor_spread("p99"), least_s=MIN_BEYOND / beyond(slowest))
@@ -82,9 +81,7 @@ def pair(args: argparse.Namespace, change: float) -> list[str]:
     run.out = args.out / f"{change:.0%}".rstrip("%")
     a = load(sweep(run, BASE_MS))
     b = load(sweep(run, BASE_MS * (1 + change)))
-    print_table(
-        f"p99 per point, {b.run_dir.name} against {a.run_dir.name}", POINTS, point_rows(a, b)
-    )
+    point_rows(a, b)  # printed
     return [f"+{change:.0%}", said, *power_row(a, b)[1:6]]
 
 

@@ -104,8 +104,7 @@ def detectable(
         push = t80(df) * se
     else:  # one trial's interval rests on the floor (`Side.half`), however still the run
         df = float(noise.points) if noise.points >= 2 else math.nan
-        se = math.sqrt(2) * sd
-        push = Z80 * se
+        push = Z80 * math.sqrt(2) * sd
         se = math.sqrt(2) * max(sd, noise.sd(metric))
     called = called_at(df, family)
     half = called * se
