@@ -44,11 +44,11 @@ def test_fixed_delay_and_stats(upstream):
     http_client.get(upstream.url, "/stats/reset", method="POST")
     status, body, seconds = http_client.get(upstream.url, "/delay?ms=120")
     assert (status, body) == (200, b'{"ok":true}')
-    # uvloop's timers run on libuv's cached millisecond clock, so a 120 ms timer may fire up to a
-    # millisecond early by the client's clock.
+    # uvloop's timers run on libuv's cached millisecond clock, so a timer may fire up to a
+    # millisecond early by the client's clock (CI once measured the 50 ms default at 49.98 ms).
     assert 0.119 <= seconds < 0.5
     _, _, default_seconds = http_client.get(upstream.url, "/delay")  # the run's default, 50 ms
-    assert 0.05 <= default_seconds < 0.4
+    assert 0.049 <= default_seconds < 0.4
     assert stats(upstream.url)["served"] == 2
 
 
@@ -70,7 +70,7 @@ def test_faults_errors_and_stalls(backend):
     finally:
         server.stop()
     assert (status, body) == (500, b'{"ok":false}')
-    assert seconds >= 0.3
+    assert seconds >= 0.299  # libuv's millisecond clock: see test_fixed_delay_and_stats
 
 
 def test_loop_lag_shows_when_the_upstreams_event_loop_was_held_up(backend):
