@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from analysis.ceiling import ceiling_words, remeasured_words
 from analysis.differences import lead, tied
 from analysis.front import front_costs
 from analysis.instrument import instrument_lines
@@ -34,8 +35,8 @@ class Claims:
     verdict: tuple[str, ...]  # the lead, the per-level sentences, the floor they rest on
     limits: tuple[str, ...]  # what limits each model, and what a front costs
     instrument: tuple[str, ...]  # the load generator itself
-    crossings: pd.DataFrame  # `analysis.metrics.crossovers`, Holm-corrected
-    crossing_count: str  # "1 of 57 flip(s) tested beyond noise, Holm-corrected ..."
+    crossings: pd.DataFrame  # `analysis.metrics.crossovers`, corrected (BH)
+    crossing_count: str  # "1 of 57 flip(s) tested beyond noise, Benjamini-Hochberg-corrected ..."
 
 
 def claims(run: Run, table: pd.DataFrame) -> Claims:
@@ -47,11 +48,16 @@ def claims(run: Run, table: pd.DataFrame) -> Claims:
     said += [sentence(v) for v in verdicts if v not in ties]
     if any(v.trials == 1 for v in verdicts):
         said.append(floor().words())
+    said += [x for x in (remeasured_words(run.manifest),) if x]
     cross = crossovers(table, pts)
     return Claims(
         answer=tuple(run_answer(run.records, run.manifest, pts)),
         verdict=tuple(said),
-        limits=(*model_sentences(run.records), *front_costs(pts)),
+        limits=(
+            *model_sentences(run.records),
+            *front_costs(pts),
+            *[x for x in (ceiling_words(run.records, run.manifest),) if x],
+        ),
         instrument=tuple(instrument_lines(run.records)),
         crossings=cross,
         crossing_count=crossing_words(cross) if not cross.empty else "",

@@ -10,8 +10,9 @@ that excludes the tail) or with fewer than ten requests beyond it; a p99 change 
 the instrument's 15% / 3 ms. The values shown are the ones compared (the means of the trials), so a
 printed change always lies inside its own interval, and a relative interval never falls below -100%.
 A run compares many points, so the changes of one metric are one family, corrected for their number
-by Holm's step-down (`lab.verdict.difference.holm`): a starred change holds with at most a 5% chance
-of any false one among them, and the words say how many were tested.
+by Benjamini-Hochberg (`lab.verdict.difference.corrected`): between two runs of the same code a star
+appears anywhere with at most a 5% chance, and among the starred changes of a real one at most about
+5% are expected false; the words say how many were tested.
 
 Two runs that differ in scenario (delay, route or mix, app, front, models, levels, machine) say
 so first, and the points measured in only one of them are listed: a change between them is the
@@ -41,14 +42,15 @@ from lab.verdict.difference import (
     BUDGET_MS,
     BUDGET_SHARE,
     CHANGED,
+    CORRECTION,
     FLAGGED,
     METRICS,
     MIN_BEYOND,
     TOO_FEW,
     Floor,
+    corrected,
     differ,
     floor,
-    holm,
 )
 
 Manifest = dict[str, Any]
@@ -114,7 +116,7 @@ def unpaired(a: Run, b: Run) -> list[str]:
 
 def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
     """One row per point present in both runs: the compared values, the relative change, its
-    95% interval, its p-value and verdict (`significant`: changed once Holm-corrected for the
+    95% interval, its p-value and verdict (`significant`: changed once corrected (BH) for the
     number of points tested on that metric; `noise`: the run-to-run floor, the committed
     calibration unless given)."""
     noise = floor() if noise is None else noise
@@ -139,8 +141,8 @@ def compare(a: Run, b: Run, noise: Floor | None = None) -> pd.DataFrame:
         row["flags"] = ", ".join(sorted(set(rec["flags_a"]) | set(rec["flags_b"])))
         rows.append(row)
     frame = pd.DataFrame(rows)
-    for metric in ("rps", "p99") if rows else ():  # one family per metric, Holm-corrected
-        frame[f"{metric}_significant"] = holm(frame[f"{metric}_p"].tolist())
+    for metric in ("rps", "p99") if rows else ():  # one family per metric, corrected (BH)
+        frame[f"{metric}_significant"] = corrected(frame[f"{metric}_p"].tolist())
     return frame
 
 
@@ -176,7 +178,7 @@ def _num(x: float) -> str:
 
 
 def _change(r: dict[str, Any], metric: str) -> str:
-    """'+3.8% [-2.7%, +9.8%]', bold and starred when the change holds once Holm-corrected for
+    """'+3.8% [-2.7%, +9.8%]', bold and starred when the change holds once corrected (BH) for
     the points tested; a p99 with too few requests beyond it is not compared."""
     if r[f"{metric}_basis"] in (TOO_FEW, FLAGGED):
         return f"{_pct(r[f'{metric}_change'])} [not compared]  "
@@ -203,8 +205,7 @@ def print_compare(
             console.print(f"  {line}", markup=False, highlight=False)
     for line in alone:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if frame.empty:
-        console.print("no point was measured in both runs")
+    if frame.empty:  # nothing to show: the command says so, as an error (`lab compare`)
         return
     out = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in HEADERS:
@@ -235,7 +236,7 @@ def print_compare(
     unfair = int((frame["rps_basis"] == FLAGGED).sum())
     console.print(
         f"{rps_sig} of {rps_n} points tested {CHANGED} (*) in throughput, {p99_sig} of {p99_n} "
-        f"in p99, Holm-corrected for the number tested on each (the intervals shown are each "
+        f"in p99, {CORRECTION} for the number tested on each (the intervals shown are each "
         f"point's own 95%). {unfair} of {n} not compared "
         f"(not a fair result in a run), {few} of {n} p99s not compared "
         f"(fewer than {MIN_BEYOND} requests beyond p99); a p99 change within the instrument's "

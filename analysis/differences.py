@@ -32,7 +32,7 @@ ADVISE = (
 
 def _cpu_ms(r: StepRecord) -> float | None:
     """One trial's server CPU per request, as the point table counts it."""
-    return r.server_cpu_pct / 100 * r.duration_s * 1000 / r.requests if r.requests else None
+    return r.ms_per_request(r.server_cpu_pct)
 
 
 # (the figure of one trial, its name in the point table, what it is, unit, format)

@@ -11,7 +11,16 @@ and the manifest's models.
 Every comparison in the answer is a `Claim`: two configurations at one level (the heaviest where
 both have a fair result), the difference of their throughput and p99 with its interval from the
 one test of difference (`lab.verdict.difference`), and "no measurable difference" where that test
-calls them tied. A claim never sets figures from two levels against each other. The answer ranks
+calls them tied. A claim never sets figures from two levels against each other.
+
+The answer's level is the models' own: the heaviest level where every candidate has a result of
+its own, fair or lost (errors, a dead server, serialized: the model loses there). A level where
+the lab or the machine kept any candidate from a result (`lab_limited`, a failed generator, the
+upstream down: the registry's `outside` flags), or a candidate was not measured, is never the
+answer's level, whichever model survived it: the words name the heavier levels left out and for
+whom, and the answer comes from below them. So the answer is never decided by which models the
+lab's own limits happened to exclude (issue 53: two identical runs named two different models at
+200 users because the apparatus had excluded different ones). The answer ranks
 by throughput, and a tie on throughput never hides a p99 called apart: among models tied on
 throughput, one whose p99 the test calls lower than the throughput best's is picked instead, and
 the answer says the rule ("picked on p99"); a tied model whose p99 the test calls apart is said
@@ -23,13 +32,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.judge import judge
 from analysis.points import Point, Points, of, only
 from analysis.runwith import how_to_run
-from lab.record.step import StepRecord
+from lab.record.flags import outside
+from lab.record.step import StepRecord, level_label
 from lab.run.manifest import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
 from lab.verdict.difference import Difference, differ
 
@@ -45,6 +55,55 @@ Level = tuple[str, float]  # (mode, users or arrival rate)
 
 
 @dataclass(frozen=True)
+class Undecided:
+    """A level where the lab or the machine, not the models, decided some candidates' results."""
+
+    label: str  # "200 users"
+    who: tuple[str, ...]  # "granian-wsgi (lab_limited)", "uvicorn (not measured)"
+    of: int  # the candidates compared there
+
+    def words(self) -> str:
+        return (
+            f"at {self.label} the lab's own limits or the machine decided for {len(self.who)} "
+            f"of {self.of} candidates ({', '.join(self.who)})"
+        )
+
+
+def undecided(data: Points, models: set[str]) -> dict[Level, Undecided]:
+    """The levels where a candidate among `models` (those the run measured at all) carries a
+    flag that names the lab or the machine (`Flag.outside`), or has no point: never the level of
+    an answer."""
+    present = sorted({p.model for p in data.values() if p.model in models})
+    levels = {(p.mode, p.level) for p in data.values() if p.model in present}
+    out = {}
+    for mode, level in sorted(levels):
+        who = []
+        for model in present:
+            p = data.get((model, mode, round(level)))
+            if p is None:
+                who.append(f"{model} (not measured)")
+            elif lab_s := outside(p.excluded_by):
+                who.append(f"{model} ({', '.join(lab_s)})")
+        if who:
+            label = level_label(level, None if mode == "closed" else level)
+            out[(mode, level)] = Undecided(label, tuple(who), len(present))
+    return out
+
+
+def heavier(left: Mapping[Level, Undecided], at: Level) -> tuple[Undecided, ...]:
+    """The undecided levels above `at` in its mode, heaviest first: why the answer is not there."""
+    return tuple(u for lv, u in sorted(left.items(), reverse=True) if lv[0] == at[0] and lv > at)
+
+
+def left_above(above: tuple[Undecided, ...]) -> str:
+    """'; not at 200 users: at 200 users the lab's own limits ... decided for ...' ("" if none)."""
+    if not above:
+        return ""
+    labels = " or ".join(u.label for u in reversed(above))
+    return f"; not at {labels}: {'; '.join(u.words() for u in above)}"
+
+
+@dataclass(frozen=True)
 class Pick:
     """The best model of one group at one level, with its figures."""
 
@@ -55,6 +114,7 @@ class Pick:
     rivals: tuple[Point, ...] = ()  # the tied models, as compared
     excluded: tuple[str, ...] = ()  # candidates not compared at this level, with why
     rule: str = ""  # "picked on p99: ..." where throughput tied and p99 decided
+    above: tuple[Undecided, ...] = ()  # heavier levels the lab or the machine decided
 
     def tie_words(self) -> str:
         """The models tied with the best on throughput, and for each whose p99 the one test
@@ -73,9 +133,10 @@ class Pick:
 
     def left_out(self) -> str:
         """The candidates this level did not compare, and why ("" for none)."""
-        return (
+        lost = (
             f"; not compared at {self.label}: {', '.join(self.excluded)}" if self.excluded else ""
         )
+        return lost + left_above(self.above)
 
 
 @dataclass(frozen=True)
@@ -89,13 +150,16 @@ class Claim:
     other: Point
     differences: tuple[Difference, Difference]  # throughput, p99
     excluded: tuple[str, ...] = ()  # candidates of either side not compared at this level
+    above: tuple[Undecided, ...] = ()  # heavier levels the lab or the machine decided
 
     def words(self) -> str:
         """'uvicorn, 900.0 rps, p99 110 ms against uwsgi-threads, 800.0 rps, p99 120 ms:
         throughput +12% [+5%, +19%], no measurable difference in p99 (-8% [-30%, +14%])'."""
         said = ", ".join(_said(d) for d in self.differences)
         left = f"; not compared here: {', '.join(self.excluded)}" if self.excluded else ""
-        return f"{_figures(self.other)} against {_figures(self.ref)}: {said}{left}"
+        return f"{_figures(self.other)} against {_figures(self.ref)}: {said}{left}" + left_above(
+            self.above
+        )
 
 
 def groups(classes: Mapping[str, str], kind: str) -> str:
@@ -145,24 +209,31 @@ def _on_p99(tied: dict[str, Point], best: str) -> tuple[str, str]:
 
 
 def best_of(data: Sequence[StepRecord] | Points, models: set[str]) -> Pick | None:
-    """The best fair model among `models` at the heaviest level where one has a fair result."""
-    found = bests(data, models)
-    return found[max(found)] if found else None
+    """The best fair model among `models` at the heaviest level where one has a fair result and
+    every candidate a result of its own (`undecided`); the heavier levels left out, said."""
+    pts = of(data)
+    found, left = bests(pts, models), undecided(pts, models)
+    decided = [lv for lv in found if lv not in left]
+    if not decided:
+        return None
+    at = max(decided)
+    return replace(found[at], above=heavier(left, at))
 
 
 def claim(data: Sequence[StepRecord] | Points, ref: set[str], other: set[str]) -> Claim | None:
     """The best of `other` against the best of `ref` at the heaviest level where both groups
-    have a fair result (None: no such level)."""
+    have a fair result and every candidate of either a result of its own (None: no such
+    level)."""
     pts = of(data)
-    a, b = bests(pts, ref), bests(pts, other)
-    common = set(a) & set(b)
+    a, b, left = bests(pts, ref), bests(pts, other), undecided(pts, ref | other)
+    common = (set(a) & set(b)) - set(left)
     if not common:
         return None
     level = max(common)
     x, y = a[level].best, b[level].best
     diffs = (differ(x.throughput, y.throughput), differ(x.latency, y.latency))
     excluded = a[level].excluded + b[level].excluded
-    return Claim(a[level].label, a[level].level, x, y, diffs, excluded)
+    return Claim(a[level].label, a[level].level, x, y, diffs, excluded, heavier(left, level))
 
 
 def _said(d: Difference) -> str:
@@ -192,6 +263,7 @@ def answer(data: Sequence[StepRecord] | Points, classes: Mapping[str, str], kind
     best = best_of(pts, unchanged)
     if best is None:
         lines.append(f"no model that runs your {kind_words} app as it is has a fair result")
+        lines[-1] += _too_busy(pts, unchanged)
     else:
         rule = f"; {best.rule}" if best.rule else ""
         said = f"{_figures(best.best)}{best.tie_words()}{rule}{best.left_out()}"
@@ -207,9 +279,25 @@ def _port(pts: Points, unchanged: set[str], ported: set[str]) -> str:
     if (found := claim(pts, unchanged, ported)) is not None:
         return f"if you port it to async, at {found.label}: {found.words()}"
     if (port := best_of(pts, ported)) is None:
-        return ""
+        why = _too_busy(pts, ported)
+        return f"if you port it to async: no async model has a fair result{why}" if why else ""
     alone = "no model that runs your app as it is has a fair result at a level beside it"
-    return f"if you port it to async, at {port.label}: {_figures(port.best)} ({alone})"
+    return (
+        f"if you port it to async, at {port.label}: {_figures(port.best)} ({alone})"
+        + left_above(port.above)
+    )
+
+
+def _too_busy(pts: Points, models: set[str]) -> str:
+    """Where no level was the models' own to decide: every level the lab or the machine decided
+    for some candidate, said ("" where some level was decided, or none measured)."""
+    left = undecided(pts, models)
+    if not left:
+        return ""
+    busiest = sorted(left.items(), reverse=True)
+    return " at a level where every candidate had a result of its own; " + "; ".join(
+        u.words() for _, u in busiest
+    )
 
 
 def _bridge(pts: Points, as_is: set[str], model: str) -> str:

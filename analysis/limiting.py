@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from lab.record.step import StepRecord
 from lab.verdict.limits import LABS_OWN, TITLES
+from lab.verdict.rules import DATABASES
 
 
 def model_sentences(records: Sequence[StepRecord]) -> list[str]:
@@ -69,4 +70,8 @@ def _cost(records: list[StepRecord]) -> str:
         parts.append(f"{statistics.median(app):.2g} ms apparatus CPU")
     if kb:
         parts.append(f"{statistics.median(kb):.0f} KB per connection")
+    for kind, name in DATABASES.items():
+        db = [r.database_cpu_ms_per_req[kind] for r in records if kind in r.database_cpu_ms_per_req]
+        if db:
+            parts.append(f"{statistics.median(db):.2g} ms {name} CPU")
     return "; " + ", ".join(parts) if parts else ""

@@ -21,7 +21,6 @@ from analysis.points import Points, build
 from analysis.stats import percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.errors import LabError
-from lab.record.flags import owed
 from lab.record.rundir import RunDir, planned_steps
 from lab.record.step import ERROR_KINDS, StepKey, StepRecord, outage_seconds
 
@@ -87,6 +86,11 @@ class Run:
 def load(run_dir: Path | str) -> Run:
     """Read manifest, preflight, steps and histograms of one run directory."""
     run = RunDir(Path(run_dir))
+    if run.path.exists() and not run.path.is_dir():
+        raise RunError(
+            f"{run.path} is a file, not a run directory: give the directory a `lab run` wrote "
+            "(results/<run>, the one holding manifest.json and steps.jsonl)"
+        )
     if not run.path.is_dir():
         raise RunError(f"{run.path}: no such run directory")
     try:
@@ -97,7 +101,7 @@ def load(run_dir: Path | str) -> Run:
         # with a preflight but no step (every model failed it) there is still a story to tell
         raise RunError(f"{run.path}: no steps.jsonl (has this run measured any step yet?)")
     try:
-        records = _without_superseded(run.steps())
+        records = run.standing()
         preflight = pd.DataFrame(run.rows("preflight.jsonl"))
     except LabError as exc:
         raise RunError(str(exc)) from None
@@ -120,13 +124,6 @@ def _not_found(manifest: dict[str, Any], recorded: set[StepKey]) -> list[str]:
     if status != "complete":
         return [f"{len(missing)} planned step(s) not measured: the run is {status}"]
     return [f"planned but not recorded: {k.model} {k.label} trial {k.trial}" for k in missing]
-
-
-def _without_superseded(records: list[StepRecord]) -> list[StepRecord]:
-    """Drop an owed step (interrupted, or its load generator gave no result) once `--resume` has
-    measured the same step again."""
-    remeasured = {r.key for r in records if not owed(r.flags)}
-    return [r for r in records if not owed(r.flags) or r.key not in remeasured]
 
 
 def _row(record: StepRecord) -> dict[str, Any]:

@@ -29,6 +29,7 @@ Definitions (all per point = model x mode x concurrency, trials combined):
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from lab.record.flags import excluding, explain, tail_excluding
 from lab.record.step import ERROR_KINDS, StepRecord
 from lab.record.thresholds import T
 from lab.verdict import capacity
-from lab.verdict.difference import differ, holm
+from lab.verdict.difference import CORRECTION, corrected, differ
 
 
 def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
@@ -192,7 +193,8 @@ def _point_row(
 
 def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
     """The most common limit among the trials, and the cost per request the steps recorded
-    (nginx's apart, where a front ran: NaN otherwise)."""
+    (nginx's apart, where a front ran, and the app's databases' summed, where the lab started
+    any: NaN otherwise)."""
     limits = [str(x) for x in group.get("limited_by", pd.Series(dtype=str)) if x]
     bounds = {k for ks in group.get("latency_lower_bounds", pd.Series(dtype=object)) for k in ks}
     out: dict[str, Any] = {
@@ -202,6 +204,8 @@ def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
     for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn", "front_cpu_ms_per_req"):
         values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
         out[col] = float(values.median()) if values.notna().any() else float("nan")
+    dbs = [sum(d.values()) for d in group.get("database_cpu_ms_per_req", ()) if d]
+    out["database_cpu_ms_per_req"] = float(statistics.median(dbs)) if dbs else float("nan")
     front = pd.to_numeric(group.get("front_cpu_pct", pd.Series(dtype=float)), errors="coerce")
     front = front.where(front >= 0)  # -1: no nginx in front of this model
     out["front_cpu_pct"] = float(front.median()) if front.notna().any() else float("nan")
@@ -315,8 +319,8 @@ def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.D
     level before (both models measured at both levels), the order read from the figures the
     test compares (the table's rps and p99_ms are those). `clear` says the one test of
     difference (`lab.verdict.difference`) calls the two apart at that level in the flip's own
-    direction, once Holm-corrected for every flip of the run that could be tested (`p`: the
-    uncorrected p-value, nan where the points could not be compared).
+    direction, once corrected (Benjamini-Hochberg) for every flip of the run that could be
+    tested (`p`: the uncorrected p-value, nan where the points could not be compared).
     """
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken"]
     cols += ["p", "clear"]
@@ -336,17 +340,17 @@ def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.D
                         p = _p_toward(metric, lo, hi) if lo and hi else math.nan
                         found.append([metric, mode, int(c), int(prev), win, lose, p])
     out = pd.DataFrame(found, columns=cols[:-1])
-    out["clear"] = holm(out["p"].tolist()) if found else []
+    out["clear"] = corrected(out["p"].tolist()) if found else []
     return out
 
 
 def crossing_words(cross: pd.DataFrame) -> str:
     """How many flips were tested and how many the corrected test kept: "1 of 57 flips tested
-    beyond noise, Holm-corrected for their number (4 could not be tested)"."""
+    beyond noise, Benjamini-Hochberg-corrected for their number (4 could not be tested)"."""
     tested = int(cross["p"].notna().sum()) if not cross.empty else 0
     clear = int(cross["clear"].sum()) if not cross.empty else 0
     untested = len(cross) - tested
-    said = f"{clear} of {tested} flip(s) tested beyond noise, Holm-corrected for their number"
+    said = f"{clear} of {tested} flip(s) tested beyond noise, {CORRECTION} for their number"
     return said + (f" ({untested} could not be tested)" if untested else "")
 
 

@@ -19,6 +19,7 @@ from analysis.claims import Claims, claims
 from analysis.loading import Run, load
 from analysis.metrics import flagged, point_table, unmeasured
 from analysis.plots import Plot, draw_all
+from analysis.profiles.flame import flames_html
 from analysis.routes import routes_html
 from lab.record.flags import FLAGS
 from lab.record.step import level_label
@@ -102,6 +103,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot], said: Claims | None)
     parts.append("<h2>Against the source experiment</h2>" + _overhead(table))
     parts.append("<h2>All points</h2>" + _points(table))
     parts.append(routes_html(run.records, run.run_dir))  # a traffic mix, route by route
+    parts.append(flames_html(run.records, run.run_dir))  # where each profiled step's CPU went
     parts.append(
         "<h2>Preflight</h2>" + _frame(run.preflight, ["model", "ok", "serialized", "message"])
     )
@@ -240,6 +242,7 @@ POINT_COLUMNS = [
     ("apparatus_cpu_ms_per_req", "lab CPU ms/req", "{:.2f}"),
     ("front_cpu_pct", "nginx CPU%", "{:.0f}"),
     ("front_cpu_ms_per_req", "nginx ms/req", "{:.2f}"),
+    ("database_cpu_ms_per_req", "db ms/req", "{:.2f}"),
     ("server_pss_mb", "PSS MB", "{:.0f}"),
     ("server_rss_mb", "RSS MB", "{:.0f}"),
     ("server_rss_kb_per_conn", "KB/conn", "{:.1f}"),
@@ -262,11 +265,25 @@ def fmt(value: object, spec: str) -> str:
         return str(value)
 
 
+# Columns shown only where a step measured them: nginx in front, the app's databases.
+OPTIONAL = {
+    "front_cpu_pct": "front_cpu_pct",
+    "front_cpu_ms_per_req": "front_cpu_pct",
+    "database_cpu_ms_per_req": "database_cpu_ms_per_req",
+}
+
+
+def _shown(table: pd.DataFrame, column: str) -> bool:
+    """Whether the points table shows `column`: always, unless it is optional and no point
+    measured what it depends on."""
+    needs = OPTIONAL.get(column)
+    return needs is None or (needs in table and bool(table[needs].notna().any()))
+
+
 def _points(table: pd.DataFrame) -> str:
     if table.empty:
         return "<p>No points.</p>"
-    fronted = "front_cpu_pct" in table and bool(table["front_cpu_pct"].notna().any())
-    columns = [c for c in POINT_COLUMNS if fronted or not c[0].startswith("front_")]
+    columns = [c for c in POINT_COLUMNS if _shown(table, c[0])]
     head = "".join(f"<th>{_e(title)}</th>" for _, title, _ in columns)
     rows = []
     for rec in table.to_dict("records"):

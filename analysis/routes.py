@@ -7,7 +7,8 @@ p99 is given only where at least `MIN_BEYOND` answers lie beyond it in its thinn
 rule of the one test of difference (`lab.verdict.difference.tail`, not a copy of it); with
 fewer, the table says "too few" and how many answers there were. `lab compare`'s per-route p99
 change is a claim: the one test over the trials' own route p99s (the figures it prints), its
-interval beside it, the routes' changes one family corrected for their number (Holm).
+interval beside it, the routes' changes one family corrected for their number
+(Benjamini-Hochberg).
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from rich.table import Table
 from analysis.loading import Run, read_hlog_safe
 from lab.record import hist
 from lab.record.step import StepRecord
-from lab.verdict.difference import MIN_BEYOND, TOO_FEW, Side, differ, holm, tail
+from lab.verdict.difference import (
+    CORRECTION,
+    MIN_BEYOND,
+    TOO_FEW,
+    Side,
+    corrected,
+    differ,
+    tail,
+)
 
 MIX = "(mix)"  # the row of the whole mix, the step's own figures
 COLUMNS = ["model", "level", "route", "share", "answers", "p50_ms", "p99_ms", "p99_enough"]
@@ -161,7 +170,7 @@ def print_route_compare(a: Run, b: Run, title: str, console: Console) -> None:
 
 def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> Table | None:
     """Per route and point measured in both runs: p50 of A and B, and the p99 change as the one
-    test of difference calls it, Holm-corrected over every route and point compared (None: no
+    test of difference calls it, corrected (BH) over every route and point compared (None: no
     mix, or no point and route in both)."""
     both = a.merge(b, on=["model", "level", "route"], suffixes=("_a", "_b"))
     if both.empty:
@@ -171,7 +180,7 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> Table | None:
         out.add_column(header, justify="left" if header in ("model", "route") else "right")
     rows = both.to_dict("records")
     diffs = [differ(r["tail_a"], r["tail_b"]) for r in rows]
-    changed = holm([d.p for d in diffs])
+    changed = corrected([d.p for d in diffs])
     for r, d, claim in zip(rows, diffs, changed, strict=True):
         change = "too few" if d.basis == TOO_FEW else d.percent()
         change = f"[bold]{change} *[/]" if claim else change
@@ -179,7 +188,7 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> Table | None:
         out.add_row(*cells, _ms(r["tail_a"]), _ms(r["tail_b"]), change)
     tested = sum(d.compared for d in diffs)
     out.caption = (
-        f"{sum(changed)} of {tested} route p99s tested changed (*), Holm-corrected for their "
+        f"{sum(changed)} of {tested} route p99s tested changed (*), {CORRECTION} for their "
         "number; p99 A and B are the trials' mean, the figures tested"
     )
     return out

@@ -13,8 +13,8 @@ is measured side by side.
 Many pairs (issue 46): `--pairs N` runs N A/A pairs (or `--runs` takes 2N existing runs, in pair
 order) and prints one row per pair: the points changed out of those tested (a point flagged, or a
 p99 with too few requests beyond it, is not tested), and the crossovers each run claims beyond
-noise, Holm-corrected over its flips. The target: at most one pair claims any crossover, or more
-than 1 of its 35 points changed on either metric.
+noise, Benjamini-Hochberg-corrected over its flips. The target: at most one pair claims any
+crossover, or more than 1 of its 35 points changed on either metric.
 
 `--calibrate` writes this pair's run-to-run floor into lab/verdict/noise.toml (the relative
 spread of its fair points, `lab.verdict.difference.calibrate`, with the two run ids): calibrate on

@@ -36,7 +36,7 @@ from lab.verdict.power import floor_spread, plan
 
 BASE_MS = 100.0
 HEADERS = ["delay change", "planned: rps / p99", *POWER_HEADERS[1:6]]
-POINTS = ["model", "users", "p99 A", "p99 B", "p99 change [95%]", "p", "called changed (Holm)"]
+POINTS = ["model", "users", "p99 A", "p99 B", "p99 change [95%]", "p", "called changed (BH)"]
 
 
 def planned(change: float, least_users: int, family: int) -> tuple[int, float, str]:
@@ -57,7 +57,8 @@ def planned(change: float, least_users: int, family: int) -> tuple[int, float, s
 
 def point_rows(a: Run, b: Run) -> list[list[str]]:
     """Each point's p99 in A and B, its change with its own 95% interval, and whether `lab
-    compare` called it changed once Holm-corrected over the p99s it tested together; printed."""
+    compare` called it changed once corrected (Benjamini-Hochberg) over the p99s it tested
+    together; printed."""
     frame = compare(a, b)
     rows = []
     for r in frame.to_dict("records"):

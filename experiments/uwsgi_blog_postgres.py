@@ -141,8 +141,8 @@ def measure(
 
 def run(p: Protocol, run: RunDir) -> Reproduction:
     pub = load_published("uwsgi_blog_postgres")["figures"]
-    with databases.running(("postgres",), run.path) as env, upstream(run) as upstream_url:
-        env = {**env, "LAB_UPSTREAM_URL": upstream_url}
+    with databases.running(("postgres",), run.path) as dbs, upstream(run) as upstream_url:
+        env = {**databases.environment(dbs), "LAB_UPSTREAM_URL": upstream_url}
         results = [measure(p, run, i, case, env) for i, case in enumerate(p.cases, 1)]
     rows = [row(p, case, m, pub) for case, m in zip(p.cases, results, strict=True)]
     details = [

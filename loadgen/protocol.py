@@ -85,7 +85,7 @@ class Start:
     offset_s: float = 0.0
     begin_at: float = 0.0  # 0: at once
     # What sends the requests (`lab.run.engine`): "lab" (this package's loops) or "oha" (an
-    # open-loop step on oha, `loadgen.oha`, at `engine_path`).
+    # open- or closed-loop step on oha, `loadgen.oha`, at `engine_path`).
     engine: str = "lab"
     engine_path: str = ""
     # A login each user sends once before its first request, its cookies kept for all its later

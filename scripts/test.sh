@@ -5,7 +5,10 @@
 #   2. as root, Debian's chromium (for the report-rendering and web UI tests), if missing;
 #   3. ruff, ruff format --check and mypy (under a minute);
 #   4. scripts/fresh-clone-check.sh: the README's quick start on a fresh clone of HEAD (~3 min);
-#   5. the whole test suite, real processes on loopback (about 20 min on 2 cores);
+#   5. the test suite in its two tiers (tests/tiers.py): the in-process tier on every core
+#      (pytest-xdist, scripts/test-fast.sh: 2-3 min on 2 cores), then the tests that start real
+#      processes on loopback (marker `procs`), one at a time: their load is timed, and two at once
+#      on 2 cores would measure each other;
 #   6. with a docker client: builds the lab image (about 4 min on 2 cores, cached after) and runs
 #      the Compose smoke and Docker-backend tests (docker/ci-smoke.sh).
 # Each part says when it starts; the whole takes about 30 min on 2 cores the first time.
@@ -68,12 +71,18 @@ else
   not_run+=("fresh-clone check (not a git checkout)")
 fi
 
-echo "test: 5/6 the test suite (about 20 min on 2 cores)"
+echo "test: 5/6 the test suite: the in-process tier on every core, then the process tier"
 # pytest's summary (-ra in pyproject.toml) lists each skip as "SKIPPED [COUNT] FILE:LINE: REASON";
-# both pytest runs go through this log, which the closing line counts from.
+# every pytest run goes through this log, which the closing line counts from.
 log=$(mktemp "${TMPDIR:-/tmp}/lab-test-pytest.XXXXXX.log")
 trap 'rm -f "$log"' EXIT
-.venv/bin/python -m pytest -q "$@" 2>&1 | tee "$log"
+tier() {  # one tier's pytest; exit 5 (no test selected) is no failure: ARGS may pick one tier
+  local rc=0
+  "$@" || rc=$?
+  ((rc == 5)) || return "$rc"
+}
+tier bash scripts/test-fast.sh "$@" 2>&1 | tee "$log"
+tier .venv/bin/python -m pytest -q -m procs "$@" 2>&1 | tee -a "$log"
 
 echo "test: 6/6 Docker: build the image and run the smoke tests"
 if [[ ${LAB_SKIP_DOCKER:-} == 1 ]]; then

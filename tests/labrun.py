@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from lab.system import procs
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -100,8 +100,17 @@ class LabRun:
 
 
 def connected(pid: int) -> bool:
-    """The load generator's users hold connections: the step's settle phase has begun."""
+    """The load generator's users hold connections: the step's settle phase has begun (on oha,
+    the connections are its oha child's)."""
     try:
-        return any(c.status == "ESTABLISHED" for c in psutil.Process(pid).net_connections("tcp"))
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
     except psutil.Error:
         return False
+    for proc in tree:
+        try:
+            if any(c.status == "ESTABLISHED" for c in proc.net_connections("tcp")):
+                return True
+        except psutil.Error:
+            continue
+    return False

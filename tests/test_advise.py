@@ -21,8 +21,8 @@ from lab.config.models import KnobLimit, Model, load_registry
 from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
-from tests.conftest import lab_cli, lab_run
 from tests.fixture_run import window
+from tests.helpers import lab_cli, lab_run
 
 REGISTRY = load_registry()
 THREADS = REGISTRY.models["uwsgi-threads"]

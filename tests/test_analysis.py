@@ -25,7 +25,7 @@ from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.cli.report import compare_runs, report
 from lab.record import hist
 from lab.verdict.difference import TOO_FEW, differ, side, t975
-from tests.test_judge import ROOT, record
+from tests.helpers import ROOT, record, two_models
 
 
 def _row(table, model: str, conc: int) -> dict:
@@ -150,11 +150,11 @@ def test_stats_by_hand() -> None:
     assert est.unstable
     single = estimate([7.0])
     assert single.median == 7.0 and single.spread == 0 and not single.unstable
-    # Welch: means 2 and 3, variances 1, se^2 = 2/3, df = 4, t = 2.776
+    # Welch: means 2 and 3, variances 1, se^2 = 2/3, df = 4, t = 2.776445 (six decimals)
     a = [record("a", x, trial=t) for t, x in enumerate((1.0, 2.0, 3.0), 1)]
     b = [record("b", x, trial=t) for t, x in enumerate((2.0, 3.0, 4.0), 1)]
     change = differ(side(a, "rps"), side(b, "rps"))
-    half = 2.776 * math.sqrt(2 / 3)
+    half = 2.776445 * math.sqrt(2 / 3)
     assert change.diff == 1.0 and change.basis == "trials"
     assert (change.lo, change.hi) == (pytest.approx(1 - half), pytest.approx(1 + half))
     assert not change.apart
@@ -164,34 +164,9 @@ def test_stats_by_hand() -> None:
     assert t975(1000) == pytest.approx(1.962, abs=0.002)
 
 
-def _two_models(
-    run_dir: Path, preflight: dict | None = None, b_flags: tuple[str, ...] = ()
-) -> Path:
-    """a leads at c=1, b overtakes at c=10 on throughput and on p99; b is client-saturated there."""
-    spec = {  # model -> [(concurrency, rps, latency ms)]
-        "a": [(1, 10.0, 100.0), (10, 90.0, 110.0), (100, 300.0, 300.0)],
-        "b": [(1, 9.0, 105.0), (10, 98.0, 95.0), (100, 600.0, 180.0)],
-    }
-    steps = [
-        FixtureStep(
-            model,
-            conc,
-            trial,
-            (rps,) * 3,
-            (lat,),
-            flags=(("client_saturated",) if (model, conc) == ("b", 10) else ())
-            + (b_flags if model == "b" else ()),
-        )
-        for model, points in spec.items()
-        for conc, rps, lat in points
-        for trial in (1, 2)
-    ]
-    return build_run(run_dir, steps, preflight=preflight)
-
-
 @pytest.fixture(scope="module")
 def two(tmp_path_factory) -> Path:
-    return _two_models(tmp_path_factory.mktemp("two"))
+    return two_models(tmp_path_factory.mktemp("two"))
 
 
 def test_crossovers_on_throughput_and_p99(two: Path) -> None:
@@ -219,7 +194,7 @@ def test_verdict_ranges_and_flags_visible(two: Path) -> None:
 
 
 def test_serialized_model_is_shown_but_excluded(tmp_path: Path) -> None:
-    run = _two_models(
+    run = two_models(
         tmp_path,
         preflight={"b": {"serialized": True, "message": "no overlap"}},
         b_flags=("serialized",),
@@ -277,7 +252,8 @@ def test_cli_compare_prints_verdict(two: Path) -> None:
     result = CliRunner().invoke(compare_runs, [str(two), str(two)])
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
-    assert "0 of 6 points tested changed (*) in throughput, 0 of 1 in p99, Holm-corrected" in said
+    tested = "0 of 6 points tested changed (*) in throughput, 0 of 1 in p99"
+    assert f"{tested}, Benjamini-Hochberg-corrected" in said
     assert "0 of 6 changed what limits them" in said
 
 

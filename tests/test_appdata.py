@@ -17,7 +17,7 @@ import psycopg2
 import pytest
 
 from lab.backends import databases, dbdata
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 SHOP = Path(__file__).parent / "prodapp"
 SCHEMA = "psql {postgres_url} -v ON_ERROR_STOP=1 -q -f shop/schema.sql"
@@ -81,8 +81,8 @@ def test_a_sweep_gives_every_model_a_fresh_copy_and_says_which(shop: Path, tmp_p
 
 def test_a_pg_dump_archive_seeds_the_database(shop: Path, tmp_path: Path) -> None:
     archive = tmp_path / "shop.dump"
-    with databases.running(("postgres",), tmp_path / "dump") as env:
-        url = env["LAB_DB_URL"]
+    with databases.running(("postgres",), tmp_path / "dump") as dbs:
+        url = dbs["postgres"].url
         load = ["psql", url, "-v", "ON_ERROR_STOP=1", "-q", "-f", str(shop / "shop/schema.sql")]
         subprocess.run(load, check=True, capture_output=True)
         subprocess.run(["pg_dump", "-Fc", "-f", str(archive), url], check=True)
@@ -119,8 +119,8 @@ def test_a_failing_setup_is_named_with_its_exit_and_output(
 def test_postgres_is_as_durable_as_production_unless_asked(
     tmp_path: Path, fast: bool, expected: str
 ) -> None:
-    with databases.running(("postgres",), tmp_path, fast=fast) as env:
-        conn = psycopg2.connect(env["LAB_DB_URL"])
+    with databases.running(("postgres",), tmp_path, fast=fast) as dbs:
+        conn = psycopg2.connect(dbs["postgres"].url)
         try:
             cursor = conn.cursor()
             for setting in ("fsync", "synchronous_commit", "full_page_writes"):
@@ -152,12 +152,12 @@ def test_advise_honours_the_apps_database_and_upstream_options(shop: Path, tmp_p
 def test_a_snapshot_puts_redis_back_as_the_setup_left_it(tmp_path: Path) -> None:
     import redis
 
-    with databases.running(("redis",), tmp_path) as env:
-        client = redis.Redis.from_url(env["LAB_REDIS_URL"])
+    with databases.running(("redis",), tmp_path) as dbs:
+        client = redis.Redis.from_url(dbs["redis"].url)
         client.set("greeting", "hello")
         client.set("session", "short", px=60_000)
         snapshot = dbdata.Snapshot(
-            dbdata.DataSpec(), None, databases.Database("redis", env["LAB_REDIS_URL"])
+            dbdata.DataSpec(), None, databases.Database("redis", dbs["redis"].url)
         )
         snapshot.prepare()
         client.set("greeting", "changed by a model")

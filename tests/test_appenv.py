@@ -12,7 +12,7 @@ import pytest
 
 from lab.config import appenv
 from lab.record.errors import LabError
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 # Waits on the lab's PostgreSQL and calls its mock upstream, both found in the environment: a
 # server that did not get them answers 500, which the check refuses.

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from lab.config.userapp import parse_target
 from lab.record.errors import LabError
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 SHOP = Path(__file__).parent / "prodapp"
 # one model per server the lab runs a WSGI app under; uvicorn through the declared bridge

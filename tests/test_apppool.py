@@ -17,8 +17,8 @@ from lab.run import appcheck
 from lab.run.preflight import Probe
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
-from tests.conftest import lab_cli
 from tests.fixture_run import window
+from tests.helpers import lab_cli
 from tests.undisturbed import disturbed, undisturbed
 
 SHOP = Path(__file__).parent / "prodapp"
@@ -34,26 +34,36 @@ def capped_step(held: dict[str, int]):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(
-    ("held", "rule", "words"),
+    ("held", "rule", "words", "knob"),
     [
-        ({"postgres": 20, "upstream": 0}, "app_pool", "20 connections to PostgreSQL"),
-        ({"postgres": 15, "redis": 21}, "app_pool", "21 connections to Redis"),
-        ({"upstream": 19}, "app_pool", "a requests Session's pool_maxsize"),
-        ({"postgres": 5}, "hidden_cap", "a connection pool, a lock or a semaphore?"),
-        ({}, "hidden_cap", "a connection pool, a lock or a semaphore?"),
+        (
+            {"postgres": 20, "upstream": 0},
+            "app_pool",
+            "20 connections to PostgreSQL",
+            "SQLAlchemy's pool_size + max_overflow",
+        ),
+        (
+            {"postgres": 15, "redis": 21},
+            "app_pool",
+            "21 connections to Redis",
+            "redis-py's ConnectionPool max_connections",
+        ),
+        ({"upstream": 19}, "app_pool", "19 connections to the upstream", "pool_maxsize"),
+        ({"postgres": 5}, "hidden_cap", "a connection pool, a lock or a semaphore?", None),
+        ({}, "hidden_cap", "a connection pool, a lock or a semaphore?", None),
     ],
     ids=["postgres-pool", "redis-pool", "http-pool", "pool-smaller-than-plateau", "not-read"],
 )
 def test_a_plateau_as_high_as_the_apps_connections_is_its_pool(
-    held: dict[str, int], rule: str, words: str
+    held: dict[str, int], rule: str, words: str, knob: str | None
 ) -> None:
     r = capped_step(held)
     assert r.limited_by == "concurrency_cap" and r.limit_rule == rule, r.limit_reason
     assert words in r.limit_reason
     assert ("capped_unexplained" in r.flags) == (rule == "hidden_cap")
     assert bool(excluding(r.flags)) == (rule == "hidden_cap")  # the app's pool stays compared
-    if rule == "app_pool":
-        assert "pool_size + max_overflow" in r.limit_reason or "pool" in r.limit_reason
+    if knob is not None:  # the knob that sizes the pool of the service named, not another's
+        assert knob in r.limit_reason, r.limit_reason
 
 
 def sweep_pool_of_4(out: Path, shop: Path) -> dict:  # type: ignore[type-arg]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 APP = """
 from flask import Flask, request

@@ -26,8 +26,8 @@ from lab.run.preflight import measured_cap
 from lab.system.sampling import HostMeter
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
-from tests.conftest import lab_cli, lab_run
 from tests.fixture_run import window
+from tests.helpers import lab_cli, lab_run
 from tests.undisturbed import undisturbed
 
 D_MS = 100.0

@@ -24,7 +24,7 @@ from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.run.manifest import AS_IS, ASYNC_PORT
 from lab.verdict.difference import NO_FLOOR, TIE, Side, differ, side
 from tests.fixture_run import window
-from tests.test_claims_properties import FLAG_NAMES, SETTINGS
+from tests.helpers import FLAG_NAMES, SETTINGS
 
 THREADS = load_registry().models["uwsgi-threads"]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import math
 import random
-import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -19,110 +18,39 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.compare import compare
-from analysis.interfaces import answer, claim
+from analysis.interfaces import answer, best_of
 from analysis.judge import judge
 from analysis.limiting import model_sentences
 from analysis.loading import load
 from analysis.metrics import crossovers, point_table
-from lab.record.flags import FLAGS
 from lab.record.step import StepRecord
-from lab.run.manifest import AS_IS, ASYNC_PORT
+from lab.run.manifest import AS_IS
 from lab.verdict.difference import (
     FLAGGED,
     TOO_FEW,
-    compare_points,
     differ,
     side,
 )
 from tests.fixture_run import FixtureStep, build_run
-from tests.test_judge import record
+from tests.helpers import (
+    CLASSES,
+    FLAG_NAMES,
+    MODELS,
+    SETTINGS,
+    point,
+    record,
+    ref_best,
+    ref_fair,
+    ref_mean,
+    ref_points,
+    ref_tail_fair,
+    sweep,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-FLAG_NAMES = sorted(FLAGS)
-MODELS = ("a", "b", "c", "d")
-CLASSES = {"a": AS_IS, "b": AS_IS, "c": ASYNC_PORT, "d": ASYNC_PORT}
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-
-LIMITS = ("", "none", "server_cpu", "unknown", "apparatus")
-
-
-@st.composite
-def point(draw: st.DrawFn, model: str = "a", users: int = 10) -> list[StepRecord]:
-    """One point: a model's 1-4 trials at one level, each with its own flags (any trial may
-    carry any), its own `limited_by`, and failures (fewer answers than requests)."""
-    rps = st.floats(0.5, 3000.0, allow_nan=False)
-    p99 = st.floats(1.0, 5000.0, allow_nan=False)
-    n = draw(st.integers(1, 4))
-    out = []
-    for t in range(1, n + 1):
-        flags = tuple(draw(st.lists(st.sampled_from(FLAG_NAMES), max_size=2, unique=True)))
-        r = record(
-            model,
-            draw(rps),
-            users=users,
-            trial=t,
-            p99=draw(p99),
-            flags=flags,
-            seconds=tuple(draw(st.lists(rps, min_size=0, max_size=4))),
-        )
-        failed = draw(st.sampled_from((0.0, 0.0, 0.01, 0.5, 0.95)))
-        limit = draw(st.sampled_from(LIMITS))
-        why = f"below the ideal, trial {t}" if limit == "unknown" else ""
-        out.append(
-            replace(r, ok=round(r.requests * (1 - failed)), limited_by=limit, limit_reason=why)
-        )
-    return out
-
-
-@st.composite
-def sweep(draw: st.DrawFn) -> list[StepRecord]:
-    """A sweep: two to four models at one to three levels, some points missing (a model not
-    measured at a level)."""
-    models = draw(st.lists(st.sampled_from(MODELS), min_size=2, max_size=4, unique=True))
-    levels = draw(st.lists(st.sampled_from((1, 10, 100)), min_size=1, max_size=3, unique=True))
-    missing = draw(st.sets(st.tuples(st.sampled_from(models), st.sampled_from(levels))))
-    return [r for m in models for u in levels if (m, u) not in missing for r in draw(point(m, u))]
-
-
-# The reference: what a point's figures and fairness are, by plain arithmetic over its trials
-# and the flag registry's own declarations (never the code under test).
-
-
-def ref_fair(rs: list[StepRecord]) -> bool:
-    return not any(FLAGS[f].excludes for r in rs for f in r.flags if f in FLAGS)
-
-
-def ref_tail_fair(rs: list[StepRecord]) -> bool:
-    """Its p99 may be compared: no flag excludes it or its tail, 10+ requests beyond p99 in
-    every trial."""
-    flagged = any(FLAGS[f].excludes or FLAGS[f].tail for r in rs for f in r.flags if f in FLAGS)
-    return not flagged and all(r.ok >= 1000 for r in rs)
-
-
-def ref_mean(rs: list[StepRecord], metric: str) -> float:
-    if metric == "rps":
-        xs = [r.throughput_rps for r in rs]
-    else:
-        xs = [r.latency_ms["p99"] for r in rs if r.ok > 0]
-    return math.fsum(xs) / len(xs) if xs else math.nan
-
-
-def ref_points(records: list[StepRecord]) -> dict[tuple[str, int], list[StepRecord]]:
-    out: dict[tuple[str, int], list[StepRecord]] = {}
-    for r in records:
-        out.setdefault((r.model, r.users or 0), []).append(r)
-    return out
-
-
-def ref_best(records: list[StepRecord], models: set[str], users: int) -> str | None:
-    """The fair model with the highest mean throughput at `users` (by name among equals)."""
-    fair = [
-        (-ref_mean(rs, "rps"), m)
-        for (m, u), rs in ref_points(records).items()
-        if u == users and m in models and ref_fair(rs) and ref_mean(rs, "rps") > 0
-    ]
-    return min(fair)[1] if fair else None
+# The sweeps and the reference they are held against (plain arithmetic over trials and the flag
+# registry's declarations, never the code under test) are in tests/helpers.py.
 
 
 def flags_of(records: list[StepRecord]) -> list[str]:
@@ -185,53 +113,9 @@ def test_adding_a_flag_or_failures_never_makes_a_point_more_comparable(
 
 @SETTINGS
 @given(sweep())
-def test_a_claim_compares_two_points_at_the_reference_level(records: list[StepRecord]) -> None:
-    """The answer's claim sits at the heaviest level where both groups have a fair best, with
-    the references' figures; no such level, no claim."""
-    levels = {u for (_, u) in ref_points(records)}
-    both = [
-        u for u in levels if ref_best(records, {"a", "b"}, u) and ref_best(records, {"c", "d"}, u)
-    ]
-    found = claim(records, {"a", "b"}, {"c", "d"})
-    if not both:
-        assert found is None
-        return
-    assert found is not None and round(found.level) == max(both)
-    by_point = ref_points(records)
-    for c, group in ((found.ref, {"a", "b"}), (found.other, {"c", "d"})):
-        assert c.model == ref_best(records, group, max(both))
-        assert c.rps == pytest.approx(ref_mean(by_point[(c.model, max(both))], "rps"))
-    numbers = set(re.findall(r"(?<!\w)[+-]?\d[\d,]*(?:\.\d+)?", found.words().split(": ", 1)[1]))
-    said = {f"{x:+.0%}"[:-1] for d in found.differences for x in d.relative() if not math.isnan(x)}
-    assert numbers <= said, (numbers, said)  # every number the comparison states is its own
-
-
-@SETTINGS
-@given(sweep())
-def test_the_answer_names_the_reference_best(records: list[StepRecord]) -> None:
-    levels = sorted({u for (_, u) in ref_points(records)}, reverse=True)
-    top = next((u for u in levels if ref_best(records, {"a", "b"}, u)), None)
-    lines = answer(records, CLASSES, "wsgi")
-    if not records:
-        assert lines == []
-    elif top is None:
-        assert "has a fair result" in lines[1]
-    elif "picked on p99: tied on throughput with " in lines[1]:  # the reference best, tied
-        assert (
-            f"picked on p99: tied on throughput with {ref_best(records, {'a', 'b'}, top)},"
-            in lines[1]
-        )
-    else:
-        assert f": {ref_best(records, {'a', 'b'}, top)}," in lines[1]
-        assert f" {top} user" in lines[1]
-
-
-@SETTINGS
-@given(sweep())
 def test_compare_leaves_out_what_the_reference_calls_unfair(records: list[StepRecord]) -> None:
     for rs in ref_points(records).values():
-        diffs = compare_points(rs, rs)
-        assert (diffs["rps"].basis == FLAGGED) == (not ref_fair(rs))
+        assert (differ(side(rs, "rps"), side(rs, "rps")).basis == FLAGGED) == (not ref_fair(rs))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -274,13 +158,18 @@ def test_the_summary_table_compare_and_the_judge_agree(
         assert r.metric != "rps" or win > lose
     same = compare(run, run)
     assert not same["rps_significant"].any() and not same["p99_significant"].any()
-    flagged = same.set_index(["model", "concurrency"])["rps_basis"] == FLAGGED
-    assert {k for k, f in flagged.items() if f} == unfair
-    best = {v.level: v.best_rps[0] for v in verdicts if v.best_rps}
-    said = answer(run.records, {m: AS_IS for m in MODELS}, "wsgi")
-    if best:
-        top = max(best)
-        assert f": {best[top]}," in said[1]
+    # every point's throughput tripled: `lab compare` calls each fair point apart, never an unfair
+    tripled = [replace(s, rps_per_second=tuple(3 * x for x in s.rps_per_second)) for s in steps]
+    changed = compare(run, load(build_run(tmp_path_factory.mktemp("tripled"), tripled)))
+    rows = changed.set_index(["model", "concurrency"])
+    assert {k for k, f in (rows["rps_basis"] == FLAGGED).items() if f} == unfair
+    assert {k for k, c in rows["rps_significant"].items() if c} == set(table.index) - unfair
+    best = {v.level: v.best_rps for v in verdicts if v.best_rps}
+    pick = best_of(run.records, set(MODELS))
+    if pick is not None:  # at the answer's level (tests/test_answer_level.py), the judge's best
+        assert pick.best.model in best[pick.level]
+        said = answer(run.records, {m: AS_IS for m in MODELS}, "wsgi")
+        assert f": {pick.best.model}," in said[1]
 
 
 @SETTINGS
@@ -315,7 +204,7 @@ import json, sys
 from analysis.interfaces import answer
 from analysis.judge import judge, sentence
 from tests.fixture_run import FixtureStep, build_run
-from tests.test_judge import record
+from tests.helpers import record
 rows = json.load(sys.stdin)
 records = [record(m, r, users=u, trial=t, p99=p, flags=f) for m, r, u, t, p, f in rows]
 classes = {"a": "as is", "b": "as is", "c": "async port"}

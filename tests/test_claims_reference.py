@@ -1,6 +1,9 @@
-"""The one test of difference against a reference written here (plain arithmetic, Hypothesis):
+"""The one test of difference against references: written here where the test must stay apart
+from the implementation, which now rests on scipy and statsmodels (plain arithmetic, Hypothesis:
 symmetric whatever the floor and the metric, decisive where a hand-computed Welch is, centred on
-the difference of means, and Holm's step-down as its definition reads. Beside
+the difference of means, a p-value that is the t tail integrated by Simpson's rule, and
+Benjamini-Hochberg as its definition reads), and scipy's own Welch test where an independent
+library is the better witness (the degrees of freedom and the p-value). Beside
 tests/test_claims_properties.py, whose invariants run the claims' consumers."""
 
 from __future__ import annotations
@@ -10,22 +13,20 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats
 
 from lab.record.thresholds import T
 from lab.verdict.difference import (
-    FLAGGED,
     NO_FLOOR,
     Difference,
     Floor,
     Side,
-    compare_points,
+    corrected,
     differ,
     floor,
-    holm,
     t975,
-    t_tail,
 )
-from tests.test_claims_properties import SETTINGS
+from tests.helpers import SETTINGS
 
 
 def sides(metric: str) -> st.SearchStrategy[Side]:
@@ -103,39 +104,48 @@ def ref_var(xs: list[float]) -> float:
 @given(
     st.lists(st.one_of(st.floats(0.0, 0.06), st.floats(0.0, 1.0), st.just(math.nan)), max_size=12)
 )
-def test_holm_is_the_reference_step_down(ps: list[float]) -> None:
-    """A p-value is a claim iff it and every smaller one pass its step (alpha / (m - k))."""
+def test_the_correction_is_the_reference_benjamini_hochberg(ps: list[float]) -> None:
+    """A p-value is a claim iff it is no larger than the largest k-th smallest that passes its
+    step (k x alpha / m); nan is never a claim and never counted in m."""
     tested = sorted(p for p in ps if not math.isnan(p))
     m = len(tested)
-    passing = 0
-    while passing < m and tested[passing] < 0.05 / (m - passing):
-        passing += 1
-    cut = tested[passing - 1] if passing else -1.0
+    passing = [k for k in range(1, m + 1) if tested[k - 1] <= k * 0.05 / m]
+    cut = tested[max(passing) - 1] if passing else -1.0
     expected = [not math.isnan(p) and p <= cut for p in ps]
-    assert holm(ps) == expected
+    assert corrected(ps) == expected
 
 
-@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 12, 21, 30], ids=lambda d: f"df{d}")
-def test_t_tail_is_the_integral_of_the_density(df: int) -> None:
-    """P(T > t) by the closed form against Simpson's rule over Student's density."""
+def simpson_tail(t: float, df: int) -> float:
+    """P(T > t), t >= 0, for Student's t: its density integrated by Simpson's rule (x = t / u,
+    u in (0, 1]: the tail over a finite range), written apart from scipy."""
     c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
 
     def density(x: float) -> float:
         return c * (1 + x * x / df) ** (-(df + 1) / 2)
 
-    for t in (0.5, 1.0, t975(df)):
-        # substitute x = t / u, u in (0, 1]: the tail integral over a finite range
-        n = 4000
-        h = 1 / n
-        total = 0.0
-        for i in range(1, n + 1):
-            u = i * h
-            w = 4 if i % 2 else 2
-            w = 1 if i == n else w
-            total += w * density(t / u) * t / (u * u)
-        tail = total * h / 3
-        assert t_tail(t, df) == pytest.approx(tail, rel=2e-3, abs=1e-5)
-    assert 2 * t_tail(t975(df), df) == pytest.approx(0.05, abs=2e-4)
+    n = 4000
+    h = 1 / n
+    total = 0.0
+    for i in range(1, n + 1):
+        u = i * h
+        w = 4 if i % 2 else 2
+        w = 1 if i == n else w
+        total += w * density(t / u) * t / (u * u)
+    return total * h / 3
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 12, 21, 30, 45], ids=lambda d: f"df{d}")
+def test_a_differences_p_is_the_integral_of_the_t_density(df: int) -> None:
+    """A difference of t standard errors with a 95% interval at `df` degrees of freedom: its
+    p-value is twice the tail beyond t, and exactly 0.05 where the interval touches zero."""
+    for t in (0.5, 1.0, 2.5, t975(df)):
+        half = t975(df) * 1.0  # one standard error of 1
+        d = Difference("rps", 100.0, 100.0 + t, t - half, t + half, "trials", float(df))
+        assert d.p == pytest.approx(2 * simpson_tail(t, df), rel=2e-3, abs=1e-5)
+        mirrored = Difference("rps", 100.0 + t, 100.0, -t - half, -t + half, "trials", float(df))
+        assert mirrored.p == pytest.approx(d.p)
+    touching = Difference("rps", 0.0, t975(df), 0.0, 2 * t975(df), "trials", float(df))
+    assert touching.p == pytest.approx(0.05)
 
 
 @SETTINGS
@@ -160,13 +170,14 @@ def test_a_relative_difference_is_the_reference_ratio(
 
 
 def test_a_sides_interval_is_its_trials_t_interval_never_below_zero() -> None:
-    """Three trials 9, 10, 11: 10 +- 4.303 x 1 / sqrt(3) (Student's t at 2 degrees of freedom);
-    a wide one stops at zero; one trial with no seconds and no floor has none."""
+    """Three trials 9, 10, 11: 10 +- 4.302653 x 1 / sqrt(3) (Student's t at 2 degrees of
+    freedom, to six decimals); a wide one stops at zero; one trial with no seconds and no floor
+    has none."""
     lo, hi = Side("rps", 10.0, (9.0, 10.0, 11.0)).interval(NO_FLOOR)
-    half = 4.303 / math.sqrt(3)
+    half = 4.302653 / math.sqrt(3)
     assert (lo, hi) == (pytest.approx(10 - half), pytest.approx(10 + half))
     lo, hi = Side("rps", 2.0, (1.0, 2.0, 3.0)).interval(NO_FLOOR)
-    assert lo == 0.0 and hi == pytest.approx(2 + 4.303 / math.sqrt(3))
+    assert lo == 0.0 and hi == pytest.approx(2 + half)
     assert all(math.isnan(x) for x in Side("rps", 5.0, (5.0,)).interval(NO_FLOOR))
 
 
@@ -179,25 +190,20 @@ def test_welch_against_its_hand_computed_degrees_of_freedom() -> None:
     d = differ(Side("rps", 2.0, tuple(xs)), Side("rps", 5.0, tuple(ys)), NO_FLOOR)
     assert d.df == pytest.approx(df)
     assert d.hi - d.diff == pytest.approx(t975(df) * math.sqrt(va + vb))
+    welch = stats.ttest_ind(ys, xs, equal_var=False)  # scipy's Welch, a library apart
+    assert (d.df, d.p) == (pytest.approx(welch.df), pytest.approx(welch.pvalue))
     same = differ(Side("rps", 100.0, (100.0, 100.0)), Side("rps", 100.0, (100.0, 100.0)))
     assert same.hi == pytest.approx(T.difference_without_interval_share * 100)
 
 
-def test_holm_steps_down_at_each_rank() -> None:
-    """0.01 < 0.05/3, 0.02 < 0.05/2, 0.04 < 0.05/1: all three; 0.03 at the second step fails."""
-    assert holm([0.04, 0.01, 0.02]) == [True, True, True]
-    assert holm([0.01, 0.03, 0.04]) == [True, False, False]
-    assert holm([0.05 / 3, 0.001]) == [True, True]  # 0.0167 < 0.05 / 1 at the second step
-
-
-def test_compare_points_passes_each_sides_flags_and_the_floor() -> None:
-    from tests.test_judge import record
-
-    a, b = [record("m", 100.0)], [record("m", 100.0)]
-    left = compare_points(a, b, NO_FLOOR, (("lab_limited",), ()))
-    right = compare_points(a, b, NO_FLOOR, ((), ("lab_limited",)))
-    assert left["rps"].basis == right["rps"].basis == FLAGGED
-    assert compare_points(a, b, NO_FLOOR)["rps"].basis != compare_points(a, b, floor())["rps"].basis
+def test_benjamini_hochberg_steps_up_from_the_largest() -> None:
+    """Three p-values, steps 0.0167, 0.0333 and 0.05: the largest k whose k-th passes carries
+    every smaller one, where Holm (0.05/3, 0.05/2, 0.05) stopped at the first failure."""
+    assert corrected([0.04, 0.01, 0.02]) == [True, True, True]
+    assert corrected([0.01, 0.03, 0.04]) == [True, True, True]  # Holm: the first only
+    assert corrected([0.02, 0.03, 0.06]) == [True, True, False]  # Holm: none
+    assert corrected([0.02, 0.04, 0.06]) == [False, False, False]
+    assert corrected([0.5, math.nan, 0.02]) == [False, False, True]  # nan: not counted (m = 2)
 
 
 def test_a_sides_basis_is_what_its_interval_rests_on() -> None:
@@ -213,9 +219,3 @@ def test_a_sides_basis_is_what_its_interval_rests_on() -> None:
     assert Side("rps", 1.0, (1.0,)).basis() == "seconds+floor"  # the committed floor
     assert NO_FLOOR.words().startswith("no run-to-run floor")
     assert two.words().startswith("intervals of one trial include a run-to-run floor of 5.0%")
-
-
-def test_t_tail_is_symmetric_about_zero() -> None:
-    for df in (1, 2, 5, 30, 500):
-        assert t_tail(0.0, df) == pytest.approx(0.5)
-        assert t_tail(-1.5, df) == pytest.approx(1 - t_tail(1.5, df))

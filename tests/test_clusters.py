@@ -29,7 +29,7 @@ from lab.verdict.capacity import Capacity
 from lab.verdict.clusters import cluster_of, held
 from lab.verdict.pauses import least_pause_ms, pauses_of
 from tests.fixture_run import window
-from tests.test_reason_evidence import check
+from tests.reasoncheck import check
 
 BIN = hist.COARSE_STEP
 
@@ -169,7 +169,9 @@ def test_a_cluster_the_generator_s_own_lag_could_make_is_never_a_pause(
     rng = random.Random(seed)
     pause = over * least_pause_ms(D_MS)
     slow = [pause + rng.uniform(0, D_MS) for _ in range(users)]
-    lag = lag_share * min(slow)
+    # half the least wait as the lab can know it: the lower edge of its coarse bin, up to one
+    # bin's width (5%) above the wait itself
+    lag = lag_share * min(slow) * hist.COARSE_STEP
     series = {"timeseries": {"lag_max_ms": [0.0] * 3 + [lag] + [0.0] * 6}} if per_second else {}
     record = held_step(
         users, bulk(40 * users, D_MS, rng) + slow, [3], generator_lag_ms={"max": lag}, **series

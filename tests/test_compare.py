@@ -13,8 +13,8 @@ from analysis.compare import compare, scenario_differences, unpaired
 from analysis.loading import load
 from lab.record import errors
 from lab.verdict.difference import FLAGGED
-from tests.conftest import lab_cli
 from tests.fixture_run import FixtureStep, build_run
+from tests.helpers import lab_cli
 
 SLOW = tuple(100.0 + i % 40 for i in range(400))  # 1,200 requests a point: 12 beyond p99
 
@@ -60,7 +60,7 @@ def test_a_printed_change_lies_inside_its_interval(tmp_path: Path) -> None:
 
 def test_a_route_p99_change_is_the_tests_and_corrected_for_the_routes() -> None:
     """`lab compare`'s per-route p99: the one test over the trials' own p99s with its interval,
-    a change starred only once Holm-corrected over every route compared, a thin route not
+    a change starred only once corrected (BH) over every route compared, a thin route not
     compared, a route with no answers printed "-", and the count said. Each row is read on its
     own: p99 A and B are the trials' means, computed here from the trials given."""
     import statistics
@@ -97,4 +97,6 @@ def test_a_route_p99_change_is_the_tests_and_corrected_for_the_routes() -> None:
     thin = rows["/thin"].split()
     assert thin[6:] == ["80.0", "400.0", "too", "few"]  # 1 answer beyond p99 a trial: no claim
     assert rows["/none"].split()[6:8] == ["-", "-"]
-    assert "1 of 1 route p99s tested changed (*), Holm-corrected" in " ".join(said.split())
+    assert "1 of 1 route p99s tested changed (*), Benjamini-Hochberg-corrected" in " ".join(
+        said.split()
+    )

@@ -15,7 +15,7 @@ import pytest
 
 from analysis.metrics import _flips, _p_toward, crossing_words
 from analysis.points import point
-from tests.test_judge import record
+from tests.helpers import record
 
 
 def test_a_flip_is_where_the_sign_changes_and_names_the_overtaker() -> None:
@@ -45,7 +45,7 @@ def test_a_flip_s_p_value_counts_only_in_its_own_direction() -> None:
 
 def test_the_crossing_words_count_what_was_tested_and_what_could_not_be() -> None:
     cross = pd.DataFrame({"p": [0.001, 0.2, math.nan], "clear": [True, False, False]})
-    held = "flip(s) tested beyond noise, Holm-corrected for their number"
+    held = "flip(s) tested beyond noise, Benjamini-Hochberg-corrected for their number"
     assert crossing_words(cross) == f"1 of 2 {held} (1 could not be tested)"
     assert crossing_words(cross.iloc[:2]) == f"1 of 2 {held}"
     assert crossing_words(cross.iloc[:0]) == f"0 of 0 {held}"

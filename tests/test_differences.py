@@ -91,7 +91,7 @@ def test_a_thin_p99_crossover_is_never_clear(tmp_path: Path) -> None:
 
 def test_the_terminal_and_the_report_render_one_set_of_claims(tmp_path: Path) -> None:
     """`lab report` prints and writes the same claims (made once): every verdict line, what
-    limits each model, the answer, and how many crossovers were tested, Holm-corrected."""
+    limits each model, the answer, and how many crossovers were tested, corrected (BH)."""
     import html
 
     from click.testing import CliRunner
@@ -106,7 +106,10 @@ def test_the_terminal_and_the_report_render_one_set_of_claims(tmp_path: Path) ->
     said = claims(run, point_table(run))
     printed = " ".join(result.output.split())
     page = (run_dir / "report.html").read_text()
-    assert said.crossing_count.startswith("2 of 3 ") and "Holm-corrected" in said.crossing_count
+    assert (
+        said.crossing_count.startswith("2 of 3 ")
+        and "Benjamini-Hochberg-corrected" in said.crossing_count
+    )
     for line in [*said.verdict, *said.limits, *said.answer, said.crossing_count]:
         assert " ".join(line.split()) in printed
         assert html.escape(line) in page
@@ -118,7 +121,7 @@ def test_a_ranking_behind_nginx_prints_ties_as_ties() -> None:
 
     from analysis.front import front_costs
     from lab.front.nginx import SUFFIX
-    from tests.test_judge import record
+    from tests.helpers import record
 
     rates = {"a": 1000.0, "b": 995.0, "c": 500.0}
     records = [

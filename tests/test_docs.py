@@ -14,31 +14,25 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from tests.docscan import CODE_SPAN, DOCS, ROOT, lab_help, options_of, scan, subcommands
+
 RESULTS_PAGE = ROOT / "docs" / "results-and-limits.md"
 README_MAX_LINES = 150  # the front door, not the manual: the rest lives in docs/
-LAUNCH = "from concurrency_lab.launch import entry; entry()"
 SHELL_BLOCKS = {"sh", "bash", "shell", "console"}
 SEPARATORS = {"&&", "||", ";", "|"}
 
-FENCE = re.compile(r"^\s*(```|~~~)\s*([\w-]*)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 SCRIPT = re.compile(r"(\./)?[\w./-]+\.sh")
-OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 
 @dataclass(frozen=True)
@@ -52,19 +46,6 @@ class Shown:
     @property
     def where(self) -> str:
         return f"{self.doc.relative_to(ROOT)}:{self.line}"
-
-
-def scan(doc: Path) -> Iterator[tuple[int, str, str | None]]:
-    """(line number, text, code block language or None for prose) of every line of a page."""
-    language: str | None = None
-    for number, line in enumerate(doc.read_text().splitlines(), start=1):
-        fence = FENCE.match(line)
-        if fence:
-            language = None if language is not None else fence.group(2).lower()
-        elif language is None:
-            yield number, line, None
-        else:
-            yield number, line, language
 
 
 def prose(doc: Path) -> Iterator[tuple[int, str]]:
@@ -153,30 +134,6 @@ def ids(cases: list[tuple[Shown, list[str]]]) -> list[str]:
 
 
 LAB_CASES = shown_with(lab_invocations)
-
-
-@functools.cache
-def lab_help(*words: str) -> str:
-    """`lab WORDS --help` through the installed command's launcher, from the repository root."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-c", LAUNCH, *words, "--help"]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"lab {' '.join(words)} --help failed:\n{done.stderr}"
-    return done.stdout
-
-
-def subcommands() -> set[str]:
-    section = lab_help().split("Commands:", 1)[1]
-    return {m.group(1) for m in re.finditer(r"^  (\S+)", section, re.MULTILINE)}
-
-
-def options_of(*words: str) -> set[str]:
-    """Every option name `lab WORDS --help` lists (each line of its options column)."""
-    out = set()
-    for line in lab_help(*words).splitlines():
-        if line.startswith("  -"):
-            out.update(OPTION.findall(line.strip().split("  ")[0]))
-    return out
 
 
 def choices_of(sub: str) -> set[str] | None:
@@ -284,6 +241,75 @@ def test_rules_table_is_the_rule_table() -> None:
     from lab.verdict.limits import rules_table
 
     assert rules_table() in RESULTS_PAGE.read_text()
+
+
+def plan_blocks() -> list[tuple[Path, int, str, list[str]]]:
+    """Every `$ lab plan ...` shown in a code block: its page, line, command and output."""
+    found: list[tuple[Path, int, str, list[str]]] = []
+    for doc in DOCS:
+        block: list[str] | None = None
+        for number, line, language in scan(doc):
+            text = line.strip()
+            if language is not None and text.startswith("$ lab plan "):
+                block = []
+                found.append((doc, number, text.removeprefix("$ lab "), block))
+            elif language is not None and block is not None and not text.startswith("$"):
+                block.extend([text] if text and not text.startswith("```") else [])
+            else:
+                block = None
+    return found
+
+
+@pytest.mark.parametrize(
+    "shown", plan_blocks(), ids=[f"{d.name}:{n}" for d, n, _, _ in plan_blocks()]
+)
+def test_lab_plan_output_shown_is_what_it_says(shown: tuple[Path, int, str, list[str]]) -> None:
+    """The README once said "3 interleaved trials before trusting a difference under about
+    10%" while `lab plan --detect 10%` said 4 trials for throughput and no length for p99: what
+    a page shows `lab plan` saying is what it says, from the committed floor."""
+    doc, number, command, said = shown
+    from tests.helpers import lab_cli
+
+    done = subprocess.run(lab_cli(*shlex.split(command)), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert said == done.stdout.strip().splitlines(), f"{doc.name}:{number}: run `lab {command}`"
+
+
+def test_what_the_readme_says_of_lab_plan_is_what_it_says() -> None:
+    """README.md and docs/results-and-limits.md say, without its figures, what
+    `lab plan --detect 10%` says from the committed floor: more trials than the quick scenario's
+    for a 10% throughput change, and no run length for a 10% p99 change."""
+    from lab.config.scenario import load_scenario
+    from tests.helpers import lab_cli
+
+    done = subprocess.run(lab_cli("plan", "--detect", "10%"), capture_output=True, text=True)
+    rps, p99 = done.stdout.strip().splitlines()
+    trials = re.search(r"--trials (\d+)", rps)
+    assert trials and int(trials.group(1)) > load_scenario("quick").trials, rps
+    assert "not seen" in p99, p99
+    for page in (ROOT / "README.md", RESULTS_PAGE):
+        text = " ".join(page.read_text().split())
+        assert "`lab plan --detect 10%`" in text and "3 interleaved trials) before" not in text
+
+
+def test_every_option_a_rule_advises_exists() -> None:
+    """A rule's advice that names an option (`--no-pin`) names one some `lab` command has: the
+    `cpu_taken` rule once advised `--server-cores`, which no command had."""
+    import click
+
+    from lab.cli.main import main
+    from lab.verdict.table import RULES
+
+    def options(command: click.Command) -> set[str]:
+        found = {o for p in command.params for o in p.opts if o.startswith("--")}
+        for sub in getattr(command, "commands", {}).values():
+            found |= options(sub)
+        return found
+
+    known = options(main)
+    named = {o for rule in RULES for o in re.findall(r"--[a-z][a-z-]*", rule.advice)}
+    assert named, "no rule names an option: the test reads nothing"
+    assert named <= known, sorted(named - known)
 
 
 def test_knob_table_is_the_registry() -> None:

@@ -16,8 +16,8 @@ import pytest
 from analysis.docfigures import BLOCK, records, summarize, view_quick_table
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
+from tests.docscan import DOCS, ROOT, lab_help, options_of, scan, subcommands
 from tests.fixture_run import FixtureStep, build_run
-from tests.test_docs import DOCS, ROOT, lab_help, options_of, scan, subcommands
 
 FIGURE_BLOCKS = [
     (doc, m.group("source"), m.group("view"), m.group("body"))

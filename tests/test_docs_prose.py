@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_docs import CODE_SPAN, DOCS, ROOT, scan
+from tests.docscan import CODE_SPAN, DOCS, ROOT, scan
 
 CODE_FOLDERS = ("lab", "analysis", "loadgen", "servers", "experiments", "benchmarks", "tuning")
 UNIT = r"(?:ms|µs|s|sec|seconds|min|minutes|%|MB|GB|KB|kB|req/s|rps|x|cores?)"

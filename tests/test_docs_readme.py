@@ -16,7 +16,7 @@ import yaml
 from analysis.docfigures import load_summary
 from lab.cli.ui import ui
 from lab.config.scenario import Scenario, load_scenario
-from tests.test_docs import ROOT
+from tests.docscan import ROOT
 
 README = (ROOT / "README.md").read_text()
 QUICK_RUN = load_summary("docs/figures/quick.json", ROOT)  # the run the README's answer is from

@@ -13,7 +13,7 @@ import pytest
 
 from lab.run import leftovers
 from lab.system import procs, tuning
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 SETTINGS = {
     "net.core.somaxconn",

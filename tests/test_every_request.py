@@ -11,8 +11,6 @@ import math
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,43 +25,23 @@ from lab.record import counted, hist
 from lab.record.step import StepKey, StepRecord, step_record
 from lab.run.apparatus import generator_lag
 from lab.run.generator import measured_from, run_step
-from lab.system import procs
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from loadgen.protocol import Done, Start
-from tests.test_judge import record
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fakeservers import shedder
+from tests.helpers import record
 
 
 @pytest.fixture()
 def shedding() -> Iterator[str]:
     """A server that holds 4 requests for 20 ms each and refuses the rest at once."""
-    yield from _shedder(limit=4, delay_ms=20)
+    yield from shedder(limit=4, delay_ms=20)
 
 
 @pytest.fixture()
 def calm() -> Iterator[str]:
     """The same server with room for every request: each answered after 10 ms."""
-    yield from _shedder(limit=10_000, delay_ms=10)
-
-
-def _shedder(limit: int, delay_ms: int) -> Iterator[str]:
-    port = procs.free_port()
-    argv = [sys.executable, "-m", "tests.shedding_server", str(port), str(limit), str(delay_ms)]
-    proc = subprocess.Popen(argv, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 10
-        while not _listening(port) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def _listening(port: int) -> bool:
-    return any(c.laddr.port == port for c in psutil.net_connections("tcp4") if c.status == "LISTEN")
+    yield from shedder(limit=10_000, delay_ms=10)
 
 
 def _record(model: str, done: Done, mode: str = "closed") -> StepRecord:

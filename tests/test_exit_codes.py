@@ -25,8 +25,8 @@ from lab.cli.reference import RUNNING, is_current
 from lab.config.models import ASYNC_PORT
 from lab.front import nginx
 from lab.record import errors, exits
-from tests.conftest import lab_cli
 from tests.fixture_run import FixtureStep, build_run
+from tests.helpers import lab_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DUD = """[models.dud]
@@ -217,6 +217,17 @@ def compared(delay_b: float, rps_b: float) -> Callable[[Path], int]:
     return produce
 
 
+def nothing_compared(tmp: Path) -> int:
+    """`lab compare` of a run whose steps file is empty (a manifest, no step) against one that
+    measured: no point in both, one line saying nothing was compared, never exit 0."""
+    a = build_run(tmp / "a", [FixtureStep("m", 5, 1, (100.0,) * 3)])
+    (a / "steps.jsonl").write_text("")
+    b = build_run(tmp / "b", [FixtureStep("m", 5, 1, (100.0,) * 3)])
+    done = lab("compare", str(a), str(b))
+    assert "nothing was compared" in done.stdout + done.stderr
+    return done.returncode
+
+
 def model(name: str, meets: bool, runs_app: str = "as is", limited_by: str = "none") -> ModelAdvice:
     return ModelAdvice(
         name, meets, {}, "", "", 1, 10, 60, None, limited_by, "", "", "", 1, runs_app
@@ -266,6 +277,7 @@ CASES: dict[str, tuple[int, Callable[[Path], int]]] = {
     "run-no-responses": (exits.NO_ANSWER, no_responses),
     "app-check-failed": (exits.NO_ANSWER, app_check_failed),
     "advise-none-meets": (exits.NO_ANSWER, advised(model("a", False))),
+    "compare-nothing-compared": (exits.NO_ANSWER, nothing_compared),
     "serve-server-exited": (exits.NO_ANSWER, serve_server_exited),
     "ui-locust-died": (exits.NO_ANSWER, ui_locust_died),
     "usage": (exits.USAGE, usage),

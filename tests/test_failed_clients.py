@@ -67,6 +67,7 @@ def test_no_answer_says_why(result: dict, failed: str) -> None:
     assert (failed in why) if failed else why == ""
 
 
+@pytest.mark.procs  # probes a real binary (tests/tiers.py cannot see it by name)
 @pytest.mark.parametrize("fake_ab", [BROKEN_AB], indirect=True, ids=["exits-127"])
 def test_a_broken_ab_is_found_before_the_experiment(fake_ab: str) -> None:
     why = apachebench.missing()

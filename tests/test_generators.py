@@ -17,7 +17,7 @@ from lab.run.generator import Generator, Outcome, follow
 from lab.system import procs
 from loadgen.protocol import Done, Start
 from servers.common import expected_body
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 PATH = "/io?delay_ms=50"
 USERS = 12  # ideal 240 req/s at 50 ms: far below what one generator manages here

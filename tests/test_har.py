@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lab.cli.appmix import render_har, traffic
 from lab.config import har
 from lab.record.errors import LabError
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 from tests.uibrowser import CHROMIUM, needs_chromium
 
 

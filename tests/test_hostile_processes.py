@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from lab.system import procs
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 from tests.hostile_input import TINY, models_doc
+
+pytestmark = pytest.mark.procs  # every test starts processes
 
 
 def test_start_that_the_kernel_refuses_is_start_failed_with_the_reason(tmp_path):

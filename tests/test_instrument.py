@@ -23,9 +23,8 @@ from lab.record.step import Measured, StepKey, step_record
 from lab.run.apparatus import generator_lag
 from lab.run.generator import run_step
 from tests.fixture_run import FixtureStep, build_run
+from tests.helpers import record, two_models
 from tests.labrun import LabRun
-from tests.test_analysis import _two_models
-from tests.test_judge import record
 
 LAG_KEYS = {"p50", "p99", "max", "mean"}
 
@@ -78,7 +77,7 @@ def test_a_lagged_step_is_never_crowned_on_p99_but_counts_on_throughput() -> Non
 
 
 def test_a_lagged_point_makes_no_p99_crossover(tmp_path: Path) -> None:
-    run = load(_two_models(tmp_path, b_flags=("generator_lag",)))
+    run = load(two_models(tmp_path, b_flags=("generator_lag",)))
     table = point_table(run)
     found = crossovers(table, run.records)
     assert set(found["metric"]) == {"rps"}  # b's lower p99 at c=10 is the generator's, maybe
@@ -136,7 +135,8 @@ def _stall(run: LabRun, stop_s: float, every_s: float, until: threading.Event) -
 
 
 def test_a_stalled_generator_is_flagged_and_not_crowned_on_p99(tmp_path: Path) -> None:
-    args = ("--models", "gunicorn-asyncio", "--levels", "10", "--duration", "4")
+    """The lab's own engine (oha has no probe of its own lateness)."""
+    args = ("--models", "gunicorn-asyncio", "--levels", "10", "--duration", "4", "--engine", "lab")
     run = LabRun(tmp_path, *args, "--warmup", "0", "--delay-ms", "20")
     done = threading.Event()
     striker = threading.Thread(target=_stall, args=(run, 0.1, 0.4, done), daemon=True)

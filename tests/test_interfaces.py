@@ -166,7 +166,7 @@ def test_a_users_app_is_told_how_to_run_it(tmp_path: Path) -> None:
 def test_a_tie_on_throughput_never_hides_a_p99_called_apart() -> None:
     """The stalled case of issue 46: two models tie on throughput at 20 users, one with a
     1.5 s p99 against 59 ms; the answer says the p99 beside the tie."""
-    from tests.test_judge import record
+    from tests.helpers import record
 
     records = [record("t", 380.0, users=20, p99=59.0), record("g", 380.0, users=20, p99=1503.0)]
     (line,) = [x for x in answer(records, {"t": AS_IS, "g": AS_IS}, "wsgi") if "as it is," in x]
@@ -174,9 +174,10 @@ def test_a_tie_on_throughput_never_hides_a_p99_called_apart() -> None:
     assert "picked on p99: tied on throughput with g" in line
 
 
-def test_the_answer_names_the_candidates_a_level_did_not_compare() -> None:
-    """At the heaviest level two async models are `lab_limited`: the port's claim names them."""
-    from tests.test_judge import record
+def test_a_level_the_lab_decided_is_never_the_answer_s() -> None:
+    """At the heaviest level an async model is `lab_limited`: the port's claim is not made
+    there, and the words say why no level was left."""
+    from tests.helpers import record
 
     records = [
         record("w", 100.0, users=200, p99=50.0),
@@ -185,7 +186,53 @@ def test_the_answer_names_the_candidates_a_level_did_not_compare() -> None:
     ]
     classes = {"w": AS_IS, "u": ASYNC_PORT, "v": ASYNC_PORT}
     (line,) = [x for x in answer(records, classes, "wsgi") if x.startswith("if you port")]
-    assert line.endswith("; not compared here: v (lab_limited)")
+    assert line == (
+        "if you port it to async: no async model has a fair result at a level where every "
+        "candidate had a result of its own; at 200 users the lab's own limits or the machine "
+        "decided for 1 of 2 candidates (v (lab_limited))"
+    )
+
+
+def test_the_answer_comes_from_the_heaviest_level_the_models_decided() -> None:
+    """Issue 53's quick run: at 200 users the apparatus excluded three of the four as-is
+    candidates (`lab_limited`), so the survivor was named; at 100 users every one was fair. The
+    answer is given at 100 users, with 200 users said and why; a model's own loss (serialized)
+    at 100 users does not move the level: it is a result, and the model loses."""
+    from tests.helpers import record
+
+    as_is = ("granian-wsgi", "gunicorn-gevent", "uwsgi-gevent", "uwsgi-threads")
+    limited = {"granian-wsgi", "uwsgi-gevent", "uwsgi-threads"}
+    records = [
+        *(record(m, 950.0 if m == "granian-wsgi" else 900.0, users=100) for m in as_is[:3]),
+        record("uwsgi-threads", 990.0, users=100, flags=("serialized",)),
+        *(
+            record(m, 1900.0, users=200, flags=("lab_limited",) if m in limited else ())
+            for m in as_is
+        ),
+    ]
+    lines = answer(records, dict.fromkeys(as_is, AS_IS), "wsgi")
+    assert lines[1].startswith("for your app as it is, at 100 users: granian-wsgi, 950.0 rps"), (
+        lines
+    )
+    assert "; not compared at 100 users: uwsgi-threads (serialized)" in lines[1]
+    assert lines[1].endswith(
+        "; not at 200 users: at 200 users the lab's own limits or the machine decided for 3 of 4 "
+        "candidates (granian-wsgi (lab_limited), uwsgi-gevent (lab_limited), uwsgi-threads "
+        "(lab_limited))"
+    )
+
+
+def test_a_candidate_not_measured_at_a_level_keeps_the_answer_below_it() -> None:
+    from tests.helpers import record
+
+    records = [
+        record("w", 100.0, users=10),
+        record("x", 90.0, users=10),
+        record("w", 900.0, users=100),  # x was never measured at 100 users (a stopped run)
+    ]
+    lines = answer(records, {"w": AS_IS, "x": AS_IS}, "wsgi")
+    assert lines[1].startswith("for your app as it is, at 10 users: w, 100.0 rps"), lines
+    assert "decided for 1 of 2 candidates (x (not measured))" in lines[1]
 
 
 @pytest.mark.parametrize(
@@ -219,7 +266,7 @@ def test_a_tie_on_throughput_in_a_run_never_hides_a_p99_called_apart(
 
 
 def test_a_claim_that_compared_every_candidate_names_none_left_out() -> None:
-    from tests.test_judge import record
+    from tests.helpers import record
 
     records = [record("w", 100.0, users=200, p99=50.0), record("u", 90.0, users=200, p99=60.0)]
     lines = answer(records, {"w": AS_IS, "u": ASYNC_PORT}, "wsgi")
@@ -239,7 +286,7 @@ def test_a_claim_that_compared_every_candidate_names_none_left_out() -> None:
 def test_a_bridged_model_compared_with_nothing_says_why(
     rows: tuple[tuple[str, tuple[str, ...]], ...], said: str | None
 ) -> None:
-    from tests.test_judge import record
+    from tests.helpers import record
 
     records = [record(m, 100.0 if m == "w" else 90.0, flags=flags) for m, flags in rows]
     lines = answer(records, {"w": AS_IS, "b": BRIDGED}, "wsgi")

@@ -10,7 +10,7 @@ import pytest
 
 from lab.record.rundir import RunDir
 from lab.system import interpreters
-from tests.conftest import lab_run
+from tests.helpers import lab_run
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/usr/local/bin")
 

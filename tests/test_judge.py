@@ -8,34 +8,10 @@ from pathlib import Path
 import pytest
 
 from analysis.judge import judge, sentence
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import StepRecord
+from tests.helpers import record
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def record(
-    model: str,
-    rps: float,
-    *,
-    users: int = 10,
-    trial: int = 1,
-    p99: float = 100.0,
-    flags: tuple[str, ...] = (),
-    seconds: tuple[float, ...] = (),
-) -> StepRecord:
-    """A 10 s step at `rps` ok/s; `seconds` is its per-second throughput (default: flat)."""
-    per_second = list(seconds or (rps,) * 10)
-    measured = Measured(
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=10.0,
-        requests=round(rps * 10),
-        ok=round(rps * 10),
-        latency_ms={"p50": p99 / 2, "p99": p99},
-        timeseries={"rps": per_second},
-    )
-    raised = tuple(Raised(f, "test") for f in flags)
-    key = StepKey(model, "closed", users, None, trial)
-    return step_record("run", key, measured, Sampled(), raised)
 
 
 def only(records: list[StepRecord]):

@@ -12,7 +12,7 @@ import pytest
 
 from lab.config.models import Knobs, alias_notes, canonical_knobs, load_registry
 from lab.record.errors import LabError
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 OLD_MODELS_FILE = """
 [models.old-threads]

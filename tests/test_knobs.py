@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.record.rundir import RunDir
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 SCENARIO = """\
 models = ["uwsgi-threads"]

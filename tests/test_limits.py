@@ -17,8 +17,8 @@ from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.limits import LABS_OWN, LIMITS
-from tests.conftest import lab_cli
 from tests.fixture_run import window
+from tests.helpers import lab_cli
 from tests.undisturbed import undisturbed
 
 DELAY_MS = 50.0
@@ -191,7 +191,9 @@ def test_a_saturated_apparatus_core_is_flagged_and_never_best(
 ) -> None:
     # 100 users at 50 ms: enough work that the generator must queue for the core (measured
     # here: 24-29% of the time waiting, 32% of a core used; 40 users gave 10-14%, at the limit)
-    steps, stdout = run_lab(tmp_path, "--models", "gunicorn-gevent", "--levels", "100")
+    steps, stdout = run_lab(
+        tmp_path, "--models", "gunicorn-gevent", "--levels", "100", "--engine", "lab"
+    )
     (only,) = steps
     assert "apparatus_saturated" in only["flags"], (only["flags"], only["apparatus_core_pct"])
     assert only["evidence"]["apparatus_saturated"]["core_busy_pct"] >= 90

@@ -30,7 +30,7 @@ import pytest
 from lab.backends import databases
 from lab.cli.reference import RUNNING, is_current
 from lab.system import listeners
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
@@ -99,7 +99,7 @@ class Command:
 LAB_RUN = ("run", *TINY, "--duration", "20", "--out", "{out}")
 COMMANDS = {
     "lab-run": Command(
-        tuple(lab_cli(*LAB_RUN, "--route", "cache", "--generators", "2")),
+        tuple(lab_cli(*LAB_RUN, "--route", "cache", "--generators", "2", "--engine", "lab")),
         {
             "run": (program("uwsgi"), None),
             "run-upstream": (module("servers.upstream"), None),

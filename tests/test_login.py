@@ -29,7 +29,7 @@ from lab.run import logincheck
 from lab.run.generator import run_step
 from lab.system import procs
 from loadgen.protocol import Start
-from tests.conftest import lab_cli, lab_run, wait_answer
+from tests.helpers import lab_cli, lab_run, wait_answer
 
 APPS = Path(__file__).parent / "loginapps"
 FLASK_CSRF = "form:csrf_token=field:csrf_token,header:X-CSRFToken"

@@ -19,7 +19,7 @@ import pytest
 from lab.system import procs
 from lab.system.procstats import RemoteMeter, meters
 from lab.system.sampling import TreeMeter
-from tests.conftest import wait_answer
+from tests.helpers import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 

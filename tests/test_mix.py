@@ -18,7 +18,7 @@ from lab.config.mix import MixRoute, split_weight, weighted_ms
 from lab.config.scenario import load_scenario
 from lab.record import hist
 from lab.record.errors import LabError
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 MIX_APP = """
 import time

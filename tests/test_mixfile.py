@@ -138,6 +138,7 @@ def test_one_source_of_the_mix_at_a_time(tmp_path: Path) -> None:
         traffic(opts(mix_file=write(tmp_path), har=tmp_path / "x.har"))
 
 
+@pytest.mark.procs  # probes a real binary (tests/tiers.py cannot see it by name)
 def test_the_oha_engine_falls_back_naming_bodies_and_placeholders() -> None:
     base = Start("http://127.0.0.1:1", "/", 0.1, 1.0, 1.0, rate_rps=10.0, max_outstanding=2)
     mixed = Start(**{**vars(base), "mix": [{"label": "/a", "method": "GET", "path": "/a"}]})

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lab.record.rundir import RunDir
-from tests.conftest import lab_run, module_run
+from tests.helpers import lab_run, module_run
 
 NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
 

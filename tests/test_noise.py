@@ -15,7 +15,7 @@ from analysis.judge import judge, sentence
 from analysis.loading import load
 from lab.verdict.difference import MIN_BEYOND, TOO_FEW, beyond, calibrate, floor
 from tests.fixture_run import FixtureStep, build_run
-from tests.test_judge import record
+from tests.helpers import record
 
 BASE_MS = tuple(100.0 + i % 40 for i in range(400))  # 400 requests a second, p99 139 ms
 

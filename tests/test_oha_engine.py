@@ -1,7 +1,8 @@
 """oha as the engine of open-loop steps: a real oha against real servers on loopback, its records
 turned into the lab's (every request in the histograms, failures by kind, lower bounds), a failed
 or killed oha a failed step, the rate split over processes merged exactly; and which engine a
-step gets, and why. Skipped, with the reason, where oha is not installed."""
+step gets, and why, open or closed loop (closed-loop steps on oha: tests/test_oha_closed.py).
+Skipped, with the reason, where oha is not installed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -23,42 +23,19 @@ from lab.record.step import StepKey, step_record
 from lab.run import engine
 from lab.run.generator import measured_from, run_step
 from lab.run.generators import Generators
-from lab.system import procs, tools
+from lab.system import procs
 from loadgen.oha import figures
 from loadgen.protocol import Done, Start
-from tests.test_every_request import _shedder
-from tests.test_stalls import _Freezing as FreezingLater
-from tests.test_stalls import frozen_later
+from tests.fakeservers import Freezing, frozen_later, shedder
+from tests.ohastep import calm, needs_oha, oha_step
 
-OHA_MISSING = tools.missing("oha")
-needs_oha = pytest.mark.skipif(OHA_MISSING is not None, reason=f"{OHA_MISSING}")
-
-
-@pytest.fixture()
-def calm() -> Iterator[str]:
-    """A server with room for every request: each answered "ok" after 2 ms."""
-    yield from _shedder(limit=10_000, delay_ms=2)
+__all__ = ["calm"]  # the fixture, shared with tests/test_oha_closed.py
 
 
 @pytest.fixture()
 def shedding() -> Iterator[str]:
     """A server that holds 2 requests for 20 ms each and answers the rest 503 at once."""
-    yield from _shedder(limit=2, delay_ms=20)
-
-
-def _oha_step(
-    url: str, tmp_path: Path, settle_s: float = 0.3, timeout_s: float = 5.0, **kw: Any
-) -> tuple[Done, list[tuple[float, float, int]]]:
-    """One open-loop step on oha (a 2 s window); its `.hlog` intervals (start, end, count; end
-    negative: the drain's)."""
-    given = {"rate_rps": 200.0, "max_outstanding": 50, "engine_path": tools.binary() or "", **kw}
-    start = Start(url, "/", settle_s, 2.0, timeout_s, engine="oha", **given)
-    seen: list[tuple[float, float, int]] = []
-
-    def keep(a: float, b: float, h: Any) -> None:
-        seen.append((a, -b if h.get_tag() else b, h.get_total_count()))
-
-    return run_step(start, tmp_path / "oha-gen.log", on_histogram=keep), seen
+    yield from shedder(limit=2, delay_ms=20)
 
 
 def _counts_add_up(done: Done) -> None:
@@ -72,7 +49,7 @@ def _counts_add_up(done: Done) -> None:
 
 @needs_oha
 def test_every_request_oha_sent_is_in_the_lab_s_record(calm: str, tmp_path: Path) -> None:
-    done, seen = _oha_step(calm, tmp_path, expected_body="ok")
+    done, seen = oha_step(calm, tmp_path, expected_body="ok")
     _counts_add_up(done)
     assert done.errors == {} and done.ok == done.requests
     assert done.requests == pytest.approx(400, abs=4)  # 200 req/s for 2 s
@@ -88,7 +65,7 @@ def test_every_request_oha_sent_is_in_the_lab_s_record(calm: str, tmp_path: Path
 @needs_oha
 def test_a_server_that_sheds_load_is_timed_on_oha(shedding: str, tmp_path: Path) -> None:
     """503s have a response: oha keeps their times, so they are timed by kind and by second."""
-    done, _ = _oha_step(shedding, tmp_path, rate_rps=300.0, expected_body="ok")
+    done, _ = oha_step(shedding, tmp_path, rate_rps=300.0, expected_body="ok")
     _counts_add_up(done)
     assert done.errors.get("http_5xx", 0) > 0 and done.ok > 0
     assert sum(done.timeseries["errors"]) == done.errors["http_5xx"]
@@ -100,7 +77,7 @@ def test_a_server_that_refuses_is_every_request_a_lower_bound(tmp_path: Path) ->
     """Refused connections have no response: oha only counts them, so each is a failure with a
     latency of at least 0, every percentile over every request a lower bound."""
     url = f"http://127.0.0.1:{procs.free_port()}"
-    done, seen = _oha_step(url, tmp_path, settle_s=0.0)
+    done, seen = oha_step(url, tmp_path, settle_s=0.0)
     _counts_add_up(done)
     assert done.ok == 0 and done.errors == {"refused": done.requests}
     assert done.requests == pytest.approx(400, abs=4)
@@ -110,9 +87,9 @@ def test_a_server_that_refuses_is_every_request_a_lower_bound(tmp_path: Path) ->
     assert sum(n for *_, n in seen) == 0
 
 
-class _Freezing(FreezingLater):
-    """tests/test_stalls.py's freezing server, frozen later: after the settle and most of the
-    first second, then holding every request longer than any test."""
+class _Freezing(Freezing):
+    """tests/fakeservers.py's freezing server (tests/test_stalls.py's), frozen later: after the
+    settle and most of the first second, then holding every request longer than any test."""
 
     first: list[float] = []
     FREEZE_AFTER_S = 0.3 + 0.8
@@ -126,7 +103,7 @@ def test_a_server_that_stalls_shows_as_timeouts_drops_and_a_silent_second(
     (counted, at the timeout, lower bounds), the arrivals queued behind them are never sent
     (dropped, timed to oha's end: lower bounds), and the second after the stall has no answer."""
     with frozen_later(_Freezing) as url:
-        done, _ = _oha_step(url, tmp_path, rate_rps=50.0, timeout_s=1.5, max_outstanding=4)
+        done, _ = oha_step(url, tmp_path, rate_rps=50.0, timeout_s=1.5, max_outstanding=4)
     _counts_add_up(done)
     ol = done.open_loop
     assert ol is not None and done.ok > 0 and done.errors.get("timeout", 0) >= 4, done.errors
@@ -138,7 +115,7 @@ def test_a_server_that_stalls_shows_as_timeouts_drops_and_a_silent_second(
 
 @needs_oha
 def test_the_rate_split_over_oha_processes_is_merged_exactly(calm: str, tmp_path: Path) -> None:
-    done, seen = _oha_step(calm, tmp_path, rate_rps=400.0, generators=2, expected_body="ok")
+    done, seen = oha_step(calm, tmp_path, rate_rps=400.0, generators=2, expected_body="ok")
     _counts_add_up(done)
     assert [p.source for p in done.parts] == ["oha-0", "oha-1"]
     assert sum(p.requests for p in done.parts) == done.requests == pytest.approx(800, abs=6)
@@ -171,25 +148,29 @@ def test_a_failed_or_killed_oha_is_a_failed_step(tmp_path: Path, body: str, said
 
 
 OPEN = Start("http://127.0.0.1:1", "/", 0.5, 2.0, 5.0, rate_rps=100.0, max_outstanding=10)
+CLOSED = {"rate_rps": None, "max_outstanding": 0, "users": 3}
 
 
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        ({"rate_rps": None, "users": 4}, "closed loop"),
         ({"mix": [{"label": "/a", "method": "GET", "path": "/a", "weight": 1}] * 2}, "mix of 2"),
         ({"arrival": "poisson"}, "poisson arrivals"),
         ({"remote_generators": 1}, "other machines"),
         ({"login": Login()}, "a login per user (POST /login): oha keeps no session"),
+        ({**CLOSED, "login": Login()}, "a login per user (POST /login): oha keeps no session"),
+        ({**CLOSED, "path": "/items/{n}"}, "placeholders ({uuid}, {n}, ...) filled per request"),
+        ({**CLOSED, "mix": [{"label": "/a", "path": "/a", "weight": 1}] * 3}, "mix of 3"),
+        ({**CLOSED, "remote_generators": 1}, "other machines"),
     ],
-    ids=["closed", "mix", "poisson", "remote", "login"],
+    ids=["mix", "poisson", "remote", "login", "closed-login", "closed-placeholders"]
+    + ["closed-mix", "closed-remote"],
 )
 def test_a_step_oha_cannot_run_falls_back_saying_why(change: dict, why: str) -> None:
     start = Start(**{**vars(OPEN), **change})
     chosen = engine.applied(start, "oha", Generators())
     assert chosen.engine == "lab" and why in (engine.cannot(start) or "")
-    if start.rate_rps is not None:
-        assert why in engine.evidence("oha", chosen)["why"]
+    assert why in engine.evidence("oha", chosen)["why"]
 
 
 def test_the_lab_s_engine_when_asked_or_oha_missing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,12 +182,24 @@ def test_the_lab_s_engine_when_asked_or_oha_missing(monkeypatch: pytest.MonkeyPa
     assert engine.evidence("oha", missing)["why"] == "oha is not installed (test)"
 
 
+@pytest.mark.procs  # probes a real binary (tests/tiers.py cannot see it by name)
 @needs_oha
-def test_oha_runs_an_open_loop_step_and_the_record_names_it() -> None:
-    chosen = engine.applied(OPEN, "oha", Generators(local=1, auto=True))
+@pytest.mark.parametrize(
+    ("change", "processes"),
+    [({}, 1), (CLOSED, 2), ({**CLOSED, "users": 1}, 1)],
+    ids=["open", "closed", "closed-one-user"],
+)
+def test_oha_runs_a_step_that_sends_one_request_and_the_record_names_it(
+    change: dict, processes: int
+) -> None:
+    """Open or closed loop, one fixed request runs on oha; closed loop's users are split over
+    the run's generator processes, never more processes than users."""
+    start = Start(**{**vars(OPEN), **change})
+    chosen = engine.applied(start, "oha", Generators(local=2, auto=True))
     said = engine.evidence("oha", chosen)
     assert chosen.engine == "oha" and os.access(chosen.engine_path, os.X_OK)
     assert said["name"] == "oha" and said["version"].startswith("oha ") and "why" not in said
+    assert chosen.generators == processes
 
 
 def _run(rows: np.ndarray, errors: dict[str, int], scheduled: int) -> figures.OhaRun:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from lab.verdict.limits import LABS_OWN
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 RATE, WORKERS, DELAY_S, SETTLE_S, WINDOW_S = 60.0, 4, 0.1, 1.0, 6.0
 

@@ -34,7 +34,7 @@ from loadgen.protocol import (
     missing_generators,
 )
 from loadgen.shares import ShareResult, intended_offsets, merge, split
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 PATH = "/delay?ms=5"  # the upstream itself: a target far from its limit at these rates
 SPEC = Start(base_url="http://127.0.0.1:1", path="/", settle_s=1, duration_s=3, timeout_s=5)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab.system import outbound
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 REMOTE = "10.77.0.1"
 REMOTE_PORT = 8080

@@ -22,8 +22,7 @@ from analysis.summary import print_summary
 from lab.cli.report import report
 from lab.record.rundir import RunDir
 from lab.record.step import StepRecord
-from tests.test_analysis import _two_models
-from tests.test_claims_properties import ref_fair, ref_mean, ref_points, ref_tail_fair, sweep
+from tests.helpers import ref_fair, ref_mean, ref_points, ref_tail_fair, sweep, two_models
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -94,7 +93,7 @@ def each_once(run_dir: Path) -> list[tuple[str, float]]:
 
 def test_lab_report_builds_each_point_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`lab report` prints the summary and writes report.html from one set of points."""
-    run_dir = _two_models(tmp_path / "run")
+    run_dir = two_models(tmp_path / "run")
     built = count_points(monkeypatch)
     result = CliRunner().invoke(report, [str(run_dir)])
     assert result.exit_code == 0, result.output
@@ -106,7 +105,7 @@ def test_a_summary_and_a_report_of_one_run_build_its_points_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Even where each makes its own table and claims, they read the run's one set of points."""
-    run = load(_two_models(tmp_path / "run"))
+    run = load(two_models(tmp_path / "run"))
     built = count_points(monkeypatch)
     with open(tmp_path / "out.txt", "w") as out:
         print_summary(run, Console(file=out, width=200))
@@ -122,7 +121,7 @@ def test_the_front_compares_only_points_the_judge_compares() -> None:
     from analysis.front import front_costs
     from analysis.judge import judge
     from lab.front.nginx import SUFFIX
-    from tests.test_judge import record
+    from tests.helpers import record
 
     died = {("a" + SUFFIX, 1)}  # one of a's two trials behind nginx: the server died
     steps = [

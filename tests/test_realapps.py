@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 WSGI = "uwsgi-threads,gunicorn-gevent"  # an OS-thread model and a monkey-patched one
 ASGI = "uvicorn,granian-asgi"

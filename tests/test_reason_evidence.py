@@ -8,78 +8,28 @@ fields, latencies, errors, series and its flags' evidence, numbers quoted in tha
 words too), what the knobs allow (`Capacity`, its knob in words) or the fired rule's own
 evidence dict, where a rule puts every figure it derives.
 
-The tolerance is the printing: a printed number matches a figure that rounds to it at the
-printed precision (half a unit of its last digit: "12.5" is within 0.05 of the figure, "85"
-within 0.5, "1.2e+02" within 5), and a number printed with "%" may also be a share (the figure
-x 100). No other arithmetic is allowed: a derived number belongs in the rule's evidence.
+The check itself, and its tolerance (the printing), are tests/reasoncheck.py's.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterator
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.verdict.assess import assessed, verdict
+from lab.verdict.assess import verdict
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import facts_of
 from lab.verdict.table import RULES
+from tests.reasoncheck import check
 
-# A number as the rules print it: thousands separators, decimals, an exponent (`:g`, `.2g`),
-# not a digit inside a word (p50, http_5xx); a "%" after it says it may be a share.
-NUMBER = re.compile(
-    r"(?<![\w.,])(?P<n>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<dec>\d+))?(?:e(?P<exp>[+-]\d+))?)"
-    r"(?![\w])(?P<pct>%)?"
-)
 KINDS = ("timeout", "http_5xx", "connection_refused", "wrong_answer")
 OBSERVED = ("client_saturated", "generator_lag", "host_busy", "apparatus_saturated")
 RARE = ("serialized", "front_limited", "upstream_down", "server_died")  # one in ten steps
 COUNTS = st.sampled_from((0, 3, 200, 45_496))  # failed requests of a kind: none to most
 SHARES = (0.0, 0.1, 0.4, 0.6, 0.75, 0.85, 1.0, 1.1)  # of the ideal, around its thresholds
-
-
-def printed(reason: str) -> Iterator[tuple[str, float, float, bool]]:
-    """Each number in `reason`: its text, value, half a unit of its last digit, and "%"."""
-    for m in NUMBER.finditer(reason):
-        places = len(m["dec"] or "") - int(m["exp"] or 0)
-        yield m["n"], float(m["n"].replace(",", "")), 0.5 * 10.0**-places, bool(m["pct"])
-
-
-def figures(value: Any, words: bool) -> Iterator[float]:
-    """Every number in `value`, walked through dicts and lists; in strings where `words`."""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int | float):
-        yield float(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from figures(v, words)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from figures(v, words)
-    elif isinstance(value, str) and words:
-        yield from (x for _, x, _, _ in printed(value))
-
-
-def evidence_of(measured: StepRecord, cap: Capacity, found: dict[str, Any] | None) -> list[float]:
-    """The figures a reason may quote: the measured record's, the capacity's, the rule's."""
-    record = asdict(measured)
-    quoted = record.pop("evidence")
-    pool = [*figures(record, False), *figures(quoted, True), *figures(found or {}, True)]
-    pool += [*figures(asdict(cap), True)]
-    return [x for x in pool if math.isfinite(x)]
-
-
-def matches(value: float, half: float, share: bool, pool: list[float]) -> bool:
-    """`value` is some figure of the pool rounded to its printed precision (x 100 for a %)."""
-    slack = half * (1 + 1e-9) + 1e-9
-    return any(abs(x - value) <= slack or (share and abs(100 * x - value) <= slack) for x in pool)
 
 
 @st.composite
@@ -205,6 +155,9 @@ def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -
         others_on_cores=draw(
             st.sampled_from(({}, {}, {"stress (4242)": 98.0}, {"cron (77)": 20.0}))
         ),
+        database_cpu_pct=draw(
+            st.sampled_from(({}, {}, {}, {"postgres": 92.0}, {"redis": 30.0, "postgres": 75.0}))
+        ),
         upstream_lag_ms=draw(st.sampled_from((-1.0, 0.5, 8.0, 40.0))),
         upstream_lag_max_ms=draw(st.sampled_from((-1.0, 2.0, 400.0))),
         front_cpu_pct=front,
@@ -212,25 +165,6 @@ def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -
         if front >= 0
         else -1,
     )
-
-
-def check(measured: StepRecord, cap: Capacity) -> None:
-    """Every number of the assessed record's reason, and of each secondary reason it keeps, is
-    in that rule's evidence; a flag the rule raises keeps that evidence in the record."""
-    record = assessed(measured, cap)
-    v = verdict(facts_of(measured, cap))
-    assert (v.rule.name, v.finding.reason) == (record.limit_rule, record.limit_reason)
-    kept = [x["reason"] for x in record.evidence.get("also_limited_by", ())]
-    assert kept == [found.reason for _, found in v.secondary]
-    for rule, found in ((v.rule, v.finding), *v.secondary):
-        # never a figure that says nothing: not a number, "about 0 requests", "()"
-        assert not re.search(r"\b(nan|inf)\b|about 0 |\(\)", found.reason), found.reason
-        pool = evidence_of(measured, cap, found.evidence)
-        for text, value, half, share in printed(found.reason):
-            assert matches(value, half, share, pool), (rule.name, text, found.reason)
-    if v.rule.flag and v.finding.evidence:
-        stored = record.evidence[v.rule.flag]
-        assert stored == {**stored, **v.finding.evidence}, (v.rule.flag, stored)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

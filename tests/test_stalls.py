@@ -14,8 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
@@ -26,6 +25,7 @@ from analysis.loading import load
 from lab.record.step import StepKey, step_record
 from lab.run.generator import measured_from, run_step
 from loadgen.protocol import Start
+from tests.fakeservers import Freezing, frozen_later
 from tests.labrun import LabRun
 
 MODEL = "gunicorn-asyncio"
@@ -84,46 +84,12 @@ def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(
     assert verdict.best_p99 == ()
 
 
-class _Freezing(BaseHTTPRequestHandler):
-    """Answers at once for FREEZE_AFTER_S after its first request (the settle, then half the
-    window), then holds every request longer than a test."""
-
-    first: list[float] = []
-    FREEZE_AFTER_S = 0.3 + 0.5
-
-    def do_GET(self) -> None:
-        if not self.first:
-            self.first.append(time.monotonic())
-        if time.monotonic() - self.first[0] >= self.FREEZE_AFTER_S:
-            time.sleep(30)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *_: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def frozen_later(handler: type[_Freezing]) -> Iterator[str]:
-    """`handler` (a _Freezing) served on a free loopback port, its clock reset; its URL."""
-    handler.first.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-
-
 def test_requests_still_unanswered_after_the_drain_are_lower_bounds(tmp_path: Path) -> None:
     """A server that answers, then stops answering half way through the window, with a timeout
     beyond the drain's longest wait: every user's last request, sent inside the window, is
     unanswered after the drain, recorded with its age since its send (a lower bound), counted
     among the step's requests and not among its answers."""
-    with frozen_later(_Freezing) as url:
+    with frozen_later(Freezing) as url:
         done = run_step(Start(url, "/", 0.3, 1.0, 12.0, users=4), tmp_path / "gen.log")
     cut = done.closed_loop
     assert cut["unfinished"] == 4 and done.requests == done.ok + 4, (cut, done.requests, done.ok)
@@ -141,8 +107,8 @@ def test_on_several_generators_the_unanswered_are_lower_bounds_and_every_route_a
     each worker's last requests, sent inside the window, are unanswered after its drain; the
     master counts them as requests with their ages as lower bounds, exactly as one generator
     does, and the routes' requests add up to the step's."""
-    _Freezing.first.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Freezing)
+    Freezing.first.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Freezing)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     mix = [{"label": f"/r{i}", "method": "GET", "path": f"/r{i}", "weight": 1} for i in (1, 2)]

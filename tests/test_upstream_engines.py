@@ -11,6 +11,9 @@ import pytest
 from lab.backends.base import upstream_argv
 from lab.system import http_client, procs
 
+pytestmark = pytest.mark.procs  # every test starts processes
+
+
 CASES = [("fast", 1), ("fast", 2), ("aiohttp", 1), ("aiohttp", 2)]
 
 

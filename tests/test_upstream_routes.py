@@ -12,7 +12,7 @@ import pytest
 from lab.config import upstreamroute
 from lab.config.scenario import load_scenario
 from lab.record.errors import LabError
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 SHOP = Path(__file__).parent / "prodapp"
 

@@ -15,7 +15,7 @@ from lab.config.userapp import inspect_app, parse_routes
 from lab.record.errors import LabError
 from lab.run import appcheck
 from lab.system import procs
-from tests.conftest import lab_cli
+from tests.helpers import lab_cli
 
 WSGI_MODELS = (
     "uwsgi-threads",
@@ -194,8 +194,8 @@ def test_psycopg2_serializes_gevent_unless_psycogreen(
     models = wsgi_registry.pick(["uwsgi-gevent", "gunicorn-gevent", "uwsgi-threads"])
     knobs = wsgi_registry.knobs.updated({"concurrency": 4}, "test").resolve(4)
     with (
-        databases.running(("postgres",), tmp_path) as env,
-        dbrun.exported({**env, "LAB_DB_DRIVER": driver}),
+        databases.running(("postgres",), tmp_path) as dbs,
+        dbrun.exported({**databases.environment(dbs), "LAB_DB_DRIVER": driver}),
     ):
         (route,) = parse_routes(("/db?delay_ms=200",), None, ())
         result = appcheck.run(app, models, knobs, (route,), (route,), route, tmp_path)
@@ -255,9 +255,8 @@ def test_bad_app_gets_one_line_error(
 
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
 def test_database_starts_answers_and_leaves_nothing(kind: str, tmp_path: Path) -> None:
-    with databases.running((kind,), tmp_path) as env:
-        (url,) = env.values()
-        databases.ping(databases.Database(kind, url))
+    with databases.running((kind,), tmp_path) as dbs:
+        databases.ping(dbs[kind])
         (pid_file,) = (tmp_path / "pids").glob("*.pid")
         record = procs.PidRecord.read(pid_file)
         assert record is not None and record.is_running()

@@ -123,6 +123,36 @@ def test_a_saturated_generator_beside_an_idle_server_is_the_apparatus() -> None:
     assert r.limited_by == "apparatus" and "server" not in r.limit_reason.split(":")[0]
 
 
+@pytest.mark.parametrize(
+    ("rps", "server", "dbs", "limit"),
+    [
+        (600, 40.0, {"postgres": 92.0}, "database"),
+        (600, 40.0, {"redis": 75.0}, "database"),
+        (600, 40.0, {"postgres": 30.0, "redis": 88.0}, "database"),
+        (600, 40.0, {"postgres": 40.0}, "capped_unexplained"),
+        (600, 95.0, {"postgres": 92.0}, "server_cpu"),
+        (990, 40.0, {"postgres": 92.0}, "none"),
+    ],
+    ids=["busy-postgres", "busy-redis", "the-busier-one", "quiet-db", "server-full", "at-ideal"],
+)
+def test_an_apps_busy_database_is_named_with_its_cost_per_request(
+    rps: float, server: float, dbs: dict[str, float], limit: str
+) -> None:
+    """10 users at d = 10 ms (ideal 1,000 req/s) answered at 600 with requests waiting: where a
+    database the lab started for the app was busy, it is named with its CPU per request beside
+    the server's; a full server is named first, and at the ideal nothing limits."""
+    r = step(10, rps, p50=16, cpu=server, database_cpu_pct=dbs)
+    named = {"capped_unexplained": "concurrency_cap"}.get(limit, limit)
+    assert r.limited_by == named, r.limit_reason
+    kind, pct = max(dbs.items(), key=lambda kv: kv[1])
+    per_request = {k: v / 100 * 1000 / rps for k, v in dbs.items()}  # a core's ms per request
+    assert r.database_cpu_ms_per_req == pytest.approx(per_request, abs=0.002)
+    if limit == "database":
+        name = {"postgres": "PostgreSQL", "redis": "Redis"}[kind]
+        assert r.limit_reason.startswith(f"the app's {name} used {pct:.0f}% of a core")
+        assert f"(the server {server / 100 * 1000 / rps:.2f} ms)" in r.limit_reason
+
+
 def capacity16(processes: int = 8) -> Capacity:
     """uwsgi-threads, 8 processes x 800 threads, on a 16-core machine."""
     return Capacity(

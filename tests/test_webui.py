@@ -19,7 +19,7 @@ import uibrowser
 from uibrowser import needs_chromium
 
 from lab.system import procs
-from tests.conftest import wait_answer
+from tests.helpers import wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("uwsgi-threads", "gunicorn-gevent")

@@ -292,13 +292,14 @@ def running(
     given: tuple[Database, ...] = (),
     host: str = "127.0.0.1",
     fast: bool = False,
-) -> Iterator[dict[str, str]]:
+) -> Iterator[dict[str, Database]]:
     """Start each database kind not already `given` (PostgreSQL without durability if `fast`);
-    yield the env that points servers at them.
+    yield every database by kind, the user's and those started here (whose processes the run
+    samples as part of the system under test).
 
     Everything started is stopped and removed when the block ends, however it ends.
     """
-    started: list[Database] = []
+    mine: list[Database] = []
     try:
         have = {db.kind: db for db in given}
         for kind in kinds:
@@ -307,8 +308,13 @@ def running(
                     have[kind] = start_postgres(run_dir, host, fast=fast)
                 else:
                     have[kind] = start_redis(run_dir, host)
-                started.append(have[kind])
-        yield {ENV_NAMES[db.kind]: db.url for db in have.values()}
+                mine.append(have[kind])
+        yield have
     finally:
-        for db in reversed(started):
+        for db in reversed(mine):
             stop(db)
+
+
+def environment(have: dict[str, Database]) -> dict[str, str]:
+    """The environment that points servers at the databases."""
+    return {ENV_NAMES[db.kind]: db.url for db in have.values()}

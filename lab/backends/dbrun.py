@@ -60,12 +60,14 @@ def serving(
     app), its setup and seed run once and every `fresh_copy` is a copy of the result."""
     given = tuple(databases.user_database(url, allow_remote) for url in db_urls)
     named = (*app_env, *(("", command) for command in (data.setup if data else ())))
-    with databases.running(needed(route, named), run_dir, given, host, fast) as env:
+    with databases.running(needed(route, named), run_dir, given, host, fast) as have:
+        env = databases.environment(have)
         if driver:
             env = {**env, "LAB_DB_DRIVER": driver}
         with exported(env):
             snapshot = _prepared(data, given, env) if data is not None else None
-            served = Served(snapshot, "fast" if fast else "production", _lab_started(env, given))
+            pids = {kind: db.proc.pid for kind, db in have.items() if db.proc is not None}
+            served = Served(snapshot, "fast" if fast else "production", pids)
             _ACTIVE.append(served)
             try:
                 yield env
@@ -76,19 +78,19 @@ def serving(
 @dataclass(frozen=True)
 class Served:
     """The databases a run is serving: the snapshot of the app's data (None: no user's app),
-    how durable the lab's PostgreSQL is, and the kinds the lab started."""
+    how durable the lab's PostgreSQL is, and the kinds the lab started with their processes."""
 
     snapshot: Snapshot | None
     durability: str
-    started: tuple[str, ...]
+    pids: dict[str, int]  # kind -> the process of each database the lab started
+
+    @property
+    def started(self) -> tuple[str, ...]:
+        """The kinds the lab started, in the environment's order."""
+        return tuple(kind for kind in databases.ENV_NAMES if kind in self.pids)
 
 
 _ACTIVE: list[Served] = []  # the databases being served, while they are
-
-
-def _lab_started(env: dict[str, str], given: tuple[databases.Database, ...]) -> tuple[str, ...]:
-    mine = {db.kind for db in given}
-    return tuple(k for k, n in databases.ENV_NAMES.items() if n in env and k not in mine)
 
 
 def _prepared(
@@ -110,6 +112,12 @@ def _prepared(
     snapshot = Snapshot(data, started.get("postgres"), started.get("redis"))
     snapshot.prepare()
     return snapshot
+
+
+def processes() -> dict[str, int]:
+    """The databases the lab started for the run being served, kind -> process id ({}: none):
+    they are the app's, so each step samples them as part of the system under test."""
+    return dict(_ACTIVE[-1].pids) if _ACTIVE else {}
 
 
 def fresh_copy(label: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from lab.advise.table import advice_table, details
 from lab.advise.target import Slo
 from lab.backends import dbrun
 from lab.cli.app import check_user_app
+from lab.cli.appmix import APP_OPTIONS
 from lab.cli.options import (
     DB_OPTIONS,
     ENGINE,
@@ -33,14 +34,10 @@ from lab.cli.resume import decode_invocation, encode_invocation, reopened, same_
 from lab.cli.run import make_backend, models_to_run
 from lab.cli.run_options import (
     APP_ONLY,
-    APP_OPTIONS,
-    DELAY_MS,
-    DURATION,
     FRONT_OPTIONS,
     GENERATOR_OPTIONS,
-    MODELS,
     MODELS_FILE,
-    WARMUP,
+    scenario_options,
 )
 from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config.models import load_registry
@@ -58,6 +55,7 @@ RESUMABLE = (
     *("generators", "remote_generators", "master", "front", "front_knobs"),
     *("upstream_routes", "db_urls", "db_driver", "db_durability"),
 )
+ADVISE_MODELS, ADVISE_DELAY_MS, ADVISE_DURATION, ADVISE_WARMUP = scenario_options("advise")
 BASE_SCENARIO = "quick"  # step durations, upstream and models unless the options say otherwise
 # Each candidate sets processes and the pools: the base knobs start from the least of them, so no
 # model's knob limits refuse the base before its search has sized anything.
@@ -86,12 +84,12 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
         "ones count).",
     ),
     renamed("--error-rate", "error_rate"),  # now the upstream's injected 500s alone
-    MODELS,
+    ADVISE_MODELS,
     MODELS_FILE,
-    DELAY_MS,
+    ADVISE_DELAY_MS,
     ENGINE,
-    DURATION,
-    WARMUP,
+    ADVISE_DURATION,
+    ADVISE_WARMUP,
     click.option(
         "--budget-min",
         type=float,
@@ -216,8 +214,10 @@ def say(line: str) -> None:
 
 def advise_scenario(opts: dict[str, Any]) -> Scenario:
     """The base scenario, open loop at the target rate, with the command line's overrides."""
+    typed = {"rates": "--rps", "delay_ms": "--delay-ms", "duration_s": "--duration"}
     return override(
         load_scenario(BASE_SCENARIO),
+        said={**typed, "warmup_s": "--warmup", "models": "--models"},
         name="advise",
         description=f"lab advise: {opts['rps']:g} req/s with p99 <= {opts['p99_ms']:g} ms",
         mode="open",

@@ -11,8 +11,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lab.cli.options import name_list, positive
-from lab.config import accesslog, har, mixfile, userapp
+from lab.cli.options import LOGIN_OPTIONS, name_list, positive
+from lab.config import accesslog, appenv, har, mixfile, userapp
 from lab.config.accesslog import LogMix
 from lab.config.har import HarMix
 from lab.config.mix import MixRoute, check_size, shares, split_weight, weighted_ms
@@ -47,7 +47,8 @@ TRAFFIC_OPTIONS = (
         help="With --app: the traffic mix as a TOML file, one [[route]] table per route "
         "(method, path, weight, headers, body or body_file, expect, login); bodies and paths "
         "may hold placeholders filled per request ({uuid}, {n}, {user}, {choice:a|b}, "
-        "{line:FILE}); see docs/your-app-and-databases.md [default: none].",
+        "{line:FILE}); `lab routes --app X` writes a starting one from the app's routes; see "
+        "docs/your-app-and-databases.md [default: none].",
     ),
     click.option(
         "--access-log",
@@ -94,6 +95,65 @@ TRAFFIC_OPTIONS = (
         help="With --har: credential headers to keep (cookie, authorization, "
         "proxy-authorization, x-csrftoken, ...) [default: none: dropped].",
     ),
+)
+APP_OPTIONS = (  # --app and what goes with it (`lab run`, `lab advise`)
+    click.option(
+        "--app",
+        "app_target",
+        metavar="MODULE:ATTR",
+        help="Your own WSGI or ASGI app, e.g. myapp.web:app, or its factory with literal "
+        "arguments, e.g. 'myapp:create_app()' (called once in each server process): checked "
+        "under every model that can serve it (answers compared, concurrency probed), then "
+        "swept on its load route or its traffic mix (weighted --path, or --access-log) "
+        "[default: none: the lab's own app].",
+    ),
+    click.option(
+        "--app-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Directory to import --app from; the import check and every server run in it"
+        " [default: the current directory].",
+    ),
+    *TRAFFIC_OPTIONS,
+    click.option(
+        "--body",
+        "app_body",
+        metavar="TEXT",
+        help="With --app: the body sent with every route whose method is not GET, "
+        "e.g. '{\"n\": 1}' [default: none: an empty body].",
+    ),
+    click.option(
+        "--header",
+        "app_headers",
+        multiple=True,
+        metavar="'NAME: VALUE'",
+        help="With --app: a header sent with every request (repeatable), "
+        "e.g. 'Authorization: ...'.",
+    ),
+    click.option(
+        "--env",
+        "app_env",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="With --app: a variable of the app's environment, in the import check, the check, "
+        "the probe and every server (repeatable; in `lab run`, wins over its scenario's "
+        "[env]), e.g. DJANGO_SETTINGS_MODULE=mysite.settings. Placeholders name what the lab runs: "
+        f"{appenv.words()}.",
+    ),
+    click.option(
+        "--compare",
+        type=click.Choice(["shape", "exact"]),
+        help="With --app: how bodies must match across models: shape (JSON keys and value "
+        "types; other text, what stays the same when one model answers a route twice) or "
+        "exact (byte for byte, the server's own address aside) [default: shape].",
+    ),
+    click.option(
+        "--import-timeout",
+        type=float,
+        callback=positive,
+        help="With --app: seconds importing the app may take [default: 60]; a server's start-up "
+        "is bounded by --start-timeout.",
+    ),
+    *LOGIN_OPTIONS,
 )
 
 

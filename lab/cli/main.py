@@ -6,6 +6,7 @@ import click
 
 from lab.cli import generator as remote_generators
 from lab.cli.advise import advise
+from lab.cli.app import routes
 from lab.cli.doctor import doctor
 from lab.cli.models import list_models
 from lab.cli.report import compare_runs, report
@@ -35,6 +36,7 @@ main.add_command(doctor)
 main.add_command(report)
 main.add_command(compare_runs)
 main.add_command(reproduce)
+main.add_command(routes)
 main.add_command(serve)
 main.add_command(ui)
 main.add_command(upstream)

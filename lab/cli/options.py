@@ -4,6 +4,7 @@ retired spellings that still work (`renamed`) and what each option name means (`
 from __future__ import annotations
 
 import tempfile
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,14 +67,15 @@ def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any
     )
 
 
-def from_scenario(value: object) -> str:
+def from_scenario(value: object, own: bool = True) -> str:
     """The default of an option that overrides a scenario field: the scenario's, shown with the
-    default scenario's value, read from it so the help cannot drift from the file."""
+    default scenario's value, read from it so the help cannot drift from the file; `own=False`
+    for a command without `--scenario` (`lab advise`), whose base is the quick scenario."""
     if isinstance(value, tuple):
         value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
     elif isinstance(value, float):
         value = f"{value:g}"
-    return f"[default: the scenario's; quick: {value}]"
+    return f"[default: the scenario's; quick: {value}]" if own else f"[default: {value}]"
 
 
 def ensure_writable(path: Path, what: str) -> None:
@@ -124,13 +126,13 @@ def positive(_: object, param: click.Parameter, value: float | None) -> float | 
     return value
 
 
-# `lab run` and `lab advise`: the open loop's engine, the mock upstream's routes, the databases.
+# `lab run` and `lab advise`: the steps' engine, the mock upstream's routes, the databases.
 ENGINE = click.option(
     "--engine",
     type=click.Choice(list(ENGINES)),
-    help="Open loop: what sends the requests: oha where it can run the step, else the lab's "
-    "own, saying why (a mix, a login, Poisson arrivals, remote generators, oha missing); lab: "
-    "the lab's own everywhere [default: oha].",
+    help="What sends a step's requests, open or closed loop: oha where it can run the step (one "
+    "fixed request), else the lab's own, saying why (a mix, placeholders, a login, Poisson "
+    "arrivals, remote generators, oha missing); lab: the lab's own everywhere [default: oha].",
 )
 UPSTREAM_ROUTE = click.option(
     "--upstream-route",
@@ -138,8 +140,8 @@ UPSTREAM_ROUTE = click.option(
     multiple=True,
     metavar="RULE",
     help="The mock upstream's answer on one route, [METHOD ]/PATH=DELAY[ STATUS[ BODY]], e.g. "
-    "'POST /v1/charges=250ms' or '/v1/users/*=30ms 404' (repeatable; replaces the scenario's "
-    "[upstream] routes); every other path waits --delay-ms.",
+    "'POST /v1/charges=250ms' or '/v1/users/*=30ms 404' (repeatable; in `lab run`, "
+    "replaces its scenario's [upstream] routes); every other path waits --delay-ms.",
 )
 DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     click.option(
@@ -277,121 +279,11 @@ def renamed(old: str, to: str, **attrs: Any) -> Callable[[Callable[..., Any]], C
     return click.option(old, name, cls=Renamed, target=to, **attrs)
 
 
-# The command line's vocabulary: what each option name means, once, for every `lab` command.
-#
-# Why: a name that means two things misleads whoever learnt it in one command (`--processes` was
-# generator workers in `lab generator`, upstream processes in `lab upstream`, and server processes
-# as a knob; `--error-rate` was the failures `lab advise` allows and the 500s the upstream injects).
-# tests/test_cli_options.py walks every command: each option name must be declared here, with the
-# commands that use it, so giving a name to another command means reading its one meaning first.
-# A retired spelling is a hidden `renamed` alias that warns, never listed here.
-#
-# option -> (the commands that take it, what it means in every one of them)
+# The command line's vocabulary, what each option name means once for every `lab` command, is
+# lab/cli/vocabulary.toml (why, there); tests/test_cli_options.py holds every command to it.
 MEANINGS: dict[str, tuple[str, str]] = {
-    # where things listen, what may leave loopback
-    "--host": ("run serve upstream", "the address the command's listeners bind"),
-    "--port": ("run serve ui upstream", "the port of what the command serves (lab ui: its page)"),
-    "--upstream-port": ("run", "the port of the mock upstream a run starts"),
-    "--upstream-url": ("serve", "the mock upstream a server calls"),
-    "--meter-port": ("serve", "the port of the meter beside a server"),
-    "--allow-remote": (
-        "run advise serve upstream generator",
-        "permit a non-loopback address where the command would refuse one",
-    ),
-    # what runs, and how big
-    "--scenario": ("run", "the scenario: a built-in name or a TOML file"),
-    "--models": ("run advise ui", "which server models, comma separated"),
-    "--models-file": ("run advise models serve", "a TOML file of extra models"),
-    "--knob": ("run serve", "a server knob NAME=VALUE (processes, concurrency, ...)"),
-    "--max-users": (
-        "models serve ui",
-        'the most simultaneous users: what "auto" knobs (concurrency, pools) resolve to',
-    ),
-    "--backend": ("run", "native processes or Docker containers"),
-    "--python": ("run", "the interpreter the models run under"),
-    "--no-pin": ("run", "do not pin processes to cores"),
-    "--front": ("run advise serve ui", "nginx in front of each model, or bare"),
-    "--front-knob": ("run advise serve ui", "an nginx knob NAME=VALUE"),
-    "--exec": ("serve", "replace the command with the server"),
-    # the load
-    "--levels": ("run", "closed loop: the numbers of users, one step each"),
-    "--mode": ("run", "closed or open loop"),
-    "--rates": ("run", "open loop: the arrival rates, one step each"),
-    "--max-outstanding": ("run", "open loop: the most requests in flight"),
-    "--arrival": ("run", "open loop: how arrivals are spaced"),
-    "--duration": ("run advise", "seconds measured per step"),
-    "--warmup": ("run advise", "seconds of discarded warm-up per model"),
-    "--trials": ("run", "repeats of every step"),
-    "--detect": ("plan", "the change to see: a share, e.g. 10%"),
-    "--from": ("plan", "a run directory whose trials' spread to plan from"),
-    "--points": ("plan", "the points compared together, corrected for their number"),
-    "--route": ("run", "what each request of the lab's app does"),
-    "--request-timeout": ("run", "seconds before a request counts as a timeout"),
-    "--start-timeout": ("run", "seconds a server gets to start"),
-    "--generators": (
-        "run advise generator",
-        "load-generator processes (locust workers) on this machine",
-    ),
-    "--remote-generators": ("run advise", "load-generator processes started on other machines"),
-    "--master": ("run advise", "where the generator master listens for its workers"),
-    "--connect": ("generator", "the generator master to work for"),
-    "--master-timeout": ("generator", "seconds to wait for a generator master before giving up"),
-    "--steps": ("generator", "measured steps to serve before stopping"),
-    "--log": ("generator", "where the workers' own messages go"),
-    # the mock upstream
-    "--delay-ms": ("run advise ui upstream", "the mock upstream's mean delay, in milliseconds"),
-    "--distribution": ("upstream", "how the upstream's delays are drawn around their mean"),
-    "--error-rate": ("upstream", "the share of requests the upstream answers 500"),
-    "--stall-rate": ("upstream", "the share of requests the upstream stalls"),
-    "--stall-ms": ("upstream", "how long a stall adds"),
-    "--upstream-processes": ("upstream", "processes of the mock upstream"),
-    "--upstream-engine": ("upstream", "the upstream's HTTP implementation"),
-    "--engine": ("run advise", "open loop: what sends the requests, oha or the lab's own"),
-    # databases
-    "--db-url": ("run advise", "a database of your own instead of one the lab starts"),
-    "--db-driver": ("run advise", "the PostgreSQL driver of the lab's app"),
-    "--db-setup": ("run advise", "a command that sets up --app's schema and data"),
-    "--db-seed": ("run advise", "a SQL file or pg_dump archive loaded into --app's database"),
-    "--db-durability": ("run advise", "whether the lab's PostgreSQL writes as production does"),
-    "--allow-writes": ("run advise", "let --app's writing routes run against your --db-url"),
-    "--upstream-route": ("run advise upstream", "the mock upstream's answer on one route"),
-    # your own app
-    "--app": ("run advise", "your own WSGI or ASGI app, MODULE:ATTR"),
-    "--app-dir": ("run advise", "the directory to import --app from"),
-    "--path": ("run advise", "a route of --app to request"),
-    "--probe-path": ("run advise", "the --app route the concurrency probe requests"),
-    "--access-log": ("run advise", "an access log whose top routes are --app's mix"),
-    "--log-top": ("run advise", "how many of --access-log's routes make the mix"),
-    "--log-methods": ("run advise", "methods that change data kept from --access-log"),
-    "--mix": ("run advise", "a TOML file of --app's routes, each with its method, headers, body"),
-    "--har": ("run advise", "a HAR file whose requests to one host are --app's mix"),
-    "--har-host": ("run advise", "the host of --har whose requests make the mix"),
-    "--har-keep": ("run advise", "credential headers --har keeps"),
-    "--body": ("run advise", "the body of --app's requests that are not GET"),
-    "--header": ("run advise", "a header of every request to --app"),
-    "--env": ("run advise", "a variable of --app's environment"),
-    "--compare": ("run advise", "how --app's answers must match across models"),
-    "--import-timeout": ("run advise", "seconds importing --app may take"),
-    "--login": ("run advise", "the login each simulated user of --app sends once"),
-    "--login-body": ("run advise", "the body of the --login request"),
-    "--login-header": ("run advise", "a header of the --login request"),
-    "--csrf": ("run advise", "where --login's CSRF token is read and sent"),
-    "--login-page": ("run advise", "the page fetched before the --login request"),
-    "--login-cookie": ("run advise", "the session cookie --login must set"),
-    "--check-only": ("run", "check --app under every model, then stop"),
-    # the target of lab advise
-    "--rps": ("advise", "the target arrival rate"),
-    "--p99-ms": ("advise", "the target p99 latency"),
-    "--max-error-rate": ("advise", "the largest share of failed requests that meets the target"),
-    "--budget-min": ("advise", "minutes the whole search may take"),
-    # results
-    "--out": ("run advise doctor reproduce ui", "the results directory run directories go in"),
-    "--resume": ("run advise", "a run directory to continue"),
-    "--json": ("advise doctor", "print the result as JSON on stdout"),
-    "--level": ("report", "the level of the percentile-spectrum plot"),
-    "--clean": ("doctor", "stop leftovers of dead runs and remove their pid files"),
-    "--quick": ("reproduce", "the experiment's reduced protocol"),
-    "--full": ("reproduce", "the experiment's full published size"),
-    # lab itself
-    "--version": ("lab", "print the version"),
+    option: (users, meaning)
+    for option, (users, meaning) in tomllib.loads(
+        (Path(__file__).parent / "vocabulary.toml").read_text()
+    )["meanings"].items()
 }

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lab.record.errors import Refused
+from lab.record.errors import LabError, NoAnswer, Refused
 
 if TYPE_CHECKING:
     from analysis.loading import Run
@@ -50,6 +50,10 @@ def report(run_dir: Path, level: int | None) -> None:
     from analysis.summary import print_summary
 
     table = point_table(run)  # one pass: the points, then the claims both renderings show
+    levels = sorted({int(c) for c in table["concurrency"]}) if not table.empty else []
+    if level is not None and level not in levels:  # never a spectrum of nothing, in silence
+        have = ", ".join(map(str, levels)) or "none measured"
+        raise LabError(f"--level {level}: {run_dir} has no such level (its levels: {have})")
     said = claims(run, table) if not table.empty else None
     print_summary(run, table=table, said=said)
     try:
@@ -66,8 +70,9 @@ def report(run_dir: Path, level: int | None) -> None:
 def compare_runs(run_a: Path, run_b: Path) -> None:
     """Show per model and level how RUN_B differs from RUN_A, and whether the change is real
     (docs/trust.md: with one trial, the lab's run-to-run floor; p99 only where 10 requests lie
-    beyond it). Runs of different scenarios say so first. Exit code 0: nothing changed; 6: a
-    point changed; 7: the runs differ in scenario."""
+    beyond it). Runs of different scenarios say so first. Exit code 0: nothing changed; 1: no
+    point was measured in both, nothing was compared; 6: a point changed; 7: the runs differ in
+    scenario."""
     a, b = _load(run_a), _load(run_b)
     from analysis.compare import compare, exit_code, print_compare, scenario_differences, unpaired
 
@@ -78,5 +83,14 @@ def compare_runs(run_a: Path, run_b: Path) -> None:
 
     title = f"per route: {run_b.name} (B) vs {run_a.name} (A)"
     print_route_compare(a, b, title, wide_console())
+    from analysis.profiles.flame import moved
+
+    for model, level, said in moved(a.records, b.records):  # where the time went, A -> B
+        print(f"profile {model} at {level}: {said}")
     if code := exit_code(frame, differ):
         raise SystemExit(code)
+    if frame.empty:  # exit 0 says "nothing changed": a CI gate must not pass on nothing
+        raise NoAnswer(
+            f"nothing was compared: no model and level was measured in both {run_a} and "
+            f"{run_b} (`lab report` on each shows what it measured)"
+        )

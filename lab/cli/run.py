@@ -141,9 +141,9 @@ def sweep_and_summarise(
     except RunError as e:  # e.g. the upstream never started: nothing was measured
         console.print(f"[red]nothing to summarise:[/] {escape(str(e))}")
         sys.exit(EXIT_NO_ANSWER)
-    console.print(smallest_seen(plan.run.steps()), markup=False)
+    console.print(smallest_seen(plan.run.standing()), markup=False)
     console.print(f"done: {plan.run_dir}  (next: lab report {plan.run_dir})", markup=False)
-    if why := no_answer(plan.run.steps()):
+    if why := no_answer(plan.run.standing()):
         console.print(f"[red]no answer:[/] {why} (its flags in steps.jsonl say why)")
         sys.exit(EXIT_NO_ANSWER)
 
@@ -176,16 +176,36 @@ def check_before_start(
         ensure_writable(opts["out"], "--out")
 
 
+# options one loop alone reads: given to a run of the other, they were once ignored in silence
+ONLY = {"open": ("rates", "max_outstanding", "arrival"), "closed": ("levels",)}
+
+
 def scenario_from(opts: dict[str, Any]) -> Scenario:
-    """The scenario file with the command line's overrides, its host checked."""
+    """The scenario file with the command line's overrides, its host checked; an error names
+    the option typed (`--port`), not the scenario's key (`server_port`)."""
+    typed = {f: option_name(o) for o, f in SCENARIO_OPTIONS.items() if opts[o] is not None}
     scenario = override(
         load_scenario(opts["scenario_name"]),
+        said=typed,
         **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
         pin_cpus=False if opts["no_pin"] else None,
         routes=tuple(opts.get("upstream_routes") or ()) or None,  # the upstream's, if given
     )
     safety.check_host(scenario.host, "--host", allow_remote=opts["allow_remote"])
+    for mode, params in ONLY.items():
+        ignored = [option_name(o) for o in params if opts[o] is not None]
+        if scenario.mode != mode and ignored:
+            fix = "add --mode open" if mode == "open" else "drop it (--rates are the steps)"
+            raise LabError(
+                f"{', '.join(ignored)}: {mode} loop only, and this run is {scenario.mode} loop "
+                f"(the {scenario.name} scenario's, or --mode): {fix}"
+            )
     return scenario
+
+
+def option_name(param: str) -> str:
+    """A `lab run` parameter as the user types it: `max_outstanding` is `--max-outstanding`."""
+    return "--" + param.replace("_", "-")
 
 
 def models_to_run(opts: dict[str, Any], registry: Registry, scenario: Scenario) -> list[Model]:
@@ -223,8 +243,9 @@ def make_backend(name: str, plan: Plan, scenario: Scenario, front: Front | None 
     "--detect",
     required=True,
     metavar="PERCENT",
-    help="The throughput or p99 change to see, e.g. 10%: the trials and seconds per step it "
-    "takes to call it apart with 80% power.",
+    help="The throughput or p99 change to see, in percent from 1% to 100% (10 and 10% both "
+    "mean 10%; 0.1 is refused, not read as 10%): the trials and seconds per step it takes to "
+    "call it apart with 80% power.",
 )
 @click.option(
     "--from",
@@ -237,7 +258,7 @@ def make_backend(name: str, plan: Plan, scenario: Scenario, front: Front | None 
     "--points",
     type=click.IntRange(min=1),
     default=None,
-    help="The points compared together (`lab compare` corrects for their number, Holm) "
+    help="The points compared together (`lab compare` corrects for their number, BH) "
     "[default: the --from run's, else 1].",
 )
 def plan_command(detect: str, from_run: str | None, points: int | None) -> None:
@@ -259,11 +280,16 @@ def plan_command(detect: str, from_run: str | None, points: int | None) -> None:
 
 
 def detect_share(text: str) -> float:
-    """'10%' (or '10') as 0.10; a one-line error for anything else."""
+    """'10%' (or '10') as 0.10; a one-line error for anything else. Why 1% to 100%: below 1% a
+    share (0.1 for 10%) is the likelier meaning than a change no run length sees, and above 100%
+    the shortest run sees it already (a 999% change planned the same as 100%)."""
     try:
         share = float(text.strip().removesuffix("%")) / 100
     except ValueError:
         share = math.nan
-    if not 0 < share < 10:
-        raise LabError(f"--detect takes a change in percent, like 10%, not {text!r}")
+    if not 0.01 <= share <= 1:
+        raise LabError(
+            f"--detect takes a change in percent from 1% to 100%, like 10%, not {text!r} "
+            "(a share such as 0.1 is not read as 10%)"
+        )
     return share

@@ -9,12 +9,11 @@ from typing import Any
 
 import click
 
-from lab.cli.appmix import TRAFFIC_OPTIONS
+from lab.cli.appmix import APP_OPTIONS
 from lab.cli.options import (
     DB_OPTIONS,
     ENGINE,
     LOGIN_ONLY,
-    LOGIN_OPTIONS,
     UPSTREAM_ROUTE,
     from_scenario,
     int_list,
@@ -25,14 +24,16 @@ from lab.cli.options import (
     results_dir_option,
     resume_option,
 )
-from lab.config import appenv
-from lab.config.scenario import ROUTES, builtin_names, load_scenario
+from lab.config.scenario import PROFILES, ROUTES, builtin_names, load_scenario
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).
 SCENARIO_OPTIONS = {
     **{name: name for name in ("models", "levels", "trials", "delay_ms", "route", "host")},
     **{name: name for name in ("mode", "rates", "max_outstanding", "arrival", "upstream_port")},
     "engine": "engine",
+    "profile": "profile",
+    "remeasure": "remeasure",
+    "order_seed": "order_seed",
     "duration": "duration_s",
     "warmup": "warmup_s",
     "port": "server_port",
@@ -72,6 +73,8 @@ RESUMABLE = (
     "duration",
     "warmup",
     "trials",
+    "remeasure",
+    "order_seed",
     "delay_ms",
     "route",
     *("knobs", "port", "upstream_port", "no_pin"),
@@ -79,7 +82,7 @@ RESUMABLE = (
     "host",
     "request_timeout",
     "start_timeout",
-    *("mode", "rates", "max_outstanding", "arrival", "engine"),
+    *("mode", "rates", "max_outstanding", "arrival", "engine", "profile"),
     "backend",
     "db_driver",
     "python",
@@ -99,93 +102,50 @@ RESUMABLE = (
 QUICK = load_scenario("quick")  # the default scenario of `lab run`, the base of `lab advise`
 
 
-# Options `lab advise` shares with `lab run` (declared once; click makes a fresh option per use).
-MODELS = click.option(
-    "--models",
-    callback=name_list,
-    help="Comma-separated models (see `lab models`) "
-    f"[default: the scenario's; quick: its {len(QUICK.models)}].",
-)
-DURATION = click.option(
-    "--duration",
-    type=float,
-    callback=positive,
-    help=f"Seconds measured per level {from_scenario(QUICK.duration_s)}.",
-)
-WARMUP = click.option(
-    "--warmup",
-    type=float,
-    help=f"Seconds of discarded warm-up per model (0 = none) {from_scenario(QUICK.warmup_s)}.",
-)
-DELAY_MS = click.option(
-    "--delay-ms",
-    type=float,
-    help=f"Mean upstream delay in milliseconds {from_scenario(QUICK.upstream.delay_ms)}.",
-)
+Option = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def scenario_options(command: str) -> tuple[Option, Option, Option, Option]:
+    """--models, --delay-ms, --duration, --warmup, which `lab advise` shares with `lab run`
+    (declared once; click makes a fresh option per use). Said per command: `lab run`'s defaults
+    are its --scenario's and it measures levels; `lab advise` has no --scenario (its base is the
+    quick one) and measures steps, one per candidate configuration."""
+    own = command == "run"
+    per = "level" if own else "step (one per configuration tried)"
+    models = f"the scenario's; quick: its {len(QUICK.models)}" if own else "the quick scenario's"
+    return (
+        click.option(
+            "--models",
+            callback=name_list,
+            help=f"Comma-separated models (see `lab models`) [default: {models}].",
+        ),
+        click.option(
+            "--delay-ms",
+            type=float,
+            help="Mean upstream delay in milliseconds "
+            f"{from_scenario(QUICK.upstream.delay_ms, own)}.",
+        ),
+        click.option(
+            "--duration",
+            type=float,
+            callback=positive,
+            help=f"Seconds measured per {per} {from_scenario(QUICK.duration_s, own)}.",
+        ),
+        click.option(
+            "--warmup",
+            type=float,
+            help="Seconds of discarded warm-up per model (0 = none) "
+            f"{from_scenario(QUICK.warmup_s, own)}.",
+        ),
+    )
+
+
+MODELS, DELAY_MS, DURATION, WARMUP = scenario_options("run")
 MODELS_FILE = click.option(
     "--models-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="A TOML file of extra models (same shape as servers/models.toml) "
     "[default: none: servers/models.toml alone].",
-)
-APP_OPTIONS = (  # --app and what goes with it
-    click.option(
-        "--app",
-        "app_target",
-        metavar="MODULE:ATTR",
-        help="Your own WSGI or ASGI app, e.g. myapp.web:app, or its factory with literal "
-        "arguments, e.g. 'myapp:create_app()' (called once in each server process): checked "
-        "under every model that can serve it (answers compared, concurrency probed), then "
-        "swept on its load route or its traffic mix (weighted --path, or --access-log) "
-        "[default: none: the lab's own app].",
-    ),
-    click.option(
-        "--app-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Directory to import --app from; the import check and every server run in it"
-        " [default: the current directory].",
-    ),
-    *TRAFFIC_OPTIONS,
-    click.option(
-        "--body",
-        "app_body",
-        metavar="TEXT",
-        help="With --app: the body sent with every route whose method is not GET, "
-        "e.g. '{\"n\": 1}' [default: none: an empty body].",
-    ),
-    click.option(
-        "--header",
-        "app_headers",
-        multiple=True,
-        metavar="'NAME: VALUE'",
-        help="With --app: a header sent with every request (repeatable), "
-        "e.g. 'Authorization: ...'.",
-    ),
-    click.option(
-        "--env",
-        "app_env",
-        multiple=True,
-        metavar="NAME=VALUE",
-        help="With --app: a variable of the app's environment, in the import check, the check, "
-        "the probe and every server (repeatable; wins over a scenario's [env]), e.g. "
-        "DJANGO_SETTINGS_MODULE=mysite.settings. Placeholders name what the lab runs: "
-        f"{appenv.words()}.",
-    ),
-    click.option(
-        "--compare",
-        type=click.Choice(["shape", "exact"]),
-        help="With --app: how bodies must match across models: shape (JSON keys and value "
-        "types; other text, what stays the same when one model answers a route twice) or "
-        "exact (byte for byte, the server's own address aside) [default: shape].",
-    ),
-    click.option(
-        "--import-timeout",
-        type=float,
-        callback=positive,
-        help="With --app: seconds importing the app may take [default: 60]; a server's start-up "
-        "is bounded by --start-timeout.",
-    ),
-    *LOGIN_OPTIONS,
 )
 
 
@@ -274,6 +234,14 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help=f"Open loop: how arrivals are spaced {from_scenario(QUICK.arrival)}.",
     ),
     ENGINE,
+    click.option(
+        "--profile",
+        type=click.Choice(list(PROFILES)),
+        help="py-spy samples the server's processes through each measured step; auto: every "
+        "step keeps where its time went, and its stacks where the limit is the server's CPU or "
+        "not found or a call blocked an event loop; all: every step's stacks; off: no sampler "
+        f"{from_scenario(QUICK.profile)}.",
+    ),
     DURATION,
     WARMUP,
     click.option(
@@ -281,6 +249,21 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         type=int,
         callback=positive,
         help=f"Repeats of every level, interleaved across models {from_scenario(QUICK.trials)}.",
+    ),
+    click.option(
+        "--remeasure",
+        type=click.FloatRange(0, 10),
+        metavar="SHARE",
+        help="Steps the lab's own apparatus or a busy machine kept from a result are measured "
+        "again after the trials, within this share of the trials' time; 0: never "
+        f"{from_scenario(QUICK.remeasure)}.",
+    ),
+    click.option(
+        "--order-seed",
+        type=click.IntRange(0, 2**32 - 1),
+        metavar="N",
+        help="Seed of the models' shuffled order in each trial (kept in the manifest) "
+        "[default: a new one per run].",
     ),
     DELAY_MS,
     UPSTREAM_ROUTE,

@@ -113,7 +113,15 @@ def serve_argv(
     help="Base URL of the mock upstream (env LAB_UPSTREAM_URL): by default `lab upstream`'s on "
     "this machine; in containers compose.yaml sets http://upstream:8080.",
 )
-@FRONT_OPTIONS[0]
+@click.option(
+    "--front",
+    type=click.Choice(["bare", "nginx"]),
+    default="bare",
+    show_default=True,
+    help="nginx: the server behind nginx, as deployed and as `lab run --front nginx` starts it "
+    "(one server, one front: `lab run --front bare,nginx` measures both side by side); bare: "
+    "the server alone.",
+)
 @FRONT_OPTIONS[1]
 @click.option(
     "--exec",
@@ -133,16 +141,14 @@ def serve(
     meter_port: int,
     upstream_url: str,
     allow_remote: bool,
-    front: str | None,
+    front: str,
     front_knobs: dict[str, int | str],
     replace: bool,
 ) -> None:
     """Run MODEL's server in the foreground (the container entry point); with --front nginx,
     behind nginx, as deployed."""
     safety.check_host(host, "--host", allow_remote=allow_remote)
-    fronted = Front.of(front, front_knobs, "native")
-    if fronted is not None and fronted.names != ("nginx",):
-        raise LabError(f"lab serve --front {front}: one server, one front: use --front nginx")
+    fronted = Front.of(None if front == "bare" else front, front_knobs, "native")
     if replace and (fronted is not None or meter_port):
         raise LabError("lab serve --exec: the server alone, without --front or --meter-port")
     argv, env, resolved = serve_argv(model, host, port, knobs, max_users, models_file, upstream_url)

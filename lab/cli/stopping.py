@@ -92,6 +92,10 @@ def standalone(command: click.Command, argv: list[str] | None = None) -> None:
     except LabError as e:
         console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(e.exit_code)
+    except click.UsageError as e:  # one line, as every other error: what is wrong, where to look
+        where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+        console.print(f"[red]error:[/] {escape(e.format_message())}{where}", highlight=False)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)

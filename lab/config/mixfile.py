@@ -15,7 +15,8 @@ command line cannot hold that legibly. Each `[[route]]` table:
 
 A body given as a TOML table or array is sent as JSON; a string is sent as it is, and either goes
 with `Content-Type: application/json` when it is a JSON object or array, unless a header names
-the content type. `body_file` is read relative to the mix file. A route without a body or
+the content type. `body_file` and a `{line:FILE}` placeholder's FILE are read relative to the
+mix file. A route without a body or
 headers takes --body and --header. Paths, headers and bodies may hold placeholders
 (`lab.config.placeholders`).
 """
@@ -90,7 +91,8 @@ def _route(
         raise LabError(f'{where}: needs a path, e.g. path = "/orders"')
     method = table.get("method", "GET").upper()
     try:
-        route = userapp.parse_routes((f"{method} {table['path']}",), None, ())[0]
+        path = placeholders.anchored(table["path"], home)  # {line:FILE} beside the mix file
+        route = userapp.parse_routes((f"{method} {path}",), None, ())[0]
     except LabError as e:  # said of a --path: said here of the mix file's route
         raise LabError(f"{where}: {str(e).removeprefix('--path ')}") from None
     where = f"{where} ({route.label})"
@@ -98,8 +100,9 @@ def _route(
     if weight < 0:
         raise LabError(f"{where}.weight: must be >= 0, got {weight:g}")
     body = _body(table, where, home)
+    body = placeholders.anchored(body, home) if body is not None else None
     body = default_body if body is None and route.method != "GET" else body
-    own = tuple(_pair(k, v, where) for k, v in table.get("headers", {}).items())
+    own = tuple(_pair(k, v, where, home) for k, v in table.get("headers", {}).items())
     names = {k.lower() for k, _ in own}
     pairs = (*((k, v) for k, v in default_headers if k.lower() not in names), *own)
     if route.method == "GET" and body is not None:
@@ -135,11 +138,11 @@ def _body(table: dict[str, Any], where: str, home: Path) -> str | None:
     return str(body) if body is not None else None
 
 
-def _pair(name: str, value: Any, where: str) -> tuple[str, str]:
+def _pair(name: str, value: Any, where: str, home: Path) -> tuple[str, str]:
     if not isinstance(value, str):
         raise LabError(f"{where}.headers.{name}: expected a string, got {type(value).__name__}")
     try:
-        return userapp.parse_header(f"{name}: {value}")
+        return userapp.parse_header(f"{name}: {placeholders.anchored(value, home)}")
     except LabError:
         raise LabError(
             f"{where}.headers: {name!r} = {value!r} is no header (one line, a token name)"

@@ -12,13 +12,17 @@ measure the error path. So a route's text may hold placeholders, each filled ane
   processes; open loop: the arrivals take turns over the cap's numbers);
 - `{choice:a|b|c}`: one of the listed values, drawn per request;
 - `{line:FILE}`: one line of FILE (ids to read, search terms), drawn per request; FILE relative to
-  the directory `lab run` runs in (a generator on another machine needs it at the same path).
+  the directory `lab run` runs in, or, in a mix file, to the mix file (as its `body_file` is; the
+  lab writes it there as an absolute path: `anchored`); a generator on another machine needs it at
+  the same path.
 
 One request's placeholders share their values: `PUT /items/{uuid}` with a body naming `{uuid}`
 sends the same UUID in both. Why this syntax cannot clash with a JSON body: a placeholder is a
-brace followed by a lowercase letter, and a JSON object's brace is followed by a quote, a space,
-a newline or the closing brace. Any other `{word}` or `{word:...}` is refused as an unknown
-placeholder (a typo is never sent as is); `{{` sends one `{` (compact GraphQL, say).
+brace followed by a letter, and a JSON object's brace is followed by a quote, a space, a newline
+or the closing brace. Any other `{word}` or `{word:...}` is refused as an unknown placeholder, in
+any case or spelling (`{UUID}`, `{orderId}`, `{order-id}`: a path copied from an OpenAPI page is
+never sent with its braces), and so is a brace and a letter left unclosed (`{uuid`); `{{` sends
+one `{` (compact GraphQL, say).
 
 Why compiled: a template is split once into its literal parts and its placeholders, so a request
 costs one join; a text without any placeholder is sent as the very same string.
@@ -47,7 +51,9 @@ WORDS = "{uuid}, {n}, {user}, {choice:a|b|c}, {line:FILE}"
 N_PER_SECOND = 100_000
 CHECK_VALUES = 1_000_000
 MAX_LINES_BYTES = 16_000_000  # a list of ids or search terms; anything bigger is a mistake
-_TOKEN = re.compile(r"\{\{|\{([a-z][a-z_]*)(?::([^{}]*))?\}")
+# `{{`, or a brace, a letter and the rest of a word (any case, digits, `_`, `-`), its `:values`,
+# and its closing brace, which group 3 holds empty when it is missing (refused as unclosed)
+_TOKEN = re.compile(r"\{\{|\{([A-Za-z][A-Za-z0-9_-]*)(?::([^{}]*))?(\}?)")
 _PATH_SAFE = "/?&=:@!$'()*+,;%-._~"
 
 
@@ -90,6 +96,11 @@ def compile_text(text: str, where: str, escape: str = "text") -> Template:
         if match.group(0) == "{{":
             parts.append("{")
             continue
+        if not match.group(3):
+            raise LabError(
+                f"{where}: {match.group(0)!r} opens a placeholder it never closes: write "
+                f"{match.group(0)}}} (known: {WORDS}), or {{{{ for a literal {{"
+            )
         parts.append(_slot(match.group(1), match.group(2), match.group(0), where))
     parts.append(text[last:])
     merged = _merge(parts)
@@ -100,8 +111,10 @@ def compile_text(text: str, where: str, escape: str = "text") -> Template:
 
 def _slot(name: str, arg: str | None, token: str, where: str) -> Slot:
     if name not in NAMES:
+        hint = f"placeholders are lowercase: {{{name.lower()}}}; " if name.lower() in NAMES else ""
         raise LabError(
-            f"{where}: unknown placeholder {token} (known: {WORDS}; write {{{{ for a literal {{)"
+            f"{where}: unknown placeholder {token} ({hint}known: {WORDS}; a value per request is "
+            f"{{n}}, {{uuid}} or {{line:ids.txt}}; write {{{{ for a literal {{)"
         )
     if name in ("choice", "line") and not arg:
         raise LabError(f"{where}: {token} needs values, e.g. {{choice:a|b}} or {{line:ids.txt}}")
@@ -114,6 +127,20 @@ def _slot(name: str, arg: str | None, token: str, where: str) -> Slot:
         assert arg is not None
         return Slot(token, name, read_lines(Path(arg), where))
     return Slot(token, name)
+
+
+def anchored(text: str, home: Path) -> str:
+    """`text` with each `{line:FILE}` whose FILE is relative made absolute under `home` (a mix
+    file's directory: its files are read beside it, wherever `lab run` runs and whichever
+    process fills the placeholder)."""
+
+    def absolute(match: re.Match[str]) -> str:
+        name, arg, closed = match.groups()
+        if name != "line" or not arg or not closed or Path(arg).is_absolute():
+            return match.group(0)
+        return f"{{line:{(home / arg).resolve()}}}"
+
+    return _TOKEN.sub(absolute, text)
 
 
 def _merge(parts: list[Part]) -> list[Part]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from lab.config import appenv, upstreamroute
 from lab.config.mix import MixRoute
-from lab.config.toml import check_name, check_table, in_range, load_toml, positive
+from lab.config.toml import above_zero, check_name, check_table, in_range, load_toml
 from lab.record.errors import LabError, Refused
 from lab.record.login import Login
 from lab.record.step import level_label
@@ -20,7 +21,8 @@ ROUTES = ("io", "sleep", "cpu", "db", "cache")
 DB_ROUTES = {"db": "postgres", "cache": "redis"}  # route -> the database it waits in
 MODES = ("closed", "open")
 ARRIVALS = ("constant", "poisson")
-ENGINES = ("oha", "lab")  # who sends an open-loop step's requests (`lab.run.engine`)
+PROFILES = ("auto", "all", "off")  # the server's stacks sampled per step (`lab.run.profiled`)
+ENGINES = ("oha", "lab")  # who sends a step's requests (`lab.run.engine`)
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
 FDS_PER_CONNECTION = 2  # a server holds the client's socket and its own upstream socket
 FD_MARGIN = 256  # listening sockets, logs, libraries
@@ -30,6 +32,7 @@ LIMITS = {
     "warmup_s": 3_600,
     "settle_s": 600,
     "trials": 100,
+    "remeasure": 10,
     "request_timeout_s": 3_600,
     "start_timeout_s": 600,
     "probe_k": 1_000,
@@ -117,11 +120,20 @@ class Scenario:
     warmup_s: float = 3.0
     settle_s: float = 1.0
     trials: int = 1
+    # The steps the lab or the machine kept from a result are measured again after the trials,
+    # within this share of the trials' own time (0: never; `lab.run.remeasure`).
+    remeasure: float = 0.5
+    # The models' order in each trial is shuffled from this seed (-1: a new seed per run, kept in
+    # the manifest), so slow drift on the machine does not always fall on the same model.
+    order_seed: int = -1
     mode: str = "closed"  # closed: `levels` of users; open: `rates` of arrivals (req/s)
     rates: tuple[float, ...] = ()
     max_outstanding: int = 500  # open loop: requests in flight at most; the rest count as dropped
     arrival: str = "constant"  # open loop: constant spacing or poisson
-    engine: str = "oha"  # open loop: oha where it can run the step (`lab.run.engine`), or "lab"
+    engine: str = "oha"  # oha where it can run the step (`lab.run.engine`), or "lab"
+    # Off by default: on a CPU-bound many-thread server (gunicorn-gthread, 1 process, 100 users at
+    # 5 ms) the sampler cut throughput from 813 to 283 req/s on 2 cores (docs/benchmarks.md).
+    profile: str = "off"  # py-spy per step (`lab.run.profiled`): off (its cost, below), auto, all
     route: str = "io"  # io: upstream; sleep: in-process; cpu: CPU work; db/cache: PostgreSQL/Redis
     cpu_n: int = 10_000
     request_timeout_s: float = 30.0
@@ -174,14 +186,21 @@ class Scenario:
                 return f"/{self.route}?delay_ms={int(self.upstream.delay_ms)}"
         return f"/cpu?n={self.cpu_n}"
 
-    def validate(self) -> Scenario:
+    def validate(self, said: Mapping[str, str] | None = None) -> Scenario:
+        """The scenario, checked; `said` names a setting as the user gave it (`duration_s`:
+        `--duration`), so an error names the option typed, not the scenario's key."""
         where = f"scenario {self.name}"
+        said = said or {}
+
+        def at(name: str) -> str:
+            return said.get(name) or f"{where}: {name}"
+
         check_name(self.name, "scenario")
         if not self.models:
             raise LabError(f"{where}: no models to run")
         for model in self.models:
             check_name(model, f"{where}: models")
-        self._check_points(where)
+        self._check_points(where, at)
         for name in (
             "duration_s",
             "settle_s",
@@ -192,22 +211,25 @@ class Scenario:
             "cpu_n",
             "start_timeout_s",
         ):
-            positive(getattr(self, name), f"{where}: {name}")
-            in_range(getattr(self, name), 0, LIMITS[name], f"{where}: {name}")
-        in_range(self.warmup_s, 0, LIMITS["warmup_s"], f"{where}: warmup_s")
+            above_zero(getattr(self, name), LIMITS[name], at(name))
+        in_range(self.warmup_s, 0, LIMITS["warmup_s"], at("warmup_s"))
+        in_range(self.remeasure, 0, LIMITS["remeasure"], at("remeasure"))
+        if not -1 <= self.order_seed < 2**32:
+            raise LabError(f"{at('order_seed')}: must be -1 (a new one per run) or 0 to 2^32 - 1")
         if not self.host or not isinstance(self.host, str) or any(c in self.host for c in "/ @"):
-            raise LabError(f"{where}: host must be a host name or address, got {self.host!r}")
+            raise LabError(f"{at('host')}: must be a host name or address, got {self.host!r}")
         if self.mode not in MODES:
-            raise LabError(f"{where}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+            raise LabError(f"{at('mode')}: must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.mode == "open":
             if not self.rates:
                 raise LabError(f"{where}: open mode needs rates, e.g. rates = [50, 100, 200]")
-            positive(self.max_outstanding, f"{where}: max_outstanding")
-            in_range(self.max_outstanding, 1, LIMITS["level"], f"{where}: max_outstanding")
+            in_range(self.max_outstanding, 1, LIMITS["level"], at("max_outstanding"))
             if self.arrival not in ARRIVALS:
-                raise LabError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
+                raise LabError(f"{at('arrival')}: must be one of {', '.join(ARRIVALS)}")
         if self.engine not in ENGINES:
             raise LabError(f"{where}: engine must be one of {', '.join(ENGINES)}")
+        if self.profile not in PROFILES:
+            raise LabError(f"{where}: profile must be one of {', '.join(PROFILES)}")
         if self.route not in ROUTES and not (self.route == "app" and self.app):
             raise LabError(f"{where}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
         up = self.upstream
@@ -217,27 +239,27 @@ class Scenario:
             )
         for name in ("delay_ms", "stall_ms", "error_rate", "stall_rate"):
             top = LIMITS.get(name, 1)  # the rates are fractions
-            in_range(getattr(up, name), 0, top, f"{where}: upstream.{name}")
+            in_range(getattr(up, name), 0, top, said.get(name) or f"{where}: upstream.{name}")
         upstreamroute.check(tuple(up.routes), f"{where}: upstream.routes")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
-                raise LabError(f"{where}: {port} must be 0-65535")
+                raise LabError(f"{at(port)}: must be 0-65535, got {getattr(self, port)}")
         appenv.from_table(self.env, where)
         return self
 
-    def _check_points(self, where: str) -> None:
+    def _check_points(self, where: str, at: Callable[[str], str]) -> None:
         """Levels and rates: positive, bounded, and each once (a duplicate would overwrite the
         other's histogram and be reported as a second trial; use `trials` for repeats)."""
         if not self.levels:
             raise LabError(f"{where}: no levels to run")
         for level in self.levels:
             if not isinstance(level, int) or isinstance(level, bool) or level <= 0:
-                raise LabError(f"{where}: levels must be positive whole numbers, got {level!r}")
-            in_range(level, 1, LIMITS["level"], f"{where}: level")
+                raise LabError(f"{at('levels')}: must be positive whole numbers, got {level!r}")
+            in_range(level, 1, LIMITS["level"], at("levels"))
         for rate in self.rates:
             if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
-                raise LabError(f"{where}: rates must be positive numbers, got {rate!r}")
-            in_range(rate, 0, LIMITS["rate_rps"], f"{where}: rate (req/s)")
+                raise LabError(f"{at('rates')}: must be positive numbers, got {rate!r}")
+            above_zero(rate, LIMITS["rate_rps"], f"{at('rates')} (req/s)")
         for what, values in (
             ("models", self.models),
             ("levels", self.levels),
@@ -288,6 +310,8 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "warmup_s": _NUMBER,
     "settle_s": _NUMBER,
     "trials": int,
+    "remeasure": _NUMBER,
+    "order_seed": int,
     "mode": str,
     "route": str,
     "cpu_n": int,
@@ -306,6 +330,7 @@ SCENARIO_TYPES: dict[str, type | tuple[type, ...]] = {
     "max_outstanding": int,
     "arrival": str,
     "engine": str,
+    "profile": str,
     "paths": list,
 }
 
@@ -347,8 +372,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     return Scenario(name=path.stem, upstream=UpstreamSpec(**upstream), **data).validate()
 
 
-def override(scenario: Scenario, **changes: Any) -> Scenario:
-    """The scenario with the CLI's overrides (None = not given) applied, then validated."""
+def override(scenario: Scenario, said: Mapping[str, str] | None = None, **changes: Any) -> Scenario:
+    """The scenario with the CLI's overrides (None = not given) applied, then validated; `said`:
+    each field as the user typed it (`duration_s`: `--duration`), for the errors to name."""
     given = {k: v for k, v in changes.items() if v is not None}
     upstream_changes = {k: given.pop(k) for k in list(given) if k in UPSTREAM_TYPES}
     names = {f.name for f in fields(Scenario)}
@@ -357,4 +383,4 @@ def override(scenario: Scenario, **changes: Any) -> Scenario:
         raise LabError(f"unknown scenario setting(s): {', '.join(sorted(unknown))}")
     return replace(
         scenario, upstream=replace(scenario.upstream, **upstream_changes), **given
-    ).validate()
+    ).validate(said)

@@ -17,6 +17,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 def load_toml(path: Path) -> dict[str, Any]:
     try:
+        if path.is_dir():
+            raise LabError(f"{path} is a directory: give a TOML file in it")
         if not path.is_file():
             raise LabError(f"{path}: no such file")
         if path.stat().st_size > MAX_FILE_BYTES:
@@ -58,6 +60,15 @@ def positive(value: float, where: str) -> None:
         raise LabError(f"{where}: must be a finite number, got {value}")
     if value <= 0:
         raise LabError(f"{where}: must be positive, got {value}")
+
+
+def above_zero(value: float, high: float, where: str) -> None:
+    """A positive setting with a ceiling, said as one range: "must be positive" for 0 and
+    "between 0 and 100" for 101 contradicted each other about 0."""
+    if not math.isfinite(value):
+        raise LabError(f"{where}: must be a finite number, got {value}")
+    if not 0 < value <= high:
+        raise LabError(f"{where}: must be above 0 and at most {_num(high)}, got {value}")
 
 
 def in_range(value: float, low: float, high: float, where: str) -> None:

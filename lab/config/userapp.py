@@ -242,26 +242,37 @@ def inspect_app(
     given_dir = app_dir.resolve() if app_dir else None
     home = given_dir or Path.cwd()
     app = UserApp(target.strip(), "wsgi", given_dir, env, factory, home)
-    given = environ if environ is not None else dict(env)
+    found = in_child(app, ["-c", _INSPECT, name, factory], environ, timeout_s)
+    return replace(app, kind=_kind(app, found))
+
+
+def in_child(
+    app: UserApp, argv: list[str], environ: dict[str, str] | None, timeout_s: float
+) -> dict[str, Any]:
+    """The JSON object a Python child printed last, run as the import check runs: in the app's
+    directory, with its environment (`environ`, else its --env as given) and import path;
+    LabError when it took too long or printed none (it crashed the interpreter)."""
+    given = environ if environ is not None else dict(app.env)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _INSPECT, name, factory],
+            [sys.executable, *argv],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             env={**os.environ, **given, "PYTHONPATH": app.python_path()},
-            cwd=home,
+            cwd=app.home,
             check=False,
         )
     except subprocess.TimeoutExpired:
         raise LabError(
-            f"--app {target}: importing it took over {timeout_s:g} s (raise --import-timeout)"
+            f"--app {app.target}: importing it took over {timeout_s:g} s (raise --import-timeout)"
         ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise LabError(f"--app {target}: importing it crashed the interpreter ({last})")
-    return replace(app, kind=_kind(app, json.loads(lines[-1])))
+        raise LabError(f"--app {app.target}: importing it crashed the interpreter ({last})")
+    found: dict[str, Any] = json.loads(lines[-1])
+    return found
 
 
 def _kind(app: UserApp, found: dict[str, Any]) -> str:

@@ -51,15 +51,18 @@ ROWS = (
         "(`no_responses`) or lost its upstream (`upstream_down`): the flags say why); "
         "`lab run --app`, the app failed its check (the run directory's `appcheck.json` says "
         "why); `lab advise`, no model meets the target (the advice says why and how far); "
-        "`lab reproduce`, a row was not measured (its client was missing or failed: the row says "
-        "why); `lab serve`, `lab upstream`, `lab ui`, `python -m lab.cli.dbserve`: a process it "
-        "serves (the server, nginx, the upstream, locust) exited by itself or never became "
-        "ready; `lab generator`: its workers failed before serving a step",
+        "`lab compare`, no model and level was measured in both runs, so nothing was compared "
+        "(a CI gate must not pass on nothing); `lab reproduce`, a row was not measured (its "
+        "client was missing or failed: the row says why); `lab serve`, `lab upstream`, "
+        "`lab ui`, `python -m lab.cli.dbserve`: a process it serves (the server, nginx, the "
+        "upstream, locust) exited by itself or never became ready; `lab generator`: its "
+        "workers failed before serving a step",
         (
             "run-no-model-ran",
             "run-no-responses",
             "app-check-failed",
             "advise-none-meets",
+            "compare-nothing-compared",
             "serve-server-exited",
             "ui-locust-died",
         ),
@@ -108,7 +111,7 @@ ROWS = (
     Exit(
         (CHANGED,),
         "`lab compare`: a point changed beyond noise (throughput or p99; the one test of "
-        "difference, Holm-corrected for the points compared, [trust](trust.md))",
+        "difference, Benjamini-Hochberg-corrected for the points compared, [trust](trust.md))",
         ("compare-changed",),
     ),
     Exit(

@@ -24,6 +24,11 @@ class Flag:
     raised_by: str  # the module that raises it
     excludes: bool  # a step carrying it is never part of the verdict
     tail: bool = False  # a step carrying it is never the basis of a p99 verdict or crossover
+    # The lab or the machine, not the model, kept the step from a result (only with `excludes`):
+    # the run measures such a step again (`lab.run.remeasure`), and a level where a candidate
+    # carries it is never the level the answer is given at (`analysis.interfaces`). A model's own
+    # loss (errors, a dead server, serialized) is a result: the model loses, the level stands.
+    outside: bool = False
 
 
 _FLAGS = (
@@ -98,6 +103,7 @@ _FLAGS = (
         ("upstream",),
         "lab.run.steps",
         excludes=True,
+        outside=True,
     ),
     Flag(
         "loadgen_failed",
@@ -105,6 +111,7 @@ _FLAGS = (
         ("loadgen",),
         "lab.run.steps",
         excludes=True,
+        outside=True,
     ),
     Flag(
         "start_failed",
@@ -126,6 +133,7 @@ _FLAGS = (
         ("interrupted",),
         "lab.run.steps",
         excludes=True,
+        outside=True,
     ),
     Flag(
         "capped",
@@ -191,6 +199,7 @@ _FLAGS = (
         ("lab_limited",),
         "lab.verdict.table",
         excludes=True,
+        outside=True,
     ),
     Flag(
         "failed_tail",
@@ -283,6 +292,11 @@ def excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
     return [f for f in flags if f in FLAGS and FLAGS[f].excludes]
 
 
+def outside(flags: tuple[str, ...] | list[str]) -> list[str]:
+    """The excluding flags that name the lab or the machine, not the model (`Flag.outside`)."""
+    return [f for f in flags if f in FLAGS and FLAGS[f].outside]
+
+
 def tail_excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
     """The flags among `flags` that keep a step out of p99 verdicts and crossovers: the
     excluding ones, and those that say the tail may be the instrument's."""
@@ -297,4 +311,6 @@ def markdown_table() -> str:
 
 
 def _excluded(flag: Flag) -> str:
+    if flag.outside:
+        return "yes: the lab's or the machine's, measured again; never the answer's level"
     return "yes" if flag.excludes else "from p99 verdicts" if flag.tail else "no"

@@ -29,7 +29,7 @@ from typing import Any
 
 from lab.record import hist
 from lab.record.errors import LabError
-from lab.record.flags import owed
+from lab.record.flags import outside, owed
 from lab.record.step import StepKey, StepRecord
 from lab.record.stepjson import from_json
 
@@ -135,6 +135,10 @@ class RunDir:
         """Steps already recorded; an owed one (interrupted, or its load generator gave no
         result) is measured again on resume."""
         return {r.key for r in self.steps() if not owed(r.flags)}
+
+    def standing(self) -> list[StepRecord]:
+        """The records that stand (`standing`): what every reader of the run's figures reads."""
+        return standing(self.steps())
 
     def planned(self) -> list[StepKey]:
         """The steps this run's manifest plans (see `planned_steps`)."""
@@ -288,3 +292,20 @@ def write_atomic(path: Path, text: str) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def standing(records: list[StepRecord]) -> list[StepRecord]:
+    """The records that stand, in their order: a step the lab failed to measure (owed:
+    interrupted, or its generator gave no result) or kept from a result (`Flag.outside`: the
+    apparatus, the machine) is superseded by a later record of the same step, or by one that is
+    neither (`lab run --resume` and `lab.run.remeasure` measure such steps again; the superseded
+    record stays in steps.jsonl with its evidence). So a step measured again is never a second
+    trial, and never both."""
+    again = [owed(r.flags) or bool(outside(r.flags)) for r in records]
+    last = {r.key: i for i, r in enumerate(records)}
+    settled = {r.key for r, a in zip(records, again, strict=True) if not a}
+    return [
+        r
+        for i, (r, a) in enumerate(zip(records, again, strict=True))
+        if not a or (last[r.key] == i and r.key not in settled)
+    ]

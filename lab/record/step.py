@@ -19,6 +19,10 @@ from typing import Any
 
 from lab.record import counted
 from lab.record import flags as flag_registry
+from lab.record.window import Measured, Sampled
+
+__all__ = ["Measured", "Sampled", "StepKey", "StepRecord", "Raised", "step_record"]
+NOTHING_SAMPLED = Sampled()  # a step nothing was sampled around (skipped, or not started)
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -73,64 +77,6 @@ class Raised:
 
     def __post_init__(self) -> None:
         flag_registry.declared(self.flag)  # an undeclared flag is a bug: fail where it is raised
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What the load generator measured in the window (zeros when nothing was)."""
-
-    started_at: str
-    duration_s: float = 0.0
-    requests: int = 0
-    ok: int = 0
-    errors: Mapping[str, int] = field(default_factory=dict)
-    latency_ms: Mapping[str, float] = field(default_factory=dict)
-    client_cpu_pct: float = 0.0
-    timeseries: Mapping[str, list[float]] = field(default_factory=dict)
-    open_loop: Mapping[str, Any] | None = None  # achieved rate, sent, dropped, unfinished, ...
-    generator_lag_ms: Mapping[str, float] = field(default_factory=dict)
-    generator_periodic_pct: float = -1.0
-    all_latency_ms: Mapping[str, float] = field(default_factory=dict)  # every request's
-    failed_latency_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # by kind
-    # The generators' error per request is read from these (encoded HdrHistograms; "": unknown):
-    # their loop lag over the window, and open-loop sends' lateness (`lab.record.counted`).
-    generator_lag: str = ""
-    late_sends: str = ""
-    # Closed loop counted by send (`loadgen.closed_loop`): unfinished, ok_in_window, drain_s,
-    # lower_bounds, all_lower_bounds ({}: counted by the clock).
-    closed_loop: Mapping[str, Any] = field(default_factory=dict)
-    routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a mix: per route
-    answers_100ms: tuple[int, ...] = ()  # the window's answers per 100 ms (`Done.answers_100ms`)
-    answers_by_latency: tuple[tuple[float, int], ...] = ()  # `Done.answers_by_latency`
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """What the lab sampled around the generator during the window."""
-
-    server_cpu_pct: float = 0.0
-    server_rss_mb: float = 0.0
-    server_pss_mb: float = 0.0
-    upstream_cpu_pct: float = 0.0
-    host_cpu_pct: float = 0.0
-    upstream_max_inflight: int = 0
-    upstream_served: int = -1  # requests the upstream answered in the window (-1: unknown)
-    server_connections: int = -1  # TCP connections to the server closed in the window (-1: unknown)
-    server_time_wait: int = -1  # sockets in TIME_WAIT on the server's port at its end
-    apparatus_core_pct: float = 0.0  # the busiest core the generator or upstream ran on
-    host_softirq_pct: float = 0.0  # kernel softirq work (network), charged to no process
-    apparatus_wait_pct: float = 0.0  # generator + upstream: time runnable but waiting for a CPU
-    server_wait_pct: float = 0.0  # the server's processes: the most any waited for a CPU, %
-    # The server's own cores (pinned apart from the apparatus's) busy, summed, 100 = one core
-    # (-1: not pinned apart): what ran there besides the server took its CPU.
-    server_cores_busy_pct: float = -1.0
-    upstream_lag_ms: float = -1.0  # how late the upstream's event loop woke, mean (-1: unknown)
-    upstream_lag_max_ms: float = -1.0
-    front_cpu_pct: float = -1.0  # nginx in front of the server, 100 = one core (-1: no front)
-    front_rss_mb: float = -1.0
-    front_server_connections: int = -1  # nginx -> an HTTP server, closed in the window (-1: none)
-    timeseries: Mapping[str, list[float]] = field(default_factory=dict)
-    others_on_cores: Mapping[str, float] = field(default_factory=dict)  # see `StepRecord`
 
 
 OPEN_LOOP_COUNTS = ("scheduled", "sent", "completed", "unfinished", "not_sent")
@@ -256,10 +202,23 @@ class StepRecord:
     # Processes outside the run that could run on the server's cores and used 10% of a core or
     # more in the window, busiest first: "name (pid)" -> % of one core (`HostMeter.others`).
     others_on_cores: dict[str, float] = field(default_factory=dict)
+    # The app's databases the lab started (`postgres`, `redis`): each one's CPU, mean over the
+    # window of its whole process tree (100 = one core), and per request ({}: none started, or
+    # an older record). They are the system under test as much as the server: a request that
+    # queues in PostgreSQL waits there whatever the server's model.
+    database_cpu_pct: dict[str, float] = field(default_factory=dict)
+    database_cpu_ms_per_req: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> StepKey:
         return StepKey(self.model, self.mode, self.users, self.rate_rps, self.trial)
+
+    def ms_per_request(self, cpu_pct: float) -> float | None:
+        """A mean CPU over the window (100 = one core) as CPU ms per request answered or
+        failed (None: nothing counted): the one conversion every cost per request uses."""
+        if self.requests <= 0 or self.duration_s <= 0:
+            return None
+        return cpu_pct * self.duration_s * 10 / self.requests
 
     @property
     def deployed_cpu_ms_per_req(self) -> float | None:
@@ -298,7 +257,7 @@ def step_record(
     run_id: str,
     key: StepKey,
     measured: Measured,
-    sampled: Sampled = Sampled(),
+    sampled: Sampled = NOTHING_SAMPLED,
     raised: tuple[Raised, ...] = (),
     *,
     max_outstanding: int | None = None,

@@ -26,6 +26,9 @@ class Thresholds:
     server_cpu_busy_share: float = 0.70
     # ... under this share: it waits, it does not compute (a cap inferred from outside needs it).
     server_cpu_idle_share: float = 0.50
+    # A database the lab started for the app (PostgreSQL, Redis) at this % of one core, below the
+    # ideal: requests queue in it (Redis computes on one core; a PostgreSQL query on one each).
+    database_cpu_busy_pct: float = 70.0
     # The server's memory at this share of the machine's.
     server_memory_share: float = 0.80
     # A server process runnable but waiting for a CPU this share of the window while the server

@@ -15,18 +15,27 @@ from lab.record.thresholds import T
 
 
 def host_busy(measured: Measured, sampled: Sampled, elsewhere_cpu_pct: float = 0.0) -> list[Raised]:
-    """Processes outside the run; kernel softirq (network) work is charged to no process, so
-    it is counted apart instead of blamed on them. `elsewhere_cpu_pct`: the generators on other
-    machines (`--remote-generators`), whose CPU is in the step's client CPU but not in this
-    host's, so it is not taken off this host's."""
-    here = measured.client_cpu_pct - elsewhere_cpu_pct
-    apparatus = sampled.server_cpu_pct + here + sampled.upstream_cpu_pct
-    apparatus += max(sampled.front_cpu_pct, 0.0)  # nginx in front is part of the run
-    others = sampled.host_cpu_pct - apparatus - sampled.host_softirq_pct
+    """Processes outside the run: the machine's busy time less the run's, over the same seconds
+    (`HostMeter.accounted`): the run is the lab's own process and everything it started (the
+    server, generators, upstream, front, the app's databases, its samplers' commands), so nothing
+    the lab does is blamed on others. Kernel softirq (network) work is charged to no process, so
+    it is counted apart instead of blamed on them. An older record without the run's own figure
+    is judged by its apparatus's meters; `elsewhere_cpu_pct` is then the generators on other
+    machines (`--remote-generators`), in the step's client CPU but not in this host's."""
+    if sampled.run_cpu_pct >= 0:
+        run = sampled.run_cpu_pct
+    else:
+        run = sampled.server_cpu_pct + measured.client_cpu_pct - elsewhere_cpu_pct
+        run += sampled.upstream_cpu_pct + max(sampled.front_cpu_pct, 0.0)
+    others = sampled.host_cpu_pct - run - sampled.host_softirq_pct
     if others < T.host_busy_pct:
         return []
-    kernel = f" (besides {sampled.host_softirq_pct:.0f}% kernel softirq, network work)"
-    return [Raised("host_busy", f"other processes used {others:.0f}% of a core{kernel}")]
+    said = (
+        f"other processes used {others:.0f}% of a core: the machine was "
+        f"{sampled.host_cpu_pct:.0f}% busy (100% = one core), the run (the lab and all it "
+        f"started) {run:.0f}%, kernel softirq (network work) {sampled.host_softirq_pct:.0f}%"
+    )
+    return [Raised("host_busy", said)]
 
 
 def saturated(measured: Measured, sampled: Sampled, delay_ms: float) -> list[Raised]:

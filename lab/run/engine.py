@@ -1,16 +1,18 @@
-"""Which engine sends a step's requests: oha where it can (open loop), the lab's own elsewhere.
+"""Which engine sends a step's requests: oha where it can, the lab's own elsewhere.
 
-Why oha by default: it sends on time in compiled code and times each request from when it was
-due (`-q RATE --latency-correction`); held against it on the same server, the lab's Python
-scheduler put the open loop's p99 15-26% above oha's (`benchmarks/latency_fidelity.py`). Why the
-lab's own still: closed loop (users that wait for their answer) is the lab's, and an open-loop step
-that needs what oha cannot do falls back to it, saying why in one line: a weighted mix of routes
-with their own bodies and headers, or placeholders filled per request (oha sends one fixed
-request), a login per user (oha keeps no cookies), Poisson arrivals (oha spaces them evenly),
-generators on other machines (they run the lab's engine), or oha not installed. `--engine lab` (or
-`engine = "lab"` in a scenario) asks for the lab's own everywhere. Both engines speak the same
-protocol and fill the same record (`loadgen.oha`); the record names the engine and its version
-(`evidence.engine`).
+Why oha by default: in open loop it sends on time in compiled code and times each request from
+when it was due (`-q RATE --latency-correction`); held against it on the same server, the lab's
+Python scheduler put the open loop's p99 15-26% above oha's (`benchmarks/latency_fidelity.py`).
+In closed loop (`-c USERS`: each connection sends as soon as its answer arrived) it costs the
+machine a fraction of the CPU per request of the lab's gevent users, which on a 2-core machine
+were the first thing to run out (the apparatus rules excluded 3 to 5 of 7 models at 200 users).
+Why the lab's own still: a step that needs what oha cannot do falls back to it, saying why in one
+line: a weighted mix of routes with their own bodies and headers, or placeholders filled per
+request (oha sends one fixed request), a login per user (oha keeps no cookies), Poisson arrivals
+(oha spaces them evenly), generators on other machines (they run the lab's engine), or oha not
+installed. `--engine lab` (or `engine = "lab"` in a scenario) asks for the lab's own everywhere.
+Both engines speak the same protocol and fill the same record (`loadgen.oha`); the record names
+the engine and its version, and where the lab's ran, why (`evidence.engine`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from lab.config import placeholders
 from lab.config.scenario import ENGINES
 from lab.run.generators import Generators
 from lab.system import tools
-from loadgen.protocol import Start
+from loadgen.protocol import Done, Start
 
 __all__ = ["ENGINES", "applied", "cannot", "evidence"]
 # Arrivals one oha process (one thread, pinned to one core) sends on time with room to spare.
@@ -50,8 +52,6 @@ def oha_version() -> str:
 
 def cannot(start: Start) -> str | None:
     """Why oha cannot run this step (one line), or None."""
-    if start.rate_rps is None:
-        return "closed loop: oha's engine runs open-loop steps"
     if start.mix:
         return (
             f"a weighted mix of {len(start.mix)} routes, each with its own method, headers, "
@@ -61,7 +61,7 @@ def cannot(start: Start) -> str | None:
         return "placeholders ({uuid}, {n}, ...) filled per request: oha sends one fixed request"
     if start.login is not None:
         return f"a login per user ({start.login.label}): oha keeps no session of its own"
-    if start.arrival != "constant":
+    if start.rate_rps is not None and start.arrival != "constant":
         return f"{start.arrival} arrivals: oha's -q spaces requests evenly"
     if start.remote_generators:
         return "generators on other machines run the lab's engine"
@@ -69,22 +69,26 @@ def cannot(start: Start) -> str | None:
 
 
 def applied(start: Start, asked: str, fleet: Generators) -> Start:
-    """The step's start on its engine: oha's path and its process count (one per
-    OHA_RPS_PER_PROCESS req/s where automatic) where oha runs it; unchanged otherwise."""
+    """The step's start on its engine: oha's path and its process count (open loop: one per
+    OHA_RPS_PER_PROCESS req/s where automatic; closed loop: the run's generator processes, the
+    users split over them as the lab's are) where oha runs it; unchanged otherwise."""
     if asked != "oha" or cannot(start) is not None:
         return replace(start, engine="lab", engine_path="")
-    assert start.rate_rps is not None
-    count = fleet.for_step(start.rate_rps, start.max_outstanding, OHA_RPS_PER_PROCESS)
+    cap = start.max_outstanding if start.rate_rps is not None else start.users
+    count = min(fleet.for_step(start.rate_rps, cap, OHA_RPS_PER_PROCESS), max(1, cap))
     path = tools.binary("oha") or ""
     return replace(start, engine="oha", engine_path=path, generators=count)
 
 
-def evidence(asked: str, start: Start) -> dict[str, Any]:
+def evidence(asked: str, start: Start, done: Done | None = None) -> dict[str, Any]:
     """What the record says of its engine: its name and version, and where a step that could
-    have run on oha did not, why."""
-    if start.engine == "oha":
-        return {"name": "oha", "version": oha_version(), "processes": start.generators}
-    out: dict[str, Any] = {"name": "lab", "version": f"concurrency-lab {lab.__version__}"}
-    if start.rate_rps is not None:
-        out["why"] = "asked for (--engine lab)" if asked == "lab" else cannot(start)
+    have run on oha did not, why; in closed loop on oha, the window's reconnects (requests sent
+    on a connection the server had closed after its last answer, as uWSGI's `--http-socket`
+    does: never requests nor errors, each followed by a fresh connection)."""
+    if start.engine != "oha":
+        why = "asked for (--engine lab)" if asked == "lab" else cannot(start)
+        return {"name": "lab", "version": f"concurrency-lab {lab.__version__}", "why": why}
+    out: dict[str, Any] = {"name": "oha", "version": oha_version(), "processes": start.generators}
+    if done is not None and done.closed_loop.get("reconnects"):
+        out["reconnects"] = done.closed_loop["reconnects"]
     return out

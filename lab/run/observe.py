@@ -1,20 +1,28 @@
 """What is observed beside the load during a step: the upstream's counters and event-loop lag,
-and the CPU samplers of the server, the upstream, the generator and the host."""
+the CPU samplers of the server, the upstream, the generator and the host, and the server's sampled
+stacks (`StepProfile`, `lab run --profile`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+import psutil
+
+from lab.backends import dbrun
 from lab.backends.base import Backend, Server
-from lab.record.step import Sampled, StepRecord
+from lab.record.rundir import RunDir
+from lab.record.stacks import stacks_path
+from lab.record.step import Sampled, StepKey, StepRecord
 from lab.run.plan import Plan
 from lab.run.preflight import Preflight
-from lab.system import http_client, tcpconns
-from lab.system.sampling import HostMeter, Sampler
+from lab.system import http_client, profile, tcpconns
+from lab.system.sampling import HostMeter, Sampler, TreeMeter
+from lab.verdict import owners
 from loadgen.protocol import Sample
 
 HEALTH_TIMEOUT_S = 3.0  # a server or upstream silent this long after a step is hung or stalled
@@ -108,7 +116,8 @@ class Samplers:
     """The server's, the upstream's and the host's CPU and memory, once a second; the host's
     per core, so a saturated core of the apparatus and kernel network work are seen; the TCP
     connections to the server's port closed in the window (a connection per request costs the
-    generators and the kernel)."""
+    generators and the kernel); and each database the lab started for the app (found here, from
+    `dbrun.processes`, so no caller can forget it): part of the system under test."""
 
     server: Sampler
     upstream: Sampler
@@ -120,6 +129,7 @@ class Samplers:
     # connections nginx closed to an HTTP server behind it: its keepalive pool was full (no
     # meter: no front, or uWSGI's unix socket, one connection per request by design)
     pool: Sampler
+    databases: dict[str, Sampler]  # kind -> the lab-started database's process tree
 
     @classmethod
     def of(
@@ -135,10 +145,12 @@ class Samplers:
         front = Sampler(front_meter() if front_meter is not None else None)
         private = getattr(server, "private_port", 0)
         pool = Sampler(tcpconns.ConnectionMeter(private) if private else None)
-        return cls(*meters, cores, conns, Sampler(conns), front, pool)
+        dbs = {kind: Sampler(_tree(pid)) for kind, pid in dbrun.processes().items()}
+        return cls(*meters, cores, conns, Sampler(conns), front, pool, dbs)
 
     def each(self) -> tuple[Sampler, ...]:
-        return self.server, self.upstream, self.host, self.closed, self.front, self.pool
+        mine = (self.server, self.upstream, self.host, self.closed, self.front, self.pool)
+        return (*mine, *self.databases.values())
 
     def start(self) -> None:
         for each in self.each():
@@ -151,26 +163,32 @@ class Samplers:
     def sampled(self, upstream: UpstreamWindow, window_s: float | None = None) -> Sampled:
         """What was sampled; `window_s`: the measured window, which bounds the closes counted."""
         closed, time_wait = self.conns.counted(window_s)
+        window = self.cores.accounted()
+        server_cpu = self.server.mean_cpu()
+        # a server in a container is no process of the lab's tree: its own meter counts it
+        run_cpu = window.run_pct + (0.0 if self.cores.server else server_cpu)
         return Sampled(
             server_connections=closed,
             server_time_wait=time_wait,
-            server_cpu_pct=self.server.mean_cpu(),
+            server_cpu_pct=server_cpu,
             server_rss_mb=self.server.peak_rss(),
             server_pss_mb=self.server.peak_pss(),
             upstream_cpu_pct=self.upstream.mean_cpu(),
-            host_cpu_pct=self.host.mean_cpu(),
+            host_cpu_pct=window.host_pct,
+            run_cpu_pct=round(run_cpu, 1),
             upstream_max_inflight=upstream.max_inflight,
             upstream_served=upstream.served,
             upstream_lag_ms=upstream.lag_ms,
             upstream_lag_max_ms=upstream.lag_max_ms,
             apparatus_core_pct=_mean(self.cores.apparatus),
-            host_softirq_pct=_mean(self.cores.softirq),
+            host_softirq_pct=window.softirq_pct,
             apparatus_wait_pct=_mean(self.cores.waited),
             server_wait_pct=_mean(self.cores.server_waited),
             server_cores_busy_pct=_mean(self.cores.server_cores_busy)
             if self.cores.server_cores_busy
             else -1.0,
             others_on_cores=self.cores.others(),
+            database_cpu_pct={kind: s.mean_cpu() for kind, s in self.databases.items()},
             **self.front_figures(window_s),
             timeseries={
                 "server_cpu_pct": self.server.cpu,
@@ -196,5 +214,71 @@ class Samplers:
         return out
 
 
+def _tree(pid: int) -> TreeMeter | None:
+    """A meter of a database's process tree (None: it is gone, and nothing is sampled)."""
+    try:
+        return TreeMeter(pid)
+    except psutil.Error:
+        return None
+
+
 def _mean(xs: list[float]) -> float:
     return round(sum(xs) / len(xs), 1) if xs else 0.0
+
+
+class StepProfile:
+    """The server's stacks through a step's measured window (py-spy on its process tree),
+    kept with the step by `lab run --profile`.
+
+    Which steps decide is known only after them (the rule table names the limit, the judge the
+    highest fair level), so every measured step of a server the lab started is sampled, at a rate
+    whose cost benchmarks/profile_cost.py measures, and what is kept depends on the mode:
+
+    - `auto` (the default): every step keeps its summary in the evidence (owners, top packages,
+      blocking calls); the stacks' files stay where the verdict needs the "in what?" (the limit is
+      the server's CPU or not found) or a call blocked an event loop, and are removed elsewhere;
+    - `all`: every step keeps its files too;
+    - `off`: no sampler runs.
+    """
+
+    def __init__(self, mode: str, server: Server, run: RunDir, key: StepKey) -> None:
+        proc = getattr(server, "proc", None)
+        self.mode, self.run_dir = mode, run.path
+        self.rel = str(Path(run.hlog_relpath(key)).with_suffix(""))  # beside its histogram
+        on = mode != "off" and proc is not None
+        self.profiler = profile.Profiler(proc.pid, run.path / self.rel) if proc and on else None
+        self.summary: dict[str, Any] = {}
+
+    def start(self) -> None:
+        if self.profiler is not None:
+            self.profiler.start()
+
+    def stop(self) -> None:
+        """Stop the recorders and read their stacks into the summary the record keeps."""
+        if self.profiler is None or not (self.profiler.popens or self.profiler.problem):
+            return  # the measured window never began
+        stacks = self.profiler.stop()
+        if stacks is None:
+            self.summary = {"problem": self.profiler.problem}
+            return
+        files = {k: str(stacks_path(Path(self.rel), k)) for k in profile.KINDS}
+        self.summary = {
+            "tool": "py-spy",
+            "rate_hz": stacks.rate_hz,
+            "stacks": files,
+            **owners.summary(stacks.wall, stacks.busy),
+        }
+
+    def evidence(self) -> dict[str, Any]:
+        return {"profile": self.summary} if self.summary else {}
+
+    def kept(self, record: StepRecord) -> StepRecord:
+        """The record as kept: in `auto`, a step whose stacks nobody reads loses their files."""
+        files = self.summary.get("stacks")
+        needed = record.limited_by in owners.DECIDING or bool(self.summary.get("blocking"))
+        if self.mode != "auto" or not files or needed:
+            return record
+        for rel in files.values():
+            (self.run_dir / rel).unlink(missing_ok=True)
+        said = {k: v for k, v in self.summary.items() if k != "stacks"}
+        return replace(record, evidence={**record.evidence, "profile": said})

@@ -37,9 +37,14 @@ class Plan:
     def expected_seconds(self) -> float:
         """A rough duration for the progress bar: start-up, probe, warm-up and every step."""
         s = self.scenario
+        return s.trials * len(self.models) * self.model_seconds(len(s.points()))
+
+    def model_seconds(self, steps: int) -> float:
+        """A rough duration of one model's turn: start-up, probe, warm-up and `steps` steps."""
+        s = self.scenario
         per_step = s.settle_s + s.duration_s + 2.0
         per_model = 4.0 + s.probe_delay_ms / 500 + s.warmup_s + s.settle_s + 2.0
-        return s.trials * len(self.models) * (per_model + len(s.points()) * per_step)
+        return per_model + steps * per_step
 
 
 def resolve_knobs(defaults: Knobs, scenario: Scenario, command_line: dict[str, Any]) -> Knobs:

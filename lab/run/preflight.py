@@ -140,23 +140,28 @@ def probe_once(
     got is said beside them."""
     d = delay_ms / 1000
 
-    def one(_: int) -> tuple[int, float]:
-        start = time.monotonic()
+    def one(_: int) -> tuple[int, float, float]:
+        """(status, the request's own latency, when its answer came after the probe began)."""
+        sent_at = time.monotonic()
         sent = each() if each is not None else None
         where, given = (sent.path, sent.request()) if sent is not None else (path, request)
         try:
             status, _body, seconds = get(base_url, where, timeout_s=10 + k * d, **given)
         except TimeoutError:
-            return TIMED_OUT, time.monotonic() - start
+            status, seconds = TIMED_OUT, time.monotonic() - sent_at
         except OSError:
-            return FAILED, time.monotonic() - start
-        return status, seconds
+            status, seconds = FAILED, time.monotonic() - sent_at
+        return status, seconds, time.monotonic() - start
 
     with ThreadPoolExecutor(max_workers=k) as pool:
         start = time.monotonic()
         results = list(pool.map(one, range(k)))
         wall = time.monotonic() - start
-    served = [s for status, s in results if status == 200]
+    served = [s for status, s, _ in results if status == 200]
+    # Waves are read from when answers came, on one clock: a request its thread sent late
+    # (32 threads start over tens of ms on a busy machine) waits less for a slot, so its own
+    # latency blurs the gap between one wave and the next; its answer's time does not.
+    answered = [at for status, _, at in results if status == 200]
     n = len(served)
     served_wall = max(served, default=wall)
     limit = d + (n - 1) * d * SLACK
@@ -166,12 +171,12 @@ def probe_once(
         k=k,
         delay_ms=delay_ms,
         wall_s=round(served_wall, 3),
-        latencies_s=[round(s, 3) for _, s in results],
+        latencies_s=[round(s, 3) for _, s, _ in results],
         overlap=overlap,
         limit_s=round(limit, 3),
         passed=n < 2 or served_wall <= limit,
-        cap=_cap(overlap, served, k, d),
-        outcomes=outcomes([status for status, _ in results]),
+        cap=_cap(overlap, answered, k, d),
+        outcomes=outcomes([status for status, _, _ in results]),
     )
 
 
@@ -210,9 +215,9 @@ def outcomes(statuses: list[int]) -> dict[str, int]:
 
 
 def _cap(overlap: float, served: list[float], k: int, d: float) -> float | None:
-    """The cap the probe measured: the served ones' first wave where their overlap fell short of
-    K, or, where the server refused the rest at once, the number it served (it sheds load beyond
-    that)."""
+    """The cap the probe measured (`served`: when each served answer came, s after the probe
+    began): the served ones' first wave where their overlap fell short of K, or, where the
+    server refused the rest at once, the number it served (it sheds load beyond that)."""
     if len(served) < 2:
         return None
     if len(served) < k:

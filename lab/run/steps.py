@@ -25,7 +25,7 @@ from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
 from lab.record import login
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
-from lab.run import engine, generators, routestep
+from lab.run import engine, generators, observe, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
 from lab.run.observe import HEALTH_TIMEOUT_S, Listener, Samplers, Upstream, UpstreamWindow
@@ -125,6 +125,9 @@ class StepRunner:
         capacity = self.capacity(server, model)
         front_log = getattr(server, "front_log", None)  # nginx's error log, with a front
         outcome = Outcome()
+        profiled = observe.StepProfile(
+            "off" if warmup else self.s.profile, server, self.plan.run, key
+        )
         with (
             self._generator(start) as (gen, watchdog),
             self._hlog(key, warmup) as hlog,
@@ -136,7 +139,7 @@ class StepRunner:
                 follow(
                     gen,
                     outcome,
-                    on_measuring=lambda _: self._measuring(samplers, front_log),
+                    on_measuring=lambda _: self._measuring(samplers, front_log, profiled),
                     on_sample=lambda m: self._progress(model, point, warmup, m),
                     on_histogram=hlog,
                 )
@@ -147,13 +150,16 @@ class StepRunner:
             finally:
                 for each in samplers.each():
                     each.stop()
+                profiled.stop()
         if warmup:
             return None
-        context = {**(context or {}), "engine": engine.evidence(self.s.engine, start)}
+        context = {**(context or {}), "engine": engine.evidence(self.s.engine, start, outcome.done)}
+        context |= profiled.evidence()
         raised = [*known, *self._after(server, model, point, outcome, gen, watchdog)]
         if front_log is not None and (said := front_log.since()):
             raised.append(Raised("front_limited", said))
-        return self._record(key, point, outcome, samplers, raised, context, capacity, held)
+        record = self._record(key, point, outcome, samplers, raised, context, capacity, held)
+        return profiled.kept(record)
 
     def _pools(self, server: Server) -> contextlib.AbstractContextManager[dict[str, int]]:
         """A user's app: the connections its server's processes hold to the lab's PostgreSQL,
@@ -195,9 +201,10 @@ class StepRunner:
         with self.plan.run.hlog_writer(key) as writer:
             yield writer.write
 
-    def _measuring(self, samplers: Samplers, front_log: Any) -> None:
+    def _measuring(self, samplers: Samplers, front_log: Any, profiled: observe.StepProfile) -> None:
         self.upstream.reset()
         samplers.start()
+        profiled.start()
         if front_log is not None:
             front_log.mark()
 

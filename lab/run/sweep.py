@@ -1,7 +1,9 @@
 """The run sequence per model: start, verify and probe, warm up, measure each level, stop.
 
-Models are interleaved across trials (trial 2 starts with the second model, and so on) so slow
-drift on the machine does not favour one model. Each finished step is appended to `steps.jsonl`
+The models run in a shuffled order in each trial, from a seed kept in the manifest (a resumed run
+keeps it), so slow drift on the machine falls on no model in particular. After the trials, the
+steps the lab or the machine kept from a result are measured again within a budget
+(`lab.run.remeasure`). Each finished step is appended to `steps.jsonl`
 and fsynced before the next begins: an interrupted run keeps everything it finished. Every point
 of every model gets a record, also when the model could not start or died (status `skipped`).
 """
@@ -9,8 +11,11 @@ of every model gets a record, also when the model could not start or died (statu
 from __future__ import annotations
 
 import os
+import random
+import secrets
 import signal
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,14 +23,16 @@ from lab.backends import dbrun
 from lab.backends.base import Backend, Server
 from lab.config.models import Model
 from lab.config.scenario import Point
+from lab.record.flags import outside
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
-from lab.run import preflight
+from lab.run import preflight, remeasure
 from lab.run.manifest import manifest, resumed_manifest
 from lab.run.observe import Listener, Upstream
 from lab.run.plan import Plan
 from lab.run.preflight import Preflight
 from lab.run.steps import StepRunner
 from lab.system import procs
+from lab.verdict.capacity import apparatus_ceiling
 
 FATAL = ("server_died", "server_hung")  # the model's remaining levels are skipped after these
 
@@ -75,11 +82,48 @@ class Sweep:
         self.finish("complete")
 
     def measure_all(self) -> None:
-        """Every point of every model, trial after trial (`lab advise` plans its own steps)."""
-        for trial in range(1, self.s.trials + 1):
-            shift = (trial - 1) % len(self.plan.models)
-            for model in self.plan.models[shift:] + self.plan.models[:shift]:
+        """Every point of every model, trial after trial, each trial's models in an order drawn
+        from the run's seed; then the steps owed a result of their own, measured again
+        (`lab advise` plans its own steps)."""
+        seed = self.manifest.get("order_seed")
+        if not isinstance(seed, int):
+            seed = self.s.order_seed if self.s.order_seed >= 0 else secrets.randbelow(2**32)
+        rng = random.Random(seed)
+        orders = [rng.sample(self.plan.models, len(self.plan.models)) for _ in range(self.s.trials)]
+        self.write_manifest(order_seed=seed, order=[[m.name for m in o] for o in orders])
+        started = time.monotonic()
+        for trial, order in enumerate(orders, start=1):
+            for model in order:
                 self.run_model(model, trial)
+        self.measure_again(remeasure.Budget(self.s.remeasure * (time.monotonic() - started)), rng)
+
+    def measure_again(self, budget: remeasure.Budget, rng: random.Random) -> None:
+        """The steps the lab or the machine kept from a result, measured again while the budget
+        lasts (at most `remeasure.ROUNDS` more times each); what was measured again, and what
+        the budget left owed, in the manifest."""
+        models = {m.name: m for m in self.plan.models}
+        again: list[str] = []
+        for _ in range(remeasure.ROUNDS):
+            for o in remeasure.in_order(remeasure.owed_again(self.run_dir.steps()), rng):
+                model = models[o.model]
+                points = [p for p in self.s.points() if self.key(model, p, o.trial) in o.keys]
+                if not points or not budget.fits(self.plan.model_seconds(len(points))):
+                    continue
+                began = time.monotonic()
+                self.run_model(model, o.trial, points)
+                budget.spend(time.monotonic() - began)
+                again += [f"{o.model} {k.label} trial {o.trial}" for k in o.keys]
+        left = remeasure.owed_again(self.run_dir.steps())
+        self.write_manifest(
+            remeasured={
+                "budget_s": round(budget.seconds, 1),
+                "spent_s": round(budget.spent, 1),
+                "steps": again,
+                "still_owed": [
+                    f"{o.model} {k.label} trial {o.trial}" for o in left for k in o.keys
+                ],
+            }
+        )
 
     def finish(self, status: str, **extra: Any) -> None:
         """Stop everything this run started (no second Ctrl-C may cut this short), then record."""
@@ -94,9 +138,10 @@ class Sweep:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def run_model(self, model: Model, trial: int) -> None:
-        """Start the model's server, measure its remaining points, stop it."""
-        points = [p for p in self.s.points() if self.key(model, p, trial) not in self.done]
+    def run_model(self, model: Model, trial: int, again: list[Point] | None = None) -> None:
+        """Start the model's server, measure its remaining points (or `again`: points measured
+        once already, measured again), stop it."""
+        points = again or [p for p in self.s.points() if self.key(model, p, trial) not in self.done]
         if not points:
             return
         self.listener.model_started(model.name, trial)
@@ -144,17 +189,39 @@ class Sweep:
             self.runner.warm_up(server, model, self.warmup_point(model, points))
         self.runner.probe_caps[model.name] = check.capped_at
         known = (Raised("serialized", check.message),) if check.serialized else ()
+        costs: list[float] = []  # the apparatus's CPU per request at this model's levels, in order
         for i, point in enumerate(points):
+            self.warn_beyond(model, point, costs)
             pool = dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users)
             context = {**pool, **self.snapshot}
             step = self.runner.measure(server, model, point, trial, known, context)
             self.record(step)
+            if step.apparatus_cpu_ms_per_req and not outside(step.flags):
+                costs.append(step.apparatus_cpu_ms_per_req)
             fatal = [f for f in FATAL if f in step.flags]
             if fatal:
                 why = f"{', '.join(fatal)} at {point.label}; not measured"
                 self.listener.problem(model.name, f"{', '.join(fatal)}; moving on")
                 self.record_skipped(model, trial, points[i + 1 :], Raised(fatal[0], why))
                 return
+
+    def warn_beyond(self, model: Model, point: Point, costs: list[float]) -> None:
+        """Say before a level runs that it is beyond what this machine's apparatus can load for
+        this model, from its CPU per request at the levels below (`apparatus_ceiling`): it is
+        measured, and flagged if the apparatus fills, but the reader knows why beforehand. The
+        cost is the heaviest level's so far: the apparatus's idle work is spread over the most
+        requests there."""
+        if self.s.mode != "closed" or not costs:
+            return
+        cores = len(self.backend.loadgen_cpus()) or len(os.sched_getaffinity(0))
+        most = apparatus_ceiling(costs[-1], cores, self.s.delay_ms)
+        if point.users > most:
+            self.listener.problem(
+                model.name,
+                f"{point.label}: beyond this machine's apparatus for this model (about "
+                f"{most:,.0f} users at {costs[-1]:.2f} ms of its CPU per request on {cores} "
+                "core(s)); measured, flagged if the apparatus fills",
+            )
 
     def warmup_point(self, model: Model, points: list[Point]) -> Point:
         """The heaviest point, but never more users than the model can hold: a warm-up beyond

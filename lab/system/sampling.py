@@ -86,6 +86,20 @@ def _pss(proc: psutil.Process, rss: int) -> int:
         return rss
 
 
+@dataclass(frozen=True)
+class Accounted:
+    """The machine's busy CPU over one window, and what of it was the run's (100 = one core)."""
+
+    host_pct: float  # every core's busy time: user, nice, system, irq, softirq, steal
+    run_pct: float  # the lab's own process and every process it started
+    softirq_pct: float  # kernel network work, charged to no process
+
+    @property
+    def others_pct(self) -> float:
+        """What processes outside the run used: the rest, less the kernel's network work."""
+        return round(max(self.host_pct - self.run_pct - self.softirq_pct, 0.0), 1)
+
+
 class HostMeter:
     """CPU% of the whole machine (100 = one core), read per core, to see what else competed with
     the run and whether a core the apparatus runs on was saturated.
@@ -119,6 +133,8 @@ class HostMeter:
         self.before_others = _cpu_by_pid()  # every process's CPU seconds as the window opened
         self.opened = time.monotonic()
         self.last = self._read()
+        self.opened_at = self.last  # the cores' busy seconds as the window opened
+        self.run_before = self._run_cpu()
         self.last_wait = _waits(self.procs)
         self.last_server_wait = _waits(self.server)
 
@@ -156,6 +172,7 @@ class HostMeter:
     def clear(self) -> None:
         """Forget what was sampled before the measured window."""
         self.before_others, self.opened = _cpu_by_pid(), time.monotonic()
+        self.opened_at, self.run_before = self._read(), self._run_cpu()
         self.server_cores_busy.clear()
         self.softirq.clear()
         self.apparatus.clear()
@@ -179,6 +196,36 @@ class HostMeter:
         self.server_waited.append(_most(server, self.last_server_wait, wall))
         self.last_wait, self.last_server_wait = wait, server
         return Reading(round(sum(busy), 1))
+
+    def _run_cpu(self) -> dict[int, float]:
+        """CPU seconds of every process of the run: the lab's own process and all it started
+        (the server, generators, upstream, front, the databases it runs for an app, what its
+        samplers spawn): each pid's own under the pid, its reaped children's under -pid."""
+        out: dict[int, float] = {}
+        for proc in _trees([psutil.Process(), *self.server, *self.procs]):
+            with contextlib.suppress(psutil.Error):
+                t = proc.cpu_times()
+                out[proc.pid] = t.user + t.system
+                out[-proc.pid] = t.children_user + t.children_system
+        return out
+
+    def accounted(self) -> Accounted:
+        """The whole machine's busy time since `clear`, and the run's share of it, over exactly
+        that window: what a reader can check against /proc over the same seconds. A process of
+        the run that exited in the window counts through its parent's reaped children's time
+        (the lab's own samplers' short commands, a database's backends), less what it had used
+        before the window."""
+        (w0, b0), (w1, b1) = self.opened_at, self._read()
+        wall = max(w1 - w0, 1e-9)
+        host = sum(x1[0] - x0[0] for x0, x1 in zip(b0, b1, strict=False))
+        softirq = sum(x1[1] - x0[1] for x0, x1 in zip(b0, b1, strict=False))
+        now, before = self._run_cpu(), self.run_before
+        run = sum(cpu - before.get(pid, 0.0) for pid, cpu in now.items())
+        run -= sum(cpu for key, cpu in before.items() if abs(key) not in now)
+        pct = 100 / wall
+        return Accounted(
+            round(host * pct, 1), round(max(run, 0.0) * pct, 1), round(softirq * pct, 1)
+        )
 
     def others(self, least_pct: float = 10.0, most: int = 3) -> dict[str, float]:
         """The processes outside the run (the lab's own tree: the server, generators, upstream,

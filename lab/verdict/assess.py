@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lab.record.step import StepRecord
+from lab.verdict import owners
 from lab.verdict.capacity import Capacity, Cost, cost
 from lab.verdict.facts import (
     Facts,
@@ -80,7 +81,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
         evidence=evidence,
         inferred_inflight=round(inferred_inflight(measured, capacity.delay_ms), 1),
         limited_by=v.rule.limit,
-        limit_reason=v.finding.reason,
+        limit_reason="; ".join(filter(None, (v.finding.reason, _where(measured, v)))),
         limit_rule=v.rule.name,
         limit_advice=v.rule.advice,
         also_limited_by=tuple(
@@ -91,7 +92,13 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
         apparatus_cpu_ms_per_req=spent.apparatus_cpu_ms_per_req,
         server_rss_kb_per_conn=spent.server_rss_kb_per_conn,
         front_cpu_ms_per_req=spent.front_cpu_ms_per_req,
+        database_cpu_ms_per_req=spent.database_cpu_ms_per_req,
     )
+
+
+def _where(r: StepRecord, v: Verdict) -> str:
+    """Where the server's time went, from its sampled stacks (`lab run --profile`)."""
+    return owners.said(r.evidence.get("profile"), v.rule.limit)
 
 
 def step_cost(r: StepRecord, cap: Capacity) -> Cost:

@@ -8,12 +8,13 @@ the same count.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
 from lab.config.models import Knobs, Model
 from lab.record.step import StepRecord
+from lab.record.thresholds import T
 
 MB = 1024 * 1024
 
@@ -76,17 +77,32 @@ class Cost:
     apparatus_cpu_ms_per_req: float | None  # load generator + upstream
     server_rss_kb_per_conn: float | None  # RSS above the idle server, per open connection
     front_cpu_ms_per_req: float | None = None  # nginx in front (None: no front)
+    # each database the lab started for the app, by kind ({}: none)
+    database_cpu_ms_per_req: dict[str, float] = field(default_factory=dict)
 
 
 def cost(r: StepRecord, cap: Capacity, connections: float) -> Cost:
     """The step's cost per request; `connections`: requests held open at once (users, or the
     upstream's in-flight count in open loop)."""
-    if r.requests <= 0 or r.duration_s <= 0:
+    per_req = r.ms_per_request(1.0)  # % of a core -> ms per request
+    if per_req is None:
         return Cost(None, None, None)
-    per_req = r.duration_s * 10 / r.requests  # % of a core -> ms per request
     kb = None
     if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and connections > 0:
         kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / connections, 1)
     apparatus = (r.client_cpu_pct + r.upstream_cpu_pct) * per_req
     front = round(r.front_cpu_pct * per_req, 3) if r.front_cpu_pct >= 0 else None
-    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb, front)
+    dbs = {kind: round(pct * per_req, 3) for kind, pct in r.database_cpu_pct.items()}
+    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb, front, dbs)
+
+
+def apparatus_ceiling(ms_per_req: float, cores: int, delay_ms: float) -> float:
+    """The users at which the apparatus (generators and upstream, on `cores` cores) would be
+    saturated, at the closed-loop ideal (users / delay), from its CPU per request at lower
+    levels: its cores full to the apparatus rule's threshold. A model that closes a connection
+    per request costs the apparatus more per request, so its ceiling is lower. inf where the
+    cost or the delay is unknown."""
+    if ms_per_req <= 0 or delay_ms <= 0 or cores <= 0:
+        return float("inf")
+    most_rps = cores * (T.apparatus_core_busy_pct / 100) * 1000 / ms_per_req
+    return most_rps * delay_ms / 1000

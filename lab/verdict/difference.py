@@ -32,9 +32,19 @@ one answer, from the step records alone:
    runs of one point an apart difference is `CHANGED`. A relative difference's interval stays
    within what a ratio of non-negative figures can be (never below -100%).
 4. **Many claims of one kind** (a run's crossovers, `lab compare`'s changed points, per-route
-   changes) are corrected for their number by Holm's step-down (`holm`): at most a 5% chance of
-   any false claim in the family, whatever its size. Each difference carries the p-value its own
-   interval implies (`Difference.p`: the level at which the interval would just touch zero).
+   changes) are one family, corrected for their number by Benjamini-Hochberg (`corrected`,
+   statsmodels' `fdr_bh`): where nothing changed (an A/A pair) it promises what Holm's step-down
+   promised, at most a 5% chance of any claim in the family; where much changed it calls far
+   more of the real changes, at the price that about 5% of the claims made may be false. A single
+   comparison (the answer for your app) is not corrected. Each difference carries the p-value
+   its own interval implies (`Difference.p`: the level at which the interval would just touch
+   zero).
+
+The t quantiles and tails are scipy's (`scipy.special.stdtrit` and `stdtr`, what
+`scipy.stats.t.ppf` and `.cdf` compute, without their hundred-fold per-call overhead; exact at any
+degrees of freedom, fractional ones included: Welch's are no longer rounded down to a table's
+row), Welch's interval and degrees of freedom statsmodels' (`_welch`), the family's correction
+statsmodels' (`corrected`).
 """
 
 from __future__ import annotations
@@ -46,6 +56,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from scipy import special
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import CompareMeans
 
 from lab.record.flags import excluding, tail_excluding
 from lab.record.step import StepRecord
@@ -62,18 +76,14 @@ TRIALS, SECONDS, FLOOR, NONE = "trials", "seconds", "seconds+floor", "none"  # i
 TOO_FEW = "too few"  # a p99 refused for too few requests beyond it
 FLAGGED = "flagged"  # a point that is not a fair result (or whose tail is not the server's)
 
-# two-sided 95% Student t critical values, index = degrees of freedom (1..30)
-_T975: tuple[float, ...] = (math.nan, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306)
-_T975 += (2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086)
-_T975 += (2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+CORRECTION = "Benjamini-Hochberg-corrected"  # how the words name a family's correction
 
 
 def t975(df: float) -> float:
-    """The 97.5% t quantile; fractional df (Welch) rounds down, which widens the interval."""
+    """The 97.5% t quantile at `df` degrees of freedom (inf: the normal's; nan below one)."""
     if math.isnan(df) or df < 1:
         return math.nan
-    d = int(math.floor(df))
-    return _T975[d] if d < len(_T975) else 1.96 + 2.4 / d  # within 0.002 beyond 30
+    return float(special.stdtrit(df, 0.975))
 
 
 @dataclass(frozen=True)
@@ -255,15 +265,13 @@ class Difference:
     @property
     def p(self) -> float:
         """The two-sided p-value the interval implies: the level at which it would just touch
-        zero (nan: not compared). Below 0.05 exactly where the interval excludes zero, up to
-        the three decimals of the t table."""
+        zero (nan: not compared). Below 0.05 exactly where the interval excludes zero."""
         if not self.compared:
             return math.nan
         half = (self.hi - self.lo) / 2
         if half <= 0:
             return 0.0 if self.diff else 1.0
-        crit = t975(self.df) if not math.isinf(self.df) else 1.96
-        return 2 * t_tail(abs(self.diff) / (half / crit), self.df)
+        return 2 * float(special.stdtr(self.df, -abs(self.diff) / (half / t975(self.df))))
 
     def relative(self) -> tuple[float, float, float]:
         """(b - a) / a with its interval, never below -100% (nan where a is not positive)."""
@@ -320,60 +328,27 @@ def smallest(metric: str, trials: int, noise: Floor | None = None) -> float:
 
 def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """Welch's 95% half-width of mean(b) - mean(a), each from two or more trials, and its
-    degrees of freedom."""
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se2 = va + vb
-    if se2 == 0:
+    degrees of freedom (Satterthwaite's): statsmodels' `CompareMeans`, which stays quiet on
+    nearly equal trials where scipy's `ttest_ind` warns; trials with no spread on either side
+    have no interval."""
+    if statistics.variance(a) == statistics.variance(b) == 0:
         return 0.0, math.inf
-    df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return t975(df) * math.sqrt(se2), df
+    means = CompareMeans.from_data(b, a)
+    lo, hi = means.tconfint_diff(alpha=0.05, usevar="unequal")
+    return (float(hi) - float(lo)) / 2, float(means.dof_satt())
 
 
-def t_tail(t: float, df: float) -> float:
-    """P(T > t) for Student's t with `df` rounded down (exact finite sums, Abramowitz and Stegun
-    26.7.3-4; normal beyond 200 degrees of freedom): the p-values `holm` adjusts."""
-    if math.isinf(df) or df > 200:
-        return 1 - statistics.NormalDist().cdf(t)
-    n = max(int(df), 1)
-    theta = math.atan(abs(t) / math.sqrt(n))
-    c2, term = math.cos(theta) ** 2, 1.0
-    if n % 2:  # odd: (2/pi)(theta + sin cos (1 + 2/3 c2 + 2*4/(3*5) c2^2 ...))
-        total = 0.0 if n == 1 else 1.0
-        for k in range(1, (n - 1) // 2):
-            term *= c2 * 2 * k / (2 * k + 1)
-            total += term
-        inside = 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-    else:  # even: sin (1 + 1/2 c2 + 1*3/(2*4) c2^2 ...)
-        total = 1.0
-        for k in range(1, n // 2):
-            term *= c2 * (2 * k - 1) / (2 * k)
-            total += term
-        inside = math.sin(theta) * total
-    tail = (1 - inside) / 2
-    return tail if t >= 0 else 1 - tail
-
-
-def holm(ps: Sequence[float], alpha: float = 0.05) -> list[bool]:
-    """Holm's step-down over one family of claims: which p-values stay below `alpha` once
-    corrected for how many were tested (nan: not tested, never a claim, not counted)."""
-    tested = sorted((p, i) for i, p in enumerate(ps) if not math.isnan(p))
+def corrected(ps: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Benjamini-Hochberg over one family of claims (statsmodels' `fdr_bh`): which p-values
+    stay claims once corrected for how many were tested (nan: not tested, never a claim, not
+    counted). The smallest is held to `alpha` / m, as Holm's first step holds it."""
+    tested = [i for i, p in enumerate(ps) if not math.isnan(p)]
     out = [False] * len(ps)
-    for rank, (p, i) in enumerate(tested):
-        if p >= alpha / (len(tested) - rank):
-            break
-        out[i] = True
+    if tested:
+        claims = multipletests([ps[i] for i in tested], alpha=alpha, method="fdr_bh")[0]
+        for i, claim in zip(tested, claims, strict=True):
+            out[i] = bool(claim)
     return out
-
-
-def compare_points(
-    a: Sequence[StepRecord],
-    b: Sequence[StepRecord],
-    noise: Floor | None = None,
-    flags: tuple[Sequence[str], Sequence[str]] = ((), ()),
-) -> dict[str, Difference]:
-    """Two points (each a model's trials at one level) compared on every metric; `flags`: each
-    point's flags beside its steps'."""
-    return {m: differ(side(a, m, flags[0]), side(b, m, flags[1]), noise) for m in METRICS}
 
 
 PointKey = tuple[str, str, int]  # (model, mode, level rounded): one point of a sweep

@@ -19,6 +19,8 @@ LIMITS: dict[str, str] = {
     "server_cpu": "the server's cores were busy: more concurrency cannot help, more cores or "
     "less CPU per request can; where the lab's apparatus was full as well (the rule "
     "`both_full`) the step is compared on nothing",
+    "database": "a database the lab started for the app (PostgreSQL, Redis) was busy: "
+    "requests queued in it, whatever the server's model; its CPU per request is in the step",
     "host_cpu": "the lab's apparatus ran out of CPU on a machine whose cores were all busy: "
     "more generators on it cannot help; generators on another machine can",
     "connections": "a new TCP connection per request: the server closes each connection after "
@@ -45,6 +47,7 @@ TITLES = {
     "memory": "memory",
     "front": "the front (nginx)",
     "server_cpu": "server CPU",
+    "database": "the app's database",
     "host_cpu": "the host's cores",
     "connections": "a new connection per request",
     "apparatus": "the lab's apparatus",

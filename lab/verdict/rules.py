@@ -132,6 +132,30 @@ def server_cpu(f: Facts) -> Finding | None:
     return Finding(cpu, {"deployed_cpu_pct": f.r.deployed_cpu_pct})
 
 
+DATABASES = {"postgres": "PostgreSQL", "redis": "Redis"}  # the kinds the lab starts, in words
+
+
+def database(f: Facts) -> Finding | None:
+    """Below the ideal, nothing of the lab's disturbing, while a database the lab started for
+    the app was busy: requests queued in the database, and no server model changes that. Its
+    CPU is measured like the server's (its process tree), so this holds for any app whose
+    database the lab runs; the server's own cost per request is quoted beside it."""
+    r = f.r
+    if not (f.below_ideal and r.database_cpu_pct) or f.lab_disturbances():
+        return None
+    kind, pct = max(r.database_cpu_pct.items(), key=lambda kv: kv[1])
+    if pct < T.database_cpu_busy_pct or f.failed_share >= T.mostly_failed_share:
+        return None
+    mine, server = r.ms_per_request(pct), r.ms_per_request(r.server_cpu_pct)
+    cost = f", {mine:.2f} ms CPU per request (the server {server:.2f} ms)" if mine else ""
+    figures = {"database_cpu_ms_per_req": mine, "server_cpu_ms_per_req": server} if mine else {}
+    return Finding(
+        f"the app's {DATABASES.get(kind, kind)} used {pct:.0f}% of a core{cost}: requests "
+        "queued in the database, whatever the server's model",
+        {"database": kind, "database_cpu_pct": pct, **figures},
+    )
+
+
 def server_busy(f: Facts) -> Finding | None:
     """A server's cores nearly busy while requests waited, below the ideal, nothing else
     disturbing: a core that busy makes requests queue for it (an event loop at 85% of its one
@@ -145,11 +169,7 @@ def server_busy(f: Facts) -> Finding | None:
         or f.failed_share >= T.mostly_failed_share
     ):
         return None
-    waited = (
-        f"; its processes waited for a CPU {f.r.server_wait_pct:.0f}% of the window"
-        if f.r.server_wait_pct > 0
-        else ""
-    )
+    waited = f"; {words.waited(f.r.server_wait_pct)}" if f.r.server_wait_pct > 0 else ""
     share = round(f.server_cpu_share, 4)
     return Finding(
         f"server CPU {share:.0%} of {words.cores(f.cap.cores)}: a core that busy "
@@ -270,7 +290,7 @@ def cpu_taken(f: Facts) -> Finding | None:
     if not (_waited_long(f) and f.r.others_on_cores):
         return None
     return Finding(
-        f"the server waited for a CPU {f.r.server_wait_pct:.0f}% of the window while "
+        f"{words.waited(f.r.server_wait_pct)}, while "
         f"{words.named(f.r.others_on_cores)} ran where it could: they took its cores",
         {"others_on_cores": words.named_evidence(f.r.others_on_cores)},
     )
@@ -282,7 +302,7 @@ def cpu_queued(f: Facts) -> Finding | None:
     if not _waited_long(f) or f.r.others_on_cores:
         return None
     return Finding(
-        f"the server waited for a CPU {f.r.server_wait_pct:.0f}% of the window using "
+        f"{words.waited(f.r.server_wait_pct)}, using "
         f"{f.r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}, and no process outside the "
         "run used 10% of a core where it could run: its own processes and threads queued for "
         "its cores"
@@ -345,7 +365,7 @@ def not_found(f: Facts) -> Finding:
         f"p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms",
     ]
     if r.server_wait_pct > 0:
-        known.append(f"the server waited for a CPU {r.server_wait_pct:.0f}% of the window")
+        known.append(words.waited(r.server_wait_pct))
     if f.cap.host_cores:
         known.append(f"the host's {f.cap.host_cores} cores at {r.host_cpu_pct:.0f}%")
     if f.disturbances:

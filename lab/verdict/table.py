@@ -19,6 +19,7 @@ from lab.verdict.rules import (
     connections,
     cpu_queued,
     cpu_taken,
+    database,
     errors,
     fault,
     front,
@@ -126,6 +127,17 @@ RULES: tuple[Rule, ...] = (
         check=server_cpu,
     ),
     Rule(
+        name="database",
+        limit="database",
+        effect=COMPARED,
+        when=f"below {_IDEAL}, nothing of the lab's disturbing, while a database the lab "
+        f"started for the app (PostgreSQL, Redis) used {T.database_cpu_busy_pct:g}% of a core "
+        f"or more, where fewer than {T.mostly_failed_share:.0%} of requests failed",
+        advice="fewer or cheaper queries per request (an index, a cache), or a database with "
+        "more cores; the server's model does not change what the database must do",
+        check=database,
+    ),
+    Rule(
         name="connections",
         limit="connections",
         effect=EXCLUDED,
@@ -186,10 +198,12 @@ RULES: tuple[Rule, ...] = (
         name="cpu_taken",
         limit="host_busy",
         effect=EXCLUDED,
-        when=f"the server waited for a CPU {T.server_wait_named_pct:.0f}% of the window or "
+        when=f"the server's threads waited for a CPU {T.server_wait_named_pct:.0f}% of the window "
+        "(summed over them) or "
         "more while processes outside the run used 10% of a core or more where it could run "
         f"(they are named), with throughput below {_IDEAL}",
-        advice="stop or move the processes named, or pin the server apart (--server-cores)",
+        advice="stop the processes named or move them off the server's cores (`taskset`); a run "
+        "with `--no-pin` shares every core: run without it",
         check=cpu_taken,
         flag=_LAB,
     ),
@@ -292,7 +306,8 @@ RULES: tuple[Rule, ...] = (
         name="cpu_queued",
         limit="server_cpu",
         effect=COMPARED,
-        when=f"the server waited for a CPU {T.server_wait_named_pct:.0f}% of the window or "
+        when=f"the server's threads waited for a CPU {T.server_wait_named_pct:.0f}% of the window "
+        "(summed over them) or "
         f"more, throughput below {_IDEAL}, no process outside the run seen on its cores",
         advice="fewer threads or processes per core, or more cores",
         check=cpu_queued,

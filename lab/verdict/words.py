@@ -16,8 +16,9 @@ def what_saturated(f: Facts) -> str:
         ev = ev if isinstance(ev, dict) else {}
         parts.append(
             f"a core the apparatus ran on was {ev.get('core_busy_pct', '?')}% busy (generator "
-            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core, waiting "
-            f"{ev.get('waited_for_cpu_pct', '?')}% of the time for a CPU)"
+            f"{r.client_cpu_pct:.0f}%, upstream {r.upstream_cpu_pct:.0f}% of a core; their "
+            f"threads waited for a CPU {ev.get('waited_for_cpu_pct', '?')}% of the window, "
+            "summed over them)"
         )
     if "upstream_late" in f.disturbances:
         parts.append(f"the upstream's event loop woke {r.upstream_lag_ms:g} ms late on average")
@@ -59,10 +60,17 @@ def others(f: Facts) -> str:
         parts.append(f"{beside:.0f}% of a core ran on the server's own cores besides it")
     if "server_cpu_wait" in f.disturbances:
         parts.append(
-            f"the server waited for a CPU {r.server_wait_pct:.0f}% of the time while using "
-            f"{r.server_cpu_pct:.0f}% of {cores(f.cap.cores)}"
+            f"{waited(r.server_wait_pct)}, while using {r.server_cpu_pct:.0f}% of "
+            f"{cores(f.cap.cores)}"
         )
     return "; ".join(parts)
+
+
+def waited(pct: float) -> str:
+    """The server's wait for a CPU as /proc/PID/task/*/schedstat counts it: the waits of its
+    busiest process's threads added up, as a share of the window's length. Several threads
+    waiting at once add up past 100% (a share of the window, never "of the time")."""
+    return f"the server's threads waited for a CPU {pct:.0f}% of the window, summed over them"
 
 
 def named(others: dict[str, float]) -> str:

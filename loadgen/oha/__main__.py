@@ -1,4 +1,4 @@
-"""`python -m loadgen.oha START_JSON`: one open-loop step on oha (`loadgen.oha.driver`)."""
+"""`python -m loadgen.oha START_JSON`: one step on oha (`loadgen.oha.driver`)."""
 
 import sys
 

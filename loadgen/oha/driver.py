@@ -1,12 +1,14 @@
-"""oha as the engine of an open-loop step: `python -m loadgen.oha START_JSON` speaks the lab's
-generator protocol (`loadgen.protocol`) on stdout, with oha sending the requests.
+"""oha as the engine of a step: `python -m loadgen.oha START_JSON` speaks the lab's generator
+protocol (`loadgen.protocol`) on stdout, with oha sending the requests.
 
 Why: oha sends on time in compiled code (`-q RATE --latency-correction`: each request timed from
-when its rate limiter made it due), where the lab's own open loop is a Python scheduler whose
-tail sat 15-26% above oha's on the same server. Why a process that speaks the protocol rather
-than a second step: the lab's step (`lab.run.steps`) drives every engine the same way (the
-watchdog, the samplers on this process's tree, the `.hlog`, the record), so the engine is the
-one thing that differs.
+when its rate limiter made it due), where the lab's own open loop is a Python scheduler whose tail
+sat 15-26% above oha's on the same server; in closed loop (`-c USERS` without `-q`: each connection
+sends as soon as its answer arrived) it spends a fraction of the CPU per request of the lab's
+gevent users, the generator that ran out first on a small machine. Why a process that speaks the
+protocol rather than a second step: the lab's step (`lab.run.steps`) drives every engine the same
+way (the watchdog, the samplers on this process's tree, the `.hlog`, the record), so the engine is
+the one thing that differs.
 
 What it does: oha runs the settle and the window as one (`-z settle + duration`, so its
 connections stay warm and the load never pauses), writing every answered request to a SQLite
@@ -14,14 +16,14 @@ file (`--db-url`: intended start, send, end, status, length) and its summary as 
 failures it only counts); it waits for every request it sent (`--wait-ongoing-requests-after-
 deadline`, bounded by the request timeout). `Measuring` goes out as the window opens, by the
 clock; `loadgen.oha.figures` keeps the window's requests (due inside it, by oha's own clock) and
-turns them into the lab's figures.
-Several processes (`Start.generators`) split the rate and the cap, one per generator core,
-each on one thread (`--worker-threads 1`), pinned there; one process keeps oha's own default
-threads, as oha alone runs (with one thread on a core shared with other work, the 800 req/s p99
-of `benchmarks/latency_fidelity.py` came out 1.42x and 1.48x oha alone's, medians of 4 and 8
-rounds; a core's time is shared out per thread). oha runs in this process's group, so
-the lab's stop of the group (and its tether) stops them with it. An oha that exits non-zero, is
-killed, or outlives its bound is a `Failed` with the reason, never a result.
+turns them into the lab's figures (`loadgen.oha.summary`: the step's `Done`).
+Several processes (`Start.generators`) split the rate and the cap (closed loop: the users), one per
+generator core, each on one thread (`--worker-threads 1`), pinned there; one process keeps oha's
+own default threads, as oha alone runs (with one thread on a core shared with other work, the 800
+req/s p99 of `benchmarks/latency_fidelity.py` came out 1.42x and 1.48x oha alone's, medians of 4
+and 8 rounds; a core's time is shared out per thread). oha runs in this process's group, so the
+lab's stop of the group (and its tether) stops them with it. An oha that exits non-zero, is killed,
+or outlives its bound is a `Failed` with the reason, never a result.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import numpy as np
 import psutil
 
 from lab.record import hist
-from loadgen.oha import figures
+from loadgen.oha import figures, summary
 from loadgen.protocol import Failed, Histogram, Measuring, Message, Sample, Start, encode
 from loadgen.shares import spread
 
@@ -60,7 +62,8 @@ class OhaFailed(Exception):
 
 @dataclass(frozen=True)
 class Share:
-    """One oha process's part of the step: its rate, its connections, its core."""
+    """One oha process's part of the step: its rate (0: closed loop), its connections, its
+    core."""
 
     index: int
     rate_rps: float
@@ -69,24 +72,24 @@ class Share:
 
 
 def shares_of(start: Start) -> list[Share]:
-    """The rate and the cap split evenly over `generators` processes, one core each."""
-    assert start.rate_rps is not None
+    """The rate and the cap (closed loop: the users, each a connection) split evenly over
+    `generators` processes, one core each."""
     n = max(1, start.generators)
-    caps = spread(start.max_outstanding, n)
+    caps = spread(start.users if start.rate_rps is None else start.max_outstanding, n)
+    rate = (start.rate_rps or 0.0) / n
     cpus = start.generator_cpus
-    return [
-        Share(i, start.rate_rps / n, caps[i], cpus[i % len(cpus)] if cpus else None)
-        for i in range(n)
-    ]
+    return [Share(i, rate, caps[i], cpus[i % len(cpus)] if cpus else None) for i in range(n)]
 
 
 def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path]) -> list[str]:
     """oha's command line for one share over `seconds`, its records into `files` (database,
     JSON)."""
-    out = [start.engine_path, "--no-tui", "--latency-correction"]
+    out = [start.engine_path, "--no-tui"]
     if start.generators > 1:  # one process per core: one thread each (else oha's own default)
         out += ["--worker-threads", "1"]
-    out += ["-q", f"{share.rate_rps:.6g}", "-c", str(share.cap)]
+    if start.rate_rps is not None:  # open loop; closed: each connection sends on its answer
+        out += ["--latency-correction", "-q", f"{share.rate_rps:.6g}"]
+    out += ["-c", str(share.cap)]
     out += ["-z", f"{max(1, round(seconds * 1000))}ms", "-t", f"{round(start.timeout_s * 1000)}ms"]
     out += ["-m", start.method]
     for name, value in start.headers.items():
@@ -219,11 +222,16 @@ def window_runs(fleet: Fleet, spec: figures.Spec) -> list[figures.OhaRun]:
         fleet.shares, fleet.files, fleet.cpu_s[: len(fleet.shares)], strict=True
     ):
         data, errors, total = read(*files)
-        q = share.rate_rps  # its rate limiter's arrivals at i / q: those due inside the window
-        due = math.ceil((spec.settle_s + spec.window_s) * q - 1e-9) - math.ceil(
-            spec.settle_s * q - 1e-9
-        )
         intended, sent, end, status, size = data.T
+        reconnected = 0
+        if spec.closed:  # nothing scheduled: the rows sent in the window, and their counted share
+            errors, stale = figures.reconnects(errors, len(status))
+            reconnected = spec.closed_room(0, stale)
+            due = spec.closed_room(int((intended >= spec.settle_s).sum()), sum(errors.values()))
+        else:  # its rate limiter's arrivals at i / q: those due inside the window
+            q = share.rate_rps
+            whole = spec.settle_s + spec.window_s
+            due = math.ceil(whole * q - 1e-9) - math.ceil(spec.settle_s * q - 1e-9)
         runs.append(
             figures.OhaRun(
                 intended,
@@ -238,6 +246,7 @@ def window_runs(fleet: Fleet, spec: figures.Spec) -> list[figures.OhaRun]:
                 rate_rps=share.rate_rps,
                 cpu_pct=round(100 * cpu_s / max(spec.settle_s + spec.window_s, 1e-9), 1),
                 cpus=(share.cpu,) if share.cpu is not None else (),
+                reconnects=reconnected,
             )
         )
     return runs
@@ -256,13 +265,14 @@ def run(start: Start, workdir: Path) -> None:
         start.duration_s,
         start.timeout_s,
         len(expected.encode()) if expected is not None else None,
+        closed=start.rate_rps is None,
     )
     started_at = began.isoformat(timespec="milliseconds")
     try:
         runs = window_runs(fleet, spec)
     except (OSError, ValueError, KeyError, sqlite3.Error) as exc:  # ended well, wrote no records
         raise OhaFailed(f"oha's records could not be read: {exc}") from None
-    done, tallied = figures.done(runs, spec, started_at, cpu)
+    done, tallied = summary.done(runs, spec, started_at, cpu)
     for begin, end, h, drain in figures.intervals(tallied, start.duration_s):
         emit(Histogram(round(begin, 3), round(end, 3), hist.encode(h), "", drain))
     emit(done)
@@ -270,12 +280,14 @@ def run(start: Start, workdir: Path) -> None:
 
 def check(start: Start) -> str | None:
     """Why this engine cannot run `start`, or None."""
-    if start.rate_rps is None or start.rate_rps <= 0:
-        return "oha runs open-loop steps only (a rate > 0)"
+    if start.rate_rps is not None and start.rate_rps <= 0:
+        return f"an open-loop rate of {start.rate_rps:g} req/s: it must be > 0"
+    if start.rate_rps is None and start.users <= 0:
+        return f"a closed loop of {start.users} users: it needs 1 or more"
     if not start.engine_path or not os.access(start.engine_path, os.X_OK):
         return f"oha not found at {start.engine_path!r}"
-    if start.mix or start.remote_generators or start.arrival != "constant":
-        return "a mix, remote generators or Poisson arrivals need the lab's engine"
+    if start.mix or start.remote_generators or start.login or start.arrival != "constant":
+        return "a mix, a login, remote generators or Poisson arrivals need the lab's engine"
     return None
 
 

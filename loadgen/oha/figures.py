@@ -1,5 +1,5 @@
 """oha's records of a step's window as the lab's: the per-second histograms, the failures by kind,
-the counts and the open-loop figures, exactly as the lab's own open loop fills them.
+the counts and the open- or closed-loop figures, exactly as the lab's own loops fill them.
 
 What oha keeps (1.16, `--db-url`): one row per request that got an HTTP response, any status,
 with its intended start (`--latency-correction`: when its rate limiter made it due), its actual
@@ -29,8 +29,13 @@ How the lab's rules carry over (`loadgen.open_loop` is the reference):
   the deadline to oha's end, a lower bound as the lab's dropped arrivals are;
 - oha waits for every request it sent (`--wait-ongoing-requests-after-deadline`, bounded by the
   request timeout), so nothing is unfinished except a request it aborted at the deadline.
-Several oha processes (the rate split over cores) are merged exactly: counts added, histograms
-added, each process's seconds counted from its own start.
+Closed loop (`-c N` without `-q`: each connection sends as soon as its answer arrived) keeps the
+same rows without an intended start: a request is timed from its send and counts when it was sent
+inside the window, whenever it answers (`loadgen.closed_loop`'s rule); nothing is scheduled, so
+nothing is dropped, and the failures oha only counted (no time) are shared between the settle and
+the window by their lengths (`closed_room`), which is exact for a steady failure rate.
+Several oha processes (the rate or the users split over cores) are merged exactly: counts added,
+histograms added, each process's seconds counted from its own start.
 """
 
 from __future__ import annotations
@@ -39,14 +44,12 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
-from loadgen.protocol import ANSWER_TICK_S, Done, OpenLoopFigures, Part
-from loadgen.shares import lower_bounds
+from loadgen.protocol import ANSWER_TICK_S
 
 # oha's rate limiter wakes on tokio's millisecond timer and makes nothing due once its deadline
 # has passed: the arrivals of the window's last moments it woke for too late were never due to
@@ -62,6 +65,31 @@ MESSAGE_KINDS = (
     ("broken pipe", "reset"),
     ("closed", "reset"),
 )
+
+
+# hyper's words for a request sent on a kept-alive connection the server had closed after its
+# last answer (uWSGI's `--http-socket` closes each one without saying `Connection: close`): the
+# request never reached the server, and oha's connection opens anew for the next one.
+STALE_CONNECTION = (
+    "connection closed before message completed",
+    "operation was canceled",
+    "connection error",
+)
+
+
+def reconnects(errors: dict[str, int], answered: int) -> tuple[dict[str, int], int]:
+    """Closed loop: oha's failures that were a reconnect, not a request (its connection was
+    closed after the last answer), and the failures left. At most one per answered request:
+    only an answer's close makes a connection stale, so any beyond that stay failures (a
+    server that closes connections before answering is failing, whatever hyper calls it). The
+    lab's own engine reconnects the same way, silently (geventhttpclient resends once)."""
+    left = dict(errors)
+    room = max(0, answered)
+    for message in [m for m in left if any(w in m.lower() for w in STALE_CONNECTION)]:
+        taken = min(left[message], room)
+        room -= taken
+        left[message] -= taken
+    return {m: n for m, n in left.items() if n}, max(0, answered) - room
 
 
 def kind_of(message: str) -> str:
@@ -81,11 +109,12 @@ class OhaRun:
     size: np.ndarray
     errors: dict[str, int]  # oha's error message -> count
     total_s: float  # oha's own time: the settle, the window and the wait for its requests
-    scheduled: int  # arrivals its rate limiter made due inside the window
+    scheduled: int  # arrivals its rate limiter made due inside the window (closed: closed_room)
     source: str = ""
     rate_rps: float = 0.0  # its share of the step's rate
     cpu_pct: float = 0.0
     cpus: tuple[int, ...] = ()
+    reconnects: int = 0  # closed loop: the window's share of them (not requests, not errors)
 
 
 @dataclass(frozen=True)
@@ -97,6 +126,14 @@ class Spec:
     window_s: float
     timeout_s: float
     expected_size: int | None  # the checked body's length (None: not checked)
+    closed: bool = False  # a closed loop: no rate, no schedule, nothing dropped
+
+    def closed_room(self, kept: int, counted: int) -> int:
+        """Closed loop: how many of oha's only-counted failures (`counted`, the settle's and the
+        window's) the window's requests take beside the `kept` rows sent in it (`OhaRun.scheduled`
+        there): their share of the whole run by time."""
+        whole = max(self.settle_s + self.window_s, 1e-9)
+        return kept + round(counted * self.window_s / whole)
 
     def rate_rps_of(self, run: OhaRun) -> float:
         """One process's share of the rate."""
@@ -158,6 +195,7 @@ def tally(run: OhaRun, spec: Spec) -> Tally:
     _timed(t, mine, ok[due], spec)
     _untimed(t, mine, run.errors, spec)
     _counts(t, mine, int(ok[due].sum()), int(arrived.sum()))
+    t.counts["reconnects"] = run.reconnects
     return t
 
 
@@ -291,91 +329,3 @@ def intervals(t: Tally, window_s: float) -> list[tuple[float, float, HdrHistogra
     n = len(t.seconds)
     out = [(float(i), min(i + 1.0, window_s), h, False) for i, h in enumerate(t.seconds)]
     return [*out, (float(n) if n else 0.0, window_s + t.drain_s, t.drain, True)]
-
-
-def figures(t: Tally, spec: Spec) -> tuple[dict[str, Any], OpenLoopFigures]:
-    """The step's latency figures (as `Done` takes them) and its open-loop figures."""
-    whole = hist.merge([*t.seconds, t.drain])
-    everything = hist.merge([whole, *t.failed.values()])
-    latency = hist.summary_ms(whole)
-    all_latency = hist.summary_ms(everything)
-    c = t.counts
-    open_loop = OpenLoopFigures(
-        rate_rps=spec.rate_rps,
-        achieved_rate_rps=round(t.achieved_rps, 2),
-        sent=c["sent"],
-        dropped=c["dropped"],
-        unfinished=c["unfinished"],
-        service_latency_ms=hist.summary_ms(t.service),
-        scheduled=c["sent"] + c["dropped"],
-        completed=c["completed"],
-        not_sent=c["dropped"],
-        ok_in_window=c["ok_in_window"],
-        drain_s=round(t.drain_s, 3),
-        lower_bounds=lower_bounds(latency, t.floor),
-        all_lower_bounds=lower_bounds(all_latency, t.all_floor),
-        send_lateness_ms=hist.summary_ms(t.late),
-    )
-    failed = {k: hist.summary_ms(h) for k, h in sorted(t.failed.items())}
-    late = hist.encode(t.late) if t.late.get_total_count() else ""
-    return {
-        "latency_ms": latency,
-        "failed_latency_ms": failed,
-        "all_latency_ms": all_latency,
-        "late_sends": late,
-    }, open_loop
-
-
-def series(t: Tally, window_s: float, cpu: Sequence[float]) -> dict[str, list[float]]:
-    """The per-second series as the lab's open loop keeps them (no loop-lag series: oha has no
-    probe of its own runtime's lateness)."""
-    n = len(t.seconds)
-    ends = [min(i + 1.0, window_s) for i in range(n)]
-    spans = [max(e - float(i), 1e-9) for i, e in enumerate(ends)]
-    summaries = [hist.summary_ms(h) if h.get_total_count() else None for h in t.seconds]
-    nan = math.nan
-    return {
-        "t": [round(e, 2) for e in ends],
-        "rps": [round(a / s, 1) for a, s in zip(t.answers, spans, strict=True)],
-        "errors": [float(e) for e in t.errors_per_s],
-        "p50_ms": [s["p50"] if s else nan for s in summaries],
-        "p99_ms": [s["p99"] if s else nan for s in summaries],
-        "client_cpu_pct": [float(cpu[i]) if i < len(cpu) else 0.0 for i in range(n)],
-        "dropped": [0.0] * n,  # oha drops only at the deadline (its queue): in the counts
-        "inflight": [float(x) for x in t.inflight],
-    }
-
-
-def part(run: OhaRun, t: Tally, spec: Spec) -> Part:
-    """One oha process's share of a step run by several."""
-    _, open_loop = figures(t, replace(spec, rate_rps=spec.rate_rps_of(run)))
-    c = t.counts
-    return Part(
-        run.source, c["requests"], c["ok"], run.cpu_pct, list(run.cpus), {}, -1.0, vars(open_loop)
-    )
-
-
-def done(
-    runs: Sequence[OhaRun], spec: Spec, started_at: str, cpu: Sequence[float]
-) -> tuple[Done, Tally]:
-    """The step's figures from every oha process's window, and their merged tally (its
-    intervals are the `.hlog`'s)."""
-    tallies = [tally(r, spec) for r in runs]
-    t = merged(tallies)
-    latency, open_loop = figures(t, spec)
-    c = t.counts
-    mean_cpu = sum(cpu) / len(cpu) if cpu else sum(r.cpu_pct for r in runs)
-    parts = [part(r, x, spec) for r, x in zip(runs, tallies, strict=True)]
-    return Done(
-        started_at=started_at,
-        duration_s=spec.window_s,
-        requests=c["requests"],
-        ok=c["ok"],
-        errors=dict(t.errors),
-        client_cpu_pct=round(mean_cpu, 1),
-        timeseries=series(t, spec.window_s, cpu),
-        answers_100ms=list(t.ticks),
-        open_loop=open_loop,
-        parts=parts if len(runs) > 1 else [],
-        **latency,
-    ), t
