@@ -8,10 +8,13 @@ from pathlib import Path
 
 from tests.helpers import lab_run
 
-# A WSGI app whose one route waits 80 ms (an upstream, say) and has Redis run a Lua loop of a few
-# ms. Redis runs one command at a time: at 16 users its one core is full long before the
-# server's, while the machine's other core stays free for the server and the generator; and a
-# probe's eight requests still overlap (their waits do), so the route is not serialised.
+# A WSGI app whose one route waits 80 ms (an upstream, say) and has Redis run a Lua loop of about
+# 10 ms, whatever the machine's speed (the loop is sized on the first request: a fixed count of
+# 400,000 took 3 ms a request in one CI run, and Redis was then only 55% busy). Redis runs one
+# command at a time: at 16 users (about 180 requests a second at the ideal) its one core is full
+# long before the server's, while the machine's other core stays free for the server and the
+# generator; and a probe's eight requests still overlap (their waits do), so the route is not
+# serialised.
 APP = """
 import os
 import time
@@ -20,11 +23,24 @@ import redis
 
 _redis = redis.Redis.from_url(os.environ["REDIS_URL"])
 _BURN = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return x"
+_loops = 0
+
+
+def _sized(ms=10.0, trial=1000000):
+    # the loop count that keeps Redis busy about `ms` on this machine, measured once, after a
+    # first command has connected (timed with the connecting, the loop came out a quarter as long)
+    global _loops
+    if not _loops:
+        _redis.eval(_BURN, 0, 1)
+        started = time.perf_counter()
+        _redis.eval(_BURN, 0, trial)
+        _loops = int(trial * ms / 1000 / (time.perf_counter() - started))
+    return _loops
 
 
 def app(environ, start_response):
     time.sleep(0.08)
-    body = str(_redis.eval(_BURN, 0, 400000)).encode()
+    body = str(_redis.eval(_BURN, 0, _sized())).encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
 """

@@ -143,6 +143,11 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 20) -> 
         time.sleep(0.05)
 
 
+def _default_stop_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def placed_then(policy: Path, sig: signal.Signals | None) -> subprocess.Popen[str]:
     """without_service_starts around a long sleep, stopped by `sig` once policy-rc.d is placed
     and the command runs (SIGINT to the whole process group, as Ctrl-C in a terminal sends it).
@@ -158,9 +163,11 @@ def placed_then(policy: Path, sig: signal.Signals | None) -> subprocess.Popen[st
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        # Ctrl-C's default action, even where this test runs with SIGINT ignored (a background
-        # job of a non-interactive shell): bash keeps an ignored signal ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # Each stop signal's default action, even where this test runs with it ignored (SIGINT in
+        # a background job of a non-interactive shell, SIGHUP under nohup): bash keeps an ignored
+        # signal ignored, and so do the sh and sleep it starts (a run under nohup waited out the
+        # sleep).
+        preexec_fn=_default_stop_signals,
     )
     wait_for(started, proc)
     assert policy.read_text().endswith("exit 101\n")
