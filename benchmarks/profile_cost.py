@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean
 
-from benchmarks.figures import write_summary
+from benchmarks.figures import print_table, write_summary
 
 AIM_SHARE = 0.03  # issue 57: the sampler may cost the server at most this share of throughput
 HEADERS = ["model", "route", "users", "req/s off", "req/s on", "change", "p99 ms off", "p99 ms on"]
@@ -66,9 +66,7 @@ def main() -> None:
             + [f"{rps[1] / rps[0] - 1:+.1%}", f"{p99[0]:.1f}", f"{p99[1]:.1f}"]
             + [f"{p99[1] / p99[0] - 1:+.1%}", str(min(len(off), len(on)))]
         )
-    print(" | ".join(HEADERS))
-    for r in rows:
-        print(" | ".join(r))
+    print_table("py-spy on against off, side by side", HEADERS, rows)
     print(f"wall time {time.time() - started:.0f} s; the aim: a change within -{AIM_SHARE:.0%}")
     if args.summary:
         kept = f"models {args.models}, route {args.route}, levels {args.levels}, "
