@@ -6,7 +6,8 @@ an accept and a close in the generator), so on a small machine the apparatus fil
 level for some models than for others, and those points are the lab's, not the models'
 (`lab_limited`). This says where, before a reader has to find it out from flags: per model, the
 apparatus's CPU per request at its busiest level measured without its limit, and the users at which
-that would fill its cores at the ideal rate (`lab.verdict.capacity.apparatus_ceiling`).
+that would fill its cores at the ideal rate (`lab.verdict.capacity.apparatus_ceiling`); a model
+whose own limit held it below the apparatus's rate is left out (more users queue in it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 from lab.record.flags import outside
 from lab.record.step import StepRecord
-from lab.verdict.capacity import apparatus_ceiling
+from lab.verdict.capacity import apparatus_ceiling, apparatus_rate
+from lab.verdict.limits import LABS_OWN
 
 
 def apparatus_cores(manifest: Mapping[str, Any]) -> int:
@@ -42,7 +44,18 @@ def ceilings(records: Sequence[StepRecord], cores: int, delay_ms: float) -> dict
     return {
         model: apparatus_ceiling(r.apparatus_cpu_ms_per_req or 0.0, cores, delay_ms)
         for model, r in sorted(busiest.items())
+        if not _own_limit_first(r, cores)
     }
+
+
+def _own_limit_first(r: StepRecord, cores: int) -> bool:
+    """The model's own limit (its server's CPU, a cap, a pool...) held its busiest step below the
+    rate at which the apparatus fills: more users would queue in the model, not load the
+    apparatus, so no users figure says where the apparatus would stop this model (django-todo:
+    server CPU at 28 req/s, the apparatus full near 185, yet 'measured up to about 5 users')."""
+    own = r.limited_by not in LABS_OWN and r.limited_by not in ("none", "unknown", "")
+    rate = apparatus_rate(r.apparatus_cpu_ms_per_req or 0.0, cores)
+    return own and r.throughput_rps < rate
 
 
 def ceiling_words(records: Sequence[StepRecord], manifest: Mapping[str, Any]) -> str:

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.ceiling import ceiling_words, remeasured_words
-from analysis.differences import lead, tied
+from analysis.differences import crossing_words, crossovers, lead, tied
 from analysis.front import front_costs
 from analysis.instrument import instrument_lines
 from analysis.interfaces import run_answer
 from analysis.judge import judge, sentence
 from analysis.limiting import model_sentences
 from analysis.loading import Run
-from analysis.metrics import crossing_words, crossovers
 from lab.verdict.difference import floor
 
 
@@ -35,7 +34,7 @@ class Claims:
     verdict: tuple[str, ...]  # the lead, the per-level sentences, the floor they rest on
     limits: tuple[str, ...]  # what limits each model, and what a front costs
     instrument: tuple[str, ...]  # the load generator itself
-    crossings: pd.DataFrame  # `analysis.metrics.crossovers`, corrected (BH)
+    crossings: pd.DataFrame  # `analysis.differences.crossovers`, corrected (BH)
     crossing_count: str  # "1 of 57 flip(s) tested beyond noise, Benjamini-Hochberg-corrected ..."
 
 

@@ -16,8 +16,8 @@ appears anywhere with at most a 5% chance, and among the starred changes of a re
 
 Two runs that differ in scenario (delay, route or mix, app, front, models, levels, machine) say
 so first, and the points measured in only one of them are listed: a change between them is the
-scenario's, not the code's. The exit code says what was found (docs/running.md): 0 nothing
-changed, 6 a point changed, 7 the runs differ in scenario.
+scenario's, not the code's. The exit code says what was found (docs/failures-and-stops.md): 0
+nothing changed, 6 a point changed, 7 the runs differ in scenario.
 
 What limits each point (`limited_by`) is shown for both runs: a change in throughput that comes
 with a change of limit (`none -> server_cpu`) says why it changed, not only that it did.
@@ -108,7 +108,7 @@ def unpaired(a: Run, b: Run) -> list[str]:
     """The points measured in one run only, e.g. "only in A: uvicorn at 200 users"."""
     out = []
     for name, mine, other in (("A", a.points, b.points), ("B", b.points, a.points)):
-        alone = [f"{k[0]} at {v.records[0].key.label}" for k, v in mine.items() if k not in other]
+        alone = [f"{k[0]} at {v.label}" for k, v in mine.items() if k not in other]
         if alone:
             out.append(f"only in {name}: {', '.join(alone)}")
     return out

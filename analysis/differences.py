@@ -10,19 +10,33 @@ test of difference (`lab.verdict.difference`: enough requests beyond p99, the in
 run-to-run variance; one trial of a cost, which has no run-to-run floor, is said to be a
 description, not a claim); and they point to `lab advise`, which answers a target load with the
 cheapest configuration per model.
+
+Where one model overtakes another (`crossovers`) is a difference too: a flip in the order of two
+models from one level to the next, read from the point table's figures (those the test compares)
+and kept only where the test, corrected for every flip of the run, calls it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from analysis.judge import LevelVerdict
-from analysis.points import Points, of
+from analysis.points import Point, Points, of
 from lab.record.step import StepRecord
-from lab.verdict.difference import APART, NONE, TOO_FEW, Side, differ, figure
+from lab.verdict.difference import (
+    APART,
+    CORRECTION,
+    NONE,
+    TOO_FEW,
+    Side,
+    corrected,
+    differ,
+    figure,
+)
 
 ADVISE = (
     "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest "
@@ -139,3 +153,69 @@ def _extremes(sides: dict[str, Side], what: str, unit: str, spec: str) -> str:
     else:
         words = "apart beyond noise" if d.word == APART else "within noise"
     return f"{what} {lo} {unit} ({order[0]}) to {hi} {unit} ({order[-1]}), {words}"
+
+
+def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.DataFrame:
+    """Where one model overtakes another: higher throughput, or lower p99, from a level on.
+
+    Only fair points count (on p99, not one whose tail may be the generator's own either). A
+    crossover is reported at the first level where the order of a pair flips relative to the
+    level before (both models measured at both levels), the order read from the figures the
+    test compares (the table's rps and p99_ms are those). `clear` says the one test of
+    difference (`lab.verdict.difference`) calls the two apart at that level in the flip's own
+    direction, once corrected (Benjamini-Hochberg) for every flip of the run that could be
+    tested (`p`: the uncorrected p-value, nan where the points could not be compared).
+    """
+    cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken"]
+    cols += ["p", "clear"]
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    by_point = of(data)
+    found = []
+    for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
+        fair = table[table["fair" if metric == "rps" else "fair_p99"]]
+        for mode, sub in fair.groupby("mode"):
+            wide = sub.pivot_table(index="concurrency", columns="model", values=metric)
+            models = sorted(wide.columns)
+            for i, a in enumerate(models):
+                for b in models[i + 1 :]:
+                    for c, prev, win, lose in _flips(sign * (wide[a] - wide[b]), a, b):
+                        lo, hi = (by_point.get((m, str(mode), int(c))) for m in (lose, win))
+                        p = _p_toward(metric, lo, hi) if lo and hi else math.nan
+                        found.append([metric, mode, int(c), int(prev), win, lose, p])
+    out = pd.DataFrame(found, columns=cols[:-1])
+    out["clear"] = corrected(out["p"].tolist()) if found else []
+    return out
+
+
+def crossing_words(cross: pd.DataFrame) -> str:
+    """How many flips were tested and how many the corrected test kept: "1 of 57 flips tested
+    beyond noise, Benjamini-Hochberg-corrected for their number (4 could not be tested)"."""
+    tested = int(cross["p"].notna().sum()) if not cross.empty else 0
+    clear = int(cross["clear"].sum()) if not cross.empty else 0
+    untested = len(cross) - tested
+    said = f"{clear} of {tested} flip(s) tested beyond noise, {CORRECTION} for their number"
+    return said + (f" ({untested} could not be tested)" if untested else "")
+
+
+def _flips(diff: pd.Series, a: str, b: str) -> list[tuple[Any, Any, str, str]]:
+    """(level, the level before, overtaker, overtaken) where the sign of a - b flips."""
+    out = []
+    prev_c, prev_d = None, None
+    for c, d in diff.dropna().items():
+        if d == 0:
+            continue
+        if prev_d is not None and (d > 0) != (prev_d > 0):
+            out.append((c, prev_c, *((a, b) if d > 0 else (b, a))))
+        prev_c, prev_d = c, d
+    return out
+
+
+def _p_toward(metric: str, lose: Point, win: Point) -> float:
+    """The p-value of the flip's difference where the test points the flip's way (the
+    overtaker higher on throughput, lower on p99); 1 where it points the other way, so a
+    crossover is never called clear against its own direction; nan where not compared."""
+    name = "rps" if metric == "rps" else "p99"
+    d = differ(lose.sides()[name], win.sides()[name])
+    toward = d.diff > 0 if name == "rps" else d.diff < 0
+    return d.p if toward or not d.compared else 1.0

@@ -162,7 +162,7 @@ def view_quick_caption(s: Summary) -> str:
         f"{1 - worst_below:.0%} of the ideal (dashed: users / delay) up to {below[-1]} users and "
         f"reaches {min(eff):.0%}-{max(eff):.0%} of it at {top} (p50 "
         f"{min(p50):.0f}-{max(p50):.0f} ms against the {s['delay_ms']:g} ms delay). Flags: "
-        f"{flags or 'none'}. The answer it gives is [above](#the-answer-and-why)."
+        f"{flags or 'none'}. The answer it gives is [above](#the-labs-own-reference-its-mock-app)."
     )
 
 
@@ -215,6 +215,20 @@ def view_answer(s: Summary) -> str:
     return "```text\n" + "\n".join(said) + "\n```"
 
 
+def view_kept_answer(s: Summary) -> str:
+    """A user's app's answer as its run printed it: the kept output's lines from "your app is"
+    to the configuration to run (the answer, the async port where there is one), before the
+    run's closing lines; the tutorial's sweep shows the whole output, the README these lines."""
+    lines: list[str] = s["text"]
+    first = next(i for i, line in enumerate(lines) if line.startswith("your app is"))
+    said = [line for line in lines[first:] if not line.startswith("not a fair")]
+    end = next((i for i, line in enumerate(said) if line.startswith(CLOSING)), len(said))
+    return "```text\n" + "\n".join(said[:end]) + "\n```"
+
+
+CLOSING = ("crossovers", "the instrument", "the smallest change", "done:", "written:")
+
+
 def view_samples(s: Summary) -> str:
     """How many requests each percentile rests on at each level: a step's requests (throughput x
     the measured seconds, lowest and highest over the models) and how many of them lie beyond
@@ -265,6 +279,7 @@ VIEWS: dict[str, Callable[[Summary], str]] = {
     "quick-caption": view_quick_caption,
     "quick-answer": view_quick_answer,
     "answer": view_answer,
+    "kept-answer": view_kept_answer,
     "image": view_image,
     "samples": view_samples,
     "smallest": view_smallest,

@@ -29,6 +29,7 @@ def _fair(data: Sequence[StepRecord] | Points) -> Fair:
         (p.model, round(p.level)): p
         for p in of(data).values()
         if not p.excluded_by
+        and p.records
         and all(r.status == "measured" and r.users is not None and r.ok for r in p.records)
     }
 

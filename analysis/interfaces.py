@@ -314,7 +314,7 @@ def _bridge(pts: Points, as_is: set[str], model: str) -> str:
         if c.excluded_by
         else "no model that runs your app as it is has a fair result beside it"
     )
-    return f"through the bridge, at {c.records[0].key.label}: {_figures(c)} ({why})"
+    return f"through the bridge, at {c.label}: {_figures(c)} ({why})"
 
 
 def run_answer(

@@ -83,7 +83,7 @@ def _verdict(mode: str, level: float, at: list[Point]) -> LevelVerdict:
         best_p99=_winners(fair, higher=False),
         excluded={c.model: c.excluded_by for c in at if c.excluded_by},
         notes=notes,
-        trials=min((c.trials for c in at), default=0),
+        trials=min((c.trials for c in at if c.trials), default=0),  # a skipped point has none
         p99_unread=_unread(fair),
     )
 
@@ -146,7 +146,7 @@ def sentence(v: LevelVerdict) -> str:
     if v.trials == 1:
         parts.append(
             "single trial: its intervals include the run-to-run floor of the lab's A/A runs "
-            "(docs/trust.md); --trials 3 measures the spread instead"
+            "(docs/statistics.md); --trials 3 measures the spread instead"
         )
     parts += v.notes
     return "; ".join(parts)

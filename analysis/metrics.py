@@ -1,4 +1,6 @@
-"""Per-point metrics of a run: throughput against the ideal, latency, errors, cost, crossovers.
+"""Per-point metrics of a run: throughput against the ideal, latency, errors, cost.
+
+Where one model overtakes another is `analysis.differences.crossovers`, read from this table.
 
 Definitions (all per point = model x mode x concurrency, trials combined):
 
@@ -23,28 +25,29 @@ Definitions (all per point = model x mode x concurrency, trials combined):
 - cpu_ms_per_req = server CPU time over the window / requests; rss_per_conn_kb = the RSS added per
   extra concurrent connection relative to the model's lowest level (the memory cost of concurrency).
 - inferred_inflight: requests inside the server by Little's law, throughput x the unloaded
-  service time (median of the trials); seen from outside, so it holds for any app.
+  service time; seen from outside, so it holds for any app.
+- every figure of a point is the mean of its trials, the statistic the one test of difference
+  compares (throughput and p99 are those very sides), except the latency percentiles besides p99,
+  read from the merged histogram, and the upstream's in-flight count, the highest seen.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, POINT, Run
-from analysis.points import Point, Points, of
+from analysis.points import Point
 from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
-from lab.record.step import ERROR_KINDS, StepRecord
+from lab.record.step import ERROR_KINDS
 from lab.record.thresholds import T
 from lab.verdict import capacity
-from lab.verdict.difference import CORRECTION, corrected, differ
 
 
 def server_cores(manifest: dict[str, Any], model: str, observed_cpu_pct: float = 0.0) -> float:
@@ -101,7 +104,7 @@ def point_table(run: Run) -> pd.DataFrame:
     pre = preflight_status(run)
     rows = []
     for key, group in steps.groupby(POINT, sort=True):
-        point = run.points.get((str(key[0]), str(key[1]), int(key[2])))
+        point = run.points[(str(key[0]), str(key[1]), int(key[2]))]
         rows.append(_point_row(run, key, group, pre.get(str(key[0]), []), point))
     table = pd.DataFrame(rows)
     table["ceiling_rps"] = _ceilings(run, table)
@@ -134,61 +137,63 @@ def _point_row(
     key: tuple[Any, ...],
     group: pd.DataFrame,
     pre_flags: list[str],
-    point: Point | None,
+    point: Point,
 ) -> dict[str, Any]:
-    """One point's figures; its throughput (and its interval) and p99 are the sides of the run's
-    `Point` the claims test (`lab.verdict.difference`)."""
+    """One point's figures: its throughput (and its interval), p99, trials and flags are the
+    run's `Point`'s, the sides the claims test (`lab.verdict.difference`); the rest are the
+    means of its trials, the steps that measured something (`StepRecord.is_trial`): a skipped
+    step adds its flags and their evidence, never a zero to a mean or a trial to the count."""
     model, mode, conc = key[0], key[1], int(key[2])
-    rps = estimate(group["throughput_rps"].tolist())
-    tested = point.throughput if point else None
-    lo, hi = tested.interval() if tested else (float("nan"),) * 2
-    ci_basis = tested.basis() if tested else "none"  # the test's own label of the interval
+    every, group = group, group[group["status"] != "skipped"]
+    spread = estimate(group["throughput_rps"].tolist()).spread
+    lo, hi = point.throughput.interval()
     requests = int(group["requests"].sum())
     row: dict[str, Any] = {
         "model": model,
         "mode": mode,
         "concurrency": conc,
-        "trials": rps.n,
-        "rps": tested.value if tested else rps.median,
+        "trials": point.trials,
+        "rps": point.rps,
         "rps_lo": lo,
         "rps_hi": hi,
-        "rps_spread": rps.spread,
-        "ci_basis": ci_basis,
-        "unstable": rps.unstable,
+        "rps_spread": spread,
+        "ci_basis": point.throughput.basis(),  # the test's own label of the interval
+        "unstable": "unstable" in point.flags,
         "ideal_rps": _ideal(run, mode, conc, group),
         "requests": requests,
         "ok": int(group["ok"].sum()),
     }
     row.update(_latency(run, key, group))
     row["p99_merged_ms"] = row["p99_ms"]
-    p99 = point.p99_ms if point else float("nan")
-    row["p99_ms"] = row["p99_ms"] if math.isnan(p99) else p99
+    row["p99_ms"] = row["p99_ms"] if math.isnan(point.p99_ms) else point.p99_ms
     row.update(_every_request(group))
     errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
     row.update({f"err_{k}": v for k, v in errs.items()})
     row["errors"] = sum(errs.values())
     row["error_rate"] = row["errors"] / requests if requests else 0.0
-    row["server_cpu_pct"] = float(group["server_cpu_pct"].median())
-    cpu_ms = group["server_cpu_pct"] / 100 * group["duration_s"] * 1000
-    per_req = cpu_ms / group["requests"].where(group["requests"] > 0)
-    row["cpu_ms_per_req"] = float(per_req.median())
+    row.update(_resources(group, point))
     row.update(_limits_and_cost(group))
-    row["server_rss_mb"] = float(group["server_rss_mb"].median())
-    row["server_pss_mb"] = float(group["server_pss_mb"].median())  # 0: not measured (older runs)
-    row["client_cpu_pct"] = float(group["client_cpu_pct"].median())
-    row["upstream_cpu_pct"] = float(group["upstream_cpu_pct"].median())
-    row["upstream_max_inflight"] = int(group["upstream_max_inflight"].max())
-    row["inferred_inflight"] = float(group["inferred_inflight"].median())  # Little's law
-    flags = list(pre_flags)
-    for step_flags in group["flags"]:
-        flags += [f for f in step_flags if f not in flags]
-    if rps.unstable:
-        flags.append("unstable")
+    flags = [*pre_flags, *(f for f in point.flags if f not in pre_flags)]
     if row["ok"] == 0 and "no_responses" not in flags:  # runs from before the core flagged it
         flags.append("no_responses")
     row["flags"] = tuple(flags)
-    row["evidence"] = "; ".join(_evidence(group, rps.spread if rps.unstable else None))
+    row["evidence"] = "; ".join(_evidence(every, spread if row["unstable"] else None))
     return row
+
+
+def _resources(group: pd.DataFrame, point: Point) -> dict[str, Any]:
+    """The trials' means of what the server, the generator and the upstream used (NaN, and -1
+    for the upstream's in-flight count, where no trial measured anything); CPU per request by
+    the records' one conversion (`StepRecord.ms_per_request`), as the lead's spread reads it."""
+    per_req = [r.ms_per_request(r.server_cpu_pct) for r in point.records]
+    counted = [x for x in per_req if x is not None]
+    out = {"server_cpu_pct": float(group["server_cpu_pct"].mean())}
+    out["cpu_ms_per_req"] = statistics.fmean(counted) if counted else float("nan")
+    for col in ("server_rss_mb", "server_pss_mb", "client_cpu_pct", "upstream_cpu_pct"):
+        out[col] = float(group[col].mean())  # server_pss_mb 0: not measured (older runs)
+    out["upstream_max_inflight"] = int(group["upstream_max_inflight"].max()) if len(group) else -1
+    out["inferred_inflight"] = float(group["inferred_inflight"].mean())  # Little's law
+    return out
 
 
 def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
@@ -203,12 +208,12 @@ def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
     }
     for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn", "front_cpu_ms_per_req"):
         values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
-        out[col] = float(values.median()) if values.notna().any() else float("nan")
+        out[col] = float(values.mean()) if values.notna().any() else float("nan")
     dbs = [sum(d.values()) for d in group.get("database_cpu_ms_per_req", ()) if d]
-    out["database_cpu_ms_per_req"] = float(statistics.median(dbs)) if dbs else float("nan")
+    out["database_cpu_ms_per_req"] = float(statistics.fmean(dbs)) if dbs else float("nan")
     front = pd.to_numeric(group.get("front_cpu_pct", pd.Series(dtype=float)), errors="coerce")
     front = front.where(front >= 0)  # -1: no nginx in front of this model
-    out["front_cpu_pct"] = float(front.median()) if front.notna().any() else float("nan")
+    out["front_cpu_pct"] = float(front.mean()) if front.notna().any() else float("nan")
     return out
 
 
@@ -220,13 +225,13 @@ def _most_common(names: list[str]) -> str:
 
 def _every_request(group: pd.DataFrame) -> dict[str, Any]:
     """p99 over every request (answers, failures, dropped and unfinished ones' lower bounds),
-    beside the answers' own: the trials' median, NaN where the generator did not record it; and
+    beside the answers' own: the trials' mean, NaN where the generator did not record it; and
     the share of requests that are not answers (the worst trial's, %)."""
     every = [d["p99"] for d in group.get("latency_all_ms", ()) if isinstance(d, dict) and d]
     shares = [s for s in group.get("unanswered_share", ()) if s >= 0]
     bounds = group.get("latency_all_lower_bounds", ())
     return {
-        "p99_all_ms": float(pd.Series(every).median()) if every else float("nan"),
+        "p99_all_ms": float(pd.Series(every).mean()) if every else float("nan"),
         "p99_all_bound": any("p99" in b for b in bounds),
         "unanswered_pct": 100 * max(shares) if shares else float("nan"),
     }
@@ -261,7 +266,7 @@ def _latency(run: Run, key: tuple[Any, ...], group: pd.DataFrame) -> dict[str, A
         return out | {"latency_source": "histogram"}
     cols = ("p50", "p90", "p99", "p999", "max", "mean")
     out = {
-        f"{k}_ms": float(group[f"{k}_ms"].max() if k == "max" else group[f"{k}_ms"].median())
+        f"{k}_ms": float(group[f"{k}_ms"].max() if k == "max" else group[f"{k}_ms"].mean())
         for k in cols
     }
     return out | {"latency_source": "step summary (no histogram)"}
@@ -309,72 +314,6 @@ def _rss_per_conn(table: pd.DataFrame) -> pd.Series:
             (group["server_rss_mb"] - base["server_rss_mb"]) * 1024 / extra.where(extra > 0)
         )
     return out
-
-
-def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.DataFrame:
-    """Where one model overtakes another: higher throughput, or lower p99, from a level on.
-
-    Only fair points count (on p99, not one whose tail may be the generator's own either). A
-    crossover is reported at the first level where the order of a pair flips relative to the
-    level before (both models measured at both levels), the order read from the figures the
-    test compares (the table's rps and p99_ms are those). `clear` says the one test of
-    difference (`lab.verdict.difference`) calls the two apart at that level in the flip's own
-    direction, once corrected (Benjamini-Hochberg) for every flip of the run that could be
-    tested (`p`: the uncorrected p-value, nan where the points could not be compared).
-    """
-    cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken"]
-    cols += ["p", "clear"]
-    if table.empty:
-        return pd.DataFrame(columns=cols)
-    by_point = of(data)
-    found = []
-    for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
-        fair = table[table["fair" if metric == "rps" else "fair_p99"]]
-        for mode, sub in fair.groupby("mode"):
-            wide = sub.pivot_table(index="concurrency", columns="model", values=metric)
-            models = sorted(wide.columns)
-            for i, a in enumerate(models):
-                for b in models[i + 1 :]:
-                    for c, prev, win, lose in _flips(sign * (wide[a] - wide[b]), a, b):
-                        lo, hi = (by_point.get((m, str(mode), int(c))) for m in (lose, win))
-                        p = _p_toward(metric, lo, hi) if lo and hi else math.nan
-                        found.append([metric, mode, int(c), int(prev), win, lose, p])
-    out = pd.DataFrame(found, columns=cols[:-1])
-    out["clear"] = corrected(out["p"].tolist()) if found else []
-    return out
-
-
-def crossing_words(cross: pd.DataFrame) -> str:
-    """How many flips were tested and how many the corrected test kept: "1 of 57 flips tested
-    beyond noise, Benjamini-Hochberg-corrected for their number (4 could not be tested)"."""
-    tested = int(cross["p"].notna().sum()) if not cross.empty else 0
-    clear = int(cross["clear"].sum()) if not cross.empty else 0
-    untested = len(cross) - tested
-    said = f"{clear} of {tested} flip(s) tested beyond noise, {CORRECTION} for their number"
-    return said + (f" ({untested} could not be tested)" if untested else "")
-
-
-def _flips(diff: pd.Series, a: str, b: str) -> list[tuple[Any, Any, str, str]]:
-    """(level, the level before, overtaker, overtaken) where the sign of a - b flips."""
-    out = []
-    prev_c, prev_d = None, None
-    for c, d in diff.dropna().items():
-        if d == 0:
-            continue
-        if prev_d is not None and (d > 0) != (prev_d > 0):
-            out.append((c, prev_c, *((a, b) if d > 0 else (b, a))))
-        prev_c, prev_d = c, d
-    return out
-
-
-def _p_toward(metric: str, lose: Point, win: Point) -> float:
-    """The p-value of the flip's difference where the test points the flip's way (the
-    overtaker higher on throughput, lower on p99); 1 where it points the other way, so a
-    crossover is never called clear against its own direction; nan where not compared."""
-    name = "rps" if metric == "rps" else "p99"
-    d = differ(lose.sides()[name], win.sides()[name])
-    toward = d.diff > 0 if name == "rps" else d.diff < 0
-    return d.p if toward or not d.compared else 1.0
 
 
 def flagged(table: pd.DataFrame) -> pd.DataFrame:

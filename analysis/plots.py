@@ -45,10 +45,14 @@ class Plot:
 
 
 _THROUGHPUT = (
-    "Median throughput over trials with its 95% interval (band). Dashed black: the ideal c/d of a "
+    "Throughput, the mean of the trials (the figure every claim tests), with its 95% interval "
+    "(band). Dashed black: the ideal c/d of a "
     "closed loop (Little's law). Dotted: each model's measured CPU ceiling. Markers show flags."
 )
-_LATENCY = "Solid: p99, dashed: p50, from histograms merged across trials. Log scale."
+_LATENCY = (
+    "Solid: p99, the mean of the trials' own (the figure every claim tests); dashed: p50, from "
+    "the histograms merged across trials. Log scale."
+)
 _SPECTRUM = (
     "HdrHistogram-style spectrum: latency at each percentile, merged across trials; "
     "the x axis stretches the tail (90%, 99%, 99.9%, ...)."

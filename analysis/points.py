@@ -1,7 +1,10 @@
 """A run's points, built once: every figure a point prints, each with the sample it rests on.
 
-A point is one model at one mode and level, its trials combined. Its throughput and p99 are the
-`Side`s the one test of difference (`lab.verdict.difference`) compares, built here and nowhere
+A point is one model at one mode and level, its trials combined. Its trials are the steps that
+measured something: a step the lab skipped (a failed preflight, a server that died) is kept beside
+them for its flags, the reason the point is excluded, and never averaged in as a zero (a 2-trial
+point of 96.6 rps printed 64.4 once a skipped third trial joined it). Its throughput and p99 are
+the `Side`s the one test of difference (`lab.verdict.difference`) compares, built here and nowhere
 else in the analysis: the point table prints their values, the judge ranks and ties them, the
 crossovers, the ranking behind a front, the lead's p99 extremes, the answer and `lab compare` all
 test them. Each used to rebuild its sides from the step records on its own, so a figure printed
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from analysis.stats import estimate
 from lab.record.flags import excluding
 from lab.record.step import StepRecord
-from lab.verdict.difference import METRICS, PointKey, Side, beyond, points, side
+from lab.verdict.difference import METRICS, PointKey, Side, beyond, point_key, points, side
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,16 @@ class Point:
     excluded_by: tuple[str, ...]
     unexplained: str = ""  # why a trial stayed below the ideal with no cause found ("" if none)
     p99_beyond: float = math.inf  # requests beyond p99 in its thinnest trial
+    skipped: tuple[StepRecord, ...] = ()  # its steps that measured nothing: why, in their flags
 
     @property
     def trials(self) -> int:
         return len(self.records)
+
+    @property
+    def label(self) -> str:
+        """'200 users' or '300 req/s'."""
+        return (self.records or self.skipped)[0].key.label
 
     @property
     def rps(self) -> float:
@@ -56,7 +65,8 @@ class Point:
         as `lab compare` reads them): the same `side` over the same records, `more` added."""
         if not more:
             return {"rps": self.throughput, "p99": self.latency}
-        return {metric: side(self.records, metric, more) for metric in METRICS}
+        why = (*more, *(f for r in self.skipped for f in r.flags))
+        return {metric: side(self.records, metric, why) for metric in METRICS}
 
 
 Points = Mapping[PointKey, Point]  # (model, mode, level rounded) -> its point
@@ -64,27 +74,40 @@ Points = Mapping[PointKey, Point]  # (model, mode, level rounded) -> its point
 
 def build(records: Sequence[StepRecord]) -> dict[PointKey, Point]:
     """Every point of `records`, in a fixed order whatever the records' (the one place the
-    analysis makes a point's sides from its steps)."""
-    return {key: point(rs) for key, rs in points(records).items()}
+    analysis makes a point's sides from its steps); a point every step of which was skipped is
+    there too, with no trial, excluded by its steps' flags."""
+    trials = points(records)
+    skipped: dict[PointKey, list[StepRecord]] = {}
+    for r in records:
+        if not r.is_trial:
+            skipped.setdefault(point_key(r), []).append(r)
+    keys = sorted({*trials, *skipped})
+    return {k: point(trials.get(k, []), skipped.get(k, [])) for k in keys}
 
 
-def point(records: Sequence[StepRecord]) -> Point:
-    """One point from its trials (one model, mode and level; in trial order)."""
-    flags = tuple(dict.fromkeys(f for r in records for f in r.flags))
-    if estimate([r.throughput_rps for r in records]).unstable:
+def point(records: Sequence[StepRecord], skipped: Sequence[StepRecord] = ()) -> Point:
+    """One point from its trials (one model, mode and level; in trial order) and the steps of it
+    that were skipped (`StepRecord.is_trial`): their flags join the point's, nothing else."""
+    trials = [r for r in records if r.is_trial]
+    skipped = [*skipped, *(r for r in records if not r.is_trial)]
+    every = [*trials, *skipped]
+    why = tuple(f for r in skipped for f in r.flags)  # the sides' flags beside their trials'
+    flags = tuple(dict.fromkeys(f for r in every for f in r.flags))
+    if estimate([r.throughput_rps for r in trials]).unstable:
         flags += ("unstable",)
-    first = records[0]
+    first = every[0]
     return Point(
         model=first.model,
         mode=first.mode,
         level=first.key.level,
-        records=tuple(records),
-        throughput=side(records, "rps"),
-        latency=side(records, "p99"),
+        records=tuple(trials),
+        throughput=side(trials, "rps", why),
+        latency=side(trials, "p99", why),
         flags=flags,
         excluded_by=tuple(excluding(flags)),
-        unexplained=next((r.limit_reason for r in records if r.limited_by == "unknown"), ""),
-        p99_beyond=min(beyond(r.ok) for r in records),
+        unexplained=next((r.limit_reason for r in trials if r.limited_by == "unknown"), ""),
+        p99_beyond=min((beyond(r.ok) for r in trials), default=0.0),
+        skipped=tuple(skipped),
     )
 
 

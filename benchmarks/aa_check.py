@@ -2,7 +2,7 @@
 each other changed?
 
 Runs the same `lab run` twice, back to back on this machine, then compares the two as `lab
-compare` does and lists each run's crossovers beyond noise (`analysis.metrics.crossovers`). Any
+compare` does and lists each run's crossovers beyond noise (`analysis.differences.crossovers`). Any
 "changed" between them is a false claim, and so is a crossover of one run that the other run
 reverses. The target (issue 33): at most 5% of the points called changed, and every beyond-noise
 crossover of one run holding (the same order at that level) in the other. The table shows the
@@ -47,8 +47,9 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.compare import compare
+from analysis.differences import crossovers
 from analysis.loading import POINT, Run, load
-from analysis.metrics import crossovers, point_table
+from analysis.metrics import point_table
 from benchmarks.figures import print_table, write_summary
 from lab.record.thresholds import T
 from lab.system import environment

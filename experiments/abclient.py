@@ -36,7 +36,7 @@ from urllib.parse import urlsplit  # noqa: E402
 import gevent  # noqa: E402
 
 from lab.record.hist import new_histogram, record_ms, summary_ms, write_hlog  # noqa: E402
-from loadgen.errors import classify_exception  # noqa: E402
+from loadgen.client.errors import classify_exception  # noqa: E402
 
 
 def raise_nofile() -> tuple[int, int]:

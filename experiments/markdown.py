@@ -1,4 +1,5 @@
-"""Render run directories' `reproduction.json` as Markdown, for docs/reproductions.md.
+"""Render run directories' `reproduction.json` as Markdown, for docs/reproductions.md
+and docs/reproduce-granian.md.
 
 Usage: python -m experiments.markdown results/<run-id> [results/<run-id> ...]
 """

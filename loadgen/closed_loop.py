@@ -59,9 +59,9 @@ class ClosedLoop:
 
     def user(self, user: User, picker: Picker, number: int) -> None:
         """One closed-loop user (`number`: its {user}) until the window closes (logged in
-        already where the step has a login: `loadgen.session`). The yield between requests keeps
-        a request that fails at once (a refused connection) from starving the event loop, as
-        locust's wait does. The recorder checks each body against `expected`."""
+        already where the step has a login: `loadgen.session`). The yield between
+        requests keeps a request that fails at once (a refused connection) from starving the
+        event loop, as locust's wait does. The recorder checks each body against `expected`."""
         session = user.session
         token = id(gevent.getcurrent())
         while not self.stopping:

@@ -23,7 +23,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
-from loadgen.errors import classify
+from loadgen.client.errors import classify
 from loadgen.protocol import Window
 from loadgen.recording import Interval
 from loadgen.request import model_of

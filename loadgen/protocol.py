@@ -72,7 +72,7 @@ class Start:
     # A traffic mix (`lab.config.mix.MixRoute`): [{"label", "method", "path", "weight", "body",
     # "headers", "expect"}]; empty: `path`.
     mix: list[dict[str, Any]] = field(default_factory=list)
-    # Placeholders (`lab.config.placeholders`): {n} is n_base + n_index + n_stride * k, so no two
+    # Placeholders (`lab.record.placeholders`): {n} is n_base + n_index + n_stride * k, so no two
     # generator processes of a step, and no two steps of a run, send one value; {user} counts
     # from user_base (the users, or the cap, of the generators before this one).
     n_base: int = 0

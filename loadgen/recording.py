@@ -22,7 +22,7 @@ import psutil
 from hdrh.histogram import HdrHistogram
 
 from lab.record import hist
-from loadgen.errors import classify
+from loadgen.client.errors import classify
 from loadgen.protocol import ANSWER_TICK_S, Histogram, Message, encode
 from loadgen.request import RouteTally
 

@@ -19,8 +19,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from lab.config import placeholders
-from lab.record import hist
+from lab.record import hist, placeholders
 from loadgen.protocol import Start
 
 
@@ -56,7 +55,7 @@ def model_of(name: str) -> str:
 @dataclass(frozen=True)
 class Planned:
     """One route of the step compiled once: its request as sent when nothing in it is a
-    placeholder (`lab.config.placeholders`), else the templates filled per request."""
+    placeholder (`lab.record.placeholders`), else the templates filled per request."""
 
     request: Request
     expect: frozenset[int]  # the statuses that count as its success (empty: any below 400)

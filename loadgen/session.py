@@ -25,10 +25,11 @@ import gevent
 from locust.contrib.fasthttp import FastHttpSession, FastHttpUser
 from locust.event import EventHook
 
-from lab.config import placeholders
-from lab.config.placeholders import Source
+from lab.record import placeholders
 from lab.record.login import Login
-from loadgen.errors import classify
+from lab.record.placeholders import Source
+from loadgen.client.errors import classify
+from loadgen.client.resend import ResendingPool
 from loadgen.protocol import Start
 from loadgen.request import Request, RouteTally
 
@@ -49,7 +50,9 @@ def lab_session(
 
     Retries and redirects as locust's FastHttpUser sets them: geventhttpclient's own default
     retries a failed request three times, which would hide a timeout, a reset or a refusal in
-    a slow success (a hung server's step would record no error at all)."""
+    a slow success (a hung server's step would record no error at all). One exception, as
+    browsers make it: a write sent on a kept connection the server had already closed goes out
+    again on a new one (`loadgen.client.resend`), since the server never read it."""
     session = FastHttpSession(
         start.base_url,
         events,
@@ -61,6 +64,7 @@ def lab_session(
         max_redirects=FastHttpUser.max_redirects,
         **more,
     )
+    session.client.clientpool = ResendingPool(**session.client.clientpool.client_args)
     return session if cookies else without_cookies(session)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from locust import FastHttpUser, constant, task
 
-from loadgen.errors import BadBody
+from loadgen.client.errors import BadBody
 from loadgen.request import Request, request_name
 from loadgen.session import without_cookies
 

@@ -6,9 +6,13 @@
 #   3. ruff, ruff format --check and mypy (under a minute);
 #   4. scripts/fresh-clone-check.sh: the README's quick start on a fresh clone of HEAD (~3 min);
 #   5. the test suite in its two tiers (tests/tiers.py): the in-process tier on every core
-#      (pytest-xdist, scripts/test-fast.sh: 2-3 min on 2 cores), then the tests that start real
-#      processes on loopback (marker `procs`), one at a time: their load is timed, and two at once
-#      on 2 cores would measure each other;
+#      (pytest-xdist, scripts/test-fast.sh: 1-2 min on 2 cores), then the tests that start real
+#      processes on loopback (marker `procs`), two at a time (LAB_PROCS_WORKERS; a file per
+#      worker, so a module's servers start once: about 19 min on 2 cores, against 34 one at a
+#      time), then each of those that failed run again alone: two tests that time their load
+#      can measure each other on 2 cores (a step flagged host_busy, a probe that times a route
+#      slower), so a failure beside another test is judged by its run alone, and the closing
+#      line names every test that passed only alone;
 #   6. with a docker client: builds the lab image (about 4 min on 2 cores, cached after) and runs
 #      the Compose smoke and Docker-backend tests (docker/ci-smoke.sh).
 # Each part says when it starts; the whole takes about 30 min on 2 cores the first time.
@@ -75,14 +79,27 @@ echo "test: 5/6 the test suite: the in-process tier on every core, then the proc
 # pytest's summary (-ra in pyproject.toml) lists each skip as "SKIPPED [COUNT] FILE:LINE: REASON";
 # every pytest run goes through this log, which the closing line counts from.
 log=$(mktemp "${TMPDIR:-/tmp}/lab-test-pytest.XXXXXX.log")
-trap 'rm -f "$log"' EXIT
 tier() {  # one tier's pytest; exit 5 (no test selected) is no failure: ARGS may pick one tier
   local rc=0
   "$@" || rc=$?
   ((rc == 5)) || return "$rc"
 }
 tier bash scripts/test-fast.sh "$@" 2>&1 | tee "$log"
-tier .venv/bin/python -m pytest -q -m procs "$@" 2>&1 | tee -a "$log"
+alone_log=$(mktemp "${TMPDIR:-/tmp}/lab-test-alone.XXXXXX")
+trap 'rm -f "$log" "$alone_log" "$alone_log.beside"' EXIT
+procs_tier() {  # the process tier beside each other, then its failures alone (part 5 above)
+  local rc=0 beside="$alone_log.beside"
+  # --durations: the slowest tests named in every CI log, where the 30-minute aim is won or lost
+  .venv/bin/python -m pytest -q -m procs -n "${LAB_PROCS_WORKERS:-2}" --dist loadfile \
+    --durations 25 "$@" \
+    | tee "$beside" || rc=$?
+  ((rc == 1)) || return "$rc"  # 1: tests failed; anything else (interrupted, usage) is final
+  # the summary's "FAILED NODEID - REASON" lines (-ra in pyproject.toml): the tests to run alone
+  sed -n 's/^FAILED \([^ ]*\).*/\1/p' "$beside" >"$alone_log"
+  echo "test: the process tier's $(wc -l <"$alone_log") failures, each run again alone"
+  .venv/bin/python -m pytest -q -m procs --last-failed --last-failed-no-failures none "$@"
+}
+tier procs_tier "$@" 2>&1 | tee -a "$log"
 
 echo "test: 6/6 Docker: build the image and run the smoke tests"
 if [[ ${LAB_SKIP_DOCKER:-} == 1 ]]; then
@@ -111,6 +128,10 @@ if ((browser_skips)); then
 fi
 
 took="$(((SECONDS - start) / 60)) min"
+if [[ -s $alone_log ]]; then
+  echo "test: passed only when run alone (failed beside another test; timed load on" \
+    "$(nproc) cores): $(paste -sd' ' "$alone_log")"
+fi
 skipped=""
 ((other_skips == 0)) || skipped="; $other_skips other tests skipped (their reasons are above)"
 if ((${#not_run[@]})); then

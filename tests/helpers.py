@@ -17,13 +17,16 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from analysis.loading import Run, load
 from lab.record.errors import EXIT_USAGE
 from lab.record.flags import FLAGS
+from lab.record.rundir import RunDir
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
 from lab.run.manifest import AS_IS, ASYNC_PORT
 from tests.fixture_run import FixtureStep, build_run
 
 ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"  # the tutorial's app and files (docs/tutorial.md)
 
 
 def lab_cli(*args: str) -> list[str]:
@@ -228,3 +231,17 @@ def two_models(run_dir: Path, preflight: dict | None = None, b_flags: tuple[str,
         for trial in (1, 2)
     ]
     return build_run(run_dir, steps, preflight=preflight)
+
+
+def run_of(records: list[StepRecord], run_dir: Path) -> Run:
+    """Generated steps as a run directory, read back the way `lab report` reads one."""
+    run_dir.mkdir(parents=True)
+    out = RunDir(run_dir)
+    models = sorted({r.model for r in records})
+    out.write_manifest(
+        {"run_id": "generated", "status": "complete", "scenario": {"delay_ms": 100.0}}
+        | {"models": {m: {} for m in models}}
+    )
+    for r in records:
+        out.append_step(r)
+    return load(run_dir)

@@ -224,3 +224,20 @@ def test_logs_written_by_real_gunicorn_uwsgi_and_nginx_give_the_same_mix(tmp_pat
         ], name
         assert found.left_out.get("method") == 1 and found.left_out.get("status") == 3, name
         assert found.kept + sum(found.left_out.values()) == found.lines, name
+
+
+def test_the_logins_path_is_left_out_with_login_and_counted() -> None:
+    """A log of real traffic holds its users' logins; with --login each user sends one before
+    the mix, so the login's path (the form's GET, the POST) is counted apart, not loaded."""
+    lines = [NGINX.format(m=m, t=t, s=s).encode() for m, t, s in LOGIN_LINES]
+    found = accesslog.read_mix(lines, "log", login_path="/accounts/login/")
+    assert found.left_out == {"login": 2}
+    assert [r.shape for r in found.routes] == ["GET /orders/"]
+    assert accesslog.read_mix(lines, "log").left_out == {"method": 1}
+
+
+LOGIN_LINES = [
+    ("GET", "/accounts/login/?next=/orders/", 200),
+    ("POST", "/accounts/login/?next=/orders/", 302),
+    ("GET", "/orders/", 200),
+]

@@ -132,8 +132,9 @@ def test_a_miss_is_answered_by_the_resource_that_ran_out() -> None:
 def test_a_step_meets_the_target_unless_a_figure_misses_it_beyond_noise(
     rps: float, p99: float, meets: bool, said: str
 ) -> None:
-    """The one test of difference, the target a figure with no noise of its own (docs/trust.md):
-    a figure within noise of its target on the wrong side is a tie, which meets, and says so."""
+    """The one test of difference, the target a figure with no noise of its own
+    (docs/statistics.md): a figure within noise of its target on the wrong side is a tie, which
+    meets, and says so."""
     slo, measured = Slo(300, 250), step(300, rps, p99, cpu=15, inflight=31)
     missed = slo.misses(measured)
     assert (not missed) == meets

@@ -13,14 +13,9 @@ from fixture_run import FixtureStep, build_run
 
 from analysis import load
 from analysis.compare import compare
+from analysis.differences import crossovers
 from analysis.judge import judge
-from analysis.metrics import (
-    crossovers,
-    flagged,
-    point_table,
-    server_cores,
-    unmeasured,
-)
+from analysis.metrics import flagged, point_table, server_cores, unmeasured
 from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.cli.report import compare_runs, report
 from lab.record import hist
@@ -100,8 +95,9 @@ def test_errors_cpu_and_memory_cost(known: Path) -> None:
     assert c10["requests"] == 135 + 150 + 165 + 10
     assert c10["err_timeout"] == 5 and c10["err_reset"] == 5 and c10["errors"] == 10
     assert c10["error_rate"] == pytest.approx(10 / 460)
-    # 50% of a core for 3 s = 1500 ms; per trial / its requests, median of 1500/135, /160, /165
-    assert c10["cpu_ms_per_req"] == pytest.approx(1500 / 160)
+    # 50% of a core for 3 s = 1500 ms; per trial / its requests, the mean of 1500/135, /160, /165
+    # (a point's every figure is its trials' mean, as its throughput and p99 are)
+    assert c10["cpu_ms_per_req"] == pytest.approx((1500 / 135 + 1500 / 160 + 1500 / 165) / 3)
     assert c10["rss_per_conn_kb"] == pytest.approx(9 * 1024 / 9)  # +9 MB for 9 more connections
     assert math.isnan(_row(table, "m", 1)["rss_per_conn_kb"])
 

@@ -231,3 +231,28 @@ def test_the_lab_process_never_imports_gevent_or_locust() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def record_path() -> list[tuple[list[str], list[str]]]:
+    """docs/architecture.md's table of the path a run's records take to the words: each stage's
+    modules and the modules they read (the backticked dotted names of its columns)."""
+    page = LAYOUT_PAGE.read_text()
+    table = page.split("## The path a run's records take to the words", 1)[1].split("\n## ")[0]
+    rows = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            rows.append((cells[1].split("`")[1::2], cells[3].split("`")[1::2]))
+    return rows
+
+
+def test_the_records_path_on_the_architecture_page_is_the_code() -> None:
+    """Every stage's module exists and imports what the page says it reads: a stage moved or a
+    new way round it shows here, not in a newcomer's reading."""
+    rows = record_path()
+    assert len(rows) >= 8, rows
+    for stage, reads in rows:
+        for module in stage:
+            assert module in MODULES, f"{module}: no such module (docs/architecture.md)"
+            missing = [r for r in reads if r not in imports_of(MODULES[module])]
+            assert not missing, f"{module} does not import {missing} (docs/architecture.md)"

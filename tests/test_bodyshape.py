@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lab.run import bodyshape
@@ -39,6 +39,7 @@ def test_exact_fits_the_first_answer_and_only_its_bytes(a: str, b: str) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(JSON, JSON)
+@example({}, {"": None, "?": []})  # a key named "?" once read as "" made optional
 def test_merged_json_shapes_accept_both(a: Any, b: Any) -> None:
     template = bodyshape.learn(json.dumps(a), json.dumps(b), "application/json", "shape")
     assert template.check(json.dumps(a)) == "" and template.check(json.dumps(b)) == ""

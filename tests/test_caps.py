@@ -277,3 +277,24 @@ def test_a_best_model_below_the_ideal_with_no_cause_is_crowned_only_with_that_sa
     assert "slow is best only as measured: below the ideal with no resource saturated" in (
         sentence(verdict)
     )
+
+
+@pytest.mark.parametrize(
+    ("latency", "capped"),
+    [({"p50": 103.1, "mean": 399.6}, True), ({"p50": 103.1, "mean": 108.0}, False)],
+    ids=["unfair-queue", "no-queue"],
+)
+def test_a_queue_that_serves_its_waiters_unfairly_is_still_a_cap(
+    latency: dict[str, float], capped: bool
+) -> None:
+    """gunicorn-gevent on an app holding a gevent-patched semaphore of 4, at 20 users (a CI run):
+    40 req/s, p50 103 ms against d = 100 ms, yet p90 1.3 s and mean 400 ms, since the semaphore
+    lets the latest waiter through first. By p50 alone nothing queued ('cause not found'); the
+    mean, Little's law's own figure (40 req/s x 0.4 s = 16 of 20 in flight), says they did."""
+    measured = Measured("2026-01-01T00:00:00+00:00", 2.0, 80, 80, latency_ms=latency)
+    sampled = Sampled(server_cpu_pct=4.0, server_rss_mb=60, upstream_max_inflight=-1)
+    record = assessed(step_record("run", StepKey("m", "closed", 20, None, 1), measured, sampled),
+                      capacity(requests=20))  # fmt: skip
+    assert ("capped_unexplained" in record.flags) is capped, record.limit_reason
+    if capped:
+        assert "(mean 400 ms)" in record.evidence["capped_unexplained"]["queueing"]

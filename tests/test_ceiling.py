@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from analysis.ceiling import apparatus_cores, ceiling_words, ceilings, remeasured_words
 from lab.record.thresholds import T
-from lab.verdict.capacity import apparatus_ceiling
+from lab.verdict.capacity import apparatus_ceiling, apparatus_rate, asked_rate
 from tests.helpers import record
 
 MANIFEST = {
@@ -68,3 +68,34 @@ def test_the_re_measure_is_said_and_what_it_could_not_settle() -> None:
         "150 s budget); still disturbed when the budget was spent, so this machine was too busy "
         "to tell there: a 200 users trial 1"
     )
+
+
+def test_a_model_its_own_limit_holds_below_the_apparatus_rate_is_left_out() -> None:
+    """django-todo: the server's CPU held each model near 28 req/s at 16 users, while the
+    apparatus (4.86 ms a request, one core) would fill near 185 req/s; at d = 26.7 ms that is
+    'about 5 users', which no model of that run would ever reach: more users queue in the
+    server. A model at its own limit above the apparatus's rate, or held by a cause not found,
+    keeps its ceiling."""
+    todo = replace(record("uwsgi-threads", 28.5, users=16), apparatus_cpu_ms_per_req=4.86)
+    held = replace(todo, limited_by="server_cpu")
+    assert ceilings([held], 1, 26.7) == {}
+    assert ceiling_words([held], {**MANIFEST, "scenario": {"delay_ms": 26.7}}) == ""
+    unknown = replace(todo, limited_by="unknown")
+    fast = replace(held, model="granian-wsgi", throughput_rps=400.0)
+    assert set(ceilings([unknown, fast], 1, 26.7)) == {"uwsgi-threads", "granian-wsgi"}
+
+
+@given(st.integers(1, 2000), st.floats(1, 1000), st.floats(0.1, 5000), st.integers(1, 2000))
+def test_the_rate_a_level_asks_never_exceeds_the_ideal_or_the_level_below_scaled(
+    users: int, d: float, last_rps: float, last_users: int
+) -> None:
+    asked = asked_rate(users, d, last_rps, last_users)
+    assert asked <= users * 1000 / d * (1 + 1e-9)
+    assert asked <= last_rps * users / last_users * (1 + 1e-9)
+    if last_rps >= last_users * 1000 / d:  # the level below served its ideal: so may this one
+        assert asked == pytest.approx(users * 1000 / d)
+
+
+def test_the_apparatus_rate_is_its_cores_full_at_the_rule_s_threshold() -> None:
+    assert apparatus_rate(0.5, 2) == pytest.approx(2 * T.apparatus_core_busy_pct / 100 * 2000)
+    assert apparatus_rate(0.0, 1) == float("inf") and apparatus_rate(1.0, 0) == float("inf")

@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.compare import compare
+from analysis.differences import crossovers
 from analysis.interfaces import answer, best_of
 from analysis.judge import judge
 from analysis.limiting import model_sentences
 from analysis.loading import load
-from analysis.metrics import crossovers, point_table
+from analysis.metrics import point_table
 from lab.record.step import StepRecord
 from lab.run.manifest import AS_IS
 from lab.verdict.difference import (

@@ -5,11 +5,16 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
-from lab.record.errors import EXIT_REFUSED
+from lab.config import mixfile, userapp
+from lab.record import exits
+from lab.record.errors import EXIT_REFUSED, LabError
+from tests.fixture_run import FixtureStep, build_run
 from tests.helpers import assert_clean_error, run_lab
+from tests.inprocess import Said, lab_here, one_line_error
 
 
 @pytest.fixture()
@@ -150,11 +155,14 @@ def test_lab_serve_binds_loopback_unless_allowed_remote():
     assert_clean_error(as_in_compose, "not a loopback address", "--allow-remote")
 
 
-def one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
-    """A usage error: exit 2, one line (the docs promise one), no traceback, naming `needles`."""
-    assert_clean_error(done, *needles)
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    assert len(lines) == 1, lines
+# Issue 55's findings, each provoked in this process (tests/inprocess.py): every one is refused
+# before anything starts, so none of them needs the process tier.
+
+
+@pytest.fixture()
+def lab(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Said]:
+    """`lab ARGS` in this process (`lab run`'s sweep a stub that fails the test if reached)."""
+    return lambda *args: lab_here(monkeypatch, *args)
 
 
 @pytest.mark.parametrize(
@@ -165,32 +173,50 @@ def one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> Non
         (["plan"], ["Missing option '--detect'"]),
         (["plan", "--detect", "0.1"], ["--detect", "1% to 100%", "0.1 is not read as 10%"]),
         (["plan", "--detect", "999%"], ["--detect", "1% to 100%"]),
+        (["serve", "uwsgi-threads", "--front", "bare,nginx"], ["--front", "'bare,nginx'"]),
     ],
-    ids=["unknown-option", "missing-value", "missing-option", "detect-share", "detect-too-big"],
+    ids=[
+        "unknown-option",
+        "missing-value",
+        "missing-option",
+        "detect-share",
+        "detect-too-big",
+        "serve-one-front",
+    ],
 )
-def test_usage_errors_are_one_line(args: list[str], needles: list[str]) -> None:
+def test_usage_errors_are_one_line(lab, args: list[str], needles: list[str]) -> None:
     """click's usage errors ran 3-6 lines (usage, a hint, a blank, the error); the docs
-    promise one line that says what is wrong and where to look."""
-    one_line_error(run_lab(*args), *needles)
+    promise one line that says what is wrong and where to look. `lab plan --detect 0.1` once
+    planned a "0%" change and 999% was accepted."""
+    one_line_error(lab(*args), *needles)
 
 
-def test_a_file_or_directory_where_the_other_is_expected_says_which(tmp_path):
+def test_a_file_or_directory_where_the_other_is_expected_says_which(lab, tmp_path):
     """A plain file given to `lab compare` was "no such run directory"; a directory given as
     `--mix` is named a directory, not missing."""
     (tmp_path / "manifest.json").write_text("{}")
-    done = run_lab("compare", str(tmp_path / "manifest.json"), str(tmp_path))
-    one_line_error(done, "is a file, not a run directory")
-    mix = run_lab("run", "--app", "servers.app_wsgi:app", "--mix", str(tmp_path))
+    said = lab("compare", str(tmp_path / "manifest.json"), str(tmp_path))
+    one_line_error(said, "is a file, not a run directory")
+    mix = lab("run", "--app", "servers.app_wsgi:app", "--mix", str(tmp_path))
     one_line_error(mix, "--mix", "is a directory")
 
 
-def test_report_of_a_level_the_run_lacks_lists_its_levels(tmp_path):
+def test_report_of_a_level_the_run_lacks_lists_its_levels(lab, tmp_path):
     """`lab report RUN --level 7` (no such level) exited 0 in silence."""
-    from tests.fixture_run import FixtureStep, build_run
-
     run = build_run(tmp_path / "r", [FixtureStep("m", 5, 1, (100.0,) * 3)])
-    done = run_lab("report", str(run), "--level", "7")
-    assert_clean_error(done, "--level 7", "no such level", "its levels: 5")
+    one_line_error(lab("report", str(run), "--level", "7"), "--level 7", "its levels: 5")
+
+
+def test_compare_of_nothing_in_common_is_no_answer(lab, tmp_path):
+    """`lab compare A B`, A a manifest and an empty steps file, exited 0 ("nothing changed
+    beyond noise"), so a CI gate passed without comparing anything: now 1, no answer."""
+    a = build_run(tmp_path / "a", [FixtureStep("m", 5, 1, (100.0,) * 3)])
+    (a / "steps.jsonl").write_text("")
+    b = build_run(tmp_path / "b", [FixtureStep("m", 5, 1, (100.0,) * 3)])
+    said = lab("compare", str(a), str(b))
+    assert said.code == exits.NO_ANSWER, said
+    errors = [line for line in said.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "nothing was compared" in errors[0], said.err
 
 
 @pytest.mark.parametrize(
@@ -198,20 +224,20 @@ def test_report_of_a_level_the_run_lacks_lists_its_levels(tmp_path):
     [["--rates", "20"], ["--max-outstanding", "5"], ["--arrival", "poisson"]],
     ids=["rates", "max-outstanding", "arrival"],
 )
-def test_open_loop_options_in_a_closed_loop_run_are_refused(args: list[str], tmp_path):
+def test_open_loop_options_in_a_closed_loop_run_are_refused(lab, args: list[str], tmp_path):
     """`lab run --models uwsgi-threads --rates 20` without `--mode open` once ran the quick
     scenario's closed levels instead, without a word: now one line naming the option and the
     fix, before anything is started or written."""
-    done = run_lab("run", "--models", "uwsgi-threads", *args, "--out", str(tmp_path / "out"))
-    one_line_error(done, args[0], "open loop only", "--mode open")
+    said = lab("run", "--models", "uwsgi-threads", *args, "--out", str(tmp_path / "out"))
+    one_line_error(said, args[0], "open loop only", "--mode open")
     assert not (tmp_path / "out").exists()
 
 
-def test_levels_in_an_open_loop_run_are_refused(tmp_path):
+def test_levels_in_an_open_loop_run_are_refused(lab, tmp_path):
     """`--levels` is the closed loop's; an open-loop run steps through --rates and ignored it."""
     args = ("--mode", "open", "--rates", "20", "--levels", "5")
-    done = run_lab("run", "--models", "uwsgi-threads", *args, "--out", str(tmp_path / "out"))
-    one_line_error(done, "--levels: closed loop only", "open loop", "--rates are the steps")
+    said = lab("run", "--models", "uwsgi-threads", *args, "--out", str(tmp_path / "out"))
+    one_line_error(said, "--levels: closed loop only", "open loop", "--rates are the steps")
     assert not (tmp_path / "out").exists()
 
 
@@ -223,24 +249,88 @@ def test_levels_in_an_open_loop_run_are_refused(tmp_path):
         (["--trials", "101"], "--trials: must be above 0 and at most 100"),
         (["--delay-ms", "1e9"], "--delay-ms: must be between 0 and 600000"),
         (["--upstream-port", "-1"], "--upstream-port: must be 0-65535"),
+        (["--mode", "open"], "--mode open needs --rates, e.g. --rates 50,100,200"),
+        (["--models", ","], "--models: no models to run"),
+        (["--upstream-route", "bogus"], "--upstream-route 'bogus': expected"),
     ],
-    ids=["port", "duration", "trials", "delay", "upstream-port"],
+    ids=[
+        "port",
+        "duration",
+        "trials",
+        "delay",
+        "upstream-port",
+        "open-no-rates",
+        "no-models",
+        "route",
+    ],
 )
-def test_range_errors_name_the_option_typed(args: list[str], said: str, tmp_path):
+def test_range_errors_name_the_option_typed(lab, args: list[str], said: str, tmp_path):
     """Errors once named the scenario's keys ("scenario quick: duration_s", "server_port must
-    be 0-65535"), and a positive setting's ceiling said "between 0 and 100" while 0 was refused
-    as "must be positive": now the option typed, and one range that excludes 0."""
-    done = run_lab("run", *args, "--out", str(tmp_path))
+    be 0-65535", "open mode needs rates = [...]", "upstream.routes"), and a positive setting's
+    ceiling said "between 0 and 100" while 0 was refused as "must be positive": now the option
+    typed, and one range that excludes 0."""
+    done = lab("run", *args, "--out", str(tmp_path))
     one_line_error(done, said)
-    output = done.stdout + done.stderr
-    assert "scenario quick" not in output and "_s:" not in output and "server_port" not in output
+    assert "scenario quick" not in done.err and "_s:" not in done.err
+    assert "server_port" not in done.err and "upstream." not in done.err
 
 
-def test_advise_help_speaks_of_what_advise_has():
+def test_advise_names_the_route_option_typed(lab, tmp_path):
+    """`lab advise --upstream-route` is checked by the same scenario code as `lab run`'s."""
+    args = ("--rps", "10", "--p99-ms", "100", "--upstream-route", "bogus", "--out", str(tmp_path))
+    one_line_error(lab("advise", *args), "--upstream-route 'bogus': expected")
+
+
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        ("/x/{orderId}", "unknown placeholder {orderId}"),
+        ("/x/{order-id}", "unknown placeholder {order-id}"),
+        ("/x/{UUID}", "placeholders are lowercase: {uuid}"),
+        ("/x/{uuid", "never closes"),
+    ],
+    ids=["camel", "dashed", "upper", "unclosed"],
+)
+def test_a_path_with_an_unknown_placeholder_is_refused(path: str, needle: str) -> None:
+    """`/x/{orderId}`, `{order-id}`, `{UUID}` and an unclosed `{uuid` were sent literally; the
+    docs promise that any other `{word}` is refused, naming where it was given."""
+    with pytest.raises(LabError, match="--path") as refused:
+        userapp.parse_routes((f"GET {path}",), None, ())
+    assert needle in str(refused.value)
+
+
+def test_a_mix_file_reads_its_files_beside_it(tmp_path, monkeypatch) -> None:
+    """`body_file` was read relative to the mix file, `{line:FILE}` relative to the current
+    directory: both are the mix file's now, wherever `lab run` runs."""
+    home = tmp_path / "traffic"
+    home.mkdir()
+    (home / "ids.txt").write_text("7\n")
+    (home / "body.json").write_text('{"id": "{line:ids.txt}"}')
+    (home / "mix.toml").write_text(
+        '[[route]]\npath = "/items/{line:ids.txt}"\n'
+        '[[route]]\nmethod = "POST"\npath = "/orders"\nbody_file = "body.json"\n'
+    )
+    monkeypatch.chdir(tmp_path)  # neither file is here
+    get, post = mixfile.read(home / "mix.toml", None, ())
+    ids = str((home / "ids.txt").resolve())
+    assert get.route.path == f"/items/{{line:{ids}}}"
+    assert post.route.body == f'{{"id": "{{line:{ids}}}"}}'
+
+
+def test_advise_help_speaks_of_what_advise_has(lab):
     """`lab advise` has no --scenario and no levels: its help once gave "the scenario's"
     defaults and seconds "per level" (the options were `lab run`'s, shared)."""
-    done = run_lab("advise", "--help")
-    text = " ".join(done.stdout.split())
-    assert done.returncode == 0, done.stderr
+    said = lab("advise", "--help")
+    text = " ".join(said.out.split())
+    assert said.code == 0, said.err
     assert "[default: the scenario's" not in text and "per level" not in text, text
     assert "Seconds measured per step" in text and "[default: the quick scenario's]" in text
+
+
+def test_serve_help_says_one_front(lab):
+    """`lab serve X --front bare,nginx` is refused (one server, one front), and its help once
+    said it ran both."""
+    said = lab("serve", "--help")
+    text = " ".join(said.out.split())
+    assert said.code == 0, said.err
+    assert "one server, one front" in text and "[bare|nginx]" in text, text

@@ -111,6 +111,8 @@ def test_every_service_is_limited_and_hardened() -> None:
         assert str(s["user"]).split(":")[0] != "0", name
         assert s["read_only"] is True and s["init"] is True, name
         assert s["cap_drop"] == ["ALL"], name
+        profiled = name == "sweep" or "--meter-port" in s.get("command", [])  # py-spy reads them
+        assert s.get("cap_add", []) == (["SYS_PTRACE"] if profiled else []), name
         assert "no-new-privileges:true" in s["security_opt"], name
         assert any(t.startswith("/tmp") for t in s["tmpfs"]), name
         assert float(s["cpus"]) > 0 and s["mem_limit"] and int(s["pids_limit"]) > 0, name

@@ -2,7 +2,7 @@
 and who overtakes whom, the p-value of the flip only in the flip's own direction, the words that
 count what was tested, and the point table's figures the flips are read from. Each expectation
 is worked out here by hand from the numbers given, not by the functions under test (a mutation
-run found these parts untested: docs/trust.md)."""
+run found these parts untested: docs/tests-that-cannot-fail.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.metrics import _flips, _p_toward, crossing_words
+from analysis.differences import _flips, _p_toward, crossing_words
 from analysis.points import point
 from tests.helpers import record
 
@@ -69,7 +69,7 @@ def test_the_point_table_prints_the_trials_mean_the_test_compares(tmp_path: Path
 
 
 def test_no_points_no_crossovers_in_the_same_columns() -> None:
-    from analysis.metrics import crossovers
+    from analysis.differences import crossovers
 
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "p"]
     assert list(crossovers(pd.DataFrame(), [])) == [*cols, "clear"]

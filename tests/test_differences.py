@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from analysis.differences import ADVISE, lead, tied
+from analysis.differences import ADVISE, crossovers, lead, tied
 from analysis.judge import judge
 from analysis.loading import load
-from analysis.metrics import crossovers, point_table
+from analysis.metrics import point_table
 from analysis.summary import print_summary
 from tests.fixture_run import FixtureStep, build_run
 

@@ -275,21 +275,25 @@ def test_lab_plan_output_shown_is_what_it_says(shown: tuple[Path, int, str, list
     assert said == done.stdout.strip().splitlines(), f"{doc.name}:{number}: run `lab {command}`"
 
 
-def test_what_the_readme_says_of_lab_plan_is_what_it_says() -> None:
-    """README.md and docs/results-and-limits.md say, without its figures, what
-    `lab plan --detect 10%` says from the committed floor: more trials than the quick scenario's
-    for a 10% throughput change, and no run length for a 10% p99 change."""
+def test_what_the_readme_says_of_lab_plan_is_what_it_says(monkeypatch) -> None:
+    """README.md, docs/results-and-limits.md and docs/worked-examples.md say, without its
+    figures, what `lab plan --detect 10%` says from the committed floor: more trials than the
+    quick scenario's for a 10% throughput change, and no run length for a 10% p99 change (they
+    once said "3 interleaved trials" or "--trials 3" were enough)."""
     from lab.config.scenario import load_scenario
-    from tests.helpers import lab_cli
+    from tests.inprocess import lab_here
 
-    done = subprocess.run(lab_cli("plan", "--detect", "10%"), capture_output=True, text=True)
-    rps, p99 = done.stdout.strip().splitlines()
+    said = lab_here(monkeypatch, "plan", "--detect", "10%")
+    assert said.code == 0, said.err
+    rps, p99 = said.out.strip().splitlines()
     trials = re.search(r"--trials (\d+)", rps)
     assert trials and int(trials.group(1)) > load_scenario("quick").trials, rps
     assert "not seen" in p99, p99
     for page in (ROOT / "README.md", RESULTS_PAGE):
         text = " ".join(page.read_text().split())
         assert "`lab plan --detect 10%`" in text and "3 interleaved trials) before" not in text
+    examples = " ".join((ROOT / "docs" / "worked-examples.md").read_text().split())
+    assert "`--trials 3` before trusting" not in examples and "`lab plan --detect`" in examples
 
 
 def test_every_option_a_rule_advises_exists() -> None:

@@ -1,7 +1,7 @@
 """Docs that cannot go stale: every figure in README.md and docs/*.md is rendered from a committed
 run summary (docs/figures/*.json, analysis/docfigures.py) and names its run, machine and date; no
 table or output of measured figures stands outside such a block; the command reference in
-docs/running.md is the CLI's own, with every option of every command; and the quick run's time,
+docs/commands.md is the CLI's own, with every option of every command; and the quick run's time,
 wherever it is said, is the committed run's.
 """
 
@@ -111,21 +111,21 @@ def test_the_figure_checks_found_the_figures() -> None:
     ]
 
 
-def test_every_command_and_option_is_in_the_running_page() -> None:
+def test_every_command_and_option_is_in_the_commands_page() -> None:
     """The reference section is the CLI's own (`python -m lab.cli.reference`), and every option
     `lab X --help` lists is in its command's part of it."""
     from lab.cli.reference import END, START, markdown
 
-    text = (ROOT / "docs" / "running.md").read_text()
+    text = (ROOT / "docs" / "commands.md").read_text()
     assert f"{START}\n{markdown()}\n{END}" in text, "run `python -m lab.cli.reference`"
     reference = text.split(START)[1].split(END)[0]
-    parts = dict(re.findall(r"#### `lab ?([\w-]*)`\n(.*?)(?=\n#### |\Z)", reference, re.S))
+    parts = dict(re.findall(r"## `lab ?([\w-]*)`\n(.*?)(?=\n## |\Z)", reference, re.S))
     for sub in ["", *sorted(subcommands())]:
         listed = options_of(sub) if sub else options_of()
-        assert sub in parts, f"running.md's reference has no `lab {sub}`"
+        assert sub in parts, f"commands.md's reference has no `lab {sub}`"
         listed -= {"--help", "-h"} if sub else set()  # said once, under `lab`
         missing = [o for o in sorted(listed) if f"`{o}`" not in parts[sub]]
-        assert not missing, f"`lab {sub}`: {', '.join(missing)} not in docs/running.md"
+        assert not missing, f"`lab {sub}`: {', '.join(missing)} not in docs/commands.md"
 
 
 def test_the_quick_runs_time_is_the_measured_one_wherever_it_is_said() -> None:

@@ -1,8 +1,8 @@
-"""docs/running.md's exit-code table, provoked row by row: the table is `lab.record.exits.ROWS`
-(rendered into the page by `python -m lab.cli.reference`), each row names its cases, and each
-case here runs the command and the input it stands for as a real process (`lab advise`'s answers
-through the `Advice` that decides its exit, which a real search would take minutes to reach) and
-checks the exit code, so a row and the code cannot disagree.
+"""docs/failures-and-stops.md's exit-code table, provoked row by row: the table is
+`lab.record.exits.ROWS` (rendered into the page by `python -m lab.cli.reference`), each row names
+its cases, and each case here runs the command and the input it stands for as a real process
+(`lab advise`'s answers through the `Advice` that decides its exit, which a real search would take
+minutes to reach) and checks the exit code, so a row and the code cannot disagree.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.target import Slo
-from lab.cli.reference import RUNNING, is_current
+from lab.cli.reference import FAILURES, is_current
 from lab.config.models import ASYNC_PORT
 from lab.front import nginx
 from lab.record import errors, exits
@@ -311,7 +311,7 @@ ROW_OF = {case: row for row in exits.ROWS for case in row.cases}
 
 
 def test_the_page_shows_the_table() -> None:
-    text = RUNNING.read_text()
+    text = FAILURES.read_text()
     assert is_current(text, exits.BEGIN, exits.END, exits.markdown), (
         "run `python -m lab.cli.reference`"
     )

@@ -248,3 +248,27 @@ def test_lab_run_refuses_a_bad_file_in_one_line_before_anything_runs(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_captured_login_is_left_out_and_headers_naming_the_recorded_server_dropped() -> None:
+    """With --login, the session's own login (its form's GET and its POST) is the users' login,
+    sent once each, not part of the mix; an Origin or Referer naming the recorded server would
+    name the wrong host and port on the lab's (Django's CSRF check refuses such a write), while
+    one naming another site is the page's own and kept."""
+    origin = [{"name": "Origin", "value": APP}, {"name": "Referer", "value": f"{APP}/list"}]
+    elsewhere = [{"name": "Referer", "value": "https://search.test/?q=shop"}]
+    found = har.read_mix(
+        document(
+            entry(f"{APP}/login/?next=/list"),
+            entry(f"{APP}/login/?next=/list", "POST", 302, body="username=a&password=b"),
+            entry(f"{APP}/list", headers=elsewhere),
+            entry(f"{APP}/done/5/", "POST", 302, headers=origin),
+        ),
+        "s.har",
+        login_path="/login/",
+    )
+    assert found.left_out == {"login": 2}
+    assert [r.label for r, _ in found.routes] == ["/list", "POST /done/5/"]
+    assert found.routes[0][0].headers == (("Referer", "https://search.test/?q=shop"),)
+    assert found.routes[1][0].headers == ()
+    assert har.REASONS["login"].startswith("the login's path")

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from analysis.differences import crossovers
 from analysis.instrument import instrument_lines
 from analysis.judge import judge
 from analysis.loading import load
-from analysis.metrics import crossovers, point_table
+from analysis.metrics import point_table
 from lab.backends.base import LocalServer
 from lab.record.step import Measured, StepKey, step_record
 from lab.run.apparatus import generator_lag

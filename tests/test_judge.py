@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,77 @@ def test_levels_and_modes_are_judged_apart() -> None:
         [record("a", 10, users=1), record("b", 90, users=10), record("a", 80, users=10)]
     )
     assert [(v.level, v.best_rps[0]) for v in verdicts] == [(1.0, "a"), (10.0, "b")]
+
+
+def test_the_sentence_word_for_word() -> None:
+    """One level's sentence, whole: the best, the ties in name order, the exclusions and why,
+    a single trial said (the mutation run over analysis/judge.py found its words untested)."""
+    v = only(
+        [
+            record("a", 200),
+            record("c", 199),
+            record("b", 199.5),
+            record("x", 90, flags=("start_failed",)),
+        ]
+    )
+    assert sentence(v) == (
+        "10 users (closed): best rps a (tied: b, c), best p99 a (tied: b, c); "
+        "excluded: x (start_failed); single trial: its intervals include the run-to-run floor "
+        "of the lab's A/A runs (docs/statistics.md); --trials 3 measures the spread instead"
+    )
+    two = [record(m, r, trial=t) for m, r in (("a", 200), ("b", 100)) for t in (1, 2)]
+    assert sentence(only(two)) == "10 users (closed): best rps a, best p99 a (tied: b)"
+
+
+def test_a_p99_with_too_few_requests_beyond_it_is_no_best() -> None:
+    v = only([record("a", 2.0), record("b", 1.5)])  # 20 and 15 answers: 0.2 beyond p99 at most
+    assert v.best_p99 == () and v.p99_unread == pytest.approx(0.2)
+    assert "best p99 none (at most 0.2 requests beyond p99: 10 needed)" in sentence(v)
+
+
+def test_the_labs_own_limit_is_named_for_the_models_it_held() -> None:
+    some = only([record("a", 100, flags=("lab_limited",)), record("b", 90)])
+    assert "the lab's own limit at this level for a (its apparatus" in "; ".join(some.notes)
+    every = only(
+        [record("a", 100, flags=("lab_limited",)), record("b", 90, flags=("lab_limited",))]
+    )
+    assert every.notes == (
+        "the lab's own limit at this level for every model (its apparatus or the machine set the "
+        "figures, not the model): not compared",
+    )
+    two = only([record(m, 100, flags=("lab_limited",)) for m in "abc"][:2] + [record("c", 9)])
+    assert "the lab's own limit at this level for a, b (" in two.notes[0]
+    assert not any("lab's own limit" in n for n in only([record("a", 100)]).notes)
+
+
+def test_best_only_as_measured_is_said_of_the_best_alone() -> None:
+    unknown = replace(record("a", 100), limited_by="unknown", limit_reason="below the ideal")
+    slower = replace(record("b", 50), limited_by="unknown", limit_reason="also below")
+    v = only([unknown, slower])
+    assert v.notes == ("a is best only as measured: below the ideal",)
+
+
+def test_errors_are_no_note_and_a_point_with_no_answer_is_never_best() -> None:
+    v = only([record("a", 0.0), record("b", 50, flags=("errors",))])
+    assert v.best_rps == ("b",) and v.notes == ()
+    assert only([record("a", 0.0)]).best_rps == ()
+
+
+def test_every_exclusion_and_its_flags_are_said() -> None:
+    v = only(
+        [
+            record("x", 90, flags=("start_failed", "interrupted")),
+            record("y", 80, flags=("server_died",)),
+        ]
+    )
+    assert sentence(v).startswith(
+        "10 users (closed): best rps none (no fair result), best p99 none (no fair result); "
+        "excluded: x (start_failed, interrupted); y (server_died)"
+    )
+
+
+def test_a_level_with_a_skipped_model_still_says_its_single_trial() -> None:
+    skipped = replace(record("b", 0.0), status="skipped", flags=("preflight_failed",))
+    v = only([record("a", 100), skipped])
+    assert v.trials == 1 and v.excluded == {"b": ("preflight_failed",)}
+    assert "single trial" in sentence(v)

@@ -1,4 +1,4 @@
-"""docs/running.md's "What listens where", read from the sockets: the table is
+"""docs/failures-and-stops.md's "What listens where", read from the sockets: the table is
 `lab.system.listeners.ROWS` (rendered into the page by `python -m lab.cli.reference`), each row
 names a case, and each case here starts the command the row names with its defaults, reads the
 address every process it started listens on (from /proc, while it runs) and checks it against
@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from lab.backends import databases
-from lab.cli.reference import RUNNING, is_current
+from lab.cli.reference import FAILURES, is_current
 from lab.system import listeners
 from tests.helpers import lab_cli
 
@@ -207,7 +207,7 @@ ROWS = {row.case: row for row in listeners.ROWS if row.case}
 
 
 def test_the_page_shows_the_table() -> None:
-    text = RUNNING.read_text()
+    text = FAILURES.read_text()
     assert is_current(text, listeners.BEGIN, listeners.END, listeners.markdown), (
         "run `python -m lab.cli.reference`"
     )

@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.cli.app import login_of
-from lab.config import placeholders
 from lab.config.userapp import Route
+from lab.record import placeholders
 from lab.record.errors import LabError
 from lab.record.login import Csrf, Login, form_token, parse_csrf, parse_login, with_fields
 from lab.run import logincheck
@@ -345,10 +345,11 @@ def test_a_lab_run_refuses_a_wrong_password_before_any_load(how: str, tmp_path: 
 
 def test_a_lab_run_logs_each_user_in_and_reports_the_logins_apart(tmp_path: Path) -> None:
     """The real `lab run --app` sweep, open loop: oha cannot log in, so the lab's engine sends
-    the step and says why; the record's evidence and the summary line count the logins."""
+    the step and says why; the record's evidence and the summary line count the logins. /me,
+    first, answers 401 when polled for readiness without a session: the server has started."""
     run, done = lab_run(
         tmp_path,
-        *("--app", "flaskauth:app", "--app-dir", str(APPS), "--path", "/health", "--path", "/me"),
+        *("--app", "flaskauth:app", "--app-dir", str(APPS), "--path", "/me", "--path", "/health"),
         *("--login", "POST /login", "--login-body", GOOD, "--csrf", FLASK_CSRF),
         *("--mode", "open", "--rates", "20", "--max-outstanding", "3", "--models", "uwsgi-threads"),
         *("--knob", "concurrency=4", "--duration", "2", "--warmup", "0"),

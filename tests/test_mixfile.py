@@ -13,12 +13,12 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lab.cli.appmix import traffic
-from lab.config import mixfile, placeholders
-from lab.config.har import literal
+from lab.config import mixfile
+from lab.record import placeholders
 from lab.record.errors import LabError
 from lab.run import engine, writecheck
 from lab.run.generator import run_step
@@ -223,11 +223,13 @@ def test_a_template_without_placeholders_is_sent_byte_identical(path: str, body:
 
 @settings(max_examples=150, deadline=None)
 @given(text=st.text(max_size=60))
+@example(text="{A")  # found by Hypothesis: a capital after a brace starts a token (refused)
+@example(text="{orderId}")
 def test_a_recorded_text_made_literal_is_sent_as_it_was(text: str) -> None:
-    template = placeholders.compile_text(literal(text), "a HAR body")
+    template = placeholders.compile_text(placeholders.literal(text), "a HAR body")
     assert placeholders.Values(placeholders.Source(), 0).fill(template) == text
     route = {"label": "POST /x", "method": "POST", "path": "/x", "weight": 1}
-    route["body"] = literal(text)
+    route["body"] = placeholders.literal(text)
     request = Picker(Start("http://127.0.0.1:1", "/", 0.1, 1.0, 1.0, mix=[route])).next(0)
     assert request.body == text
 

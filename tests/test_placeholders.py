@@ -1,4 +1,4 @@
-"""Placeholders (`lab.config.placeholders`): what is one and what is refused, and where a
+"""Placeholders (`lab.record.placeholders`): what is one and what is refused, and where a
 `{line:FILE}` of a mix file is read from."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.config import mixfile, placeholders
+from lab.config import mixfile
+from lab.config.userapp import Route
+from lab.record import placeholders
 from lab.record.errors import LabError
 
 
@@ -80,3 +82,19 @@ def test_any_other_word_in_braces_is_refused(word: str, closed: bool) -> None:
     with pytest.raises(LabError) as e:
         placeholders.compile_text(text, "p")
     assert "\n" not in str(e.value)
+
+
+def test_the_check_draws_the_same_choices_under_every_model() -> None:
+    """The check reseeds its draws before each model: both models are asked the same searches
+    in the same order (a search for 'task' under one and 'note' under the next answered
+    different pages, and the app was refused as answering differently), while {n} goes on."""
+    route = Route("GET", "/search?q={choice:task|note|other|more}&n={n}")
+    source = placeholders.Source(base=1)
+    runs = []
+    for _ in range(2):
+        source.reseed(placeholders.CHECK_SEED)
+        runs.append([route.filled(source).path for _ in range(8)])
+    first, second = runs
+    assert [p.split("&")[0] for p in first] == [p.split("&")[0] for p in second]
+    assert len({p.split("&")[0] for p in first}) > 1  # still drawn per request
+    assert not set(first) & set(second)  # every {n} its own

@@ -7,6 +7,7 @@ code under test."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,30 +16,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from rich.console import Console
 
 import analysis.points
-from analysis.loading import Run, load
-from analysis.metrics import crossovers, point_table
+from analysis.differences import crossovers
+from analysis.loading import load
+from analysis.metrics import point_table
 from analysis.report import write_report
 from analysis.summary import print_summary
 from lab.cli.report import report
 from lab.record.rundir import RunDir
-from lab.record.step import StepRecord
-from tests.helpers import ref_fair, ref_mean, ref_points, ref_tail_fair, sweep, two_models
+from lab.record.step import StepKey, StepRecord, step_record
+from tests.fixture_run import window
+from tests.helpers import ref_fair, ref_mean, ref_points, ref_tail_fair, run_of, sweep, two_models
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-
-
-def run_of(records: list[StepRecord], run_dir: Path) -> Run:
-    """The generated steps as a run directory, read back the way `lab report` reads one."""
-    run_dir.mkdir(parents=True)
-    out = RunDir(run_dir)
-    models = sorted({r.model for r in records})
-    out.write_manifest(
-        {"run_id": "points", "status": "complete", "scenario": {"delay_ms": 100.0}}
-        | {"models": {m: {} for m in models}}
-    )
-    for r in records:
-        out.append_step(r)
-    return load(run_dir)
 
 
 @SETTINGS
@@ -78,9 +67,12 @@ def count_points(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
     built: list[tuple[str, float]] = []
     real = analysis.points.point
 
-    def counted(records: list[StepRecord]) -> analysis.points.Point:
-        built.append((records[0].model, records[0].key.level))
-        return real(records)
+    def counted(
+        records: list[StepRecord], skipped: list[StepRecord] | tuple[()] = ()
+    ) -> analysis.points.Point:
+        first = [*records, *skipped][0]
+        built.append((first.model, first.key.level))
+        return real(records, skipped)
 
     monkeypatch.setattr(analysis.points, "point", counted)
     return built
@@ -135,3 +127,44 @@ def test_the_front_compares_only_points_the_judge_compares() -> None:
     said = front_costs(steps)
     assert any(line.startswith("behind nginx, b at") for line in said)
     assert not any(line.startswith("behind nginx, a at") for line in said)
+
+
+def trial(n: int, rps: float, **fields: object) -> StepRecord:
+    """A measured 10 s trial of model m at 10 users, `rps` answers a second."""
+    record = step_record("run", StepKey("m", "closed", 10, None, n), window(rps))
+    return replace(record, **fields)  # type: ignore[arg-type]
+
+
+def of_trials(*trials: StepRecord) -> analysis.points.Point:
+    return analysis.points.point(list(trials))
+
+
+def test_a_points_own_fields_come_from_its_trials() -> None:
+    """Each field a point keeps, read from plain arithmetic over its trials (the mutation run
+    over analysis/points.py found each of these unread by any test)."""
+    steady = of_trials(trial(1, 100.0), trial(2, 105.0))
+    assert "unstable" not in steady.flags
+    assert steady.p99_beyond == pytest.approx(min(1000, 1050) * 0.01)
+    spread = of_trials(trial(1, 100.0), trial(2, 150.0))  # (150 - 100) / 125 = 40%: >= 10%
+    assert "unstable" in spread.flags
+    unknown = of_trials(trial(1, 90.0, limited_by="unknown", limit_reason="below the ideal"))
+    assert unknown.unexplained == "below the ideal"
+    known = of_trials(trial(1, 90.0, limited_by="server_cpu", limit_reason="x"))
+    assert known.unexplained == ""
+
+
+def test_a_points_sides_carry_the_flags_given_and_its_skipped_steps() -> None:
+    skipped = replace(trial(3, 0.0), status="skipped", flags=("preflight_failed",))
+    p = of_trials(trial(1, 100.0), trial(2, 102.0), skipped)
+    assert p.sides() == {"rps": p.throughput, "p99": p.latency}
+    given_more = p.sides(("serialized",))
+    for side in (p.throughput, p.latency, *given_more.values()):
+        assert "preflight_failed" in side.unfit
+    assert all("serialized" in s.unfit for s in given_more.values())
+    assert "serialized" not in p.throughput.unfit
+
+
+def test_only_keeps_the_points_of_the_models_named() -> None:
+    a, b = of_trials(trial(1, 100.0)), of_trials(replace(trial(1, 90.0), model="b"))
+    data = {("m", "closed", 10): a, ("b", "closed", 10): b}
+    assert analysis.points.only(data, {"b"}) == {("b", "closed", 10): b}

@@ -3,7 +3,7 @@
 httpbin (Flask) echoes the request's URL and headers and answers a new UUID each time; a Django
 project made by `django-admin startproject` answers a login form with a new CSRF token each time;
 a bottle app and a Starlette (ASGI) app answer timestamps and request ids; django-todo (a
-published Django app, served by the project in tests/prodapp/todo) needs its migrations, its data
+published Django app, served by the project in examples/django-todo) needs its migrations, its data
 and a logged-in session in the lab's PostgreSQL. Each is checked under
 real servers: its answers must be found alike (what varied by itself is named, not compared) and
 byte-for-byte comparison, when asked for, must refuse what varies.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import lab_cli
+from tests.helpers import EXAMPLES, lab_cli
 
 WSGI = "uwsgi-threads,gunicorn-gevent"  # an OS-thread model and a monkey-patched one
 ASGI = "uvicorn,granian-asgi"
@@ -153,7 +153,7 @@ def test_django_todo_with_its_migrations_and_data_gets_in(tmp_path: Path) -> Non
     """The docs' worked example, checked alone: django-todo's own migrations and the seed run
     before the check, and its pages answer a signed-in user (the seed's session) under every
     model, the task list's ids and dates varying by themselves."""
-    site = shutil.copytree(Path(__file__).parent / "prodapp" / "todo", tmp_path / "site")
+    site = shutil.copytree(EXAMPLES / "django-todo", tmp_path / "site")
     rc, err, result = check(
         tmp_path / "out", "--app", "todosite.wsgi:application", "--app-dir", str(site),
         "--env", "DJANGO_SETTINGS_MODULE=todosite.settings", "--env", "DATABASE_URL={postgres_url}",

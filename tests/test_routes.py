@@ -14,9 +14,8 @@ import pytest
 from lab.config import approutes, mixfile
 from lab.config.approutes import Declared
 from lab.record.errors import LabError
-from tests.helpers import lab_cli
+from tests.helpers import EXAMPLES, lab_cli
 
-PRODAPP = Path(__file__).parent / "prodapp"
 STARLETTE_APP = textwrap.dedent(
     """
     from starlette.applications import Starlette
@@ -67,10 +66,11 @@ def test_flask_httpbin(tmp_path: Path) -> None:
 
 
 def test_django_todo_with_its_settings(tmp_path: Path) -> None:
-    """django-todo (from PyPI, served by tests/prodapp/todo): its URL resolver walked through
+    """django-todo (from PyPI, served by examples/django-todo): its URL resolver walked through
     `include()`, `<int:...>` as a number choice, `/health/` guessed and weighted 0, a GET named
-    for deleting weighted 0; --env as `lab run` takes it, {postgres_url} naming a closed port."""
-    site = shutil.copytree(PRODAPP / "todo", tmp_path / "site")
+    for deleting weighted 0, the login form weighted 0 with the --login to give instead; --env
+    as `lab run` takes it, {postgres_url} naming a closed port."""
+    site = shutil.copytree(EXAMPLES / "django-todo", tmp_path / "site")
     done, out = lab_routes(
         tmp_path, "--app", "todosite.wsgi:application", "--app-dir", str(site),
         "--env", "DJANGO_SETTINGS_MODULE=todosite.settings",
@@ -82,6 +82,8 @@ def test_django_todo_with_its_settings(tmp_path: Path) -> None:
     assert mix["/todo/"] == 1
     assert mix["/todo/{choice:1|2|3}/{choice:a|b|c}/"] == 1
     assert mix["/todo/delete/{choice:1|2|3}/"] == 0  # its name says it deletes
+    assert mix["/login/"] == 0 and mix["POST /login/"] == 0  # the login: lab run --login
+    assert "with lab run --login 'POST /login/'" in out.read_text()
     assert "{list_id}: values your data holds" in out.read_text()
 
 

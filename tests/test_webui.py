@@ -55,7 +55,7 @@ def lab_ui(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         rc = proc.wait(timeout=60)
         log.close()
         text = (tmp_path / "lab-ui.log").read_text()
-        assert rc == 128 + signal.SIGTERM, text  # docs/running.md's exit codes
+        assert rc == 128 + signal.SIGTERM, text  # docs/failures-and-stops.md's exit codes
         assert "stopped" in text
         assert not procs.group_alive(proc.pid), "lab ui left processes running"
         procs.ensure_port_free("127.0.0.1", port, "locust web UI")  # locust is gone too
@@ -67,6 +67,8 @@ def test_ui_compares_two_models_and_saves_a_reportable_run(lab_ui: tuple[str, Pa
     w = uibrowser.Walk(url, MODELS, users=20, delay_ms=100, label="native")
     seen = uibrowser.walk(w)
     uibrowser.check_figures(seen, w, metered=True)
+    said, rows = seen.frames  # py-spy on the first model's server, from the page, under load
+    assert said.startswith(f"{MODELS[0]}: ") and rows >= 1, seen.frames
     assert Path(seen.saved).parent == out and not seen.saved_on_host
     text = uibrowser.report(Path(seen.saved))
     assert all(model in text for model in MODELS)

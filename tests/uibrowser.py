@@ -41,6 +41,7 @@ class Seen:
     figures: dict[str, dict[str, str]]  # model -> column -> cell text
     saved: str  # as the page shows it (inside the container under Compose)
     saved_on_host: str  # "" when the page runs on this host
+    frames: tuple[str, int] = ("", 0)  # "Where the time goes" for the first model: said, rows
 
 
 def walk(w: Walk) -> Seen:
@@ -59,6 +60,7 @@ def walk(w: Walk) -> Seen:
         _start(page, w)
         _read_statistics(page, w)
         figures = _lab_figures(lab, w.models)
+        frames = _frames(lab, w)
         assert lab.locator("#empty").is_hidden()  # once measuring, the figures replace it
         assert lab.locator("#chart polyline").count() == 2 * len(w.models)  # rps and ideal each
         lab.screenshot(path=str(SHOTS / f"{w.label}-lab-page.png"), full_page=True)
@@ -72,7 +74,20 @@ def walk(w: Walk) -> Seen:
         saved = lab.locator("#saved").inner_text().removeprefix("saved: ")
         on_host = lab.locator("#saved-host").inner_text()
         browser.close()
-    return Seen(figures, saved, on_host.removeprefix("(on the host: ").removesuffix(")"))
+    return Seen(figures, saved, on_host.removeprefix("(on the host: ").removesuffix(")"), frames)
+
+
+def _frames(lab: Any, w: Walk) -> tuple[str, int]:
+    """The page's "Where the time goes" for the first model, sampled while the swarm runs: what
+    it said and how many packages its table lists."""
+    lab.select_option("#frames-model", w.models[0])
+    lab.get_by_role("button", name="Sample 3 s").click()
+    lab.wait_for_function(
+        "(t => t && !t.startsWith('sampling'))(document.getElementById('frames-said').textContent)",
+        timeout=30_000,
+    )
+    lab.screenshot(path=str(SHOTS / f"{w.label}-lab-page-frames.png"), full_page=True)
+    return lab.locator("#frames-said").inner_text(), lab.locator("#frames-table tbody tr").count()
 
 
 def _empty_state(lab: Any, w: Walk) -> None:

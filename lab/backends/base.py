@@ -92,7 +92,7 @@ class LocalServer:
 
 class NativeBackend:
     name = "native"
-    ready_path = "/health"  # what a started server must answer 200 on (a user's app: its route)
+    ready_path = "/health"  # what a started server must answer under 500 (a user's app: its route)
 
     def __init__(
         self,

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from lab.config import appenv
 from lab.record.errors import LabError, Refused
 from lab.system import procs, safety
@@ -292,10 +294,12 @@ def running(
     given: tuple[Database, ...] = (),
     host: str = "127.0.0.1",
     fast: bool = False,
+    cores: tuple[int, ...] = (),
 ) -> Iterator[dict[str, Database]]:
-    """Start each database kind not already `given` (PostgreSQL without durability if `fast`);
-    yield every database by kind, the user's and those started here (whose processes the run
-    samples as part of the system under test).
+    """Start each database kind not already `given` (PostgreSQL without durability if `fast`),
+    pinned to `cores` when given (the server's: see `pin`); yield every database by kind, the
+    user's and those started here (whose processes the run samples as part of the system under
+    test).
 
     Everything started is stopped and removed when the block ends, however it ends.
     """
@@ -309,10 +313,27 @@ def running(
                 else:
                     have[kind] = start_redis(run_dir, host)
                 mine.append(have[kind])
+                pin(have[kind], cores)
         yield have
     finally:
         for db in reversed(mine):
             stop(db)
+
+
+def pin(db: Database, cores: tuple[int, ...]) -> None:
+    """Keep a database the lab started on the server's cores, with the server, and off the
+    generator's and the upstream's: it is part of the system under test. Left to the scheduler,
+    a busy Redis ran on the generator's core and the step read as the lab's own limit (the
+    generator waited for a CPU 13% of the window), not the database's. PostgreSQL's backends,
+    forked per connection later, inherit the postmaster's affinity."""
+    if not cores or db.proc is None:
+        return
+    try:
+        root = psutil.Process(db.proc.pid)
+        for proc in (root, *root.children(recursive=True)):
+            proc.cpu_affinity(list(cores))
+    except psutil.Error:  # it exited: its start already said why, or its stop will
+        pass
 
 
 def environment(have: dict[str, Database]) -> dict[str, str]:

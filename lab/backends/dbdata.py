@@ -44,6 +44,7 @@ class DataSpec:
     cwd: Path | None = None
     env: appenv.Env = ()
     python_path: str = ""  # the app's import path, so `flask db upgrade` finds it
+    bindir: str = ""  # the app's own venv's programs (--app-requirements); "" = the lab's Python
 
     def digest(self) -> str:
         """The snapshot's name: the same commands and the same seed make the same snapshot."""
@@ -119,8 +120,9 @@ class Snapshot:
         code and its last lines of output when it fails."""
         environ = appenv.resolved(self.spec.env, NO_UPSTREAM)
         line = appenv.resolve(command, NO_UPSTREAM, os.environ)
-        path = os.pathsep.join(  # the lab's Python (flask, alembic) and PostgreSQL's tools
-            [str(Path(sys.executable).parent), str(postgres_bindir()), os.environ.get("PATH", "")]
+        python = self.spec.bindir or str(Path(sys.executable).parent)
+        path = os.pathsep.join(  # the app's Python (flask, alembic) and PostgreSQL's tools
+            [python, str(postgres_bindir()), os.environ.get("PATH", "")]
         )
         extra = {
             "PATH": path,

@@ -54,13 +54,16 @@ def serving(
     app_env: appenv.Env = (),
     data: DataSpec | None = None,
     fast: bool = False,
+    cores: tuple[int, ...] = (),
 ) -> Iterator[dict[str, str]]:
-    """The databases the route or the app's --env needs (the user's, else started here;
-    PostgreSQL without durability only if `fast`), exported to servers. With `data` (a user's
-    app), its setup and seed run once and every `fresh_copy` is a copy of the result."""
+    """The databases the route or the app's --env needs (the user's, else started here, on the
+    server's `cores`; PostgreSQL without durability only if `fast`), exported to servers. With
+    `data` (a user's app), its setup and seed run once and every `fresh_copy` is a copy of the
+    result."""
     given = tuple(databases.user_database(url, allow_remote) for url in db_urls)
     named = (*app_env, *(("", command) for command in (data.setup if data else ())))
-    with databases.running(needed(route, named), run_dir, given, host, fast) as have:
+    kinds = needed(route, named)
+    with databases.running(kinds, run_dir, given, host, fast, cores) as have:
         env = databases.environment(have)
         if driver:
             env = {**env, "LAB_DB_DRIVER": driver}

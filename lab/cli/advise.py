@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from lab.advise.confirm import Advisor
 from lab.advise.table import advice_table, details
 from lab.advise.target import Slo
 from lab.backends import dbrun
+from lab.backends.base import CpuLayout
+from lab.backends.dbdata import DataSpec
 from lab.cli.app import check_user_app
 from lab.cli.appmix import APP_OPTIONS
 from lab.cli.options import (
@@ -193,19 +196,26 @@ def search(opts: dict[str, Any], slo: Slo, recorded: dict[str, Any] | None) -> A
         f"at most {opts['budget_min']:g} min"
     )
     expected = min(budget_s, 1.5 * plan.expected_seconds())
-    env = scenario.app.env if scenario.app else ()
-    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
     with (
         exit_when_stopped(plan.run_dir, "lab advise"),
         stop_signals(),
-        dbrun.serving(  # those the app's --env names, its schema and seed again
-            "", plan.run_dir, *dbs, data=checked.data if checked else None, fast=fast(opts)
-        ),
+        _databases(opts, scenario, plan.run_dir, checked.data if checked else None),
         ConsoleProgress(console, expected) as progress,
     ):
         advisor = Advisor(plan, backend, progress, slo, budget_s, say, recorded)
         advisor.run()
     return advisor.result(complete=True)
+
+
+def _databases(
+    opts: dict[str, Any], scenario: Scenario, run_dir: Path, data: DataSpec | None
+) -> AbstractContextManager[dict[str, str]]:
+    """The databases the app's --env names, its schema and seed again (as the check made them),
+    on the server's cores: they are part of the system under test."""
+    env = scenario.app.env if scenario.app else ()
+    dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
+    cores = CpuLayout.split(scenario.pin_cpus).server
+    return dbrun.serving("", run_dir, *dbs, data=data, fast=fast(opts), cores=cores)
 
 
 def say(line: str) -> None:
@@ -217,7 +227,7 @@ def advise_scenario(opts: dict[str, Any]) -> Scenario:
     typed = {"rates": "--rps", "delay_ms": "--delay-ms", "duration_s": "--duration"}
     return override(
         load_scenario(BASE_SCENARIO),
-        said={**typed, "warmup_s": "--warmup", "models": "--models"},
+        said={**typed, "warmup_s": "--warmup", "models": "--models", "routes": "--upstream-route"},
         name="advise",
         description=f"lab advise: {opts['rps']:g} req/s with p99 <= {opts['p99_ms']:g} ms",
         mode="open",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,16 +17,19 @@ from rich.markup import escape
 from lab.backends import dbrun
 from lab.backends.dbdata import DataSpec
 from lab.cli import appmix
-from lab.cli.options import LOGIN_ONLY, console
+from lab.cli.options import LOGIN_ONLY, app_environment_options, console
 from lab.cli.stopping import stop_signals
-from lab.config import appenv, placeholders, userapp
+from lab.config import appenv, userapp
 from lab.config.models import Model, Registry
 from lab.config.scenario import Scenario, override
+from lab.record import placeholders
 from lab.record.errors import LabError, NoAnswer
 from lab.record.login import Login, parse_login
 from lab.record.rundir import RunDir
 from lab.run import appcheck
 from lab.run.preflight import Preflight
+from lab.system import appvenv
+from lab.system.appvenv import AppPins
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,12 @@ def check_user_app(
     env = app_env(opts, scenario)
     userapp.parse_target(opts["app_target"])  # a malformed --app: refused before anything runs
     login = login_of(opts, load.login)  # a malformed --login or --csrf too
-    data = data_spec(opts, env)
+    pins = app_pins(opts)  # the app's own environment, made before any run directory
+    data = data_spec(opts, env, pins)
     resumed = opts.get("resume")  # checked again, into the run it continues
     run = RunDir.existing(resumed) if resumed else RunDir.create(opts["out"], "app")
     given = (opts.get("compare") or "shape", scenario.start_timeout_s, scenario.upstream)
-    options = appcheck.Options(*given, scenario.probe_k, login)
+    options = appcheck.Options(*given, scenario.probe_k, login, pins)
     checking = (opts, registry, scenario, env, load, run, options, data)
     app, models, result = services_and_check(*checking)
     for table in appcheck.render(result):
@@ -82,7 +87,7 @@ def check_user_app(
     if refused := appmix.unanswered(load, result.route_solo_ms()):
         raise NoAnswer(f"{app.target} cannot be swept: {refused}")
     spec = appmix.app_spec(app, load, health, result.route_solo_ms())
-    spec = replace(spec, env=env, login=login)
+    spec = replace(spec, env=env, login=login, environment=pins)
     if load.mix:  # what the sweep loads, and d from each route's time alone
         out.print(appmix.render_mix(load.mix, result.route_solo_ms(), spec.solo_ms))
     if opts["check_only"]:
@@ -107,11 +112,12 @@ def services_and_check(
 ) -> tuple[userapp.UserApp, list[Model], appcheck.AppCheck]:
     """With the run's databases and upstream up: import the app (calling its factory) in the
     environment every server gets, real URLs, so an app that builds an engine or connects as it
-    starts is checked as it will run; then check it under every model. An app refused at its
-    import leaves no run directory (nothing ran)."""
+    starts is checked as it will run (in its own venv, where it has one); then check it under
+    every model, each in its venv of the app's pins where it has them. An app refused before
+    any server started (at its import, a model its pins refuse) leaves no run directory."""
     dbs = (opts["db_urls"], opts["db_driver"], opts["allow_remote"], scenario.host, env)
     fast = opts.get("db_durability") == "fast"
-    app = None
+    pins, started = options.environment, False
     try:
         with (
             stop_signals(),
@@ -122,19 +128,22 @@ def services_and_check(
             timeout = opts.get("import_timeout") or userapp.IMPORT_TIMEOUT_S
             environ = appenv.resolved(env, upstream_url)
             target, app_dir = opts["app_target"], opts["app_dir"]
-            app = userapp.inspect_app(target, app_dir, env, timeout, environ)
+            python = str(pins.bindir() / "python") if pins else ""
+            app = userapp.inspect_app(target, app_dir, env, timeout, environ, python)
             kind = app.kind
             names = opts["models"] or [m.name for m in registry.models.values() if m.app == kind]
             models = registry.pick(list(names))
+            models = [userapp.in_environment(m, kind, pins) for m in models] if pins else models
             for model in models:
                 model.check_installed(registry.knobs.resolve(1))
             knobs = registry.knobs.updated(opts["knobs"], "--knob").resolve(
                 scenario.max_connections
             )
             given = (knobs, load.routes, load.load, load.probe, run.path, options, upstream_url)
+            started = True
             return app, models, appcheck.run(app, models, *given)
     except LabError:
-        if app is None and not opts.get("resume"):
+        if not started and not opts.get("resume"):
             shutil.rmtree(run.path, ignore_errors=True)
             with suppress(OSError):  # --out too, when this run was all it held
                 run.path.parent.rmdir()
@@ -161,8 +170,9 @@ def login_of(opts: dict[str, Any], route: userapp.Route | None = None) -> Login 
     return placeholders.checked_login(login)
 
 
-def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:
-    """--db-setup and --db-seed, run in the app's directory with its import path."""
+def data_spec(opts: dict[str, Any], env: appenv.Env, pins: AppPins | None = None) -> DataSpec:
+    """--db-setup and --db-seed, run in the app's directory with its import path and its own
+    venv's programs first on PATH (`pins`; None: the lab's Python)."""
     app_dir = opts["app_dir"].resolve() if opts["app_dir"] else None
     seed = opts.get("db_seed")
     if seed is not None and not seed.is_file():
@@ -173,7 +183,28 @@ def data_spec(opts: dict[str, Any], env: appenv.Env) -> DataSpec:
         app_dir or Path.cwd(),
         env,
         userapp.UserApp(opts["app_target"], "wsgi", app_dir, env).python_path(),
+        str(pins.bindir()) if pins else "",
     )
+
+
+def app_pins(opts: dict[str, Any]) -> AppPins | None:
+    """--app-requirements or --app-venv, the app's own venv made (once; cached): the
+    environment the app runs in; None for neither (the lab's own). LabError for both, or
+    --app-venv with --python (the venv has its interpreter)."""
+    requirements: Path | None = opts.get("app_requirements")
+    venv: Path | None = opts.get("app_venv")
+    if requirements and venv:
+        raise LabError("--app-requirements and --app-venv each give the app's environment: one")
+    if venv and opts.get("python"):
+        raise LabError(f"--app-venv {venv} runs under its own interpreter: drop --python")
+    if venv is not None:
+        pins = appvenv.from_venv(venv)
+    elif requirements is not None:
+        pins = appvenv.from_requirements(requirements, opts.get("python") or sys.executable)
+    else:
+        return None
+    console.print(f"the app's environment: {escape(pins.given)} (venvs cached, made once)")
+    return appvenv.app_venv(pins)
 
 
 def app_env(opts: dict[str, Any], scenario: Scenario) -> appenv.Env:
@@ -257,19 +288,23 @@ INERT = {  # what a placeholder of --env names when `lab routes` starts nothing:
     show_default=True,
     help="Seconds importing the app may take.",
 )
+@app_environment_options
 def routes(
     app_target: str, app_dir: Path | None, app_env: tuple[str, ...], out: Path | None,
-    import_timeout: float,
+    import_timeout: float, app_requirements: Path | None, app_venv: Path | None,
 ) -> None:  # fmt: skip
     """Read the routes your app declares (Flask's URL map, Django's URL resolver, Starlette's
-    routes), importing it as `lab run --app` does, and write a starting mix file: every route
-    and method, path parameters as placeholders, GETs weighted 1, writes weighted 0 with a
-    comment, a health route guessed first (docs/your-app-and-databases.md)."""
+    routes), importing it as `lab run --app` does (in its own environment with
+    --app-requirements or --app-venv), and write a starting mix file: every route and method,
+    path parameters as placeholders, GETs weighted 1, writes weighted 0 with a comment, a
+    health route guessed first (docs/your-traffic.md)."""
     from lab.config import approutes
 
     env = appenv.parse(app_env)
     environ = {n: appenv.resolve(v, INERT["upstream"], INERT) for n, v in env}
-    app = userapp.inspect_app(app_target, app_dir, env, import_timeout, environ)
+    pins = app_pins({"app_requirements": app_requirements, "app_venv": app_venv})
+    python = str(pins.bindir() / "python") if pins else ""  # the import check's interpreter
+    app = userapp.inspect_app(app_target, app_dir, env, import_timeout, environ, python)
     text = approutes.mix_text(app.target, approutes.read(app, environ, import_timeout))
     if out is None:
         click.echo(text, nl=False)

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lab.cli.options import LOGIN_OPTIONS, name_list, positive
+from lab.cli.options import APP_ENVIRONMENT, LOGIN_OPTIONS, name_list, positive
 from lab.config import accesslog, appenv, har, mixfile, userapp
 from lab.config.accesslog import LogMix
 from lab.config.har import HarMix
@@ -48,7 +48,7 @@ TRAFFIC_OPTIONS = (
         "(method, path, weight, headers, body or body_file, expect, login); bodies and paths "
         "may hold placeholders filled per request ({uuid}, {n}, {user}, {choice:a|b}, "
         "{line:FILE}); `lab routes --app X` writes a starting one from the app's routes; see "
-        "docs/your-app-and-databases.md [default: none].",
+        "docs/your-traffic.md [default: none].",
     ),
     click.option(
         "--access-log",
@@ -96,7 +96,7 @@ TRAFFIC_OPTIONS = (
         "proxy-authorization, x-csrftoken, ...) [default: none: dropped].",
     ),
 )
-APP_OPTIONS = (  # --app and what goes with it (`lab run`, `lab advise`)
+APP_CORE = (  # --app and how it is run and checked (`lab run`, `lab advise`)
     click.option(
         "--app",
         "app_target",
@@ -113,7 +113,6 @@ APP_OPTIONS = (  # --app and what goes with it (`lab run`, `lab advise`)
         help="Directory to import --app from; the import check and every server run in it"
         " [default: the current directory].",
     ),
-    *TRAFFIC_OPTIONS,
     click.option(
         "--body",
         "app_body",
@@ -153,8 +152,9 @@ APP_OPTIONS = (  # --app and what goes with it (`lab run`, `lab advise`)
         help="With --app: seconds importing the app may take [default: 60]; a server's start-up "
         "is bounded by --start-timeout.",
     ),
-    *LOGIN_OPTIONS,
+    *APP_ENVIRONMENT,
 )
+APP_OPTIONS = (*APP_CORE, *TRAFFIC_OPTIONS, *LOGIN_OPTIONS)  # `lab advise`'s, in one list
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,7 @@ def _log(opts: dict[str, Any], weighted: bool) -> LogMix | None:
     if weighted:
         raise LabError("--path weights and --access-log: the log gives the weights; drop #N")
     top = opts.get("log_top") or accesslog.TOP_ROUTES
-    return accesslog.read_file(Path(opts["access_log"]), top, _allowed(opts))
+    return accesslog.read_file(Path(opts["access_log"]), top, _allowed(opts), _login_path(opts))
 
 
 def _har(opts: dict[str, Any], weighted: bool) -> HarMix | None:
@@ -266,7 +266,14 @@ def _har(opts: dict[str, Any], weighted: bool) -> HarMix | None:
     if weighted:
         raise LabError("--path weights and --har: the HAR file gives the weights; drop #N")
     keep = tuple(k.lower() for k in opts.get("har_keep") or ())
-    return har.read_file(Path(opts["har"]), opts.get("har_host") or "", keep)
+    return har.read_file(Path(opts["har"]), opts.get("har_host") or "", keep, _login_path(opts))
+
+
+def _login_path(opts: dict[str, Any]) -> str:
+    """The path of --login ('POST /login/?next=/' -> /login/; "" without one): a captured
+    session's login is the users' own, sent once each, never part of the mix."""
+    words = str(opts.get("login") or "").split()
+    return words[-1].split("?")[0] if words else ""
 
 
 def _allowed(opts: dict[str, Any]) -> tuple[str, ...]:
@@ -332,6 +339,21 @@ def render_log(log: LogMix) -> list[Table]:
     return [kept, left]
 
 
+# What every browser sends with every request: counted in the HAR's table, not named, so the
+# headers a page's own script adds (Content-Type, X-Requested-With, an API key) stand out.
+BROWSER_OWN = (
+    *("accept", "sec-", "user-agent", "upgrade-insecure-requests", "cache-control"),
+    *("pragma", "dnt", "priority", "origin", "referer"),
+)
+
+
+def _header_names(headers: tuple[tuple[str, str], ...]) -> str:
+    """A route's replayed headers in a cell: how many, and the names a browser does not send
+    with every request ('14 (Content-Type)'; '-' for none)."""
+    own = [n for n, _ in headers if not n.lower().startswith(BROWSER_OWN)]
+    return f"{len(headers)} ({', '.join(own)})" if own else str(len(headers) or "-")
+
+
 def render_har(found: HarMix) -> list[Table]:
     """The HAR file's routes by share, and every entry left out by its reason."""
     share = shares(tuple(mix_route(r, w) for r, w in found.routes))
@@ -341,7 +363,7 @@ def render_har(found: HarMix) -> list[Table]:
     for column in ("route", "requests", "share", "headers", "body"):
         kept.add_column(column, justify="left" if column in ("route", "headers") else "right")
     for route, n in found.routes:
-        names = ", ".join(name for name, _ in route.headers) or "-"
+        names = _header_names(route.headers)
         body = f"{len(route.body.encode())} B" if route.body else "-"
         kept.add_row(route.label, f"{n:g}", f"{100 * share[route.label]:.1f}%", names, body)
     left = Table(title=f"{found.path}: left out of the mix")

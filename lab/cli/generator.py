@@ -7,7 +7,8 @@ workers ready, each pinned to its own core. A worker serves one step and exits w
 command starts a fresh one for the next step, until `--steps` measured steps are served (a
 model's warm-up is served too but not counted: the user counts the steps they asked for), no
 master answered for `--master-timeout` seconds, or Ctrl-C. It says where it waits and for how
-long; no master at all is this machine's state, not the arguments' (exit 3, docs/running.md).
+long; no master at all is this machine's state, not the arguments' (exit 3,
+docs/failures-and-stops.md).
 """
 
 from __future__ import annotations

@@ -242,6 +242,36 @@ LOGIN_OPTIONS = (
     ),
 )
 
+# The app's own environment (`lab run`, `lab advise`, `lab routes`): where it is imported and run.
+APP_ENVIRONMENT = (
+    click.option(
+        "--app-requirements",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --app: the app's own pins (a requirements, constraints or `pip freeze` "
+        "file). The import check (and `lab routes`) and the setup commands run in a venv of "
+        "these, each model in one of these plus its server's packages, built once and cached "
+        "(LAB_CACHE_DIR); a pin a server cannot live with is refused, named [default: the "
+        "lab's own environment].",
+    ),
+    click.option(
+        "--app-venv",
+        type=click.Path(file_okay=False, path_type=Path),
+        metavar="DIR",
+        help="With --app: the app's existing venv. The import check (and `lab routes`) and the "
+        "setup commands run in it, each model in a venv of its `pip freeze` plus the server's "
+        "packages (DIR is never written to) [default: none: the lab's own environment].",
+    ),
+)
+
+
+def app_environment_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare APP_ENVIRONMENT on a plain click command (`lab routes`; `lab run` and `lab
+    advise` take it within appmix.APP_CORE)."""
+    for option in reversed(APP_ENVIRONMENT):
+        command = option(command)
+    return command
+
 
 class Renamed(click.Option):
     """A retired spelling of an option, hidden: what it is given goes to the option it was renamed

@@ -1,12 +1,12 @@
-"""Every command and option of `lab`, as Markdown for docs/running.md's command reference, and
-the page's other blocks that are data in the code: the exit codes (`lab.record.exits`) and the
-listeners (`lab.system.listeners`).
+"""Every command and option of `lab`, as Markdown for docs/commands.md, and the other blocks of
+the docs that are data in the code: docs/failures-and-stops.md's exit codes (`lab.record.exits`)
+and listeners (`lab.system.listeners`).
 
-Read from the click commands themselves (names, arguments, options, defaults, help), so the
-manual's reference is the CLI's: `python -m lab.cli.reference` rewrites every block in
-docs/running.md, and tests/test_docs_figures.py fails when the reference differs from it or when
-an option `lab X --help` lists is missing from it (tests/test_exit_codes.py and
-tests/test_listeners.py, when their table differs: `is_current`).
+Read from the click commands themselves (names, arguments, options, defaults, help, and cloup's
+option groups where a command has them), so the manual's reference is the CLI's: `python -m
+lab.cli.reference` rewrites every block, and tests/test_docs_figures.py fails when the reference
+differs from it or when an option `lab X --help` lists is missing from it (tests/
+test_exit_codes.py and tests/test_listeners.py, when their table differs: `is_current`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from lab.record import exits
 from lab.system import listeners
 
 START, END = "<!-- reference: python -m lab.cli.reference -->", "<!-- /reference -->"
-RUNNING = Path(__file__).resolve().parents[2] / "docs" / "running.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+COMMANDS = DOCS / "commands.md"  # the reference
+FAILURES = DOCS / "failures-and-stops.md"  # the exit codes and the listeners
 
 
 def _cell(text: str) -> str:
@@ -52,15 +54,24 @@ def _help(param: click.Parameter) -> str:
     return _cell((getattr(param, "help", None) or "") + _default(param))
 
 
+def _groups(command: click.Command) -> list[tuple[str, list[click.Parameter]]]:
+    """The command's parameters under the titles `--help` shows: cloup's option groups, then
+    the rest untitled ("" for a plain click command's, all of them)."""
+    groups = [(g.title, list(g.options)) for g in getattr(command, "option_groups", [])]
+    grouped = {id(p) for _, params in groups for p in params}
+    rest = [p for p in command.params if id(p) not in grouped]
+    return [*groups, ("", rest)] if rest or not groups else groups
+
+
 def command_table(name: str, command: click.Command) -> str:
     """One command: its first help line, then a table of its arguments and options."""
-    lines = [f"#### `{f'lab {name}'.strip()}`"]
+    lines = [f"## `{f'lab {name}'.strip()}`"]
     lines += ["", _cell((command.help or "").split("\n\n")[0]), ""]
     lines += ["| option | what it does |", "|---|---|"]
-    for param in command.params:
-        if getattr(param, "hidden", False):
-            continue
-        lines.append(f"| {_names(param)} | {_help(param)} |")
+    for title, params in _groups(command):
+        if title:
+            lines.append(f"| **{_cell(title)}** | |")
+        lines += [f"| {_names(p)} | {_help(p)} |" for p in params if not getattr(p, "hidden", 0)]
     if not name:
         lines.append("| `--help`, `-h` | show the help of `lab` or of any command |")
     return "\n".join(lines)
@@ -92,18 +103,21 @@ def is_current(text: str, start: str, end: str, body: Callable[[], str]) -> bool
     return f"{start}\n{body()}\n{end}" in text
 
 
-# Every generated block of docs/running.md: (start marker, end marker, what renders it)
-BLOCKS: tuple[tuple[str, str, Callable[[], str]], ...] = (
-    (START, END, markdown),
-    (exits.BEGIN, exits.END, exits.markdown),
-    (listeners.BEGIN, listeners.END, listeners.markdown),
-)
+# Every generated block of the docs: page -> (start marker, end marker, what renders it)
+BLOCKS: dict[Path, tuple[tuple[str, str, Callable[[], str]], ...]] = {
+    COMMANDS: ((START, END, markdown),),
+    FAILURES: (
+        (exits.BEGIN, exits.END, exits.markdown),
+        (listeners.BEGIN, listeners.END, listeners.markdown),
+    ),
+}
 
 
 if __name__ == "__main__":
     if sys.argv[1:]:
-        sys.exit("usage: python -m lab.cli.reference (rewrites docs/running.md's generated blocks)")
-    page = RUNNING.read_text()
-    for block in BLOCKS:
-        page = refreshed(page, *block)
-    RUNNING.write_text(page)
+        sys.exit("usage: python -m lab.cli.reference (rewrites the docs' generated blocks)")
+    for path, blocks in BLOCKS.items():
+        page = path.read_text()
+        for block in blocks:
+            page = refreshed(page, *block)
+        path.write_text(page)

@@ -69,7 +69,7 @@ def report(run_dir: Path, level: int | None) -> None:
 @click.argument("run_b", type=click.Path(path_type=Path))
 def compare_runs(run_a: Path, run_b: Path) -> None:
     """Show per model and level how RUN_B differs from RUN_A, and whether the change is real
-    (docs/trust.md: with one trial, the lab's run-to-run floor; p99 only where 10 requests lie
+    (docs/statistics.md: with one trial, the lab's run-to-run floor; p99 only where 10 requests lie
     beyond it). Runs of different scenarios say so first. Exit code 0: nothing changed; 1: no
     point was measured in both, nothing was compared; 6: a point changed; 7: the runs differ in
     scenario."""

@@ -25,7 +25,7 @@ from lab.cli.stopping import standalone
 from lab.record.errors import EXIT_NO_ANSWER
 
 # Every reproducible experiment by its command-line name, in the order docs/reproductions.md
-# shows them.
+# shows them (granian-long-io on a page of its own, docs/reproduce-granian.md).
 ORDER = (
     pool_overhead,
     coroutines_vs_threads,

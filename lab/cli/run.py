@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import click
+import cloup
 from rich.markup import escape
 
 from lab.backends import dbrun
@@ -35,7 +36,7 @@ from lab.verdict.power import floor_spread, plan_words, run_spread, smallest_see
 from lab.verdict.power import plan as plan_length
 
 
-@click.command("run")
+@cloup.command("run")
 @run_options
 @click.pass_context
 def run(ctx: click.Context, /, **_: Any) -> None:
@@ -93,6 +94,7 @@ def run(ctx: click.Context, /, **_: Any) -> None:
         scenario.app.env if scenario.app else (),
         data=checked.data if checked else None,  # the app's schema and seed, again
         fast=opts["db_durability"] == "fast",
+        cores=CpuLayout.split(scenario.pin_cpus).server,  # the system under test's cores
     )
     sweep_and_summarise(plan, backend, recorded, databases)
 
@@ -186,7 +188,7 @@ def scenario_from(opts: dict[str, Any]) -> Scenario:
     typed = {f: option_name(o) for o, f in SCENARIO_OPTIONS.items() if opts[o] is not None}
     scenario = override(
         load_scenario(opts["scenario_name"]),
-        said=typed,
+        said={**typed, "routes": "--upstream-route"},  # a scenario file's own: checked at load
         **{field: opts[option] for option, field in SCENARIO_OPTIONS.items()},
         pin_cpus=False if opts["no_pin"] else None,
         routes=tuple(opts.get("upstream_routes") or ()) or None,  # the upstream's, if given

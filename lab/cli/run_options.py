@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+import cloup
 
-from lab.cli.appmix import APP_OPTIONS
+from lab.cli.appmix import APP_CORE, TRAFFIC_OPTIONS
 from lab.cli.options import (
     DB_OPTIONS,
     ENGINE,
     LOGIN_ONLY,
+    LOGIN_OPTIONS,
     UPSTREAM_ROUTE,
     from_scenario,
     int_list,
@@ -52,6 +54,8 @@ APP_ONLY = {  # option -> its parameter: meaningful with --app only
     "env": "app_env",
     "compare": "compare",
     "import-timeout": "import_timeout",
+    "app-requirements": "app_requirements",
+    "app-venv": "app_venv",
     "access-log": "access_log",
     "log-top": "log_top",
     "log-methods": "log_methods",
@@ -195,16 +199,15 @@ FRONT_OPTIONS = (  # `lab run`, `lab advise` and `lab ui`: nginx in front of eac
 )
 
 
-# Every option of `lab run`, in the order `--help` lists them.
-RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
-    click.option(
-        "--scenario",
-        "scenario_name",
-        default="quick",
-        show_default=True,
-        help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
-    ),
-    MODELS,
+SCENARIO = click.option(
+    "--scenario",
+    "scenario_name",
+    default="quick",
+    show_default=True,
+    help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
+)
+LOAD_OPTIONS = (  # how much load, for how long, how often
+    SCENARIO,
     click.option(
         "--levels",
         callback=int_list,
@@ -234,14 +237,6 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help=f"Open loop: how arrivals are spaced {from_scenario(QUICK.arrival)}.",
     ),
     ENGINE,
-    click.option(
-        "--profile",
-        type=click.Choice(list(PROFILES)),
-        help="py-spy samples the server's processes through each measured step; auto: every "
-        "step keeps where its time went, and its stacks where the limit is the server's CPU or "
-        "not found or a call blocked an event loop; all: every step's stacks; off: no sampler "
-        f"{from_scenario(QUICK.profile)}.",
-    ),
     DURATION,
     WARMUP,
     click.option(
@@ -265,15 +260,17 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Seed of the models' shuffled order in each trial (kept in the manifest) "
         "[default: a new one per run].",
     ),
-    DELAY_MS,
-    UPSTREAM_ROUTE,
     click.option(
-        "--route",
-        type=click.Choice(list(ROUTES)),
-        help="What each request does; db and cache wait in PostgreSQL and Redis "
-        f"(started for the run) {from_scenario(QUICK.route)}.",
+        "--request-timeout",
+        type=float,
+        callback=positive,
+        help="Seconds before a request counts as a timeout "
+        f"{from_scenario(QUICK.request_timeout_s)}.",
     ),
-    *DB_OPTIONS,
+)
+SERVER_OPTIONS = (  # the models and how each server is run
+    MODELS,
+    MODELS_FILE,
     click.option(
         "--knob",
         "knobs",
@@ -283,42 +280,7 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Override a server knob for this run (repeatable): --knob concurrency=50 (threads, "
         "greenlets or coroutines per process), --knob processes=2 (server processes).",
     ),
-    click.option("--port", type=int, help="Server port [default: any free port]."),
-    click.option("--upstream-port", type=int, help="Upstream port [default: any free port]."),
-    click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores."),
-    click.option(
-        "--python",
-        type=click.Path(dir_okay=False, exists=True),
-        help="Run every model under this interpreter, in a venv the lab makes and caches "
-        "(e.g. a free-threaded python3.14t) [default: the lab's own .venv].",
-    ),
-    results_dir_option("Directory that receives the run directory."),
-    MODELS_FILE,
-    click.option(
-        "--host",
-        help="Address every listener binds and the load targets "
-        "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
-    ),
-    click.option(
-        "--request-timeout",
-        type=float,
-        callback=positive,
-        help="Seconds before a request counts as a timeout "
-        f"{from_scenario(QUICK.request_timeout_s)}.",
-    ),
-    click.option(
-        "--start-timeout",
-        type=float,
-        callback=positive,
-        help="Seconds a server gets to answer /health, else start_failed "
-        f"{from_scenario(QUICK.start_timeout_s)}.",
-    ),
-    resume_option("Continue the run in this directory, skipping its completed steps."),
-    click.option(
-        "--allow-remote",
-        is_flag=True,
-        help="Allow non-loopback listeners and targets. Only for hosts you own.",
-    ),
+    *FRONT_OPTIONS,
     click.option(
         "--backend",
         type=click.Choice(["native", "docker"]),
@@ -327,19 +289,79 @@ RUN_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="native: servers as local processes; docker: each in its own container "
         "(image from docker/build-image.sh, limits from tuning/).",
     ),
-    *APP_OPTIONS,
     click.option(
-        "--check-only",
-        is_flag=True,
-        help="With --app: check and probe the app under every model, then stop (no sweep).",
+        "--python",
+        type=click.Path(dir_okay=False, exists=True),
+        help="Run every model under this interpreter, in a venv the lab makes and caches "
+        "(e.g. a free-threaded python3.14t) [default: the lab's own .venv].",
     ),
-    *GENERATOR_OPTIONS,
-    *FRONT_OPTIONS,
+    click.option("--port", type=int, help="Server port [default: any free port]."),
+    click.option("--no-pin", is_flag=True, help="Do not pin server and load generator to cores."),
+    click.option(
+        "--start-timeout",
+        type=float,
+        callback=positive,
+        help="Seconds a server gets to answer /health, else start_failed "
+        f"{from_scenario(QUICK.start_timeout_s)}.",
+    ),
+)
+OWN_APP_OPTIONS = (  # the lab's own app (no --app): what each request does upstream
+    DELAY_MS,
+    UPSTREAM_ROUTE,
+    click.option(
+        "--route",
+        type=click.Choice(list(ROUTES)),
+        help="What each request does; db and cache wait in PostgreSQL and Redis "
+        f"(started for the run) {from_scenario(QUICK.route)}.",
+    ),
+    click.option("--upstream-port", type=int, help="Upstream port [default: any free port]."),
+)
+OUTPUT_OPTIONS = (  # where results go, and the rest
+    results_dir_option("Directory that receives the run directory."),
+    resume_option("Continue the run in this directory, skipping its completed steps."),
+    click.option(
+        "--profile",
+        type=click.Choice(list(PROFILES)),
+        help="py-spy samples the server's processes through each measured step; auto: every "
+        "step keeps where its time went, and its stacks where the limit is the server's CPU or "
+        "not found or a call blocked an event loop; all: every step's stacks; off: no sampler "
+        f"{from_scenario(QUICK.profile)}.",
+    ),
+    click.option(
+        "--host",
+        help="Address every listener binds and the load targets "
+        "[default: 127.0.0.1]; non-loopback needs --allow-remote.",
+    ),
+    click.option(
+        "--allow-remote",
+        is_flag=True,
+        help="Allow non-loopback listeners and targets. Only for hosts you own.",
+    ),
+)
+CHECK_ONLY = click.option(
+    "--check-only",
+    is_flag=True,
+    help="With --app: check and probe the app under every model, then stop (no sweep).",
+)
+
+# Every option of `lab run`, in the groups `--help` lists them under (cloup's option groups):
+# a newcomer's own app first, then the load, the servers, and the rest.
+RUN_GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
+    ("Your app (without --app: the lab's own)", (*APP_CORE, CHECK_ONLY)),
+    ("Its traffic: routes, a mix file, an access log or a HAR", TRAFFIC_OPTIONS),
+    ("Its login: a session per simulated user", LOGIN_OPTIONS),
+    ("Its databases", DB_OPTIONS),
+    ("Load", LOAD_OPTIONS),
+    ("Servers", SERVER_OPTIONS),
+    ("The lab's own app and its upstream", OWN_APP_OPTIONS),
+    ("Load generators", GENERATOR_OPTIONS),
+    ("Output and more", OUTPUT_OPTIONS),
 )
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Declare every `lab run` option on `command` (click applies decorators bottom-up)."""
-    for option in reversed(RUN_OPTIONS):
-        command = option(command)
+    """Declare every `lab run` option on `command`, group by group (click and cloup apply
+    decorators bottom-up)."""
+    for title, options in reversed(RUN_GROUPS):
+        command = cloup.option_group(title, *options)(command)
     return command

@@ -1,5 +1,5 @@
 """Stopping a command cleanly: signals that stop it like Ctrl-C, the exit code a stop means
-(128 + the signal's number, docs/running.md's table), and leftovers of dead runs."""
+(128 + the signal's number, docs/failures-and-stops.md's table), and leftovers of dead runs."""
 
 from __future__ import annotations
 

@@ -64,8 +64,12 @@ STATIC_SUFFIXES = frozenset(
     ]
 )
 STATIC_PREFIXES = ("/static/", "/media/", "/assets/", "/public/", "/favicon")
+# A capture of real traffic holds its users' logins; with --login each simulated user sends the
+# login once, before the mix, so the login's path (its form and its POST) is not part of the mix.
+LOGIN_WORDS = "the login's path (--login: each user sends it once, apart from the mix)"
 REASONS = {  # key -> words, in the order a line is judged
     "unparsed": "does not parse as a request line",
+    "login": LOGIN_WORDS,
     "status": "answered 4xx or 5xx",
     "method": "a method that changes data (allow it with --log-methods)",
     "unsendable": "a method the lab does not send (HEAD, OPTIONS, ...)",
@@ -181,10 +185,13 @@ def is_static(path: str) -> bool:
     return lowered.startswith(STATIC_PREFIXES) or Path(lowered).suffix in STATIC_SUFFIXES
 
 
-def reason(line: Line | None, allowed: frozenset[str]) -> str | None:
-    """Why a line is left out (a REASONS key), or None: it counts in the mix."""
+def reason(line: Line | None, allowed: frozenset[str], login_path: str = "") -> str | None:
+    """Why a line is left out (a REASONS key), or None: it counts in the mix. A request to the
+    login's path (`--login`), its form or its POST, is the login a user sends once."""
     if line is None:
         return "unparsed"
+    if login_path and path_of(line.target) == login_path:
+        return "login"
     if line.status >= 400:
         return "status"
     if line.method in CHANGES_DATA and line.method not in allowed:
@@ -197,7 +204,11 @@ def reason(line: Line | None, allowed: frozenset[str]) -> str | None:
 
 
 def read_mix(
-    lines: Iterable[bytes], path: str, top: int = TOP_ROUTES, allowed: Iterable[str] = ()
+    lines: Iterable[bytes],
+    path: str,
+    top: int = TOP_ROUTES,
+    allowed: Iterable[str] = (),
+    login_path: str = "",
 ) -> LogMix:
     """Every line judged once: kept under its route's shape, or counted under its reason."""
     allow = frozenset(m.upper() for m in allowed)
@@ -211,7 +222,7 @@ def read_mix(
         line = parse_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
         if line is not None:
             formats[line.format] += 1
-        if (why := reason(line, allow)) is not None:
+        if (why := reason(line, allow, login_path)) is not None:
             left[why] += 1
             continue
         assert line is not None
@@ -228,13 +239,15 @@ def read_mix(
     return LogMix(path, count, routes, dict(left), dict(formats))
 
 
-def read_file(path: Path, top: int = TOP_ROUTES, allowed: Iterable[str] = ()) -> LogMix:
+def read_file(
+    path: Path, top: int = TOP_ROUTES, allowed: Iterable[str] = (), login_path: str = ""
+) -> LogMix:
     """An access log file (gzip-compressed if it ends in .gz); LabError if it cannot be read
     or leaves no route to load."""
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as file:
-            found = read_mix(file, str(path), top, allowed)
+            found = read_mix(file, str(path), top, allowed, login_path)
     except (OSError, EOFError, zlib.error) as e:
         raise LabError(
             f"--access-log {path}: cannot read it ({getattr(e, 'strerror', None) or e})"

@@ -33,6 +33,8 @@ VALUES = {"int": "{choice:1|2|3}", "uuid": "{uuid}", "str": "{choice:a|b|c}"}
 HEALTH = ("/health", "/healthz", "/health/", "/healthz/", "/ping", "/status", "/ready", "/live")
 # A GET whose name says it changes data: loading it would delete or log out as it measures.
 CHANGES = re.compile(r"/(delete|remove|toggle|logout|log-out|signout|import|add)[/_-]?", re.I)
+# A login form: each simulated user signs in once through `lab run --login`, apart from the mix.
+LOGIN = re.compile(r"/(login|log-in|signin|sign-in)/?$", re.I)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,9 @@ def _weight(route: Declared, health: bool) -> tuple[int, list[str]]:
         return (0 if conventional else 1), [f"the health route (guessed; {said})", *why]
     if route.note:
         return 0, [f"{route.note}: weighted 0", *why]
+    if LOGIN.search(route.path):
+        said = f"lab run --login 'POST {route.path}' (a session per user)"
+        return 0, [f"the login (guessed): weighted 0; sign each user in with {said}", *why]
     if route.method != "GET":
         line = "a write: add its body (body = {...} or body_file) and a weight to load it"
         return 0, [line, *why]

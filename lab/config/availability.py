@@ -23,7 +23,8 @@ def with_python(models: list[Model], python: str | None) -> list[Model]:
 
 
 def interpreter_of(model: Model) -> Path:
-    return Path(sys.executable) if not model.python else model.bindir() / "python"
+    """The Python a model's server runs: its venv's (the app's, or --python's), else the lab's."""
+    return model.bindir() / "python" if model.python or model.venv else Path(sys.executable)
 
 
 def skip_reason(model: Model) -> str | None:

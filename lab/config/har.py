@@ -18,14 +18,13 @@ place, a kept route or a reason it was left out, so `kept + left out == entries`
 Headers lose what belongs to one connection (hop-by-hop, HTTP/2's pseudo-headers, Host,
 Content-Length), and cookies and credentials unless kept with `--har-keep cookie,authorization`:
 a recorded session's cookie is one user's, and its token expires. A recorded text is sent as it
-was: a brace that would start a placeholder is doubled (`lab.config.placeholders`). A file that
+was: a brace that would start a placeholder is doubled (`lab.record.placeholders`). A file that
 is not a HAR document, or is huge, is refused in one line.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from typing import Any
 
 from lab.config import accesslog, userapp
 from lab.config.userapp import Route
+from lab.record import placeholders
 from lab.record.errors import LabError
 
 MAX_HAR_BYTES = 50_000_000  # a long browser session with bodies; anything bigger is a mistake
@@ -61,12 +61,14 @@ CREDENTIALS = frozenset(
         "x-xsrf-token",
     ]
 )
+NAMES_ORIGIN = frozenset(["origin", "referer"])  # they name the server a browser spoke to
 STATIC_TYPES = ("image/", "font/", "video/", "audio/", "text/css", "javascript", "ecmascript")
 STATIC_RESOURCES = frozenset(("image", "stylesheet", "script", "font", "media", "manifest"))
 REASONS = {  # key -> words, in the order an entry is judged
     "unreadable": "not an entry with a method and a URL",
     "websocket": "a websocket (nothing to replay as a request)",
     "host": "another host than the one loaded",
+    "login": accesslog.LOGIN_WORDS,
     "failed": "failed: no answer (status 0)",
     "status": "answered 4xx or 5xx",
     "static": "a static file (a front or a CDN serves those, not the app)",
@@ -74,7 +76,6 @@ REASONS = {  # key -> words, in the order an entry is judged
     "large": "a body too large to replay (an upload)",
 }
 MAX_BODY_BYTES = 16_000  # a route's body travels in each generator's start message
-_OPENS_PLACEHOLDER = re.compile(r"\{(?=[a-z{])")
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,6 @@ class HarMix:
     @property
     def kept(self) -> int:
         return round(sum(w for _, w in self.routes))
-
-
-def literal(text: str) -> str:
-    """A recorded text as a template that sends it unchanged: every `{` that would open a
-    placeholder doubled."""
-    return _OPENS_PLACEHOLDER.sub("{{", text)
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -138,7 +133,7 @@ def _static(entry: dict[str, Any], url: urllib.parse.SplitResult) -> bool:
     return typed or entry.get("_resourceType") in STATIC_RESOURCES or accesslog.is_static(url.path)
 
 
-def reason(entry: Any, host: str) -> str | None:
+def reason(entry: Any, host: str, login_path: str = "") -> str | None:
     """Why an entry is left out (a REASONS key), or None: it counts in the mix."""
     found = _request(entry)
     if found is None:
@@ -148,6 +143,8 @@ def reason(entry: Any, host: str) -> str | None:
         return "websocket"
     if host not in (url.netloc.lower(), (url.hostname or "").lower()):
         return "host"
+    if login_path and (url.path or "/") == login_path:
+        return "login"
     status = _status(entry)
     if status <= 0:
         return "failed"
@@ -175,35 +172,50 @@ def _headers(entry: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _kept_headers(entry: dict[str, Any], keep: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _kept_headers(
+    entry: dict[str, Any], keep: tuple[str, ...], host: str
+) -> tuple[tuple[str, str], ...]:
     """The request's headers a replay may send: one line each, valid names, none of one
-    connection's, cookies and credentials only when kept."""
+    connection's, none naming the recorded server (`_names_host`), cookies and credentials
+    only when kept."""
     out = []
     for name, value in _headers(entry):
         low = name.lower()
         if low.startswith(":") or low in HOP_BY_HOP or (low in CREDENTIALS and low not in keep):
             continue
+        if low in NAMES_ORIGIN and _names_host(value, host):
+            continue
         if userapp.HEADER.match(f"{name}: {value}") is None:
             continue
-        out.append((name, literal(value)))
+        out.append((name, placeholders.literal(value)))
     return tuple(out)
 
 
-def _route(entry: dict[str, Any], keep: tuple[str, ...]) -> Route:
+def _names_host(value: str, host: str) -> bool:
+    """An Origin or Referer that names the recorded server (its host and port): replayed to
+    the lab's server, on another port, a write's Origin no longer matches the host it is sent
+    to, and a framework's CSRF check refuses it (Django: 403, "Origin checking failed")."""
+    url = urllib.parse.urlsplit(value)
+    return host in (url.netloc.lower(), (url.hostname or "").lower())
+
+
+def _route(entry: dict[str, Any], keep: tuple[str, ...], host: str) -> Route:
     """The entry as a route: its target (path and query, a fragment never), headers and body."""
     found = _request(entry)
     assert found is not None
     method, url = found
     path = urllib.parse.quote(url.path or "/", safe="/%:@!$&'()*+,;=-._~")
     query = urllib.parse.quote(url.query, safe="/?%:@!$&'()*+,;=-._~")
-    target = literal(path + (f"?{query}" if query else ""))
+    target = placeholders.literal(path + (f"?{query}" if query else ""))
     text = _dict(_dict(entry.get("request")).get("postData")).get("text")
-    body = literal(text) if isinstance(text, str) and method != "GET" else None
-    headers = _kept_headers(entry, keep)
+    body = placeholders.literal(text) if isinstance(text, str) and method != "GET" else None
+    headers = _kept_headers(entry, keep, host)
     return Route(method, target, body, headers)
 
 
-def read_mix(document: Any, path: str, host: str = "", keep: tuple[str, ...] = ()) -> HarMix:
+def read_mix(
+    document: Any, path: str, host: str = "", keep: tuple[str, ...] = (), login_path: str = ""
+) -> HarMix:
     """Every entry judged once: kept under its route, or counted under its reason."""
     log = _dict(_dict(document).get("log"))
     entries = log.get("entries")
@@ -214,10 +226,10 @@ def read_mix(document: Any, path: str, host: str = "", keep: tuple[str, ...] = (
     counts: Counter[tuple[str, str]] = Counter()
     first: dict[tuple[str, str], Route] = {}
     for entry in entries:
-        if (why := reason(entry, host)) is not None:
+        if (why := reason(entry, host, login_path)) is not None:
             left[why] += 1
             continue
-        route = _route(entry, keep)
+        route = _route(entry, keep, host)
         key = (route.method, route.path)
         counts[key] += 1
         first.setdefault(key, route)
@@ -235,7 +247,9 @@ def _commonest(entries: list[Any]) -> str:
     return hosts.most_common(1)[0][0] if hosts else ""
 
 
-def read_file(path: Path, host: str = "", keep: tuple[str, ...] = ()) -> HarMix:
+def read_file(
+    path: Path, host: str = "", keep: tuple[str, ...] = (), login_path: str = ""
+) -> HarMix:
     """A HAR file's mix; LabError in one line if it cannot be read, is no HAR document, or
     leaves no route to load."""
     try:
@@ -246,7 +260,7 @@ def read_file(path: Path, host: str = "", keep: tuple[str, ...] = ()) -> HarMix:
         raise LabError(f"--har {path}: cannot read it ({e.strerror or e})") from None
     except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError too
         raise LabError(f"--har {path}: not a JSON document ({str(e)[:120]})") from None
-    found = read_mix(document, str(path), host, keep)
+    found = read_mix(document, str(path), host, keep, login_path)
     if not found.routes:
         said = ", ".join(f"{n} {REASONS[k]}" for k, n in found.left_out.items()) or "it is empty"
         on = f" of host {found.host}" if found.host else ""

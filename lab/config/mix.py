@@ -25,7 +25,7 @@ MAX_MIX_BYTES = 100_000
 @dataclass(frozen=True)
 class MixRoute:
     """One route of the mix as the generator sends it: its own body and headers (placeholders,
-    `lab.config.placeholders`, filled per request), the statuses that count as its success."""
+    `lab.record.placeholders`, filled per request), the statuses that count as its success."""
 
     label: str  # `/path?query`, or `METHOD /path?query`: how every table names it
     method: str

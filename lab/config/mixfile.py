@@ -18,7 +18,7 @@ with `Content-Type: application/json` when it is a JSON object or array, unless 
 the content type. `body_file` and a `{line:FILE}` placeholder's FILE are read relative to the
 mix file. A route without a body or
 headers takes --body and --header. Paths, headers and bodies may hold placeholders
-(`lab.config.placeholders`).
+(`lab.record.placeholders`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.config import placeholders, userapp
+from lab.config import userapp
 from lab.config.toml import check_table, load_toml
+from lab.record import placeholders
 from lab.record.errors import LabError
 
 KEYS: dict[str, type | tuple[type, ...]] = {

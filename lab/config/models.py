@@ -114,6 +114,7 @@ class Model:
     target: str = ""  # "module:attribute" served as {app}; empty: the lab's own app of this kind
     requires: tuple[str, ...] = ()  # distributions the server needs besides the app's
     python: str = ""  # interpreter to run under in a lab-made venv; "" = the lab's own
+    venv: str = ""  # the app's own environment it serves from (lab.system.appvenv); "" = none
     bridge: str = ""  # how an ASGI server reaches a WSGI app ("" = it serves its app natively)
     front: str = ""  # "nginx": served behind it (lab/front); "" = bare, clients reach the server
     cwd: str = ""  # where the server runs: a user's app's directory; "" = the lab's code root
@@ -130,9 +131,9 @@ class Model:
         return interpreters.requirements(self.app, self.requires)
 
     def bindir(self) -> Path:
-        """Where the server's programs are: the lab's own environment, or the model's venv."""
-        if not self.python:
-            return interpreters.own_bindir()
+        """Where the server's programs are: the app's venv, the lab's, or the model's own."""
+        if self.venv or not self.python:
+            return Path(self.venv) / "bin" if self.venv else interpreters.own_bindir()
         return interpreters.venv_dir(self.python, self.requirements()) / "bin"
 
     def knobs_for(self, knobs: Knobs) -> Knobs:
@@ -308,10 +309,8 @@ def load_registry(extra: Path | None = None) -> Registry:
 def _parse(path: Path, knobs: Knobs, models: dict[str, Model]) -> Registry:
     data = check_table(load_toml(path), str(path), {"knobs": dict, "models": dict})
     knobs = knobs.updated(data.get("knobs", {}), f"{path}: [knobs]")
-    models = dict(models)
-    for name, table in data.get("models", {}).items():
-        models[name] = _model(name, table, f"{path}: [models.{name}]")
-    return Registry(knobs, models)
+    found = {n: _model(n, t, f"{path}: [models.{n}]") for n, t in data.get("models", {}).items()}
+    return Registry(knobs, {**models, **found})
 
 
 def _model(name: str, table: Any, where: str) -> Model:

@@ -14,6 +14,7 @@ from lab.config.toml import above_zero, check_name, check_table, in_range, load_
 from lab.record.errors import LabError, Refused
 from lab.record.login import Login
 from lab.record.step import level_label
+from lab.system.appvenv import AppPins
 from lab.system.resources import data_file
 
 SCENARIO_DIR = data_file("loadgen", "scenarios")
@@ -86,6 +87,7 @@ class AppSpec:
     # A traffic mix (`lab.config.mix`): the routes the users draw by weight; (): load_path alone.
     mix: tuple[MixRoute, ...] = ()
     login: Login | None = None  # each user's login before its first request (lab.record.login)
+    environment: AppPins | None = None  # its own pins and venv (lab.system.appvenv); None: lab's
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,8 @@ class Scenario:
 
     @property
     def health_path(self) -> str:
-        """What a server must answer 200 on to be up and not hung (a user's app has no /health:
-        its first route)."""
+        """What a server must answer on, with a status under 500, to be up and not hung (a
+        user's app has no /health: its first route; `lab.system.http_client.serving`)."""
         return self.app.health_path if self.app is not None else "/health"
 
     def path(self) -> str:
@@ -197,7 +199,7 @@ class Scenario:
 
         check_name(self.name, "scenario")
         if not self.models:
-            raise LabError(f"{where}: no models to run")
+            raise LabError(f"{at('models')}: no models to run")
         for model in self.models:
             check_name(model, f"{where}: models")
         self._check_points(where, at)
@@ -222,7 +224,7 @@ class Scenario:
             raise LabError(f"{at('mode')}: must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.mode == "open":
             if not self.rates:
-                raise LabError(f"{where}: open mode needs rates, e.g. rates = [50, 100, 200]")
+                raise LabError(_needs_rates(where, said))
             in_range(self.max_outstanding, 1, LIMITS["level"], at("max_outstanding"))
             if self.arrival not in ARRIVALS:
                 raise LabError(f"{at('arrival')}: must be one of {', '.join(ARRIVALS)}")
@@ -240,7 +242,7 @@ class Scenario:
         for name in ("delay_ms", "stall_ms", "error_rate", "stall_rate"):
             top = LIMITS.get(name, 1)  # the rates are fractions
             in_range(getattr(up, name), 0, top, said.get(name) or f"{where}: upstream.{name}")
-        upstreamroute.check(tuple(up.routes), f"{where}: upstream.routes")
+        upstreamroute.check(tuple(up.routes), said.get("routes") or f"{where}: upstream.routes")
         for port in ("server_port", "upstream_port"):
             if not 0 <= getattr(self, port) <= 65535:
                 raise LabError(f"{at(port)}: must be 0-65535, got {getattr(self, port)}")
@@ -370,6 +372,14 @@ def load_scenario(name_or_path: str) -> Scenario:
         if not all(isinstance(m, str) for m in data.get(key, ())):
             raise LabError(f"{path}: {key} must be a list of strings")
     return Scenario(name=path.stem, upstream=UpstreamSpec(**upstream), **data).validate()
+
+
+def _needs_rates(where: str, said: Mapping[str, str]) -> str:
+    """Open loop without rates, said in the words the user wrote: a scenario file's keys, or
+    the options typed (a file is refused at load, so here `--mode open` was typed)."""
+    if "mode" in said:
+        return f"{said['mode']} open needs --rates, e.g. --rates 50,100,200"
+    return f"{where}: open mode needs rates, e.g. rates = [50, 100, 200]"
 
 
 def override(scenario: Scenario, said: Mapping[str, str] | None = None, **changes: Any) -> Scenario:

@@ -23,9 +23,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lab.config import appenv, placeholders
+from lab.config import appenv
 from lab.config.models import BUILTIN_MODELS, Model
+from lab.record import placeholders
 from lab.record.errors import LabError
+from lab.system import appvenv, interpreters
 
 TARGET = re.compile(r"^([A-Za-z_][\w.]*):([A-Za-z_]\w*)(\(.*\))?$", re.DOTALL)
 TARGET_WORDS = "expected package.module:attribute or package.module:factory(), e.g. myapp.web:app"
@@ -82,6 +84,7 @@ class UserApp:
     env: appenv.Env = ()  # --env: placeholders resolved as each server starts
     factory: str = ""  # a factory's literal arguments, repr((args, kwargs)); "" = an app object
     home: Path | None = None  # where servers and the import check run: --app-dir, else here
+    python: str = ""  # the import check's interpreter: the app's own venv's; "" = the lab's
 
     def object_name(self) -> str:
         """`module:attribute` without the factory's call."""
@@ -172,8 +175,8 @@ def with_type(
 
 def health_route(routes: tuple[Route, ...]) -> Route:
     """The first GET route without placeholders: it stands in for /health (a server is up, and
-    not hung after a step, when it answers 200), since a POST there would change the app's
-    data; the same request every time."""
+    not hung after a step, when it answers under 500: a login's 302 or 401 counts), since a
+    POST there would change the app's data; the same request every time."""
     for route in routes:
         if route.method == "GET" and not placeholders.found(route.path):
             return route
@@ -232,16 +235,18 @@ def inspect_app(
     env: appenv.Env = (),
     timeout_s: float = IMPORT_TIMEOUT_S,
     environ: dict[str, str] | None = None,
+    python: str = "",
 ) -> UserApp:
     """Import the app in a child process, in the app's directory, with its environment
-    (`environ`: `env` resolved against the run's services); a factory is called there, as each
-    server will. LabError naming what to fix if it is not servable."""
+    (`environ`: `env` resolved against the run's services) and interpreter (`python`: the app's
+    own venv's; "" = the lab's); a factory is called there, as each server will. LabError
+    naming what to fix if it is not servable."""
     name, factory = parse_target(target)
     if app_dir is not None and not app_dir.is_dir():
         raise LabError(f"--app-dir {app_dir}: not a directory")
     given_dir = app_dir.resolve() if app_dir else None
     home = given_dir or Path.cwd()
-    app = UserApp(target.strip(), "wsgi", given_dir, env, factory, home)
+    app = UserApp(target.strip(), "wsgi", given_dir, env, factory, home, python)
     found = in_child(app, ["-c", _INSPECT, name, factory], environ, timeout_s)
     return replace(app, kind=_kind(app, found))
 
@@ -255,7 +260,7 @@ def in_child(
     given = environ if environ is not None else dict(app.env)
     try:
         done = subprocess.run(
-            [sys.executable, *argv],
+            [app.python or sys.executable, *argv],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -294,6 +299,17 @@ def _kind(app: UserApp, found: dict[str, Any]) -> str:
         said = f"{name}() returned a {kind}, which" if app.factory else f"a {kind}"
         raise LabError(f"--app {target}: {said} is not a WSGI or ASGI application callable")
     return str(found["kind"])
+
+
+def in_environment(model: Model, kind: str, pins: appvenv.AppPins) -> Model:
+    """The model serving an app of `kind` from a venv of the app's pins and what its server
+    process imports besides the app: its server's packages (pyproject.toml's versions), and
+    asgiref where an asyncio server serves a WSGI app through servers/user_bridge.py (the
+    factory's servers/user_factory.py needs the standard library only). LabError naming a pin
+    the model cannot live with."""
+    bridge = ("asgiref",) if model.app == "asgi" and kind == "wsgi" else ()
+    needs = interpreters.pinned((*model.requires, *bridge))
+    return replace(model, venv=str(appvenv.model_venv(pins, model.name, needs)))
 
 
 def fit(app: UserApp, model: Model) -> tuple[Model, bool] | None:

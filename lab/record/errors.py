@@ -1,9 +1,9 @@
 """Exceptions for every problem the user can fix: the CLI prints them, never a traceback.
 
-Exit codes are owned by `lab.record.exits` (the constants and docs/running.md's table, walked by
-tests/test_exit_codes.py); the names here are theirs: 1 when a command ran but has no answer
-(`NoAnswer`), 2 for bad input (click's convention for usage errors, and LabError), 3 for a
-refusal caused by the machine's state rather than the arguments (`Refused`), 4 and 5 for
+Exit codes are owned by `lab.record.exits` (the constants and docs/failures-and-stops.md's table,
+walked by tests/test_exit_codes.py); the names here are theirs: 1 when a command ran but has no
+answer (`NoAnswer`), 2 for bad input (click's convention for usage errors, and LabError), 3 for
+a refusal caused by the machine's state rather than the arguments (`Refused`), 4 and 5 for
 `lab advise`'s two answers that are not "use this model", 6 and 7 for `lab compare`'s findings
 (a point changed; the runs differ in scenario).
 """

@@ -1,12 +1,12 @@
 """The exit codes of every `lab` command, as data: the constants the commands exit with and the
-rows of docs/running.md's table, in one place so that the two cannot disagree.
+rows of docs/failures-and-stops.md's table, in one place so that the two cannot disagree.
 
 Why data: a table typed into the docs drifted from the code more than once (a run with no answer
 exiting 0, locust's death read as a usage error, `nginx -t` as bad input). Here each row names its
 code and the cases that provoke it (`cases`: ids that tests/test_exit_codes.py runs as real
 commands, each a command and its input); `python -m lab.cli.reference` renders the rows into
-docs/running.md between BEGIN and END, and tests/test_exit_codes.py fails when the page differs
-from `markdown()` or a case has no test.
+docs/failures-and-stops.md between BEGIN and END, and tests/test_exit_codes.py fails when the
+page differs from `markdown()` or a case has no test.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ ROWS = (
     Exit(
         (CHANGED,),
         "`lab compare`: a point changed beyond noise (throughput or p99; the one test of "
-        "difference, Benjamini-Hochberg-corrected for the points compared, [trust](trust.md))",
+        "difference, Benjamini-Hochberg-corrected for the points compared, "
+        "[statistics](statistics.md))",
         ("compare-changed",),
     ),
     Exit(
@@ -133,7 +134,7 @@ ROWS = (
 
 
 def markdown() -> str:
-    """The table as docs/running.md shows it."""
+    """The table as docs/failures-and-stops.md shows it."""
     lines = ["| code | meaning |", "|------|---------|"]
     lines += [f"| {' / '.join(map(str, row.codes))} | {row.meaning} |" for row in ROWS]
     return "\n".join(lines)

@@ -4,8 +4,8 @@ of its own (its cookies kept for all its later requests, as locust's `HttpUser` 
 Why a record of its own, at the bottom: the command line builds one (`--login 'POST /login'`,
 `--login-body`, `--login-header`, `--csrf`), a mix file's route may be marked as the login, the
 check tries it once per model (`lab.run.logincheck`) and every generator process runs it per user
-(`loadgen.session`); all of them read this one frozen record and its pure helpers, so the request
-sent and the CSRF token's place are decided in one place.
+(`loadgen.session`); all of them read this one frozen record and its pure helpers, so the
+request sent and the CSRF token's place are decided in one place.
 
 CSRF, as the two common frameworks expect it. Django: the `csrftoken` cookie, set by the login
 page, sent back in the `X-CSRFToken` header (`--csrf cookie:csrftoken=header:X-CSRFToken`).

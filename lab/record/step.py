@@ -213,6 +213,13 @@ class StepRecord:
     def key(self) -> StepKey:
         return StepKey(self.model, self.mode, self.users, self.rate_rps, self.trial)
 
+    @property
+    def is_trial(self) -> bool:
+        """A trial of its point: something was measured. A skipped step records only why not
+        (its flags); its zero throughput and empty latencies are no measurement, so no mean,
+        spread or count of trials may take them in."""
+        return self.status != "skipped"
+
     def ms_per_request(self, cpu_pct: float) -> float | None:
         """A mean CPU over the window (100 = one core) as CPU ms per request answered or
         failed (None: nothing counted): the one conversion every cost per request uses."""

@@ -117,6 +117,10 @@ class Thresholds:
     # nginx opening and closing a connection to an HTTP server behind it for at least this share
     # of requests, below the ideal: its keepalive pool was full, and the front set the cost.
     front_pool_churn_share: float = 0.1
+    # nginx beside the server on its cores, below the ideal, and the server waited for a CPU this
+    # share of the window or more with nothing outside the run on them: the two took turns on
+    # the cores (gunicorn-gevent at 100 users on 1 core: 9% beside nginx, 1% bare).
+    front_turns_wait_pct: float = 5.0
     # The generator's loop lag p99 at least this, and this share of the step's p99: its stalls
     # may have set the tail (the instrument's budget against wrk and oha: 15% or 3 ms).
     # The generator's loop lag p99 at least this many delays d, below the ideal: it held sends

@@ -27,14 +27,16 @@ from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import Knobs, Model
 from lab.config.scenario import UpstreamSpec
 from lab.config.userapp import Route, UserApp, fit, health_route
+from lab.record import placeholders
 from lab.record.errors import LabError
 from lab.record.login import Login
 from lab.run import bodyshape, logincheck, mixcheck, preflight, writecheck
 from lab.run.preflight import Preflight, Probe
 from lab.run.writecheck import Answer, fetch
 from lab.system import outbound, procs
+from lab.system.appvenv import AppPins
 
-READY_TIMEOUT_S = 15.0  # the first path must answer 200 this soon after a server starts
+READY_TIMEOUT_S = 15.0  # the first path must answer (under 500) this soon after a start
 NO_UPSTREAM = "http://127.0.0.1:9"  # the discard port: an app whose --env names no upstream
 # A probe whose requests kept the server on the CPU this share of its wall time or more queued on
 # the CPU, not a lock (whose waiters use none): CPU-bound, not `serialized` (under half a core).
@@ -67,6 +69,7 @@ class Options:
     upstream: UpstreamSpec = field(default_factory=UpstreamSpec)
     probe_k: int = 32  # the probe's width (scenario `probe_k`): wide enough to see a pool of 15
     login: Login | None = None  # each server logged into first (`lab.run.logincheck`)
+    environment: AppPins | None = None  # the app's own (lab.system.appvenv); None: the lab's
 
 
 @dataclass
@@ -82,6 +85,7 @@ class ModelCheck:
     solo_ms: dict[str, float] = field(default_factory=dict)  # each loaded route's time alone
     note: str = ""  # why it was not probed (every loaded route answers too fast to time)
     twice: dict[str, str] = field(default_factory=dict)  # a write failing only when repeated
+    venv: str = ""  # the app's own environment it served from ("" = the lab's)
 
     def preflight(self) -> Preflight:
         """This check as the sweep's preflight record: the app's answers and its probe."""
@@ -99,6 +103,7 @@ class AppCheck:
     differences: dict[str, dict[str, str]]  # path -> model -> answer summary
     compare: str = "shape"  # bodies compared by shape, or byte for byte (exact)
     varied: dict[str, str] = field(default_factory=dict)  # path -> how it varied by itself
+    environment: AppPins | None = None  # the app's pins and venv; None: the lab's own
 
     def problems(self) -> list[str]:
         """Why the app cannot be compared fairly: start failures, 5xx answers, differences."""
@@ -172,7 +177,8 @@ def check_model(
 ) -> ModelCheck:
     """Start the model, log in (`login`), request every route, time each loaded one alone, probe
     `probe` (None: the slowest), stop, its connections read all along; failures are evidence."""
-    result = ModelCheck(model.name, bridged)
+    result = ModelCheck(model.name, bridged, venv=model.venv)
+    placeholders.CHECK.reseed(placeholders.CHECK_SEED)  # the same choices as the other models
     try:
         server = backend.start_server(model, knobs, upstream_url, procs.free_port())
     except procs.StartFailed as e:
@@ -300,7 +306,8 @@ def run(
     labels = [r.label for r in routes]
     found = differences(tuple(checks), labels)
     probed = probe.label if probe else "-"
-    result = AppCheck(app.target, probed, tuple(checks), found, options.compare, learnt.varied())
+    given = (options.compare, learnt.varied(), options.environment)
+    result = AppCheck(app.target, probed, tuple(checks), found, *given)
     (run_dir / "appcheck.json").write_text(result.to_json() + "\n")
     return result
 

@@ -62,39 +62,50 @@ def json_shape(value: Any) -> Any:
 
 def merge(a: Any, b: Any) -> Any:
     """The shape both `a` and `b` conform to: where they differ, ANY; a key only one has is
-    optional (its name ends in '?'). None (an empty list's items) merges to the other."""
+    optional (kept apart, under "{?}": a name of its own could end in anything, even "?"). None
+    (an empty list's items) merges to the other."""
     if a is None or b is None:
         return b if a is None else a
     if a == b:
         return a
-    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
-        if "[]" in a:
-            return {"[]": merge(a["[]"], b["[]"])}
-        keys_a, keys_b = a["{}"], b["{}"]
-        both = {k: merge(keys_a[k], keys_b[k]) for k in keys_a if k in keys_b}
-        one = {**keys_a, **keys_b}.items()
-        once = {f"{k}?": v for k, v in one if (k in keys_a) != (k in keys_b)}
-        return {"{}": {**both, **once}}
-    return ANY
+    if _is_list(a) and _is_list(b):
+        return {"[]": merge(a["[]"], b["[]"])}
+    if not (_is_object(a) and _is_object(b)):
+        return ANY
+    keys_a, keys_b = a["{}"], b["{}"]
+    both = {k: merge(keys_a[k], keys_b[k]) for k in keys_a if k in keys_b}
+    optional: dict[str, Any] = {}
+    for shapes in (keys_a, keys_b, a.get("{?}", {}), b.get("{?}", {})):
+        for k, v in shapes.items():
+            if k not in both:
+                optional[k] = merge(optional.get(k), v)
+    return {"{}": both, "{?}": optional} if optional else {"{}": both}
 
 
 def conforms(shape: Any, template: Any, where: str = "$") -> list[str]:
     """Where `shape` departs from `template`, in words (JSON-path-like), [] when it conforms."""
     if template == ANY or shape is None or template is None or shape == template:
         return []
-    alike = isinstance(shape, dict) and isinstance(template, dict)
-    if not alike or shape.keys() != template.keys():
-        return [f"{where}: {_kind(shape)}, expected {_kind(template)}"]
-    if "[]" in template:
+    if _is_list(shape) and _is_list(template):
         return conforms(shape["[]"], template["[]"], f"{where}[]")
-    have, want = shape["{}"], template["{}"]
-    found = [f"{where}.{k}: missing" for k in want if not k.endswith("?") and k not in have]
+    if not (_is_object(shape) and _is_object(template)):
+        return [f"{where}: {_kind(shape)}, expected {_kind(template)}"]
+    have, want, optional = shape["{}"], template["{}"], template.get("{?}", {})
+    found = [f"{where}.{k}: missing" for k in want if k not in have]
     for key, value in have.items():
-        if key in want or f"{key}?" in want:
-            found += conforms(value, want.get(key, want.get(f"{key}?")), f"{where}.{key}")
+        if key in want or key in optional:
+            found += conforms(value, want.get(key, optional.get(key)), f"{where}.{key}")
         else:
             found.append(f"{where}.{key}: not expected")
     return found
+
+
+def _is_object(shape: Any) -> bool:
+    return isinstance(shape, dict) and "{}" in shape
+
+
+def _is_list(shape: Any) -> bool:
+    return isinstance(shape, dict) and "[]" in shape
 
 
 def _kind(shape: Any) -> str:

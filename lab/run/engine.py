@@ -22,8 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 import lab
-from lab.config import placeholders
 from lab.config.scenario import ENGINES
+from lab.record import placeholders
 from lab.run.generators import Generators
 from lab.system import tools
 from loadgen.protocol import Done, Start

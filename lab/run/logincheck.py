@@ -15,8 +15,8 @@ import http.cookies
 import urllib.parse
 from dataclasses import dataclass, field, replace
 
-from lab.config import placeholders
 from lab.config.userapp import Route
+from lab.record import placeholders
 from lab.record.login import Login
 
 TIMEOUT_S = 30.0

@@ -85,6 +85,7 @@ def model_entry(model: Model, knobs: Knobs) -> dict[str, Any]:
         else model.command(knobs, "HOST", 0),
         "env": dict(model.env),
         **({"front": model.front} if model.front else {}),
+        **({"venv": model.venv} if model.venv else {}),  # the app's own environment
     }
 
 

@@ -20,10 +20,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lab.backends.base import Backend, Server
-from lab.config import placeholders
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
-from lab.record import login
+from lab.record import login, placeholders
 from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
 from lab.run import engine, generators, observe, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
@@ -36,7 +35,7 @@ from lab.verdict.capacity import Capacity
 from loadgen.protocol import CONNECT_WAIT_S, Sample, Start
 from servers.common import expected_body
 
-# {n} (`lab.config.placeholders`): every step's base counts from the lab process's start, so the
+# {n} (`lab.record.placeholders`): every step's base counts from the lab process's start, so the
 # steps of every runner it makes (a sweep's, each of `lab advise`'s candidates) never overlap.
 EPOCH = time.time()
 WATCHDOG_GRACE_S = 15.0  # beyond settle + duration + request timeout: start-up and shutdown
@@ -303,7 +302,7 @@ class StepRunner:
         except OSError as e:
             problem = f"no answer to {path} within {timeout_s:.0f} s ({e})"
             return {"problem": problem, **server.evidence()}
-        return None if status == 200 else {"problem": f"{path} answered {status}"}
+        return None if http_client.serving(status) else {"problem": f"{path} answered {status}"}
 
     def _record_partial(
         self, key: StepKey, point: Point, outcome: Outcome, samplers: Samplers, why: str

@@ -32,7 +32,7 @@ from lab.run.plan import Plan
 from lab.run.preflight import Preflight
 from lab.run.steps import StepRunner
 from lab.system import procs
-from lab.verdict.capacity import apparatus_ceiling
+from lab.verdict.capacity import apparatus_rate, asked_rate
 
 FATAL = ("server_died", "server_hung")  # the model's remaining levels are skipped after these
 
@@ -189,7 +189,7 @@ class Sweep:
             self.runner.warm_up(server, model, self.warmup_point(model, points))
         self.runner.probe_caps[model.name] = check.capped_at
         known = (Raised("serialized", check.message),) if check.serialized else ()
-        costs: list[float] = []  # the apparatus's CPU per request at this model's levels, in order
+        costs: list[StepRecord] = []  # this model's steps the apparatus's cost is read from
         for i, point in enumerate(points):
             self.warn_beyond(model, point, costs)
             pool = dbrun.pool_evidence(self.s.route, self.plan.knobs, point.users)
@@ -197,7 +197,7 @@ class Sweep:
             step = self.runner.measure(server, model, point, trial, known, context)
             self.record(step)
             if step.apparatus_cpu_ms_per_req and not outside(step.flags):
-                costs.append(step.apparatus_cpu_ms_per_req)
+                costs.append(step)
             fatal = [f for f in FATAL if f in step.flags]
             if fatal:
                 why = f"{', '.join(fatal)} at {point.label}; not measured"
@@ -205,22 +205,26 @@ class Sweep:
                 self.record_skipped(model, trial, points[i + 1 :], Raised(fatal[0], why))
                 return
 
-    def warn_beyond(self, model: Model, point: Point, costs: list[float]) -> None:
+    def warn_beyond(self, model: Model, point: Point, below: list[StepRecord]) -> None:
         """Say before a level runs that it is beyond what this machine's apparatus can load for
-        this model, from its CPU per request at the levels below (`apparatus_ceiling`): it is
-        measured, and flagged if the apparatus fills, but the reader knows why beforehand. The
-        cost is the heaviest level's so far: the apparatus's idle work is spread over the most
-        requests there."""
-        if self.s.mode != "closed" or not costs:
+        this model: the rate it would ask for (`asked_rate`, from the level below) against the
+        rate at which the apparatus's cores fill, from its CPU per request at the heaviest level
+        so far (`apparatus_rate`: its idle work is spread over the most requests there). It is
+        measured, and flagged if the apparatus fills, but the reader knows why beforehand."""
+        if self.s.mode != "closed" or not below:
             return
+        last = below[-1]
+        cost = float(last.apparatus_cpu_ms_per_req or 0.0)
         cores = len(self.backend.loadgen_cpus()) or len(os.sched_getaffinity(0))
-        most = apparatus_ceiling(costs[-1], cores, self.s.delay_ms)
-        if point.users > most:
+        most = apparatus_rate(cost, cores)
+        asked = asked_rate(point.users, self.s.delay_ms, last.throughput_rps, last.users or 1)
+        if asked > most:
             self.listener.problem(
                 model.name,
                 f"{point.label}: beyond this machine's apparatus for this model (about "
-                f"{most:,.0f} users at {costs[-1]:.2f} ms of its CPU per request on {cores} "
-                "core(s)); measured, flagged if the apparatus fills",
+                f"{asked:,.0f} req/s asked, its cores full at about {most:,.0f} req/s: "
+                f"{cost:.2f} ms of its CPU per request on {cores} core(s)); measured, flagged if "
+                "the apparatus fills",
             )
 
     def warmup_point(self, model: Model, points: list[Point]) -> Point:

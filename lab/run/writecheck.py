@@ -1,7 +1,7 @@
 """The check's requests to a user's app, and its writes sent twice before any load.
 
 Each request of the check is sent on a fresh connection (`fetch`) with its placeholders filled
-anew (`lab.config.placeholders`). A write (any method but GET and HEAD) that sends the same bytes
+anew (`lab.record.placeholders`). A write (any method but GET and HEAD) that sends the same bytes
 every time answers 409 or 500 from its second request on where the app keeps something unique
 (an email, an order number, an idempotency key), and the sweep would then measure the error
 path: so each write is sent twice under every model (its two answers are also the ones the check
@@ -93,5 +93,5 @@ def repeated(route: Route, first: int, second: Answer, body: bytes) -> str:
         f"{route.label} answered {first} to its first request but {got} to the same request "
         "sent again: the sweep would measure the error path. Make each request's value unique "
         'with a placeholder, e.g. body = {email = "u{n}@example.com"} or {"id": "{uuid}"} '
-        "(docs/your-app-and-databases.md: placeholders)"
+        "(docs/your-traffic.md: placeholders)"
     )

@@ -7,6 +7,16 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 
+SERVING_BELOW = 500  # a status under this says the server is up (see `serving`)
+
+
+def serving(status: int) -> bool:
+    """Whether an answer says the server is up and its app answering: any status under 500.
+    A redirect to a login page or a 401 from a route behind the login is the app answering
+    (the lab polls without a session); a 5xx is an app or proxy not serving yet (nginx's 502
+    before its backend listens, a 503 while a worker loads)."""
+    return status < SERVING_BELOW
+
 
 def get(
     base_url: str,

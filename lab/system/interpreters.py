@@ -73,8 +73,13 @@ def _declared() -> dict[str, str]:
 
 def requirements(app: str, requires: tuple[str, ...]) -> tuple[str, ...]:
     """The pinned specs a model needs: its app's packages plus its server's."""
-    names = dict.fromkeys(dist_name(n) for n in (*APP_PACKAGES[app], *requires))
-    return tuple(_declared().get(name, name) for name in names)
+    return pinned((*APP_PACKAGES[app], *requires))
+
+
+def pinned(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Each distribution once, at the versions pyproject.toml asks for (a name it does not list
+    as is)."""
+    return tuple(_declared().get(name, name) for name in dict.fromkeys(map(dist_name, names)))
 
 
 def cache_root() -> Path:
@@ -93,14 +98,26 @@ def venv_dir(python: str, reqs: tuple[str, ...]) -> Path:
     return cache_root() / f"{real.name}-{key[:16]}"
 
 
-def ensure_venv(python: str, reqs: tuple[str, ...]) -> Path:
-    """Make (once) the venv for python with reqs installed; return its bin directory."""
+class InstallFailed(LabError):
+    """venv or pip exited non-zero: the message says its last line, `output` keeps all of it,
+    so a caller can name the cause (lab.system.appvenv reads pip's conflicts from it)."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def ensure_venv(python: str, reqs: tuple[str, ...], args: tuple[str, ...] | None = None) -> Path:
+    """Make (once) the venv for python with reqs installed (`args`: pip install's arguments, when
+    they are not reqs themselves, e.g. `-r FILE`); return its bin directory."""
     where = venv_dir(python, reqs)
     if (where / READY_STAMP).exists():
         return where / "bin"
     _run([python, "-m", "venv", "--clear", str(where)], f"{python} -m venv")
-    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q"]
-    _run([*pip, "--disable-pip-version-check", *reqs], f"pip install {' '.join(reqs)} for {python}")
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install"]
+    given = ("-q", *reqs) if args is None else args
+    said = f"pip install {' '.join(reqs if args is None else args)} for {python}"
+    _run([*pip, "--disable-pip-version-check", *given], said)
     (where / READY_STAMP).write_text(json.dumps(list(reqs)) + "\n")
     return where / "bin"
 
@@ -112,7 +129,7 @@ def _run(argv: list[str], what: str) -> None:
         raise LabError(f"{what} failed: {e}") from None
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise LabError(f"{what} failed: {tail[0]}")
+        raise InstallFailed(f"{what} failed: {tail[0]}", done.stdout + done.stderr)
 
 
 def probe(python: str | Path, dists: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""Every socket the lab listens on, as data: docs/running.md's "What listens where".
+"""Every socket the lab listens on, as data: docs/failures-and-stops.md's "What listens where".
 
 Why data: the typed table drifted (it named a `--host` that `lab advise` and `lab ui` do not
 have, a free port where `--remote-generators` fixes one, and left listeners out). Each row names
 the case that tests/test_listeners.py starts to read the row's default address from the real
 socket while the command runs; `python -m lab.cli.reference` renders the rows into
-docs/running.md between BEGIN and END, and the test fails when the page differs from
+docs/failures-and-stops.md between BEGIN and END, and the test fails when the page differs from
 `markdown()` or a row has no case. The addresses the lab's own code fixes are constants here
 (`lab.run.generators` binds the master at them); the commands' option defaults are read from
 their sockets by the test.
@@ -126,7 +126,7 @@ ROWS = (
 
 
 def markdown() -> str:
-    """The table as docs/running.md shows it."""
+    """The table as docs/failures-and-stops.md shows it."""
     lines = [
         "| listener | started by | address by default | to change it |",
         "|---|---|---|---|",

@@ -2,8 +2,8 @@
 
 Why: an app that calls an external API, a database or a cache does so from its settings; loaded
 by the lab with its production settings, it would send the sweep's load to the real service. So
-while the lab checks a user's app, the sockets of the server's process tree are read (psutil reads
-each process's /proc/PID/fd inodes against its network namespace's /proc/PID/net tables) every
+while the lab checks a user's app, the sockets of the server's process tree are read
+(`lab.system.sockdiag`: the processes' socket inodes against the kernel's connected sockets) every
 INTERVAL_S, and every connection whose far end is not loopback is kept, with the variables of the
 server's environment that point at it: what to point elsewhere (the lab's mock upstream, its
 PostgreSQL or Redis, or a loopback service of your own).
@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import psutil
+
+from lab.system import sockdiag
 
 INTERVAL_S = 0.02
 DEFAULT_PORTS = {
@@ -58,19 +60,11 @@ def is_loopback(address: str) -> bool:
 
 def remote_ends(pid: int) -> set[Remote]:
     """The non-loopback far ends of the inet sockets of `pid` and its descendants now."""
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return set()
-    found = set()
-    for proc in tree:
-        with contextlib.suppress(psutil.Error):
-            for conn in proc.net_connections(kind="inet"):
-                if conn.raddr and not is_loopback(conn.raddr.ip):
-                    protocol = "udp" if conn.type == 2 else "tcp"  # socket.SOCK_DGRAM
-                    found.add(Remote(conn.raddr.ip, conn.raddr.port, protocol))
-    return found
+    return {
+        Remote(c.remote[0], c.remote[1], c.protocol)
+        for c in sockdiag.connections(pid)
+        if not is_loopback(c.remote[0])
+    }
 
 
 def endpoint(value: str) -> tuple[str, int | None] | None:
@@ -159,17 +153,11 @@ def watching(pid: int) -> Iterator[set[Remote]]:
 def held(pid: int, ports: Mapping[int, str]) -> dict[str, int]:
     """The TCP connections `pid`'s tree holds now to each of `ports` on loopback (port -> the
     service there), counted by service: the pools of an app's processes."""
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return {}
     counts = dict.fromkeys(ports.values(), 0)
-    for proc in tree:
-        with contextlib.suppress(psutil.Error):
-            for conn in proc.net_connections(kind="tcp"):
-                if conn.raddr and conn.raddr.port in ports and is_loopback(conn.raddr.ip):
-                    counts[ports[conn.raddr.port]] += 1
+    for c in sockdiag.connections(pid):
+        address, port = c.remote
+        if c.protocol == "tcp" and port in ports and is_loopback(address):
+            counts[ports[port]] += 1
     return counts
 
 

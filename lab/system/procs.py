@@ -30,7 +30,7 @@ import psutil
 
 from lab.record.errors import NoAnswer, Refused
 from lab.system import tether
-from lab.system.http_client import get
+from lab.system.http_client import get, serving
 from lab.system.resources import child_env
 
 STOP_GRACE_S = 5.0
@@ -300,7 +300,9 @@ class Watched(Protocol):
 
 
 def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
-    """Poll url until it answers 200, the process dies, or timeout_s passes (StartFailed)."""
+    """Poll url until it answers with a status that says it is serving (`http_client.serving`:
+    under 500, so a route behind a login that answers 302 or 401 counts), the process dies, or
+    timeout_s passes (StartFailed)."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
     parts = urllib.parse.urlsplit(url)
@@ -314,7 +316,7 @@ def wait_http(proc: Watched, url: str, timeout_s: float) -> None:
             raise StartFailed(f"{proc.name} exited with code {evidence.get('exit_code')}", evidence)
         try:
             status, _, _ = get(base, path, timeout_s=1)
-            if status == 200:
+            if serving(status):
                 return
             last = f"HTTP {status}"
         except (OSError, http.client.HTTPException) as e:

@@ -102,7 +102,24 @@ def apparatus_ceiling(ms_per_req: float, cores: int, delay_ms: float) -> float:
     levels: its cores full to the apparatus rule's threshold. A model that closes a connection
     per request costs the apparatus more per request, so its ceiling is lower. inf where the
     cost or the delay is unknown."""
-    if ms_per_req <= 0 or delay_ms <= 0 or cores <= 0:
+    if delay_ms <= 0:
         return float("inf")
-    most_rps = cores * (T.apparatus_core_busy_pct / 100) * 1000 / ms_per_req
-    return most_rps * delay_ms / 1000
+    return apparatus_rate(ms_per_req, cores) * delay_ms / 1000
+
+
+def asked_rate(users: int, delay_ms: float, last_rps: float, last_users: int) -> float:
+    """The requests a second a closed-loop level of `users` will ask of the apparatus, forecast
+    from the level below (`last_rps` at `last_users`): at most the ideal (users / delay), and at
+    most that level's throughput scaled by the users (a model its own limit holds at 28 req/s
+    does not ask for the ideal's 600 at four times the users; it asks for at most 112)."""
+    ideal = users * 1000 / delay_ms if delay_ms > 0 else float("inf")
+    return min(ideal, last_rps * users / max(last_users, 1))
+
+
+def apparatus_rate(ms_per_req: float, cores: int) -> float:
+    """The requests a second at which the apparatus's cores are full to the apparatus rule's
+    threshold, at `ms_per_req` of its CPU per request (inf where unknown). A model its own
+    limit holds below this rate never fills the apparatus, however many users it is given."""
+    if ms_per_req <= 0 or cores <= 0:
+        return float("inf")
+    return cores * (T.apparatus_core_busy_pct / 100) * 1000 / ms_per_req

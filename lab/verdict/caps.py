@@ -26,18 +26,19 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
     queueing = T.queueing_delays if f.inflight_seen else T.queueing_inferred_delays
     if f.inflight < 0 or f.offered < T.min_offered_requests or d <= 0:
         return None
-    if f.inflight > T.plateau_share * f.offered or f.p50_ms < queueing * d:
+    if f.inflight > T.plateau_share * f.offered or f.wait_ms < queueing * d:
         return None
     if not f.idle or f.disturbances - ignored:
         return None
+    mean = f" (mean {f.wait_ms:.0f} ms)" if f.wait_ms > f.p50_ms else ""
     evidence: dict[str, Any] = {
         "ceiling": round(f.inflight, 1),
         "offered": round(f.offered, 1),
         "seen_by": "the upstream's in-flight counter"
         if f.inflight_seen
         else f"Little's law: {f.r.throughput_rps:g} req/s x {d:g} ms",
-        "queueing": f"~{1 - f.inflight / f.offered:.0%} of requests wait; p50 {f.p50_ms:.0f} ms "
-        f"against d = {d:g} ms",
+        "queueing": f"~{1 - f.inflight / f.offered:.0%} of requests wait; p50 {f.p50_ms:.0f} ms"
+        f"{mean} against d = {d:g} ms",
         "knobs": f.cap.knob,
     }
     if f.cap.probe_cap is not None:

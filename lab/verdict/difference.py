@@ -354,9 +354,16 @@ def corrected(ps: Sequence[float], alpha: float = 0.05) -> list[bool]:
 PointKey = tuple[str, str, int]  # (model, mode, level rounded): one point of a sweep
 
 
+def point_key(r: StepRecord) -> PointKey:
+    return (r.model, r.mode, round(r.key.level))
+
+
 def points(records: Sequence[StepRecord]) -> dict[PointKey, list[StepRecord]]:
-    """The records grouped by point (their trials), in a fixed order whatever the records'."""
+    """The trials grouped by point, in a fixed order whatever the records'. A skipped step is no
+    trial (`StepRecord.is_trial`): a point no step of which was measured is not here at all, so
+    it is neither averaged, nor counted among the points a correction counts."""
     out: dict[PointKey, list[StepRecord]] = {}
     for r in sorted(records, key=lambda r: (r.model, r.mode, r.key.level, r.trial)):
-        out.setdefault((r.model, r.mode, round(r.key.level)), []).append(r)
+        if r.is_trial:
+            out.setdefault(point_key(r), []).append(r)
     return out

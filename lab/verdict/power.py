@@ -189,10 +189,10 @@ def smallest_seen(records: Sequence[StepRecord], noise: Floor | None = None) -> 
     """After a run: the smallest throughput and p99 change it could have seen with 80% power,
     at its own trials and step length, at any one of its points when `lab compare` tests them
     all against another run's (corrected for their number)."""
-    if not records:
+    family = len(points(records))  # the points measured: a skipped step is no trial
+    if not family:
         return ""
-    trials = len({r.trial for r in records})
-    family = len(points(records))
+    trials = len({r.trial for r in records if r.is_trial})
     parts = []
     for metric in ("rps", "p99"):
         spread = run_spread(records, metric, noise)

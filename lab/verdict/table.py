@@ -90,7 +90,9 @@ RULES: tuple[Rule, ...] = (
         f"{_CPU} of its workers' cores, or of the cores it shares with the server while it "
         "used more of them than the server, or (below the ideal) it opened a new connection "
         f"to an HTTP server for {T.front_pool_churn_share:.0%} of requests or more: its "
-        "keepalive pool was full",
+        "keepalive pool was full; or (below the ideal) the server waited for a CPU "
+        f"{T.front_turns_wait_pct:g}% of the window or more on the cores nginx shares with it, "
+        "nothing outside the run on them: the two took turns",
         advice="more nginx workers (--front-knob workers=N), connections or keepalive (its pool "
         "of idle server connections), or cores for the front; the model behind it did not "
         "limit this step",

@@ -8,7 +8,9 @@ native servers, so the meter's own CPU and memory are never counted.
 
 GET / answers {"cpu_s": CPU seconds of the tree so far, "rss_mb": its RSS now, "pss_mb": its PSS
 now}, and, for a model behind nginx (`lab serve --front nginx`, `--front-pid`), the same three for
-nginx's tree under "front", so the page shows the front's cost apart from the server's. A reader
+nginx's tree under "front", so the page shows the front's cost apart from the server's;
+GET /profile?seconds=S answers where the tree's time goes over S seconds (lab.webui.frames:
+py-spy, which needs the container's SYS_PTRACE). A reader
 takes the CPU rate from two answers (`lab.system.procstats.RemoteMeter`), so several readers never
 disturb each other. The meter exits when the server is gone.
 """
@@ -20,13 +22,16 @@ import json
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import psutil
 
 from lab.record.errors import LabError
 from lab.system import safety
 from lab.system.sampling import TreeMeter
+from lab.webui import frames
 
 POLL_S = 1.0
 
@@ -37,17 +42,35 @@ def reading(meter: TreeMeter) -> dict[str, float]:
     return {"cpu_s": round(meter.cpu_s, 4), "rss_mb": now.rss_mb, "pss_mb": now.pss_mb}
 
 
+def profiled(pid: int, query: str) -> tuple[int, dict[str, Any]]:
+    """`GET /profile?seconds=S`: where the server's time goes over S seconds (lab.webui.frames),
+    or 400 with why where S is no number of seconds it takes."""
+    asked = urllib.parse.parse_qs(query).get("seconds", [""])[0]
+    try:
+        seconds = frames.seconds_asked(asked)
+    except LabError as e:
+        return 400, {"problem": str(e)}
+    return 200, frames.sample(pid, seconds)
+
+
 def handler(
     meter: TreeMeter, front: TreeMeter | None, lock: threading.Lock
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            url = urllib.parse.urlsplit(self.path)
+            if url.path == "/profile":
+                self._answer(*profiled(meter.root.pid, url.query))
+                return
             with lock:
                 answer: dict[str, object] = dict(reading(meter))
                 if front is not None:
                     answer["front"] = reading(front)
-                body = json.dumps(answer).encode()
-            self.send_response(200)
+            self._answer(200, answer)
+
+        def _answer(self, status: int, answer: dict[str, Any]) -> None:
+            body = json.dumps(answer).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

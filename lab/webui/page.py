@@ -37,6 +37,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from lab.record.errors import LabError
 from lab.system import http_client, procstats
 from lab.system.sampling import Meter, Reading
+from lab.webui import frames
 from lab.webui.liveflags import SERVER_CORES_ENV, Live, flags
 from lab.webui.save import UiRun, save_run
 from loadgen import fanout
@@ -215,6 +216,21 @@ def blueprint(page: LabPage, out: Path) -> Blueprint:
     @bp.get("/data")
     def data() -> Response:
         return jsonify(page.data())
+
+    @bp.get("/profile")
+    def profiled() -> tuple[Response, int]:
+        """Where one model's time goes over the next few seconds (lab.webui.frames)."""
+        model = request.args.get("model", "")
+        try:
+            seconds = frames.seconds_asked(request.args.get("seconds"))
+        except LabError as e:
+            return jsonify({"problem": str(e)}), 400
+        meter = page.meters.get(model)
+        if meter is None:
+            known = ", ".join(sorted(page.meters)) or "none"
+            said = f"no server to sample for {model!r} (measured: {known})"
+            return jsonify({"problem": said}), 404
+        return jsonify({"model": model, **frames.of_meter(meter, seconds)}), 200
 
     @bp.post("/save")
     def save() -> Response:

@@ -54,6 +54,7 @@ MAX_LINES_BYTES = 16_000_000  # a list of ids or search terms; anything bigger i
 # `{{`, or a brace, a letter and the rest of a word (any case, digits, `_`, `-`), its `:values`,
 # and its closing brace, which group 3 holds empty when it is missing (refused as unclosed)
 _TOKEN = re.compile(r"\{\{|\{([A-Za-z][A-Za-z0-9_-]*)(?::([^{}]*))?(\}?)")
+_OPENS = re.compile(r"\{(?=[A-Za-z{])")  # a brace _TOKEN would read as a token's start
 _PATH_SAFE = "/?&=:@!$'()*+,;%-._~"
 
 
@@ -83,6 +84,12 @@ class Template:
     def static(self) -> bool:
         """Sent as the very text given: no placeholder, and no `{{` to write as one `{`."""
         return self.parts == (self.text,)
+
+
+def literal(text: str) -> str:
+    """A text taken as it is (a recorded HAR's path, header or body) as a template that sends it
+    unchanged: every `{` that would start a token doubled, whatever follows it."""
+    return _OPENS.sub("{{", text)
 
 
 def compile_text(text: str, where: str, escape: str = "text") -> Template:
@@ -179,6 +186,13 @@ class Source:
         self.rng = random.Random(seed)
         self.unique = random.Random()  # from the OS's entropy, per process
 
+    def reseed(self, seed: int) -> None:
+        """Start the draws from lists over: the check gives every model the same choices in
+        the same order, so two models are compared on the same requests (a search for one
+        word under one model and for another under the next differ by the app's data, not by
+        the model); the counter and the UUIDs go on, never repeated."""
+        self.rng.seed(seed)
+
     def draw(self, slot: Slot, user: int) -> str:
         if slot.kind == "uuid":
             return uuid4(self.unique.getrandbits(128))
@@ -201,6 +215,7 @@ def step_base(elapsed_s: float) -> int:
 
 
 CHECK = Source(base=1)  # the check's own {n}: 1, 2, 3, ... below every step's (CHECK_VALUES)
+CHECK_SEED = 0  # the check's draws under each model (`Source.reseed`)
 
 
 def uuid4(bits: int) -> str:
