@@ -32,8 +32,8 @@ from typing import Any
 from analysis.interfaces import answer
 from analysis.loading import load
 from analysis.metrics import point_table
+from lab.record.models import models_run_app
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, level_label, step_record
-from lab.run.manifest import models_run_app
 from lab.verdict.difference import floor, smallest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from statistics import mean
 
 from analysis.points import Point, Points, of
-from lab.front.nginx import SUFFIX
+from lab.record.models import FRONTED
 from lab.record.step import StepRecord, level_label
 from lab.verdict.difference import differ
 
@@ -55,8 +55,8 @@ def front_costs(data: Sequence[StepRecord] | Points) -> list[str]:
     figures = _means(grouped)
     lines, levels = [], sorted({users for _, users in figures})
     for (model, users), bare in sorted(figures.items()):
-        front = figures.get((model + SUFFIX, users))
-        if model.endswith(SUFFIX) or front is None:
+        front = figures.get((model + FRONTED, users))
+        if model.endswith(FRONTED) or front is None:
             continue
         lines.append(
             f"behind nginx, {model} at {level_label(users)}: "
@@ -74,12 +74,12 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Fair, us
     """The models' order by throughput at one level, bare and behind nginx, and whether the
     front changed it (a pair apart beyond noise both ways, in opposite orders)."""
     pairs = [
-        (m, figures[(m, users)]["rps"], figures[(m + SUFFIX, users)]["rps"])
+        (m, figures[(m, users)]["rps"], figures[(m + FRONTED, users)]["rps"])
         for (m, u) in figures
-        if u == users and not m.endswith(SUFFIX) and (m + SUFFIX, users) in figures
+        if u == users and not m.endswith(FRONTED) and (m + FRONTED, users) in figures
     ]
     bare = _order(grouped, [(m, r) for m, r, _ in pairs], users, "")
-    front = _order(grouped, [(m, r) for m, _, r in pairs], users, SUFFIX)
+    front = _order(grouped, [(m, r) for m, _, r in pairs], users, FRONTED)
     flipped = [
         f"{a} and {b}"
         for a, a_bare, a_front in pairs
@@ -87,7 +87,7 @@ def _ranking(figures: dict[tuple[str, int], dict[str, float]], grouped: Fair, us
         if a_bare > b_bare
         and b_front > a_front
         and _apart(grouped, b, a, users, "")
-        and _apart(grouped, a, b, users, SUFFIX)
+        and _apart(grouped, a, b, users, FRONTED)
     ]
     said = f"changes ({'; '.join(flipped)} swap places)" if flipped else "unchanged by the front"
     order = f"bare {bare}; behind nginx {front}"

@@ -39,8 +39,8 @@ from analysis.judge import judge
 from analysis.points import Point, Points, of, only
 from analysis.runwith import how_to_run
 from lab.record.flags import outside
+from lab.record.models import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
 from lab.record.step import StepRecord, level_label
-from lab.run.manifest import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
 from lab.verdict.difference import Difference, differ
 
 UNCHANGED = (AS_IS, BRIDGED)  # what runs the user's app without rewriting it
@@ -327,6 +327,6 @@ def run_answer(
     classes = models_run_app(dict(manifest))
     lines = answer(pts, classes, app.get("kind", "wsgi"))
     unchanged = best_of(pts, {m for m, c in classes.items() if c in UNCHANGED})
-    if app and unchanged is not None:  # a user's app: how to run it (lab.advise.sizing)
+    if app and unchanged is not None:  # a user's app: how to run it (lab.verdict.sizing)
         lines.append(how_to_run(records, manifest, unchanged.best.model, unchanged.level))
     return [line for line in lines if line]

@@ -1,7 +1,7 @@
 """How to run the user's app: the configuration the answer's model was measured as, and the one to
 run on this machine's cores at the heaviest level measured.
 
-The second is `lab advise`'s own computation (lab.advise.sizing): processes from the CPU per
+The second is `lab advise`'s own computation (lab.verdict.sizing): processes from the CPU per
 request measured at that level, the pool from Little's law at the throughput and latency measured
 there. It is a projection from measured figures, said as one, never a measured result.
 """
@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.advise.sizing import configuration_words, to_run
 from lab.record.step import StepRecord
+from lab.verdict.sizing import configuration_words, to_run
 
 
 def measured_as(entry: Mapping[str, Any], knobs: Mapping[str, Any]) -> str:

@@ -16,9 +16,9 @@ from analysis.claims import Claims, claims
 from analysis.loading import Run
 from analysis.metrics import flagged, point_table, unmeasured
 from analysis.routes import summary_tables
+from lab.record.models import models_run_app
 from lab.record.step import StepRecord, level_label
-from lab.run import generators
-from lab.run.manifest import models_run_app
+from lab.verdict.facts import generators_needed
 
 COLUMNS = [  # (column, header, format)
     ("model", "model", "{}"),
@@ -148,7 +148,7 @@ def generators_advice(records: list[StepRecord]) -> str:
         need = (
             int(evidence["generators_needed"])
             if isinstance(evidence, dict) and "generators_needed" in evidence
-            else generators.needed(r.client_cpu_pct)
+            else generators_needed(r.client_cpu_pct)
         )
         if worst is None or need > worst[0]:
             worst = (need, r)

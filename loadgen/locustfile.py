@@ -43,7 +43,7 @@ from loadgen.users import ModelUser, model_user
 MODELS_TOML = Path(__file__).resolve().parent.parent / "servers" / "models.toml"
 HEALTH_TIMEOUT_S = 2.0
 STARTING_WAIT_S = 30.0  # how long a target that exists (its name resolves) may take to answer
-FRONTED = "+nginx"  # a model behind nginx (lab.front.nginx.SUFFIX; the users do not import lab)
+FRONTED = "+nginx"  # a model behind nginx (lab.record.models.FRONTED; the users do not import lab)
 log = logging.getLogger("concurrency-lab")
 
 

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from analysis.loading import Run, load
 from lab.record.errors import EXIT_USAGE
 from lab.record.flags import FLAGS
+from lab.record.models import AS_IS, ASYNC_PORT
 from lab.record.rundir import RunDir
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
-from lab.run.manifest import AS_IS, ASYNC_PORT
 from tests.fixture_run import FixtureStep, build_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,12 +15,12 @@ import pytest
 
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Conclusion, Setting, next_move
-from lab.advise.sizing import Bounds, Candidate
 from lab.advise.target import Slo, confirmed
 from lab.config.models import KnobLimit, Model, load_registry
 from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
+from lab.verdict.sizing import Bounds, Candidate
 from tests.fixture_run import window
 from tests.helpers import lab_cli, lab_run
 

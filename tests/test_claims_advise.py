@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from analysis.judge import judge
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Conclusion, Setting, next_move
-from lab.advise.sizing import Bounds, Candidate
 from lab.advise.target import Slo, p99_meets
 from lab.config.models import load_registry
 from lab.record.flags import excluding, tail_excluding
+from lab.record.models import AS_IS, ASYNC_PORT
 from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
-from lab.run.manifest import AS_IS, ASYNC_PORT
 from lab.verdict.difference import NO_FLOOR, TIE, Side, differ, side
+from lab.verdict.sizing import Bounds, Candidate
 from tests.fixture_run import window
 from tests.helpers import FLAG_NAMES, SETTINGS
 

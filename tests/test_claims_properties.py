@@ -24,8 +24,8 @@ from analysis.judge import judge
 from analysis.limiting import model_sentences
 from analysis.loading import load
 from analysis.metrics import point_table
+from lab.record.models import AS_IS
 from lab.record.step import StepRecord
-from lab.run.manifest import AS_IS
 from lab.verdict.difference import (
     FLAGGED,
     TOO_FEW,

@@ -35,8 +35,9 @@ from docker_env import (
 )
 from uibrowser import needs_chromium
 
-from lab.config.models import ASYNC_PORT, load_registry
+from lab.config.models import load_registry
 from lab.config.scenario import load_scenario
+from lab.record.models import ASYNC_PORT
 from lab.system.procs import free_port
 from lab.system.tuning import read_nofile, read_sysctls
 from servers.common import io_body

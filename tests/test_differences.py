@@ -120,14 +120,14 @@ def test_a_ranking_behind_nginx_prints_ties_as_ties() -> None:
     from dataclasses import replace
 
     from analysis.front import front_costs
-    from lab.front.nginx import SUFFIX
+    from lab.record.models import FRONTED
     from tests.helpers import record
 
     rates = {"a": 1000.0, "b": 995.0, "c": 500.0}
     records = [
         replace(record(m + suffix, rps), status="measured")
         for m, rps in rates.items()
-        for suffix in ("", SUFFIX)
+        for suffix in ("", FRONTED)
     ]
     (ranking,) = [x for x in front_costs(records) if x.startswith("ranking")]
     assert "bare a = b > c; behind nginx a = b > c: unchanged by the front" in ranking

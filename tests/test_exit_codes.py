@@ -22,9 +22,9 @@ import pytest
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.target import Slo
 from lab.cli.reference import FAILURES, is_current
-from lab.config.models import ASYNC_PORT
 from lab.front import nginx
 from lab.record import errors, exits
+from lab.record.models import ASYNC_PORT
 from tests.fixture_run import FixtureStep, build_run
 from tests.helpers import lab_cli
 

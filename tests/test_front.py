@@ -22,6 +22,7 @@ from lab.config.models import Registry
 from lab.front import nginx
 from lab.record.errors import LabError
 from lab.record.flags import excluding
+from lab.record.models import FRONTED
 from lab.system import procs
 from tests.helpers import lab_cli, lab_run, wait_answer
 from tests.labrun import LabRun, read_jsonl
@@ -88,7 +89,7 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
     checks = [json.loads(line) for line in (run / "preflight.jsonl").read_text().splitlines()]
     assert all(c["ok"] for c in checks) and len(checks) == 4, checks  # answers verified
     for name in models:
-        bare, front = steps[name], steps[name + nginx.SUFFIX]
+        bare, front = steps[name], steps[name + FRONTED]
         assert bare["errors"] == front["errors"] == {}
         assert front["throughput_rps"] == pytest.approx(bare["throughput_rps"], rel=0.25)
         assert bare["front_cpu_pct"] == -1.0 and front["front_cpu_pct"] >= 0
@@ -97,7 +98,7 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
         pooled = front["front_server_connections"]  # nginx -> an HTTP server: kept alive too
         assert pooled == -1 if name.startswith("uwsgi") else 0 <= pooled < 0.1 * front["requests"]
     for name in models:  # the summary says what the front cost exactly where both steps were fair
-        flags = [*steps[name]["flags"], *steps[name + nginx.SUFFIX]["flags"]]
+        flags = [*steps[name]["flags"], *steps[name + FRONTED]["flags"]]
         said = f"behind nginx, {name} at 4 users: front CPU" in done.stdout
         assert said == (not excluding(flags)), (flags, done.stdout[-2000:])
     bare_uwsgi = steps["uwsgi-threads"]
@@ -206,7 +207,7 @@ def test_lab_serve_front_is_what_compose_runs_and_the_lab_page_shows_nginx_cpu(
         started = {p.pid for p in psutil.Process(serve.pid).children(recursive=True)}
         env = {
             **os.environ,
-            "LAB_TARGETS": f"uwsgi-threads{nginx.SUFFIX}=http://127.0.0.1:{port}",
+            "LAB_TARGETS": f"uwsgi-threads{FRONTED}=http://127.0.0.1:{port}",
             "LAB_UPSTREAM_URL": upstream.url,
             "LAB_METER_PORT": str(meter),
         }

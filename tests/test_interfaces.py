@@ -11,10 +11,11 @@ import pytest
 
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
-from lab.advise.sizing import to_run
-from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, load_registry, runs_app
+from lab.config.models import load_registry
 from lab.config.userapp import UserApp, fit
-from lab.run.manifest import model_entry, models_run_app
+from lab.record.models import AS_IS, ASYNC_PORT, BRIDGED, models_run_app, runs_app
+from lab.run.manifest import model_entry
+from lab.verdict.sizing import to_run
 from tests.fixture_run import FixtureStep, build_run
 
 REGISTRY = load_registry()

@@ -112,18 +112,18 @@ def test_the_front_compares_only_points_the_judge_compares() -> None:
 
     from analysis.front import front_costs
     from analysis.judge import judge
-    from lab.front.nginx import SUFFIX
+    from lab.record.models import FRONTED
     from tests.helpers import record
 
-    died = {("a" + SUFFIX, 1)}  # one of a's two trials behind nginx: the server died
+    died = {("a" + FRONTED, 1)}  # one of a's two trials behind nginx: the server died
     steps = [
         replace(record(m, 100.0, trial=t, flags=("server_died",) * ((m, t) in died)))
-        for m in ("a", "b", "a" + SUFFIX, "b" + SUFFIX)
+        for m in ("a", "b", "a" + FRONTED, "b" + FRONTED)
         for t in (1, 2)
     ]
     steps = [replace(s, status="measured") for s in steps]
     (verdict,) = judge(steps)
-    assert set(verdict.excluded) == {"a" + SUFFIX}
+    assert set(verdict.excluded) == {"a" + FRONTED}
     said = front_costs(steps)
     assert any(line.startswith("behind nginx, b at") for line in said)
     assert not any(line.startswith("behind nginx, a at") for line in said)

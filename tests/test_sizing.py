@@ -1,4 +1,4 @@
-"""The one sizing `lab advise` searches with and the answer states (lab.advise.sizing):
+"""The one sizing `lab advise` searches with and the answer states (lab.verdict.sizing):
 invariants over generated figures."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.advise.sizing import HEADROOM, PLAN_UTIL, Bounds, for_rate, to_run
 from lab.config.models import KNOB_MAX
+from lab.verdict.sizing import HEADROOM, PLAN_UTIL, Bounds, for_rate, to_run
 
 UNITS = st.sampled_from(["thread", "greenlet", "coroutine", "process"])
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from lab.advise.search import Attempt, Conclusion, Setting
 from lab.advise.target import Slo, failures
-from lab.config.models import AS_IS, ASYNC_PORT, BRIDGED, Knobs, Model
+from lab.config.models import Knobs, Model
 from lab.record.errors import EXIT_NO_ANSWER, EXIT_NOT_CONFIRMED, EXIT_ONLY_PORT
+from lab.record.models import AS_IS, ASYNC_PORT, BRIDGED
 from lab.record.step import StepRecord
 from lab.verdict.difference import NO_FLOOR, TIE, Side, differ
 from lab.verdict.facts import upstream_inflight
@@ -55,7 +56,7 @@ class ModelAdvice:
     reason: str
     projection: str  # labelled as one; "" when there is nothing to project from
     steps: int  # steps the search measured for this model
-    runs_app: str = AS_IS  # as is, bridged or async port (lab.config.models.runs_app)
+    runs_app: str = AS_IS  # as is, bridged or async port (lab.record.models.runs_app)
 
 
 def model_advice(

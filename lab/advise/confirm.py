@@ -38,7 +38,6 @@ from lab.advise.search import (
     next_move,
     outstanding,
 )
-from lab.advise.sizing import Bounds
 from lab.advise.target import Slo
 from lab.backends.base import Backend
 from lab.config.models import Model
@@ -51,6 +50,7 @@ from lab.run.observe import Listener, Upstream
 from lab.run.plan import Plan
 from lab.run.steps import StepRunner
 from lab.run.sweep import Sweep
+from lab.verdict.sizing import Bounds
 
 
 class Advisor(Sweep):

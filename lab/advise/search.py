@@ -1,6 +1,6 @@
 """Where to look for a model's cheapest configuration: candidates from what is already known.
 
-Two laws size a candidate (lab.advise.sizing: Little's law for the pool, the cost per request for
+Two laws size a candidate (lab.verdict.sizing: Little's law for the pool, the cost per request for
 the processes), so the search confirms instead of sweeping. W in Little's law is the service time
 d before any step, then the latency measured.
 
@@ -27,7 +27,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lab.advise.sizing import Bounds, Candidate, clamp, for_rate, little, plural, sized
 from lab.advise.target import Slo, confirmed, p99_meets, unfair
 from lab.config.models import Model
 from lab.config.scenario import LIMITS
@@ -35,6 +34,7 @@ from lab.record.step import StepRecord
 from lab.record.thresholds import T
 from lab.run import generators
 from lab.verdict.facts import upstream_inflight
+from lab.verdict.sizing import Bounds, Candidate, clamp, for_rate, little, plural, sized
 
 CALIBRATION_RPS = 500.0  # above this target, measure the cost per request here first
 BUSY = T.server_cpu_busy_share  # server CPU at this share of its cores: the CPU makes them wait

@@ -19,13 +19,13 @@ from typing import Any
 from lab.config import appenv
 from lab.config.toml import check_name, check_table, in_range, load_toml, positive
 from lab.record.errors import LabError
+from lab.record.models import runs_app
 from lab.system import interpreters, procs
 from lab.system.resources import child_env, data_file
 
 BUILTIN_MODELS = data_file("servers", "models.toml")
 UNITS = ("thread", "greenlet", "coroutine", "process")
 APPS = ("wsgi", "asgi")
-AS_IS, BRIDGED, ASYNC_PORT = "as is", "bridged", "async port"  # runs_app()'s answers
 # What `{app}` in a model's argv names unless the run brings its own app (`lab run --app`).
 DEFAULT_TARGETS = {"wsgi": "servers.app_wsgi:app", "asgi": "servers.app_asgi:app"}
 INSTALL_HINTS = {
@@ -191,16 +191,6 @@ class Model:
         problem = procs.not_executable(Path(found))
         if problem:
             raise LabError(f"model {self.name}: {found} {problem}")
-
-
-def runs_app(model_app: str, bridge: str, app_kind: str = "wsgi") -> str:
-    """How a model runs the app a user brings (`app_kind`: the lab's own is a Flask app, WSGI):
-    "as is" on its own interface, "bridged" (a WSGI app behind a WSGI-to-ASGI bridge: unchanged,
-    but a configuration of its own with its own cost), or "async port" (the lab's Quart twin: a
-    Flask app would have to be ported to ASGI to get this)."""
-    if bridge:
-        return BRIDGED
-    return AS_IS if model_app == app_kind else ASYNC_PORT
 
 
 def install_hint(name: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lab.config.models import Model
 from lab.record.errors import LabError, Refused
+from lab.record.models import FRONTED
 
 INSTALL = (
     "nginx not found: install it with `sudo apt-get install nginx-light` (or run scripts/setup.sh)"
@@ -189,16 +190,13 @@ def check(nginx: str, prefix: Path) -> None:
         raise Refused(f"nginx refused its config ({prefix / 'nginx.conf'}): {said}")
 
 
-SUFFIX = "+nginx"  # a fronted model's name: uwsgi-threads+nginx beside uwsgi-threads
-
-
 def variants(models: list[Model], chosen: tuple[str, ...]) -> list[Model]:
     """Each model as each chosen front: bare as it is, nginx as a twin named NAME+nginx."""
     out = []
     for model in models:
         out += [model] if "bare" in chosen else []
         if "nginx" in chosen:
-            out.append(replace(model, name=model.name + SUFFIX, front="nginx"))
+            out.append(replace(model, name=model.name + FRONTED, front="nginx"))
     return out
 
 

@@ -22,6 +22,7 @@ from lab.record.step import StepRecord
 from lab.record.thresholds import T
 from lab.system import safety
 from lab.system.listeners import LOOPBACK, REMOTE_MASTER
+from lab.verdict.facts import generators_needed
 from loadgen.protocol import SERVED_NOTHING, SERVED_STEP, SERVED_WARMUP, Done, Start
 
 SATURATED_PCT = T.generator_cpu_saturated_pct  # of one core, per process (client_saturated)
@@ -145,11 +146,6 @@ def saturated(step: StepRecord) -> bool:
     return step.limit_rule == "apparatus" or "generator_lag" in step.flags
 
 
-def needed(client_cpu_pct: float) -> int:
-    """Generator processes a step would have needed to stay under the saturation line."""
-    return max(1, math.ceil(client_cpu_pct / SATURATED_PCT))
-
-
 def saturation(done: Done, cores: tuple[int, ...]) -> dict[str, Any] | None:
     """Evidence that the generators were the limit, or None: one process at >= 90% of its core,
     or all of them together at >= 90% of every core they shared."""
@@ -162,5 +158,5 @@ def saturation(done: Done, cores: tuple[int, ...]) -> dict[str, Any] | None:
         "client_cpu_pct": done.client_cpu_pct,
         "per_generator_cpu_pct": per,
         "generators": len(per),
-        "generators_needed": needed(done.client_cpu_pct),
+        "generators_needed": generators_needed(done.client_cpu_pct),
     }

@@ -15,10 +15,7 @@ from typing import Any
 
 import lab
 from lab.backends.base import Backend
-from lab.config.models import AS_IS as AS_IS
-from lab.config.models import ASYNC_PORT as ASYNC_PORT
-from lab.config.models import BRIDGED as BRIDGED
-from lab.config.models import Knobs, Model, canonical_knobs, runs_app
+from lab.config.models import Knobs, Model, canonical_knobs
 from lab.front.nginx import behind
 from lab.record.errors import LabError
 from lab.record.step import SCHEMA_VERSION
@@ -122,13 +119,3 @@ def _first_difference(old: Any, new: Any, path: str) -> str:
                 return _first_difference(old.get(key), new.get(key), f"{path}.{key}")
     was, now = (json.dumps(v, default=str)[:80] for v in (old, new))
     return f"{path} was {was}, now {now}"
-
-
-def models_run_app(manifest: dict[str, Any]) -> dict[str, str]:
-    """Per model of a run, how it runs the user's app (`lab.config.models.runs_app`): the app is
-    the scenario's `app` (`lab run --app`) or the lab's own Flask app (WSGI)."""
-    kind = (manifest.get("scenario", {}).get("app") or {}).get("kind", "wsgi")
-    return {
-        name: runs_app(entry.get("app", "wsgi"), entry.get("bridge", ""), kind)
-        for name, entry in (manifest.get("models") or {}).items()
-    }

@@ -248,3 +248,9 @@ def connections_per_request(r: StepRecord) -> float | None:
     if r.server_connections < 0 or r.requests <= 0:
         return None
     return r.server_connections / r.requests
+
+
+def generators_needed(client_cpu_pct: float) -> int:
+    """Generator processes a step would have needed to keep each under the saturation line
+    (`client_saturated`'s evidence; the summary's advice for a record without it)."""
+    return max(1, math.ceil(client_cpu_pct / T.generator_cpu_saturated_pct))
