@@ -36,6 +36,6 @@ def entry() -> None:
         sys.path.insert(0, root)
     from lab.cli.main import entry as cli_entry
 
-    for sig, handler in previous.items():  # the CLI installs its own (lab.cli.stopping)
+    for sig, handler in previous.items():  # the CLI installs its own (lab.cli.common.stopping)
         signal.signal(sig, handler)
     cli_entry()

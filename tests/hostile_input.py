@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from lab.cli import main as cli
-from lab.cli import run as run_command
+from lab.cli.measure import run as run_command
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"  # the corpus of hostile data files
 TINY = str(HOSTILE / "tiny.toml")  # a two-level, one-second real sweep

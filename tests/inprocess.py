@@ -2,7 +2,7 @@
 
 Why not `entry` or a subprocess: both are in tests/tiers.py's SPAWNS (most commands start
 servers), so a test using them joins the process tier. A usage error is refused before anything
-starts, and its wording and exit code come from `lab.cli.stopping.standalone` (one line, the
+starts, and its wording and exit code come from `lab.cli.common.stopping.standalone` (one line, the
 table's code), so the errors are tested here through `standalone` itself, under click's
 CliRunner; `lab run`'s sweep is a stub that raises, so an input wrongly accepted fails the test
 instead of starting load (and the tier's guard refuses any process all the same).
@@ -15,9 +15,9 @@ from typing import NamedTuple
 import pytest
 from click.testing import CliRunner
 
-from lab.cli import run as run_command
+from lab.cli.common.stopping import standalone
 from lab.cli.main import main
-from lab.cli.stopping import standalone
+from lab.cli.measure import run as run_command
 
 
 class Reached(Exception):

@@ -17,7 +17,8 @@ from analysis.differences import crossovers
 from analysis.judge import judge
 from analysis.metrics import flagged, point_table, server_cores, unmeasured
 from analysis.stats import estimate, percentiles_of, seconds_of
-from lab.cli.report import compare_runs, report
+from lab.cli.compare import compare_runs
+from lab.cli.report import report
 from lab.record import hist
 from lab.verdict.difference import TOO_FEW, differ, side, t975
 from tests.helpers import ROOT, record, two_models

@@ -1,6 +1,6 @@
 """Every option of every `lab` command says what it does and what it is when not given, and each
-option name means one thing across commands (lab.cli.options.MEANINGS); a retired spelling still
-works, hidden, and says the new one.
+option name means one thing across commands (lab.cli.common.options.MEANINGS); a retired
+spelling still works, hidden, and says the new one.
 
 The walk reads the commands themselves (`lab.cli.main:main`), so an option added tomorrow is
 checked without touching this file. Parsing only (`make_context`): no command is run.
@@ -13,8 +13,8 @@ import re
 import click
 import pytest
 
+from lab.cli.common.options import MEANINGS, Renamed
 from lab.cli.main import main
-from lab.cli.options import MEANINGS, Renamed
 
 COMMANDS: dict[str, click.Command] = {"lab": main, **main.commands}
 
@@ -68,7 +68,7 @@ def test_every_option_name_has_one_declared_meaning(
     """A name used by a command must be declared for that command in MEANINGS, beside its one
     meaning: a second command taking a name means reading what it already means."""
     option = long_name(param)
-    assert option in MEANINGS, f"lab {name} {option}: not in lab.cli.options.MEANINGS.MEANINGS"
+    assert option in MEANINGS, f"lab {name} {option}: not in lab.cli.common.options.MEANINGS"
     users, meaning = MEANINGS[option]
     assert name in users.split(), (
         f"lab {name} {option}: MEANINGS says {option} is {meaning!r}, in {users} only; "
@@ -84,7 +84,7 @@ def test_the_vocabulary_lists_no_name_or_command_that_is_not_used() -> None:
         for name in users.split()
         if (name, option) not in used
     ]
-    assert not stale, f"lab.cli.options.MEANINGS lists options no command has: {stale}"
+    assert not stale, f"lab.cli.common.options.MEANINGS lists options no command has: {stale}"
 
 
 def required_args(command: click.Command) -> list[str]:
@@ -115,8 +115,10 @@ def test_every_hidden_option_is_a_retired_spelling_that_warns() -> None:
     silent = [
         f"lab {n} {p.opts[0]}" for n, _, p in options(hidden=True) if not isinstance(p, Renamed)
     ]
-    assert not silent, f"hidden options that are not lab.cli.options.renamed: {silent}"
-    assert RETIRED, "the walk found no retired spelling: is lab.cli.options.Renamed still used?"
+    assert not silent, f"hidden options that are not lab.cli.common.options.renamed: {silent}"
+    assert RETIRED, (
+        "the walk found no retired spelling: is lab.cli.common.options.Renamed still used?"
+    )
 
 
 @pytest.mark.parametrize(("name", "command", "retired"), RETIRED, ids=ids(RETIRED))

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab.cli.appmix import render_har, traffic
+from lab.cli.measure.appmix import render_har, traffic
 from lab.config import har
 from lab.record.errors import LabError
 from tests.helpers import lab_cli

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.cli.app import login_of
+from lab.cli.measure.app import login_of
 from lab.config.userapp import Route
 from lab.record import placeholders
 from lab.record.errors import LabError

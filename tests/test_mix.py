@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.cli.appmix import traffic
+from lab.cli.measure.appmix import traffic
 from lab.config.mix import MixRoute, split_weight, weighted_ms
 from lab.config.scenario import load_scenario
 from lab.record import hist

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lab.cli.appmix import traffic
+from lab.cli.measure.appmix import traffic
 from lab.config import mixfile
 from lab.record import placeholders
 from lab.record.errors import LabError

@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from lab.cli.options import results_dir_option
+from lab.cli.common.options import results_dir_option
 from lab.config.scenario import FD_MARGIN, FDS_PER_CONNECTION
 from lab.run import leftovers
 from lab.system.environment import read_sysctl

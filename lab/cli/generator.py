@@ -21,8 +21,8 @@ from pathlib import Path
 
 import click
 
-from lab.cli.options import renamed
-from lab.cli.stopping import stopped_code
+from lab.cli.common.options import renamed
+from lab.cli.common.stopping import stopped_code
 from lab.record.errors import LabError, NoAnswer, Refused
 from lab.run import generators
 from lab.system import procs

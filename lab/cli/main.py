@@ -5,15 +5,17 @@ from __future__ import annotations
 import click
 
 from lab.cli import generator as remote_generators
-from lab.cli.advise import advise
-from lab.cli.app import routes
+from lab.cli.common.stopping import standalone
+from lab.cli.compare import compare_runs
 from lab.cli.doctor import doctor
+from lab.cli.measure.advise import advise
+from lab.cli.measure.plan import plan_command
+from lab.cli.measure.routes import routes
+from lab.cli.measure.run import run
 from lab.cli.models import list_models
-from lab.cli.report import compare_runs, report
+from lab.cli.report import report
 from lab.cli.reproduce import reproduce
-from lab.cli.run import plan_command, run
 from lab.cli.serve import serve
-from lab.cli.stopping import standalone
 from lab.cli.ui import ui
 from lab.cli.upstream import upstream
 

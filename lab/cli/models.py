@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from lab.cli.options import renamed
-from lab.cli.run_options import MODELS_FILE
+from lab.cli.common.options import renamed
+from lab.cli.measure.run_options import MODELS_FILE
 from lab.config.models import load_registry
 
 

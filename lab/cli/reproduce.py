@@ -20,8 +20,8 @@ from experiments import (
 )
 from experiments.common import Experiment
 from experiments.common import reproduce as run_reproduction
-from lab.cli.options import console, results_dir_option
-from lab.cli.stopping import standalone
+from lab.cli.common.options import console, results_dir_option
+from lab.cli.common.stopping import standalone
 from lab.record.errors import EXIT_NO_ANSWER
 
 # Every reproducible experiment by its command-line name, in the order docs/reproductions.md

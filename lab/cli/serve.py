@@ -31,9 +31,9 @@ from typing import cast
 import click
 
 from lab.backends.base import CpuLayout, NativeBackend
-from lab.cli.options import MAX_USERS_HELP, port_option, renamed
-from lab.cli.run_options import FRONT_OPTIONS, MODELS_FILE
-from lab.cli.stopping import foreground, standalone
+from lab.cli.common.options import MAX_USERS_HELP, port_option, renamed
+from lab.cli.common.stopping import foreground, standalone
+from lab.cli.measure.run_options import FRONT_OPTIONS, MODELS_FILE
 from lab.cli.upstream import DEFAULT_UPSTREAM_PORT
 from lab.config.models import Knobs, alias_notes, load_registry, parse_knobs, server_env
 from lab.front.nginx import Front, variants

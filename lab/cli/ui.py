@@ -21,8 +21,8 @@ from typing import cast
 import click
 
 from lab.backends.base import HOST, Backend, CpuLayout, LocalServer, NativeBackend
-from lab.cli.options import MAX_USERS_HELP, port_option, renamed
-from lab.cli.run_options import FRONT_OPTIONS
+from lab.cli.common.options import MAX_USERS_HELP, port_option, renamed
+from lab.cli.measure.run_options import FRONT_OPTIONS
 from lab.config.models import load_registry
 from lab.config.scenario import LIMITS, UpstreamSpec, load_scenario
 from lab.front.nginx import Front, variants
@@ -171,7 +171,7 @@ def ui(
             time.sleep(0.5)
         code = locust.popen.poll()
         raise NoAnswer(f"locust exited by itself with code {code}; see {locust.log_path}")
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (lab.cli.stopping): exit 128 + it
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (lab.cli.common.stopping): exit 128 + it
         click.echo("lab ui: stopping", err=True)
         raise
     finally:

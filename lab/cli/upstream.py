@@ -2,8 +2,9 @@
 
 Why: to measure the upstream itself (wrk, hey), or to give another load tool the same slow API the
 lab's servers call, without writing its command line by hand. It runs `python -m
-servers.upstream` in the foreground as `lab serve` runs a server (lab.cli.stopping.foreground):
-Ctrl-C, SIGTERM or SIGHUP stop it and exit 128 + the signal, and it dies with this command.
+servers.upstream` in the foreground as `lab serve` runs a server
+(lab.cli.common.stopping.foreground): Ctrl-C, SIGTERM or SIGHUP stop it and exit 128 + the
+signal, and it dies with this command.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import sys
 
 import click
 
-from lab.cli.options import port_option, renamed
-from lab.cli.stopping import foreground
+from lab.cli.common.options import port_option, renamed
+from lab.cli.common.stopping import foreground
 from lab.config import upstreamroute
 from lab.config.scenario import LIMITS
 from lab.system import procs, safety

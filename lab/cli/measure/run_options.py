@@ -10,8 +10,7 @@ from typing import Any
 import click
 import cloup
 
-from lab.cli.appmix import APP_CORE, TRAFFIC_OPTIONS
-from lab.cli.options import (
+from lab.cli.common.options import (
     DB_OPTIONS,
     ENGINE,
     LOGIN_ONLY,
@@ -26,6 +25,7 @@ from lab.cli.options import (
     results_dir_option,
     resume_option,
 )
+from lab.cli.measure.appmix import APP_CORE, TRAFFIC_OPTIONS
 from lab.config.scenario import PROFILES, ROUTES, builtin_names, load_scenario
 
 # `lab run` option -> the scenario field it overrides (None: keep the scenario's value).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 from typing import Any
 
@@ -14,11 +13,11 @@ from rich.markup import escape
 from lab.backends import dbrun
 from lab.backends.base import Backend, CpuLayout, NativeBackend
 from lab.backends.databases import url_kind
-from lab.cli.app import check_user_app
-from lab.cli.options import console, ensure_writable
-from lab.cli.resume import decode_invocation, encode_invocation, resumed_run
-from lab.cli.run_options import APP_ONLY, SCENARIO_OPTIONS, run_options
-from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
+from lab.cli.common.options import console, ensure_writable
+from lab.cli.common.stopping import clean_leftovers, exit_when_stopped, stop_signals
+from lab.cli.measure.app import check_user_app
+from lab.cli.measure.resume import decode_invocation, encode_invocation, resumed_run
+from lab.cli.measure.run_options import APP_ONLY, SCENARIO_OPTIONS, run_options
 from lab.config import availability
 from lab.config.models import Knobs, Model, Registry, alias_notes, knob_notes, load_registry
 from lab.config.scenario import Scenario, load_scenario, override
@@ -31,9 +30,7 @@ from lab.run.plan import Plan, plan_run, resolve_knobs
 from lab.run.progress import ConsoleProgress
 from lab.run.sweep import Sweep
 from lab.system import safety
-from lab.verdict.difference import points as points_of
-from lab.verdict.power import floor_spread, plan_words, run_spread, smallest_seen
-from lab.verdict.power import plan as plan_length
+from lab.verdict.power import smallest_seen
 
 
 @cloup.command("run")
@@ -238,60 +235,3 @@ def make_backend(name: str, plan: Plan, scenario: Scenario, front: Front | None 
     if front is not None and front.binary:
         return FrontedBackend(backend, front.knobs, front.binary)
     return backend
-
-
-@click.command("plan")
-@click.option(
-    "--detect",
-    required=True,
-    metavar="PERCENT",
-    help="The throughput or p99 change to see, in percent from 1% to 100% (10 and 10% both "
-    "mean 10%; 0.1 is refused, not read as 10%): the trials and seconds per step it takes to "
-    "call it apart with 80% power.",
-)
-@click.option(
-    "--from",
-    "from_run",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="A run directory whose own trials' spread to plan from [default: the committed floor].",
-)
-@click.option(
-    "--points",
-    type=click.IntRange(min=1),
-    default=None,
-    help="The points compared together (`lab compare` corrects for their number, BH) "
-    "[default: the --from run's, else 1].",
-)
-def plan_command(detect: str, from_run: str | None, points: int | None) -> None:
-    """Say how long a run must be to see a given change (`lab.verdict.power`)."""
-    change = detect_share(detect)
-    records: list[StepRecord] = []
-    if from_run is not None:
-        from analysis.loading import RunError, load  # pandas: only for a run's records
-
-        try:
-            records = list(load(from_run).records)
-        except RunError as e:
-            raise LabError(f"--from {from_run}: {e}") from None
-    family = points or len(points_of(records)) or 1
-    for metric in ("rps", "p99"):
-        spread = run_spread(records, metric) if records else floor_spread(metric)
-        said = plan_words(plan_length(change, spread, family=family), spread)
-        click.echo(said)  # the result: stdout
-
-
-def detect_share(text: str) -> float:
-    """'10%' (or '10') as 0.10; a one-line error for anything else. Why 1% to 100%: below 1% a
-    share (0.1 for 10%) is the likelier meaning than a change no run length sees, and above 100%
-    the shortest run sees it already (a 999% change planned the same as 100%)."""
-    try:
-        share = float(text.strip().removesuffix("%")) / 100
-    except ValueError:
-        share = math.nan
-    if not 0.01 <= share <= 1:
-        raise LabError(
-            f"--detect takes a change in percent from 1% to 100%, like 10%, not {text!r} "
-            "(a share such as 0.1 is not read as 10%)"
-        )
-    return share

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lab.cli.options import APP_ENVIRONMENT, LOGIN_OPTIONS, name_list, positive
+from lab.cli.common.options import APP_ENVIRONMENT, LOGIN_OPTIONS, name_list, positive
 from lab.config import accesslog, appenv, har, mixfile, userapp
 from lab.config.accesslog import LogMix
 from lab.config.har import HarMix

@@ -310,7 +310,7 @@ def renamed(old: str, to: str, **attrs: Any) -> Callable[[Callable[..., Any]], C
 
 
 # The command line's vocabulary, what each option name means once for every `lab` command, is
-# lab/cli/vocabulary.toml (why, there); tests/test_cli_options.py holds every command to it.
+# lab/cli/common/vocabulary.toml (why, there); tests/test_cli_options.py holds every command to it.
 MEANINGS: dict[str, tuple[str, str]] = {
     option: (users, meaning)
     for option, (users, meaning) in tomllib.loads(

@@ -10,8 +10,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from lab.cli.options import console
-from lab.cli.run_options import RESUMABLE
+from lab.cli.common.options import console
+from lab.cli.measure.run_options import RESUMABLE
 from lab.record.errors import LabError, Refused
 from lab.record.rundir import RunDir
 from lab.system import procs

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from lab.cli.options import console
+from lab.cli.common.options import console
 from lab.record.errors import EXIT_NO_ANSWER, LabError
 from lab.run import leftovers
 from lab.system import procs

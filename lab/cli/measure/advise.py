@@ -20,9 +20,7 @@ from lab.advise.target import Slo
 from lab.backends import dbrun
 from lab.backends.base import CpuLayout
 from lab.backends.dbdata import DataSpec
-from lab.cli.app import check_user_app
-from lab.cli.appmix import APP_OPTIONS
-from lab.cli.options import (
+from lab.cli.common.options import (
     DB_OPTIONS,
     ENGINE,
     UPSTREAM_ROUTE,
@@ -33,16 +31,18 @@ from lab.cli.options import (
     results_dir_option,
     resume_option,
 )
-from lab.cli.resume import decode_invocation, encode_invocation, reopened, same_options
-from lab.cli.run import make_backend, models_to_run
-from lab.cli.run_options import (
+from lab.cli.common.stopping import clean_leftovers, exit_when_stopped, stop_signals
+from lab.cli.measure.app import check_user_app
+from lab.cli.measure.appmix import APP_OPTIONS
+from lab.cli.measure.resume import decode_invocation, encode_invocation, reopened, same_options
+from lab.cli.measure.run import make_backend, models_to_run
+from lab.cli.measure.run_options import (
     APP_ONLY,
     FRONT_OPTIONS,
     GENERATOR_OPTIONS,
     MODELS_FILE,
     scenario_options,
 )
-from lab.cli.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.config.models import load_registry
 from lab.config.scenario import Scenario, load_scenario, override
 from lab.front.nginx import Front, variants
