@@ -4,7 +4,7 @@ The summary and the report used to judge the run each on their own (the report w
 costs and in another order), so the two could drift. Here one pass goes records -> points
 (`Run.points`, `analysis.points`: built once per run, each point with the trials it rests on and
 its throughput and p99 as the `Side`s the test compares; the point table prints those very
-values) -> claims (the verdicts, the lead, the answer, the front's ranking, the crossovers with
+values) -> claims (the rankings, the lead, the answer, the front's ranking, the crossovers with
 their count, each through the one test of difference on those sides, made here once) -> words;
 `analysis.summary` and `analysis.report` only lay the words out.
 """
@@ -31,7 +31,7 @@ class Claims:
     """Every claim of one run, in words, in the order both renderings give them."""
 
     answer: tuple[str, ...]  # for the user's app
-    verdict: tuple[str, ...]  # the lead, the per-level sentences, the floor they rest on
+    ranking: tuple[str, ...]  # the lead, the per-level sentences, the floor they rest on
     limits: tuple[str, ...]  # what limits each model, and what a front costs
     instrument: tuple[str, ...]  # the load generator itself
     crossings: pd.DataFrame  # `analysis.differences.crossovers`, corrected (BH)
@@ -41,17 +41,17 @@ class Claims:
 def claims(run: Run, table: pd.DataFrame) -> Claims:
     """The run's claims from its points and its point table, each judged once."""
     pts = run.points
-    verdicts = judge(pts)
-    ties = tied(table, verdicts)
-    said = [*lead(table, verdicts, pts)]
-    said += [sentence(v) for v in verdicts if v not in ties]
-    if any(v.trials == 1 for v in verdicts):
+    rankings = judge(pts)
+    ties = tied(table, rankings)
+    said = [*lead(table, rankings, pts)]
+    said += [sentence(v) for v in rankings if v not in ties]
+    if any(v.trials == 1 for v in rankings):
         said.append(floor().words())
     said += [x for x in (remeasured_words(run.manifest),) if x]
     cross = crossovers(table, pts)
     return Claims(
         answer=tuple(run_answer(run.records, run.manifest, pts)),
-        verdict=tuple(said),
+        ranking=tuple(said),
         limits=(
             *model_sentences(run.records),
             *front_costs(pts),

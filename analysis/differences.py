@@ -1,7 +1,7 @@
 """What differs between the models of a run, said first and only where it is real.
 
 On a small machine and an I/O-bound app every model often reaches the same throughput: the judge
-ties them at every level, and seven per-level verdicts naming seven tied models say nothing one
+ties them at every level, and seven per-level rankings naming seven tied models say nothing one
 line cannot. So the summary and the report say the tie once, then what does separate the models
 at the highest tied level (the most load): the server CPU a request cost, the memory a connection
 cost and p99, each from its lowest to its highest model (the p99s are the run's points' own sides,
@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.judge import LevelVerdict
+from analysis.judge import LevelRanking
 from analysis.points import Point, Points, of
 from lab.record.step import StepRecord
 from lab.verdict.difference import (
@@ -63,12 +63,12 @@ COSTS: tuple[Cost, ...] = (
 )
 
 
-def tied(table: pd.DataFrame, verdicts: Sequence[LevelVerdict]) -> list[LevelVerdict]:
+def tied(table: pd.DataFrame, rankings: Sequence[LevelRanking]) -> list[LevelRanking]:
     """The levels where every model measured, none excluded, ties the best on throughput."""
     if table.empty:
         return []
     out = []
-    for v in verdicts:
+    for v in rankings:
         rows = table[(table["mode"] == v.mode) & (table["concurrency"] == round(v.level))]
         models = set(rows["model"])
         if len(models) >= 2 and not v.excluded and set(v.best_rps) == models:
@@ -78,17 +78,17 @@ def tied(table: pd.DataFrame, verdicts: Sequence[LevelVerdict]) -> list[LevelVer
 
 def lead(
     table: pd.DataFrame,
-    verdicts: Sequence[LevelVerdict],
+    rankings: Sequence[LevelRanking],
     data: Sequence[StepRecord] | Points,
 ) -> list[str]:
     """The tie in one line, what separates the tied models, and the pointer to `lab advise`
     ([] when no level is a tie of every model)."""
-    ties = tied(table, verdicts)
+    ties = tied(table, rankings)
     if not ties:
         return []
     top = ties[-1]
     rows = table[(table["mode"] == top.mode) & (table["concurrency"] == round(top.level))]
-    where = "every level" if len(ties) == len(verdicts) else _levels(ties)
+    where = "every level" if len(ties) == len(rankings) else _levels(ties)
     trials = "; one trial each" if min(v.trials for v in ties) == 1 else ""
     notes = sorted({n for v in ties for n in v.notes})
     first = f"all {len(rows)} models tie on throughput at {where}{trials}"
@@ -101,7 +101,7 @@ def lead(
     ]
 
 
-def _levels(ties: Sequence[LevelVerdict]) -> str:
+def _levels(ties: Sequence[LevelRanking]) -> str:
     """Closed loop: "1, 10 and 50 users"; otherwise each level's own label."""
     closed = all(v.mode == "closed" for v in ties)
     labels = [f"{v.level:g}" if closed else v.label for v in ties]
@@ -109,7 +109,7 @@ def _levels(ties: Sequence[LevelVerdict]) -> str:
     return f"{said} user{'s' if ties[-1].level != 1 else ''}" if closed else said
 
 
-def _spread(rows: pd.DataFrame, v: LevelVerdict, pts: Points, cost: Cost) -> str:
+def _spread(rows: pd.DataFrame, v: LevelRanking, pts: Points, cost: Cost) -> str:
     """`what` from its lowest to its highest model and what the one test of difference says of
     the two, e.g. "server CPU per request 0.30 ms (granian-asgi) to 0.55 ms (uwsgi-gevent),
     apart beyond noise". With one trial each there is no run-to-run floor for these figures:
@@ -125,7 +125,7 @@ def _spread(rows: pd.DataFrame, v: LevelVerdict, pts: Points, cost: Cost) -> str
     return _extremes(sides, what, unit, spec)
 
 
-def _p99(rows: pd.DataFrame, v: LevelVerdict, pts: Points) -> str:
+def _p99(rows: pd.DataFrame, v: LevelRanking, pts: Points) -> str:
     """p99 from its lowest to its highest model (the figures the test compares: only points
     whose tail is the server's, none the generator's own lag may have moved), and whether the
     one test of difference calls them apart."""

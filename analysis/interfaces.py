@@ -177,17 +177,17 @@ def bests(data: Sequence[StepRecord] | Points, models: set[str]) -> dict[Level, 
     """The best fair model among `models` at each level where one has a fair result."""
     picked = only(of(data), models)
     out = {}
-    for verdict in judge(picked):
-        if verdict.best_rps:
-            best, *tied = verdict.best_rps
-            at = (verdict.mode, verdict.level)
-            one = {m: picked[(m, verdict.mode, round(verdict.level))] for m in verdict.best_rps}
+    for ranking in judge(picked):
+        if ranking.best_rps:
+            best, *tied = ranking.best_rps
+            at = (ranking.mode, ranking.level)
+            one = {m: picked[(m, ranking.mode, round(ranking.level))] for m in ranking.best_rps}
             best, rule = _on_p99(one, best)
-            tied = [m for m in verdict.best_rps if m != best]
-            excluded = tuple(f"{m} ({', '.join(fs)})" for m, fs in sorted(verdict.excluded.items()))
+            tied = [m for m in ranking.best_rps if m != best]
+            excluded = tuple(f"{m} ({', '.join(fs)})" for m, fs in sorted(ranking.excluded.items()))
             rivals = tuple(one[m] for m in tied)
             out[at] = Pick(
-                verdict.label, verdict.level, one[best], tuple(tied), rivals, excluded, rule
+                ranking.label, ranking.level, one[best], tuple(tied), rivals, excluded, rule
             )
     return out
 

@@ -1,4 +1,7 @@
-"""The verdict: which model is best at each level, which are tied, which are excluded and why.
+"""The ranking at each level: which model is best, which are tied, which are excluded and why.
+
+("Verdict" is kept for one thing: a step's limit, from the rule table of `lab.verdict`; this module
+ranks the models at a level, from their points.)
 
 A pure function of the run's points (`analysis.points`: built once from the step records, each
 with the trials its figures rest on; no files, no clock), so every rule is unit-tested on
@@ -16,7 +19,7 @@ table prints. Rules:
   requests beyond it in a trial, or whose tail may be the generator's own (`generator_lag`), is
   compared with nothing: no best p99 rests on it.
 - Flags that do not exclude but qualify (client saturated, host busy) become notes; a step whose
-  tail may be the generator's own (`generator_lag`) is never the basis of the p99 verdict.
+  tail may be the generator's own (`generator_lag`) is never the basis of the p99 ranking.
 - A best model below the ideal with no cause found (`limited_by` "unknown") is crowned only with
   that said beside it: its throughput is not shown to be the model's own.
 """
@@ -34,7 +37,7 @@ from lab.verdict.difference import MIN_BEYOND, TOO_FEW, differ
 
 
 @dataclass(frozen=True)
-class LevelVerdict:
+class LevelRanking:
     mode: str
     level: float  # users (closed loop) or arrival rate (open loop)
     best_rps: tuple[str, ...]  # the best first, then the models tied with it
@@ -49,20 +52,20 @@ class LevelVerdict:
         return level_label(self.level, None if self.mode == "closed" else self.level)
 
 
-def judge(data: Sequence[StepRecord] | Points) -> list[LevelVerdict]:
-    """One verdict per mode and level, in order, from the run's points (built from `data` where
+def judge(data: Sequence[StepRecord] | Points) -> list[LevelRanking]:
+    """One ranking per mode and level, in order, from the run's points (built from `data` where
     it holds step records): each point's trials in trial order, so no flag list or "best only
     as measured" reason depends on the order records were read."""
     groups: dict[tuple[str, float], list[Point]] = {}
     for p in of(data).values():
         groups.setdefault((p.mode, p.level), []).append(p)
     return [
-        _verdict(mode, level, sorted(ps, key=lambda p: p.model))
+        _ranking(mode, level, sorted(ps, key=lambda p: p.model))
         for (mode, level), ps in sorted(groups.items())
     ]
 
 
-def _verdict(mode: str, level: float, at: list[Point]) -> LevelVerdict:
+def _ranking(mode: str, level: float, at: list[Point]) -> LevelRanking:
     fair = [c for c in at if not c.excluded_by]
     notes = tuple(
         FLAGS[f].meaning
@@ -76,7 +79,7 @@ def _verdict(mode: str, level: float, at: list[Point]) -> LevelVerdict:
         for c in fair
         if c.model in best_rps and c.unexplained
     )
-    return LevelVerdict(
+    return LevelRanking(
         mode=mode,
         level=level,
         best_rps=best_rps,
@@ -134,8 +137,8 @@ def _unread(fair: list[Point]) -> float:
     return max(c.p99_beyond for c in thin)
 
 
-def sentence(v: LevelVerdict) -> str:
-    """The verdict at one level in plain words, for the terminal and the report."""
+def sentence(v: LevelRanking) -> str:
+    """The ranking at one level in plain words, for the terminal and the report."""
     p99 = _names(v.best_p99)
     if not math.isnan(v.p99_unread):
         p99 = f"none (at most {v.p99_unread:.1f} requests beyond p99: {MIN_BEYOND} needed)"

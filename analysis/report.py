@@ -87,7 +87,7 @@ def _html(run: Run, table: pd.DataFrame, plots: list[Plot], said: Claims | None)
         parts.append(f"<p class=bad>Records not read or not found:</p><ul>{items}</ul>")
     parts.append(_meta(m))
     parts.append(f"<p>{_e(HOW_TO_READ)}</p>")
-    parts.append("<h2>Verdict</h2>" + _verdict(table, said))
+    parts.append("<h2>Verdict</h2>" + _ranking(table, said))
     missing = unmeasured(run)
     if not missing.empty:
         parts.append(
@@ -140,17 +140,17 @@ def _meta(m: dict[str, Any]) -> str:
     return f"<table class=meta>{body}</table>"
 
 
-def _verdict(table: pd.DataFrame, said: Claims | None) -> str:
+def _ranking(table: pd.DataFrame, said: Claims | None) -> str:
     if table.empty or said is None:
         return "<p>No step has been measured yet.</p>"
     flags = flagged(table)
-    verdicts = [f"<li>{_e(line)}</li>" for line in said.verdict]
+    rankings = [f"<li>{_e(line)}</li>" for line in said.ranking]
     limits = [f"<li>{_e(line)}</li>" for line in said.limits]
     instrument = [f"<li>{_e(line)}</li>" for line in said.instrument]
     answer = [f"<li>{_e(line)}</li>" for line in said.answer]
     out = [
         f"<p>For your app:</p><ul class=answer>{''.join(answer)}</ul>" if answer else "",
-        f"<ul>{''.join(verdicts)}</ul>",
+        f"<ul>{''.join(rankings)}</ul>",
         f"<p>What limits each model:</p><ul>{''.join(limits)}</ul>",
         f"<p>The load generator itself:</p><ul>{''.join(instrument)}</ul>" if instrument else "",
     ]

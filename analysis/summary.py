@@ -103,7 +103,7 @@ def print_summary(
     for routes in summary_tables(run.records, run.run_dir):  # a traffic mix, route by route
         console.print(routes)
     said = claims(run, table) if said is None else said
-    for line in [*said.verdict, *said.limits]:
+    for line in [*said.ranking, *said.limits]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in said.answer:
         console.print(f"[bold]{escape(line)}[/]", highlight=False, soft_wrap=True)

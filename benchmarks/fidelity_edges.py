@@ -6,7 +6,7 @@ same client cores:
 - a server that sheds load (`tests.shedding_server`: 503 at once beyond `--shed-limit` requests
   in flight, 10 ms otherwise) at 50 users: oha times every response, 503s included; the lab's p99
   over the answers alone would flatter the server, its p99 over every request should match oha's,
-  and `failed_tail` (the verdict's rule) keeps the step out of p99 verdicts;
+  and `failed_tail` (the verdict's rule) keeps the step out of p99 rankings;
 - a generator paused (SIGSTOP) `--pause-ms` once a second against gunicorn-asyncio's
   `/sleep?ms=10` at 10 users: oha is not paused; the lab's p99 moves, and the step should carry
   `generator_lag` (or `generator_lag_extremes` where only p99.9 or the max could move).

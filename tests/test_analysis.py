@@ -183,10 +183,10 @@ def test_crossovers_on_throughput_and_p99(two: Path) -> None:
 def test_verdict_ranges_and_flags_visible(two: Path) -> None:
     run = load(two)
     table = point_table(run)
-    verdicts = judge(run.records)
-    assert [(v.level, v.best_rps[0]) for v in verdicts] == [(1, "a"), (10, "b"), (100, "b")]
+    rankings = judge(run.records)
+    assert [(v.level, v.best_rps[0]) for v in rankings] == [(1, "a"), (10, "b"), (100, "b")]
     # c=10 carries a client-saturated note and c=100 does not
-    assert "load generator" in "; ".join(verdicts[1].notes) and not verdicts[2].notes
+    assert "load generator" in "; ".join(rankings[1].notes) and not rankings[2].notes
     assert "client_saturated" in _row(table, "b", 10)["flags"]
 
 

@@ -272,10 +272,10 @@ def test_a_damaged_complete_run_is_named_and_repaired_by_resume(
 def test_a_best_model_below_the_ideal_with_no_cause_is_crowned_only_with_that_said() -> None:
     slow = replace(user_step(50, 300, 120), model="slow")  # 60% of the ideal, nothing found
     slower = replace(user_step(50, 250, 120), model="slower")
-    (verdict,) = judge([slow, slower])
-    assert verdict.best_rps[0] == "slow"
+    (ranking,) = judge([slow, slower])
+    assert ranking.best_rps[0] == "slow"
     assert "slow is best only as measured: below the ideal with no resource saturated" in (
-        sentence(verdict)
+        sentence(ranking)
     )
 
 

@@ -142,8 +142,8 @@ def test_the_summary_table_compare_and_the_judge_agree(
     steps = [FixtureStep(m, u, 1, (r,) * 3, (100.0,), flags=tuple(f)) for m, u, r, f in drawn]
     run = load(build_run(tmp_path_factory.mktemp("run"), steps))
     table = point_table(run).set_index(["model", "concurrency"])
-    verdicts = judge(run.records)
-    for v in verdicts:
+    rankings = judge(run.records)
+    for v in rankings:
         for model in {r.model for r in run.records if r.key.level == v.level}:
             assert bool(table.loc[(model, round(v.level)), "fair"]) == (model not in v.excluded)
     unfair = {(m, c) for (m, c), fair in table["fair"].items() if not fair}
@@ -165,7 +165,7 @@ def test_the_summary_table_compare_and_the_judge_agree(
     rows = changed.set_index(["model", "concurrency"])
     assert {k for k, f in (rows["rps_basis"] == FLAGGED).items() if f} == unfair
     assert {k for k, c in rows["rps_significant"].items() if c} == set(table.index) - unfair
-    best = {v.level: v.best_rps for v in verdicts if v.best_rps}
+    best = {v.level: v.best_rps for v in rankings if v.best_rps}
     pick = best_of(run.records, set(MODELS))
     if pick is not None:  # at the answer's level (tests/test_answer_level.py), the judge's best
         assert pick.best.model in best[pick.level]

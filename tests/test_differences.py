@@ -39,9 +39,9 @@ def tied_run(tmp_path: Path) -> Path:
 def test_a_tie_of_every_model_is_said_once_then_what_separates_them(tmp_path: Path) -> None:
     run = load(tied_run(tmp_path))
     table = point_table(run)
-    verdicts = judge(run.records)
-    assert len(tied(table, verdicts)) == 2
-    first, separate, pointer = lead(table, verdicts, run.records)
+    rankings = judge(run.records)
+    assert len(tied(table, rankings)) == 2
+    first, separate, pointer = lead(table, rankings, run.records)
     assert first.startswith("all 3 models tie on throughput at every level; one trial each")
     said = "what separates them at 10 users: server CPU per request 3.00 ms (a)"
     assert separate.startswith(said)
@@ -110,7 +110,7 @@ def test_the_terminal_and_the_report_render_one_set_of_claims(tmp_path: Path) ->
         said.crossing_count.startswith("2 of 3 ")
         and "Benjamini-Hochberg-corrected" in said.crossing_count
     )
-    for line in [*said.verdict, *said.limits, *said.answer, said.crossing_count]:
+    for line in [*said.ranking, *said.limits, *said.answer, said.crossing_count]:
         assert " ".join(line.split()) in printed
         assert html.escape(line) in page
 
@@ -174,9 +174,9 @@ def test_a_tie_at_one_level_of_two_names_that_level(tmp_path: Path) -> None:
     steps = [FixtureStep(m, u, rps_per_second=(r,) * 3) for (m, u), r in rates.items()]
     run = load(build_run(tmp_path / "run", steps))
     table = point_table(run)
-    verdicts = judge(run.records)
-    assert [v.level for v in tied(table, verdicts)] == [1]
-    first, separate, _ = lead(table, verdicts, run.records)
+    rankings = judge(run.records)
+    assert [v.level for v in tied(table, rankings)] == [1]
+    first, separate, _ = lead(table, rankings, run.records)
     assert first == "all 2 models tie on throughput at 1 user; one trial each"
     assert separate.startswith("what separates them at 1 user: ")
 
@@ -190,5 +190,5 @@ def test_a_run_s_claims_name_the_floor_of_one_trial_and_no_crossing_without_flip
     steps = [FixtureStep(m, 10, rps_per_second=(r,) * 3) for m, r in (("a", 100.0), ("b", 50.0))]
     run = load(build_run(tmp_path / "run", steps))
     said = claims(run, point_table(run))
-    assert said.verdict[-1] == floor().words()  # one trial: its floor said
+    assert said.ranking[-1] == floor().words()  # one trial: its floor said
     assert said.crossing_count == "" and said.crossings.empty  # one level: nothing can flip

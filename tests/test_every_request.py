@@ -64,8 +64,8 @@ def test_a_server_that_sheds_load_is_timed_and_never_crowned_on_p99(
     assert "failed_tail" in shed.flags and shed.unanswered_hides == ("p99", "p999")
     assert shed.unanswered_share > 0.5 and shed.latency_all_ms == done.all_latency_ms
     honest = record("honest", 1000.0, users=16, p99=500.0)  # slower, every request answered
-    (verdict,) = judge([shed, honest])
-    assert verdict.best_p99 == ("honest",)
+    (ranking,) = judge([shed, honest])
+    assert ranking.best_p99 == ("honest",)
 
 
 def test_dropped_arrivals_are_lower_bounds_in_the_record(shedding: str, tmp_path: Path) -> None:

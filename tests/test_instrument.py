@@ -1,4 +1,4 @@
-"""The instrument measured like the server: the generators' own loop lag, its flag and its verdicts.
+"""The instrument measured like the server: the generators' own loop lag, its flag and its rankings.
 
 Real generator processes against real servers on loopback; the stall is real too: the test stops
 the generator process (SIGSTOP) for a tenth of a second at a time, as a blocked event loop would.
@@ -70,11 +70,11 @@ def test_a_lagged_step_is_never_crowned_on_p99_but_counts_on_throughput() -> Non
         raised=tuple(generator_lag(measured(40.0, 50.0))),
     )
     slow = record("slow", 150.0, p99=200.0)
-    (verdict,) = judge([lagged, slow])
-    assert verdict.best_p99 == ("slow",)
-    assert verdict.best_rps == ("fast",)
-    assert not verdict.excluded
-    assert any("generator's own stalls" in n for n in verdict.notes)
+    (ranking,) = judge([lagged, slow])
+    assert ranking.best_p99 == ("slow",)
+    assert ranking.best_rps == ("fast",)
+    assert not ranking.excluded
+    assert any("generator's own stalls" in n for n in ranking.notes)
 
 
 def test_a_lagged_point_makes_no_p99_crossover(tmp_path: Path) -> None:
@@ -152,6 +152,6 @@ def test_a_stalled_generator_is_flagged_and_not_crowned_on_p99(tmp_path: Path) -
     assert step["generator_lag_ms"]["p99"] >= 50, step["generator_lag_ms"]
     assert "generator_lag" in step["flags"], step["flags"]
     assert max(step["timeseries"]["lag_max_ms"]) >= 80
-    (verdict,) = judge(load(run.dir).records)
-    assert verdict.best_p99 == ()
+    (ranking,) = judge(load(run.dir).records)
+    assert ranking.best_p99 == ()
     assert "generator_lag on 1 step(s)" in run.output()

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def only(records: list[StepRecord]):
-    (verdict,) = judge(records)
-    return verdict
+    (ranking,) = judge(records)
+    return ranking
 
 
 def test_best_is_the_highest_throughput_and_lowest_p99() -> None:
@@ -80,10 +80,10 @@ def test_a_qualifying_flag_is_a_note_not_an_exclusion() -> None:
 
 
 def test_levels_and_modes_are_judged_apart() -> None:
-    verdicts = judge(
+    rankings = judge(
         [record("a", 10, users=1), record("b", 90, users=10), record("a", 80, users=10)]
     )
-    assert [(v.level, v.best_rps[0]) for v in verdicts] == [(1.0, "a"), (10.0, "b")]
+    assert [(v.level, v.best_rps[0]) for v in rankings] == [(1.0, "a"), (10.0, "b")]
 
 
 def test_the_sentence_word_for_word() -> None:

@@ -122,8 +122,8 @@ def test_the_front_compares_only_points_the_judge_compares() -> None:
         for t in (1, 2)
     ]
     steps = [replace(s, status="measured") for s in steps]
-    (verdict,) = judge(steps)
-    assert set(verdict.excluded) == {"a" + FRONTED}
+    (ranking,) = judge(steps)
+    assert set(ranking.excluded) == {"a" + FRONTED}
     said = front_costs(steps)
     assert any(line.startswith("behind nginx, b at") for line in said)
     assert not any(line.startswith("behind nginx, a at") for line in said)

@@ -248,5 +248,5 @@ def test_a_stalled_step_is_never_best_on_p99() -> None:
     outage = {"rps": [480.0] * 4 + [0.0, 0.0] + [480.0] * 4}
     stalled = replace(step(50, 384, p50=105, cpu=20, timeseries=outage), model="a")
     steady = replace(step(50, 430, p50=115, cpu=20), model="b")
-    (verdict,) = judge([stalled, steady])
-    assert "stalled" in stalled.flags and verdict.best_p99 == ("b",), verdict
+    (ranking,) = judge([stalled, steady])
+    assert "stalled" in stalled.flags and ranking.best_p99 == ("b",), ranking

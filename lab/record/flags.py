@@ -23,7 +23,7 @@ class Flag:
     evidence: tuple[str, ...]  # keys of the step's `evidence` that explain it
     raised_by: str  # the module that raises it
     excludes: bool  # a step carrying it is never part of the verdict
-    tail: bool = False  # a step carrying it is never the basis of a p99 verdict or crossover
+    tail: bool = False  # a step carrying it is never the basis of a p99 ranking or crossover
     # The lab or the machine, not the model, kept the step from a result (only with `excludes`):
     # the run measures such a step again (`lab.run.remeasure`), and a level where a candidate
     # carries it is never the level the answer is given at (`analysis.interfaces`). A model's own
@@ -173,7 +173,7 @@ _FLAGS = (
         "the load generator's own stalls (its event loop waking late, or an open-loop send "
         f"leaving late) delayed more than 1% of the requests by at least "
         f"{T.generator_lag_p99_share:.0%} of the step's p99 (1 ms at least): they may have set "
-        "the p99, so the step is never the basis of a p99 verdict or crossover; its throughput "
+        "the p99, so the step is never the basis of a p99 ranking or crossover; its throughput "
         "counts unless it stayed below the ideal, where the rule `apparatus` names the generator "
         "as the limit",
         ("generator_lag",),
@@ -217,7 +217,7 @@ _FLAGS = (
         f"the server almost stopped answering for at least one measured second (at most "
         f"{T.outage_second_share:.0%} of the step's median answers a second) while requests "
         "waited: the p99 of the answers may leave the waiting ones out, so the step is never the "
-        "basis of a p99 verdict or crossover; its throughput counts, and its per-second interval "
+        "basis of a p99 ranking or crossover; its throughput counts, and its per-second interval "
         "leaves those seconds out (the outage is the event, not noise)",
         ("stalled",),
         "lab.verdict.table",
@@ -298,7 +298,7 @@ def outside(flags: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def tail_excluding(flags: tuple[str, ...] | list[str]) -> list[str]:
-    """The flags among `flags` that keep a step out of p99 verdicts and crossovers: the
+    """The flags among `flags` that keep a step out of p99 rankings and crossovers: the
     excluding ones, and those that say the tail may be the instrument's."""
     return [f for f in flags if f in FLAGS and (FLAGS[f].excludes or FLAGS[f].tail)]
 
@@ -313,4 +313,4 @@ def markdown_table() -> str:
 def _excluded(flag: Flag) -> str:
     if flag.outside:
         return "yes: the lab's or the machine's, measured again; never the answer's level"
-    return "yes" if flag.excludes else "from p99 verdicts" if flag.tail else "no"
+    return "yes" if flag.excludes else "from p99 rankings" if flag.tail else "no"
