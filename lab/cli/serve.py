@@ -31,7 +31,7 @@ from typing import cast
 import click
 
 from lab.backends.base import CpuLayout, NativeBackend
-from lab.cli.common.options import MAX_USERS_HELP, port_option, renamed
+from lab.cli.common.options import max_users_option, port_option, renamed
 from lab.cli.common.stopping import foreground, standalone
 from lab.cli.measure.run_options import FRONT_OPTIONS, MODELS_FILE
 from lab.cli.upstream import DEFAULT_UPSTREAM_PORT
@@ -88,13 +88,7 @@ def serve_argv(
     metavar="NAME=VALUE",
     help="Override a knob (repeatable), e.g. concurrency=200 or processes=2.",
 )
-@click.option(
-    "--max-users",
-    default=200,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help=MAX_USERS_HELP,
-)
+@max_users_option("max_users")
 # The old name: "concurrency" is the per-process knob only (--knob concurrency=N).
 @renamed("--max-concurrency", "max_users")
 @MODELS_FILE

@@ -21,10 +21,10 @@ from typing import cast
 import click
 
 from lab.backends.base import HOST, Backend, CpuLayout, LocalServer, NativeBackend
-from lab.cli.common.options import MAX_USERS_HELP, port_option, renamed
+from lab.cli.common.options import delay_ms_option, max_users_option, port_option, renamed
 from lab.cli.measure.run_options import FRONT_OPTIONS
 from lab.config.models import load_registry
-from lab.config.scenario import LIMITS, UpstreamSpec, load_scenario
+from lab.config.scenario import UpstreamSpec, load_scenario
 from lab.front.nginx import Front, variants
 from lab.front.serve import FrontedBackend, FrontedServer
 from lab.record.errors import NoAnswer
@@ -118,23 +118,10 @@ def start_all(
     help="Models to start, comma separated (see `lab models`); the default is the quick "
     "scenario's, every model its answer can recommend.",
 )
-@click.option(
-    "--max-users",
-    "concurrency",
-    default=200,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help=MAX_USERS_HELP,
-)
+@max_users_option("concurrency")
 @renamed("--concurrency", "concurrency")
 @renamed("--workers", "concurrency")  # older still: gunicorn's word for processes
-@click.option(
-    "--delay-ms",
-    default=100.0,
-    show_default=True,
-    type=click.FloatRange(0, LIMITS["delay_ms"]),
-    help="The upstream's default delay (the UI's start form sets each request's).",
-)
+@delay_ms_option("The upstream's default delay (the UI's start form sets each request's).")
 @click.option(
     "--out",
     default="results",

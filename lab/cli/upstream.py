@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from lab.cli.common.options import port_option, renamed
+from lab.cli.common.options import delay_ms_option, port_option, renamed
 from lab.cli.common.stopping import foreground
 from lab.config import upstreamroute
 from lab.config.scenario import LIMITS
@@ -29,13 +29,7 @@ DEFAULT_UPSTREAM_PORT = 18081
 @click.command("upstream")
 @port_option(DEFAULT_UPSTREAM_PORT, "Port to listen on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--delay-ms",
-    default=100.0,
-    show_default=True,
-    type=click.FloatRange(0, LIMITS["delay_ms"]),
-    help="Mean delay of /delay in milliseconds when a request does not give ?ms=N.",
-)
+@delay_ms_option("Mean delay of /delay in milliseconds when a request does not give ?ms=N.")
 @click.option(
     "--distribution",
     type=click.Choice(DISTRIBUTIONS),

@@ -13,19 +13,13 @@ import click
 from rich.console import Console
 
 from lab.config.models import parse_knobs
-from lab.config.scenario import ENGINES
+from lab.config.scenario import ENGINES, LIMITS
 from lab.record.errors import LabError, Refused
 from servers.common import DB_DRIVERS
 
 RESULTS_DIR = Path("results")
 
 console = Console(stderr=True, soft_wrap=True)  # what the commands say; results go to stdout
-
-# `--max-users` (lab serve, lab ui, lab models): the one name of the level "auto" knobs resolve to.
-MAX_USERS_HELP = (
-    'What "auto" knobs resolve to: the most simultaneous users you will drive (the threads, '
-    "greenlets or coroutines per process, and the pools)."
-)
 
 
 def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:
@@ -54,6 +48,32 @@ def port_option(default: int, help: str) -> Callable[[Callable[..., Any]], Calla
     """`--port N`: where a command's own listener binds (lab serve, lab ui, lab upstream)."""
     return click.option(
         "--port", default=default, show_default=True, type=click.IntRange(1, 65535), help=help
+    )
+
+
+def max_users_option(dest: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--max-users N` (lab serve, lab ui): the one name of the level "auto" knobs resolve to,
+    into the command's parameter `dest`."""
+    return click.option(
+        "--max-users",
+        dest,
+        default=200,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help='What "auto" knobs resolve to: the most simultaneous users you will drive (the '
+        "threads, greenlets or coroutines per process, and the pools).",
+    )
+
+
+def delay_ms_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--delay-ms MS` of an upstream a command starts (lab upstream, lab ui): 100 ms unless
+    given, within the upstream's own limit."""
+    return click.option(
+        "--delay-ms",
+        default=100.0,
+        show_default=True,
+        type=click.FloatRange(0, LIMITS["delay_ms"]),
+        help=help,
     )
 
 
