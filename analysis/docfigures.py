@@ -32,7 +32,7 @@ from typing import Any
 from analysis.interfaces import answer
 from analysis.loading import load
 from analysis.metrics import point_table
-from lab.record.models import models_run_app
+from lab.record.models import OWN_FRAMEWORK, app_framework, models_run_app
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, level_label, step_record
 from lab.verdict.difference import floor, smallest
 
@@ -188,6 +188,15 @@ def records(s: Summary) -> list[StepRecord]:
     return out
 
 
+def framework(s: Summary) -> str:
+    """The framework of the summary's app (`lab.record.models.app_framework`). A summary written
+    before runs recorded it (7 December 2026) is read in the words of its day, which its kept
+    output holds: the lab then called every WSGI app by its own app's framework, Flask."""
+    if "framework" in s:
+        return str(s["framework"])
+    return OWN_FRAMEWORK if s.get("kind", "wsgi") == "wsgi" else ""
+
+
 def view_quick_answer(s: Summary) -> str:
     """The README's short answer and why: the answer today's code gives from the committed
     run's step records (the best model that runs the app unchanged, ties named, the async port
@@ -196,7 +205,7 @@ def view_quick_answer(s: Summary) -> str:
     _, levels, _, at_top, worst_below = _quick_levels(s)
     top, below = levels[-1], levels[:-1]
     cpu = [p["server_cpu_pct"] for p in at_top]
-    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"))
+    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"), framework(s))
     lines = [f"- {line[0].upper()}{line[1:]}." for line in said]
     why = (
         f"- Why: the app waits {s['delay_ms']:g} ms on its upstream per request, so a model that "
@@ -211,7 +220,7 @@ def view_quick_answer(s: Summary) -> str:
 def view_answer(s: Summary) -> str:
     """A sweep's answer as `lab run` prints it, given again by today's code from the committed
     run's step records (never stored text: a change to the claims changes the docs)."""
-    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"))
+    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"), framework(s))
     return "```text\n" + "\n".join(said) + "\n```"
 
 
@@ -334,6 +343,7 @@ def summarize(run_dir: Path, command: str, image: Path | None = None) -> Summary
         "models": list(m["scenario"]["models"]),
         "runs_app": models_run_app(m),
         "kind": (m["scenario"].get("app") or {}).get("kind", "wsgi"),
+        "framework": app_framework(m),
         "started_at": m["created_at"],
         "steps": [_step(r) for r in run.records],
         "points": points,

@@ -39,7 +39,14 @@ from analysis.judge import judge
 from analysis.points import Point, Points, of, only
 from analysis.runwith import how_to_run
 from lab.record.flags import outside
-from lab.record.models import AS_IS, ASYNC_PORT, BRIDGED, models_run_app
+from lab.record.models import (
+    AS_IS,
+    ASYNC_PORT,
+    BRIDGED,
+    OWN_FRAMEWORK,
+    app_framework,
+    models_run_app,
+)
 from lab.record.step import StepRecord, level_label
 from lab.verdict.difference import Difference, differ
 
@@ -49,7 +56,7 @@ WORDS = {
     BRIDGED: "runs your {kind} app through a WSGI-to-ASGI bridge",
     ASYNC_PORT: "needs an async port (ASGI, like the lab's Quart twin)",
 }
-KIND_WORDS = {"wsgi": "WSGI (Flask)", "asgi": "ASGI"}
+KIND_WORDS = {"wsgi": "WSGI", "asgi": "ASGI"}
 METRIC_WORDS = {"rps": "throughput", "p99": "p99"}
 Level = tuple[str, float]  # (mode, users or arrival rate)
 
@@ -162,14 +169,14 @@ class Claim:
         )
 
 
-def groups(classes: Mapping[str, str], kind: str) -> str:
-    """One line: which models run the app as it is, which through a bridge, which need a port."""
+def groups(classes: Mapping[str, str], app: str) -> str:
+    """One line: which models run the app (`app`: its words) as it is, which through a bridge,
+    which need a port."""
     parts = []
     for group in (AS_IS, BRIDGED, ASYNC_PORT):
         names = sorted(m for m, c in classes.items() if c == group)
         if names:
-            words = WORDS[group].format(kind=KIND_WORDS.get(kind, kind))
-            parts.append(f"{words}: {', '.join(names)}")
+            parts.append(f"{WORDS[group].format(kind=app)}: {', '.join(names)}")
     return "; ".join(parts)
 
 
@@ -250,14 +257,26 @@ def _figures(c: Point) -> str:
     return f"{c.model}, {c.rps:,.1f} rps{p99}"
 
 
-def answer(data: Sequence[StepRecord] | Points, classes: Mapping[str, str], kind: str) -> list[str]:
+def app_words(kind: str, framework: str) -> str:
+    """The app in words: its interface and, where the check named one, its framework ("WSGI
+    (Django)"); a plain WSGI callable is "WSGI"."""
+    words = KIND_WORDS.get(kind, kind)
+    return f"{words} ({framework})" if framework else words
+
+
+def answer(
+    data: Sequence[StepRecord] | Points,
+    classes: Mapping[str, str],
+    kind: str,
+    framework: str = OWN_FRAMEWORK,
+) -> list[str]:
     """The answer for the user's app, in lines: who runs it how, the best that runs it
     unchanged, what an async port would buy, and what each bridged configuration costs."""
     if not data or not classes:
         return []
     pts = of(data)
-    kind_words = KIND_WORDS.get(kind, kind)
-    lines = [f"your app is {kind_words}: {groups(classes, kind)}"]
+    kind_words = app_words(kind, framework)
+    lines = [f"your app is {kind_words}: {groups(classes, kind_words)}"]
     unchanged = {m for m, c in classes.items() if c in UNCHANGED}
     ported = {m for m, c in classes.items() if c == ASYNC_PORT}
     best = best_of(pts, unchanged)
@@ -325,7 +344,7 @@ def run_answer(
     pts = of(records) if data is None else data
     app = manifest.get("scenario", {}).get("app") or {}
     classes = models_run_app(dict(manifest))
-    lines = answer(pts, classes, app.get("kind", "wsgi"))
+    lines = answer(pts, classes, app.get("kind", "wsgi"), app_framework(dict(manifest)))
     unchanged = best_of(pts, {m for m, c in classes.items() if c in UNCHANGED})
     if app and unchanged is not None:  # a user's app: how to run it (lab.verdict.sizing)
         lines.append(how_to_run(records, manifest, unchanged.best.model, unchanged.level))

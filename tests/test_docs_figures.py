@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.docfigures import BLOCK, records, summarize, view_quick_table
+from analysis.docfigures import BLOCK, framework, records, summarize, view_quick_table
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
 from tests.docscan import DOCS, ROOT, lab_help, options_of, scan, subcommands
@@ -199,5 +199,5 @@ def test_a_committed_answer_is_todays_answer_from_its_steps(path: Path) -> None:
     s = json.loads(path.read_text())
     if not all("rps" in st for st in s.get("steps", [])) or not s.get("steps"):
         pytest.skip(f"{path.name} keeps no per-step throughput")
-    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"))
+    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"), framework(s))
     assert said == s["answer"][: len(said)]

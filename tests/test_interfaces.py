@@ -309,3 +309,29 @@ def test_a_run_s_app_kind_and_a_manifest_without_a_scenario(tmp_path: Path) -> N
     lines = run_answer(run.records, bare)
     assert lines[0].startswith("your app is WSGI (Flask): ")
     assert not any("was measured as" in x for x in lines)
+
+
+@pytest.mark.parametrize(
+    "app,said",
+    [
+        (
+            {"target": "todosite.wsgi:application", "kind": "wsgi", "framework": "Django"},
+            "WSGI (Django)",
+        ),
+        ({"target": "plain:app", "kind": "wsgi", "framework": ""}, "WSGI"),
+        ({"target": "older:app", "kind": "wsgi"}, "WSGI"),  # a run made before the check named it
+        ({"target": "api:app", "kind": "asgi", "framework": "FastAPI"}, "ASGI (FastAPI)"),
+    ],
+    ids=["django", "plain-wsgi", "recorded-before", "fastapi"],
+)
+def test_the_answer_names_the_user_s_framework_not_the_lab_s(
+    tmp_path: Path, app: dict[str, str], said: str
+) -> None:
+    """A user's app is named by its own interface and the framework its check found, never by
+    the lab's own Flask app's: a Django app is not told it is "WSGI (Flask)"."""
+    run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
+    manifest = {**run.manifest, "scenario": {"app": app}}
+    first = run_answer(run.records, manifest)[0]
+    assert first.startswith(f"your app is {said}: runs your {said} app") or first.startswith(
+        f"your app is {said}: needs an async port"
+    ), first

@@ -140,3 +140,45 @@ def test_the_health_route_guessed(routes: tuple[Declared, ...], first: str) -> N
 def test_no_plain_get_is_refused_with_the_fix() -> None:
     with pytest.raises(LabError, match="no GET route without parameters"):
         approutes.health((Declared("/a/{x:int}", "GET"), Declared("/b", "POST")))
+
+
+PLAIN_WSGI = (
+    "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'ok']\n"
+)
+SUBCLASSED = "from flask import Flask\n\n\nclass Mine(Flask):\n    pass\n\n\napp = Mine(__name__)\n"
+
+
+@pytest.mark.parametrize(
+    "target,files,env,framework",
+    [
+        ("httpbin:app", {}, (), "Flask"),
+        ("servers.app_asgi:app", {}, (), "Quart"),
+        ("star:app", {"star.py": STARLETTE_APP}, (), "Starlette"),
+        ("mine:app", {"mine.py": SUBCLASSED}, (), "Flask"),
+        ("plain:app", {"plain.py": PLAIN_WSGI}, (), ""),
+        (
+            "todosite.wsgi:application",
+            None,
+            ("DJANGO_SETTINGS_MODULE=todosite.settings",),
+            "Django",
+        ),
+    ],
+    ids=["flask-httpbin", "quart", "starlette", "flask-subclass", "plain-wsgi", "django-todo"],
+)
+def test_the_import_check_names_the_app_s_framework(
+    tmp_path: Path, target: str, files: dict[str, str] | None, env: tuple[str, ...], framework: str
+) -> None:
+    """The framework the answer names ("your app is WSGI (Django)") is read from the app's own
+    type, its bases included, in the import check's child: a plain WSGI callable names none."""
+    from lab.config import appenv, userapp
+
+    site = tmp_path / "site"
+    if files is None:  # the tutorial's Django site, as lab run takes it
+        shutil.copytree(EXAMPLES / "django-todo", site)
+    else:
+        site.mkdir()
+        for name, text in files.items():
+            (site / name).write_text(text)
+    parsed = appenv.parse((*env, "DATABASE_URL=postgresql://127.0.0.1:9/x"))
+    app = userapp.inspect_app(target, site, parsed, environ=dict(parsed))
+    assert app.framework == framework

@@ -88,6 +88,7 @@ class AppSpec:
     mix: tuple[MixRoute, ...] = ()
     login: Login | None = None  # each user's login before its first request (lab.record.login)
     environment: AppPins | None = None  # its own pins and venv (lab.system.appvenv); None: lab's
+    framework: str = ""  # its framework, as the import check found it (userapp.FRAMEWORKS)
 
 
 @dataclass(frozen=True)

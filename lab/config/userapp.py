@@ -37,10 +37,21 @@ HEADER = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*)$")
 BRIDGE = "servers.user_bridge:app"
 BRIDGE_WORDS = "asgiref's WsgiToAsgi (servers/user_bridge.py)"
 IMPORT_TIMEOUT_S = 60.0
+# The frameworks the answer names ("your app is WSGI (Django)"), by their top-level package: the
+# first of the app's type's classes (its MRO) that one of these defines. Anything else (a plain
+# WSGI callable, a middleware around an app) is named by its interface alone.
+FRAMEWORKS = {
+    name.lower(): name
+    for name in (
+        "Flask", "Django", "FastAPI", "Starlette", "Quart", "Falcon", "Bottle", "Pyramid",
+        "Litestar", "Sanic", "Tornado", "aiohttp",
+    )
+}  # fmt: skip
 
-# Imports the app in a child (calling its factory, argv[2], if given) and prints its kind: an
-# `async def __call__` is ASGI, else WSGI. A plain function that cannot take (environ,
-# start_response), or can take nothing at all, builds an app: it is a factory, never an app.
+# Imports the app in a child (calling its factory, argv[2], if given) and prints its kind (an
+# `async def __call__` is ASGI, else WSGI) and the modules of its type's classes (its framework).
+# A plain function that cannot take (environ, start_response), or can take nothing at all, builds
+# an app: it is a factory, never an app.
 _INSPECT = """
 import ast, importlib, inspect, json, sys
 def say(**found):
@@ -72,7 +83,7 @@ elif inspect.isfunction(obj) and not inspect.iscoroutinefunction(obj):
 call = getattr(obj, "__call__", None)
 asgi = inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call)
 kind = "asgi" if asgi else "wsgi" if callable(obj) and not inspect.isclass(obj) else ""
-say(kind=kind, type=type(obj).__name__)
+say(kind=kind, type=type(obj).__name__, packages=[c.__module__ for c in type(obj).__mro__])
 """
 
 
@@ -85,6 +96,7 @@ class UserApp:
     factory: str = ""  # a factory's literal arguments, repr((args, kwargs)); "" = an app object
     home: Path | None = None  # where servers and the import check run: --app-dir, else here
     python: str = ""  # the import check's interpreter: the app's own venv's; "" = the lab's
+    framework: str = ""  # "Django", "Flask", ... (FRAMEWORKS); "": none the lab knows
 
     def object_name(self) -> str:
         """`module:attribute` without the factory's call."""
@@ -248,7 +260,16 @@ def inspect_app(
     home = given_dir or Path.cwd()
     app = UserApp(target.strip(), "wsgi", given_dir, env, factory, home, python)
     found = in_child(app, ["-c", _INSPECT, name, factory], environ, timeout_s)
-    return replace(app, kind=_kind(app, found))
+    return replace(app, kind=_kind(app, found), framework=framework_of(found.get("packages", [])))
+
+
+def framework_of(modules: list[str]) -> str:
+    """The framework that defines the app's type or one of its bases (`FRAMEWORKS`), from the
+    modules of its MRO, nearest first; "" when none is one the lab knows."""
+    for module in modules:
+        if name := FRAMEWORKS.get(module.partition(".")[0].lower()):
+            return name
+    return ""
 
 
 def in_child(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 AS_IS, BRIDGED, ASYNC_PORT = "as is", "bridged", "async port"  # runs_app()'s answers
+OWN_FRAMEWORK = "Flask"  # the lab's own app (servers/app_wsgi.py; its ASGI twin is Quart's port)
 FRONTED = "+nginx"  # a fronted model's name: uwsgi-threads+nginx beside uwsgi-threads
 
 
@@ -32,3 +33,11 @@ def models_run_app(manifest: dict[str, Any]) -> dict[str, str]:
         name: runs_app(entry.get("app", "wsgi"), entry.get("bridge", ""), kind)
         for name, entry in (manifest.get("models") or {}).items()
     }
+
+
+def app_framework(manifest: dict[str, Any]) -> str:
+    """The framework of the app a run measured, read from its manifest: the lab's own app is
+    Flask; a user's app as its import check found it ("": none the lab knows, or a run made
+    before the check named it)."""
+    app = manifest.get("scenario", {}).get("app")
+    return str(app.get("framework", "")) if app else OWN_FRAMEWORK

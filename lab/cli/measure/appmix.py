@@ -226,7 +226,9 @@ def app_spec(app: UserApp, load: Traffic, health: Route, solo: dict[str, float])
     d = weighted_ms(load.mix, solo) if load.mix else solo.get(main.label, 0.0)
     labels = tuple(r.label for r in load.routes)
     spec = AppSpec(app.target, app.kind, labels, health.path, main.path, d, mix=load.mix)
-    return replace(spec, method=main.method, body=main.body, headers=main.headers)
+    return replace(
+        spec, method=main.method, body=main.body, headers=main.headers, framework=app.framework
+    )
 
 
 def recorded_solo(scenario: Scenario, recorded: dict[str, Any]) -> Scenario:
