@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.judge import LevelRanking
-from analysis.points import Point, Points, of
+from analysis.points import Point, Points
 from lab.record.step import StepRecord
 from lab.verdict.difference import (
     APART,
@@ -79,7 +79,7 @@ def tied(table: pd.DataFrame, rankings: Sequence[LevelRanking]) -> list[LevelRan
 def lead(
     table: pd.DataFrame,
     rankings: Sequence[LevelRanking],
-    data: Sequence[StepRecord] | Points,
+    pts: Points,
 ) -> list[str]:
     """The tie in one line, what separates the tied models, and the pointer to `lab advise`
     ([] when no level is a tie of every model)."""
@@ -92,7 +92,6 @@ def lead(
     trials = "; one trial each" if min(v.trials for v in ties) == 1 else ""
     notes = sorted({n for v in ties for n in v.notes})
     first = f"all {len(rows)} models tie on throughput at {where}{trials}"
-    pts = of(data)
     separate = [_spread(rows, top, pts, cost) for cost in COSTS] + [_p99(rows, top, pts)]
     return [
         "; ".join([first, *notes]),
@@ -155,7 +154,7 @@ def _extremes(sides: dict[str, Side], what: str, unit: str, spec: str) -> str:
     return f"{what} {lo} {unit} ({order[0]}) to {hi} {unit} ({order[-1]}), {words}"
 
 
-def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.DataFrame:
+def crossovers(table: pd.DataFrame, by_point: Points) -> pd.DataFrame:
     """Where one model overtakes another: higher throughput, or lower p99, from a level on.
 
     Only fair points count (on p99, not one whose tail may be the generator's own either). A
@@ -170,7 +169,6 @@ def crossovers(table: pd.DataFrame, data: Sequence[StepRecord] | Points) -> pd.D
     cols += ["p", "clear"]
     if table.empty:
         return pd.DataFrame(columns=cols)
-    by_point = of(data)
     found = []
     for metric, sign in (("rps", 1.0), ("p99_ms", -1.0)):
         fair = table[table["fair" if metric == "rps" else "fair_p99"]]

@@ -32,6 +32,7 @@ from typing import Any
 from analysis.interfaces import answer
 from analysis.loading import load
 from analysis.metrics import point_table
+from analysis.points import build
 from lab.record.models import OWN_FRAMEWORK, app_framework, models_run_app
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, level_label, step_record
 from lab.verdict.difference import floor, smallest
@@ -205,7 +206,7 @@ def view_quick_answer(s: Summary) -> str:
     _, levels, _, at_top, worst_below = _quick_levels(s)
     top, below = levels[-1], levels[:-1]
     cpu = [p["server_cpu_pct"] for p in at_top]
-    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"), framework(s))
+    said = answer(build(records(s)), s["runs_app"], s.get("kind", "wsgi"), framework(s))
     lines = [f"- {line[0].upper()}{line[1:]}." for line in said]
     why = (
         f"- Why: the app waits {s['delay_ms']:g} ms on its upstream per request, so a model that "
@@ -220,7 +221,7 @@ def view_quick_answer(s: Summary) -> str:
 def view_answer(s: Summary) -> str:
     """A sweep's answer as `lab run` prints it, given again by today's code from the committed
     run's step records (never stored text: a change to the claims changes the docs)."""
-    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"), framework(s))
+    said = answer(build(records(s)), s["runs_app"], s.get("kind", "wsgi"), framework(s))
     return "```text\n" + "\n".join(said) + "\n```"
 
 

@@ -11,23 +11,22 @@ ranking prints models the test ties as ties ("a = b > c").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from statistics import mean
 
-from analysis.points import Point, Points, of
+from analysis.points import Point, Points
 from lab.record.models import FRONTED
-from lab.record.step import StepRecord, level_label
+from lab.record.step import level_label
 from lab.verdict.difference import differ
 
 Fair = dict[tuple[str, int], Point]  # (model, users) -> its point, every trial fair and measured
 
 
-def _fair(data: Sequence[StepRecord] | Points) -> Fair:
+def _fair(pts: Points) -> Fair:
     """The closed-loop points the verdict would compare: every trial measured, answered and
     fair (a point with one unfair trial is excluded as a whole, as the judge excludes it)."""
     return {
         (p.model, round(p.level)): p
-        for p in of(data).values()
+        for p in pts.values()
         if not p.excluded_by
         and p.records
         and all(r.status == "measured" and r.users is not None and r.ok for r in p.records)
@@ -49,9 +48,9 @@ def _means(fair: Fair) -> dict[tuple[str, int], dict[str, float]]:
     }
 
 
-def front_costs(data: Sequence[StepRecord] | Points) -> list[str]:
+def front_costs(pts: Points) -> list[str]:
     """One line per model and level measured both ways, then the ranking per level."""
-    grouped = _fair(data)
+    grouped = _fair(pts)
     figures = _means(grouped)
     lines, levels = [], sorted({users for _, users in figures})
     for (model, users), bare in sorted(figures.items()):

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.judge import judge
-from analysis.points import Point, Points, of, only
+from analysis.points import Point, Points, only
 from analysis.runwith import how_to_run
 from lab.record.flags import outside
 from lab.record.models import (
@@ -180,9 +180,9 @@ def groups(classes: Mapping[str, str], app: str) -> str:
     return "; ".join(parts)
 
 
-def bests(data: Sequence[StepRecord] | Points, models: set[str]) -> dict[Level, Pick]:
+def bests(pts: Points, models: set[str]) -> dict[Level, Pick]:
     """The best fair model among `models` at each level where one has a fair result."""
-    picked = only(of(data), models)
+    picked = only(pts, models)
     out = {}
     for ranking in judge(picked):
         if ranking.best_rps:
@@ -215,10 +215,9 @@ def _on_p99(tied: dict[str, Point], best: str) -> tuple[str, str]:
     return pick.model, f"picked on p99: tied on throughput with {best}, p99 lower beyond noise"
 
 
-def best_of(data: Sequence[StepRecord] | Points, models: set[str]) -> Pick | None:
+def best_of(pts: Points, models: set[str]) -> Pick | None:
     """The best fair model among `models` at the heaviest level where one has a fair result and
     every candidate a result of its own (`undecided`); the heavier levels left out, said."""
-    pts = of(data)
     found, left = bests(pts, models), undecided(pts, models)
     decided = [lv for lv in found if lv not in left]
     if not decided:
@@ -227,11 +226,10 @@ def best_of(data: Sequence[StepRecord] | Points, models: set[str]) -> Pick | Non
     return replace(found[at], above=heavier(left, at))
 
 
-def claim(data: Sequence[StepRecord] | Points, ref: set[str], other: set[str]) -> Claim | None:
+def claim(pts: Points, ref: set[str], other: set[str]) -> Claim | None:
     """The best of `other` against the best of `ref` at the heaviest level where both groups
     have a fair result and every candidate of either a result of its own (None: no such
     level)."""
-    pts = of(data)
     a, b, left = bests(pts, ref), bests(pts, other), undecided(pts, ref | other)
     common = (set(a) & set(b)) - set(left)
     if not common:
@@ -265,16 +263,15 @@ def app_words(kind: str, framework: str) -> str:
 
 
 def answer(
-    data: Sequence[StepRecord] | Points,
+    pts: Points,
     classes: Mapping[str, str],
     kind: str,
     framework: str = OWN_FRAMEWORK,
 ) -> list[str]:
     """The answer for the user's app, in lines: who runs it how, the best that runs it
     unchanged, what an async port would buy, and what each bridged configuration costs."""
-    if not data or not classes:
+    if not pts or not classes:
         return []
-    pts = of(data)
     kind_words = app_words(kind, framework)
     lines = [f"your app is {kind_words}: {groups(classes, kind_words)}"]
     unchanged = {m for m, c in classes.items() if c in UNCHANGED}
@@ -337,11 +334,10 @@ def _bridge(pts: Points, as_is: set[str], model: str) -> str:
 
 
 def run_answer(
-    records: Sequence[StepRecord], manifest: Mapping[str, Any], data: Points | None = None
+    records: Sequence[StepRecord], manifest: Mapping[str, Any], pts: Points
 ) -> list[str]:
-    """`answer()` for a run: its models' classes and the app's kind from its manifest; `data`:
-    the run's points where they are built already."""
-    pts = of(records) if data is None else data
+    """`answer()` for a run: its models' classes and the app's kind from its manifest, its
+    points (`Run.points`), and its records for the configuration to run."""
     app = manifest.get("scenario", {}).get("app") or {}
     classes = models_run_app(dict(manifest))
     lines = answer(pts, classes, app.get("kind", "wsgi"), app_framework(dict(manifest)))

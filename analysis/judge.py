@@ -27,12 +27,11 @@ table prints. Rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.points import Point, Points, of
+from analysis.points import Point, Points
 from lab.record.flags import FLAGS
-from lab.record.step import StepRecord, level_label
+from lab.record.step import level_label
 from lab.verdict.difference import MIN_BEYOND, TOO_FEW, differ
 
 
@@ -52,12 +51,12 @@ class LevelRanking:
         return level_label(self.level, None if self.mode == "closed" else self.level)
 
 
-def judge(data: Sequence[StepRecord] | Points) -> list[LevelRanking]:
-    """One ranking per mode and level, in order, from the run's points (built from `data` where
-    it holds step records): each point's trials in trial order, so no flag list or "best only
-    as measured" reason depends on the order records were read."""
+def judge(pts: Points) -> list[LevelRanking]:
+    """One ranking per mode and level, in order, from the run's points (`analysis.points.build`,
+    once per run): each point's trials in trial order, so no flag list or "best only as
+    measured" reason depends on the order records were read."""
     groups: dict[tuple[str, float], list[Point]] = {}
-    for p in of(data).values():
+    for p in pts.values():
         groups.setdefault((p.mode, p.level), []).append(p)
     return [
         _ranking(mode, level, sorted(ps, key=lambda p: p.model))

@@ -111,11 +111,6 @@ def point(records: Sequence[StepRecord], skipped: Sequence[StepRecord] = ()) -> 
     )
 
 
-def of(data: Sequence[StepRecord] | Points) -> Points:
-    """The points of `data`: as given where they are built already, else built from records."""
-    return data if isinstance(data, Mapping) else build(data)
-
-
 def only(data: Points, models: set[str]) -> Points:
     """The points of `models` alone."""
     return {k: p for k, p in data.items() if p.model in models}

@@ -97,7 +97,7 @@ def sweep(args: argparse.Namespace) -> Path:
 
 def read(run: Run) -> list[str]:
     """One row: the as-is best and its ties, its level, the heavier levels left out, the port."""
-    lines = run_answer(run.records, run.manifest)
+    lines = run_answer(run.records, run.manifest, run.points)
     as_is = next((x for x in lines if x.startswith(("for your app as it is", "no model"))), "")
     port = next((x for x in lines if x.startswith("if you port")), "")
     found = re.match(r"for your app as it is, at ([^:]+): ([\w-]+),", as_is)

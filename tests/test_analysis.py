@@ -168,7 +168,7 @@ def two(tmp_path_factory) -> Path:
 
 def test_crossovers_on_throughput_and_p99(two: Path) -> None:
     run = load(two)
-    found = crossovers(point_table(run), run.records)
+    found = crossovers(point_table(run), run.points)
     got = {
         (r.metric, r.overtaker, r.overtaken, r.from_concurrency, r.concurrency)
         for r in found.itertuples()
@@ -183,7 +183,7 @@ def test_crossovers_on_throughput_and_p99(two: Path) -> None:
 def test_verdict_ranges_and_flags_visible(two: Path) -> None:
     run = load(two)
     table = point_table(run)
-    rankings = judge(run.records)
+    rankings = judge(run.points)
     assert [(v.level, v.best_rps[0]) for v in rankings] == [(1, "a"), (10, "b"), (100, "b")]
     # c=10 carries a client-saturated note and c=100 does not
     assert "load generator" in "; ".join(rankings[1].notes) and not rankings[2].notes
@@ -200,8 +200,8 @@ def test_serialized_model_is_shown_but_excluded(tmp_path: Path) -> None:
     table = point_table(loaded)
     assert len(table) == 6  # nothing dropped
     assert not table[table["model"] == "b"]["fair"].any()
-    assert {v.best_rps for v in judge(loaded.records)} == {("a",)}
-    assert crossovers(table, loaded.records).empty
+    assert {v.best_rps for v in judge(loaded.points)} == {("a",)}
+    assert crossovers(table, loaded.points).empty
     why = flagged(table)
     assert (why["model"] == "b").sum() == 3 and why["why"].str.contains("not a fair result").all()
 

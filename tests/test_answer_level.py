@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 
 from analysis.interfaces import answer, claim
+from analysis.points import build
 from lab.record.flags import FLAGS
 from lab.record.step import StepRecord
 from lab.verdict.difference import differ, side
@@ -65,7 +66,7 @@ def test_a_claim_compares_two_points_at_the_reference_level(records: list[StepRe
         and ref_best(records, {"c", "d"}, u)
         and ref_decided(records, set(MODELS), u)
     ]
-    found = claim(records, {"a", "b"}, {"c", "d"})
+    found = claim(build(records), {"a", "b"}, {"c", "d"})
     if not both:
         assert found is None
         return
@@ -90,7 +91,7 @@ def test_the_answer_names_the_reference_best(records: list[StepRecord]) -> None:
     """At the reference's level: the heaviest the models decided (issue 53), whichever model
     the lab's own limits happened to leave at a heavier one."""
     top = ref_answer_level(records, {"a", "b"})
-    lines = answer(records, CLASSES, "wsgi")
+    lines = answer(build(records), CLASSES, "wsgi")
     if not records:
         assert lines == []
     elif top is None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from analysis.judge import judge, sentence
+from analysis.points import build
 from lab.record.step import Measured, Sampled, StepKey, StepRecord, step_record
 from lab.record.thresholds import T
 from lab.run.apparatus import saturated
@@ -272,7 +273,7 @@ def test_a_damaged_complete_run_is_named_and_repaired_by_resume(
 def test_a_best_model_below_the_ideal_with_no_cause_is_crowned_only_with_that_said() -> None:
     slow = replace(user_step(50, 300, 120), model="slow")  # 60% of the ideal, nothing found
     slower = replace(user_step(50, 250, 120), model="slower")
-    (ranking,) = judge([slow, slower])
+    (ranking,) = judge(build([slow, slower]))
     assert ranking.best_rps[0] == "slow"
     assert "slow is best only as measured: below the ideal with no resource saturated" in (
         sentence(ranking)

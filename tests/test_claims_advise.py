@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.judge import judge
+from analysis.points import build
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Conclusion, Setting, next_move
 from lab.advise.target import Slo, p99_meets
@@ -114,7 +115,7 @@ def test_meets_agrees_with_the_judges_tie(drawn: tuple[StepRecord, Slo]) -> None
         latency_ms={**step.latency_ms, "p99": slo.p99_ms},
         timeseries={"rps": [slo.rps] * 5},
     )
-    (v,) = judge([step, at])
+    (v,) = judge(build([step, at]))
     rps, p99 = (slo.against(step, m) for m in ("rps", "p99"))
     if not excluding(step.flags):  # the judge compares the step's throughput with the target's
         if "s" not in v.best_rps:  # the judge sets it apart below the target's figures

@@ -24,6 +24,7 @@ from analysis.judge import judge
 from analysis.limiting import model_sentences
 from analysis.loading import load
 from analysis.metrics import point_table
+from analysis.points import build
 from lab.record.models import AS_IS
 from lab.record.step import StepRecord
 from lab.verdict.difference import (
@@ -64,7 +65,7 @@ def test_the_best_is_the_references_and_never_an_excluded_point(
     records: list[StepRecord],
 ) -> None:
     by_point = ref_points(records)
-    for v in judge(records):
+    for v in judge(build(records)):
         users = round(v.level)
         here = {m for (m, u) in by_point if u == users}
         assert (v.best_rps[0] if v.best_rps else None) == ref_best(records, here, users)
@@ -142,12 +143,12 @@ def test_the_summary_table_compare_and_the_judge_agree(
     steps = [FixtureStep(m, u, 1, (r,) * 3, (100.0,), flags=tuple(f)) for m, u, r, f in drawn]
     run = load(build_run(tmp_path_factory.mktemp("run"), steps))
     table = point_table(run).set_index(["model", "concurrency"])
-    rankings = judge(run.records)
+    rankings = judge(run.points)
     for v in rankings:
         for model in {r.model for r in run.records if r.key.level == v.level}:
             assert bool(table.loc[(model, round(v.level)), "fair"]) == (model not in v.excluded)
     unfair = {(m, c) for (m, c), fair in table["fair"].items() if not fair}
-    cross = crossovers(point_table(run), run.records)
+    cross = crossovers(point_table(run), run.points)
     assert not any(
         (r.overtaker, r.concurrency) in unfair for r in cross[cross["clear"]].itertuples()
     )
@@ -166,10 +167,10 @@ def test_the_summary_table_compare_and_the_judge_agree(
     assert {k for k, f in (rows["rps_basis"] == FLAGGED).items() if f} == unfair
     assert {k for k, c in rows["rps_significant"].items() if c} == set(table.index) - unfair
     best = {v.level: v.best_rps for v in rankings if v.best_rps}
-    pick = best_of(run.records, set(MODELS))
+    pick = best_of(run.points, set(MODELS))
     if pick is not None:  # at the answer's level (tests/test_answer_level.py), the judge's best
         assert pick.best.model in best[pick.level]
-        said = answer(run.records, {m: AS_IS for m in MODELS}, "wsgi")
+        said = answer(run.points, {m: AS_IS for m in MODELS}, "wsgi")
         assert f": {pick.best.model}," in said[1]
 
 
@@ -180,8 +181,8 @@ def test_the_claims_do_not_depend_on_record_order(
 ) -> None:
     shuffled = list(records)
     rng.shuffle(shuffled)
-    assert judge(shuffled) == judge(records)
-    assert answer(shuffled, CLASSES, "wsgi") == answer(records, CLASSES, "wsgi")
+    assert judge(build(shuffled)) == judge(build(records))
+    assert answer(build(shuffled), CLASSES, "wsgi") == answer(build(records), CLASSES, "wsgi")
 
 
 @SETTINGS
@@ -209,7 +210,7 @@ from tests.helpers import record
 rows = json.load(sys.stdin)
 records = [record(m, r, users=u, trial=t, p99=p, flags=f) for m, r, u, t, p, f in rows]
 classes = {"a": "as is", "b": "as is", "c": "async port"}
-print([sentence(v) for v in judge(records)], answer(records, classes, "wsgi"))
+print([sentence(v) for v in judge(build(records))], answer(build(records), classes, "wsgi"))
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.target import Slo
 kinds = {"x": "as is", "y": "as is", "z": "bridged", "w": "async port", "v": "async port"}

@@ -72,4 +72,4 @@ def test_no_points_no_crossovers_in_the_same_columns() -> None:
     from analysis.differences import crossovers
 
     cols = ["metric", "mode", "concurrency", "from_concurrency", "overtaker", "overtaken", "p"]
-    assert list(crossovers(pd.DataFrame(), [])) == [*cols, "clear"]
+    assert list(crossovers(pd.DataFrame(), {})) == [*cols, "clear"]

@@ -13,6 +13,7 @@ from analysis.differences import ADVISE, crossovers, lead, tied
 from analysis.judge import judge
 from analysis.loading import load
 from analysis.metrics import point_table
+from analysis.points import build
 from analysis.summary import print_summary
 from tests.fixture_run import FixtureStep, build_run
 
@@ -39,9 +40,9 @@ def tied_run(tmp_path: Path) -> Path:
 def test_a_tie_of_every_model_is_said_once_then_what_separates_them(tmp_path: Path) -> None:
     run = load(tied_run(tmp_path))
     table = point_table(run)
-    rankings = judge(run.records)
+    rankings = judge(run.points)
     assert len(tied(table, rankings)) == 2
-    first, separate, pointer = lead(table, rankings, run.records)
+    first, separate, pointer = lead(table, rankings, run.points)
     assert first.startswith("all 3 models tie on throughput at every level; one trial each")
     said = "what separates them at 10 users: server CPU per request 3.00 ms (a)"
     assert separate.startswith(said)
@@ -78,14 +79,14 @@ def test_a_p99_crossover_from_one_trial_is_clear_only_beyond_noise(
     tmp_path: Path, at_ten: dict[str, float], clear: set[str]
 ) -> None:
     run = load(p99_run(tmp_path / "run", at_ten))
-    found = crossovers(point_table(run), run.records)
+    found = crossovers(point_table(run), run.points)
     p99 = found[found["metric"] == "p99_ms"]
     assert set(p99.loc[p99["clear"], "overtaken"]) == clear
 
 
 def test_a_thin_p99_crossover_is_never_clear(tmp_path: Path) -> None:
     run = load(tied_run(tmp_path))
-    p99 = crossovers(point_table(run), run.records)[lambda f: f["metric"] == "p99_ms"]
+    p99 = crossovers(point_table(run), run.points)[lambda f: f["metric"] == "p99_ms"]
     assert len(p99) == 3 and not p99["clear"].any()  # 30 requests a point: none beyond p99
 
 
@@ -129,7 +130,7 @@ def test_a_ranking_behind_nginx_prints_ties_as_ties() -> None:
         for m, rps in rates.items()
         for suffix in ("", FRONTED)
     ]
-    (ranking,) = [x for x in front_costs(records) if x.startswith("ranking")]
+    (ranking,) = [x for x in front_costs(build(records)) if x.startswith("ranking")]
     assert "bare a = b > c; behind nginx a = b > c: unchanged by the front" in ranking
 
 
@@ -137,7 +138,7 @@ def test_what_separates_tied_models_says_what_the_test_says_of_each_figure(tmp_p
     """One trial each: a cost has no run-to-run floor (a description), a p99 of 30 requests has
     too few beyond it; the words after the figures are the claim, read here in full."""
     run = load(tied_run(tmp_path))
-    _, separate, _ = lead(point_table(run), judge(run.records), run.records)
+    _, separate, _ = lead(point_table(run), judge(run.points), run.points)
     cpu = "server CPU per request 3.00 ms (a) to 5.50 ms (c), one trial each and no run-to-run"
     assert f"{cpu} floor for it: a description, not a claim; " in separate
     assert separate.endswith("p99 100 ms (b) to 130 ms (a), too few requests beyond p99 to tell")
@@ -174,9 +175,9 @@ def test_a_tie_at_one_level_of_two_names_that_level(tmp_path: Path) -> None:
     steps = [FixtureStep(m, u, rps_per_second=(r,) * 3) for (m, u), r in rates.items()]
     run = load(build_run(tmp_path / "run", steps))
     table = point_table(run)
-    rankings = judge(run.records)
+    rankings = judge(run.points)
     assert [v.level for v in tied(table, rankings)] == [1]
-    first, separate, _ = lead(table, rankings, run.records)
+    first, separate, _ = lead(table, rankings, run.points)
     assert first == "all 2 models tie on throughput at 1 user; one trial each"
     assert separate.startswith("what separates them at 1 user: ")
 

@@ -16,6 +16,7 @@ import pytest
 from analysis.docfigures import BLOCK, framework, records, summarize, view_quick_table
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
+from analysis.points import build
 from tests.docscan import DOCS, ROOT, lab_help, options_of, scan, subcommands
 from tests.fixture_run import FixtureStep, build_run
 
@@ -157,7 +158,9 @@ def test_the_docs_answer_is_todays_answer_from_the_committed_steps(tmp_path: Pat
     ]
     run = load(build_run(tmp_path / "run", steps))
     s = summarize(run.run_dir, "lab run")
-    assert answer(records(s), s["runs_app"], s["kind"]) == run_answer(run.records, run.manifest)
+    assert answer(build(records(s)), s["runs_app"], s["kind"]) == run_answer(
+        run.records, run.manifest, run.points
+    )
 
 
 def test_a_step_without_answers_shows_no_efficiency_and_no_p99() -> None:
@@ -199,5 +202,5 @@ def test_a_committed_answer_is_todays_answer_from_its_steps(path: Path) -> None:
     s = json.loads(path.read_text())
     if not all("rps" in st for st in s.get("steps", [])) or not s.get("steps"):
         pytest.skip(f"{path.name} keeps no per-step throughput")
-    said = answer(records(s), s["runs_app"], s.get("kind", "wsgi"), framework(s))
+    said = answer(build(records(s)), s["runs_app"], s.get("kind", "wsgi"), framework(s))
     assert said == s["answer"][: len(said)]

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from analysis.judge import judge
+from analysis.points import build
 from lab.record import counted, hist
 from lab.record.step import StepKey, StepRecord, step_record
 from lab.run.apparatus import generator_lag
@@ -64,7 +65,7 @@ def test_a_server_that_sheds_load_is_timed_and_never_crowned_on_p99(
     assert "failed_tail" in shed.flags and shed.unanswered_hides == ("p99", "p999")
     assert shed.unanswered_share > 0.5 and shed.latency_all_ms == done.all_latency_ms
     honest = record("honest", 1000.0, users=16, p99=500.0)  # slower, every request answered
-    (ranking,) = judge([shed, honest])
+    (ranking,) = judge(build([shed, honest]))
     assert ranking.best_p99 == ("honest",)
 
 

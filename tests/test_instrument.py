@@ -19,6 +19,7 @@ from analysis.instrument import instrument_lines
 from analysis.judge import judge
 from analysis.loading import load
 from analysis.metrics import point_table
+from analysis.points import build
 from lab.backends.base import LocalServer
 from lab.record.step import Measured, StepKey, step_record
 from lab.run.apparatus import generator_lag
@@ -70,7 +71,7 @@ def test_a_lagged_step_is_never_crowned_on_p99_but_counts_on_throughput() -> Non
         raised=tuple(generator_lag(measured(40.0, 50.0))),
     )
     slow = record("slow", 150.0, p99=200.0)
-    (ranking,) = judge([lagged, slow])
+    (ranking,) = judge(build([lagged, slow]))
     assert ranking.best_p99 == ("slow",)
     assert ranking.best_rps == ("fast",)
     assert not ranking.excluded
@@ -80,7 +81,7 @@ def test_a_lagged_step_is_never_crowned_on_p99_but_counts_on_throughput() -> Non
 def test_a_lagged_point_makes_no_p99_crossover(tmp_path: Path) -> None:
     run = load(two_models(tmp_path, b_flags=("generator_lag",)))
     table = point_table(run)
-    found = crossovers(table, run.records)
+    found = crossovers(table, run.points)
     assert set(found["metric"]) == {"rps"}  # b's lower p99 at c=10 is the generator's, maybe
     assert table["fair"].all() and not table[table["model"] == "b"]["fair_p99"].any()
 
@@ -152,6 +153,6 @@ def test_a_stalled_generator_is_flagged_and_not_crowned_on_p99(tmp_path: Path) -
     assert step["generator_lag_ms"]["p99"] >= 50, step["generator_lag_ms"]
     assert "generator_lag" in step["flags"], step["flags"]
     assert max(step["timeseries"]["lag_max_ms"]) >= 80
-    (ranking,) = judge(load(run.dir).records)
+    (ranking,) = judge(load(run.dir).points)
     assert ranking.best_p99 == ()
     assert "generator_lag on 1 step(s)" in run.output()

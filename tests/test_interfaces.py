@@ -11,6 +11,7 @@ import pytest
 
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
+from analysis.points import build
 from lab.config.models import load_registry
 from lab.config.userapp import UserApp, fit
 from lab.record.models import AS_IS, ASYNC_PORT, BRIDGED, models_run_app, runs_app
@@ -95,7 +96,7 @@ def test_the_recommendation_runs_the_app_unchanged_and_the_port_stands_beside_it
             *steps("uvicorn-wsgi-bridge", 10, 9000, flags=("serialized",)),
         ],
     )
-    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    lines = answer(load(run_dir).points, CLASSES, "wsgi")
     said = "\n".join(lines)
     assert lines[0].startswith("your app is WSGI (Flask): runs your WSGI (Flask) app as it is: ")
     assert "needs an async port (ASGI, like the lab's Quart twin): uvicorn" in lines[0]
@@ -118,7 +119,7 @@ def test_the_port_is_compared_at_one_level_where_both_are_fair(tmp_path: Path) -
             *steps("uvicorn", 800, 120),
         ],
     )
-    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    lines = answer(load(run_dir).points, CLASSES, "wsgi")
     assert lines[1].startswith("for your app as it is, at 10 users: uwsgi-threads, 80.0 rps")
     port = "if you port it to async, at 10 users: uvicorn, 80.0 rps, p99 120 ms against "
     assert lines[2].startswith(port + "uwsgi-threads, 80.0 rps, p99 120 ms: "), lines
@@ -131,14 +132,14 @@ def test_an_excluded_model_is_never_the_recommendation(tmp_path: Path) -> None:
         tmp_path / "run",
         [*steps("uwsgi-threads", 800, 120, ("serialized",)), *steps("gunicorn-gevent", 600, 130)],
     )
-    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    lines = answer(load(run_dir).points, CLASSES, "wsgi")
     assert "for your app as it is, at 100 users: gunicorn-gevent" in lines[1]
 
 
 def test_a_run_reads_its_classes_from_the_manifest(tmp_path: Path) -> None:
     """The fixture's manifest has no `app` per model: read as the Flask app's WSGI models."""
     run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
-    lines = run_answer(run.records, run.manifest)
+    lines = run_answer(run.records, run.manifest, run.points)
     assert (
         lines[0] == "your app is WSGI (Flask): runs your WSGI (Flask) app as it is: uwsgi-threads"
     )
@@ -157,7 +158,7 @@ def test_a_users_app_is_told_how_to_run_it(tmp_path: Path) -> None:
         "environment": {"cpus_usable": [0, 1, 2, 3]},
     }
     records = [replace(r, server_cpu_ms_per_req=0.6) for r in run.records]
-    line = run_answer(records, manifest)[-1]
+    line = run_answer(records, manifest, build(records))[-1]
     at = next(r for r in records if r.key.level == 100)
     sized = to_run("uwsgi-threads", "thread", at.throughput_rps, at.latency_ms["mean"], 0.6, 4)
     assert line.startswith("uwsgi-threads was measured as 1 process x 100 threads; to run it on ")
@@ -170,7 +171,9 @@ def test_a_tie_on_throughput_never_hides_a_p99_called_apart() -> None:
     from tests.helpers import record
 
     records = [record("t", 380.0, users=20, p99=59.0), record("g", 380.0, users=20, p99=1503.0)]
-    (line,) = [x for x in answer(records, {"t": AS_IS, "g": AS_IS}, "wsgi") if "as it is," in x]
+    (line,) = [
+        x for x in answer(build(records), {"t": AS_IS, "g": AS_IS}, "wsgi") if "as it is," in x
+    ]
     assert "t, 380.0 rps, p99 59 ms (tied: g: tied on throughput; p99 25.5x worse" in line
     assert "picked on p99: tied on throughput with g" in line
 
@@ -186,7 +189,7 @@ def test_a_level_the_lab_decided_is_never_the_answer_s() -> None:
         record("v", 120.0, users=200, p99=40.0, flags=("lab_limited",)),
     ]
     classes = {"w": AS_IS, "u": ASYNC_PORT, "v": ASYNC_PORT}
-    (line,) = [x for x in answer(records, classes, "wsgi") if x.startswith("if you port")]
+    (line,) = [x for x in answer(build(records), classes, "wsgi") if x.startswith("if you port")]
     assert line == (
         "if you port it to async: no async model has a fair result at a level where every "
         "candidate had a result of its own; at 200 users the lab's own limits or the machine "
@@ -211,7 +214,7 @@ def test_the_answer_comes_from_the_heaviest_level_the_models_decided() -> None:
             for m in as_is
         ),
     ]
-    lines = answer(records, dict.fromkeys(as_is, AS_IS), "wsgi")
+    lines = answer(build(records), dict.fromkeys(as_is, AS_IS), "wsgi")
     assert lines[1].startswith("for your app as it is, at 100 users: granian-wsgi, 950.0 rps"), (
         lines
     )
@@ -231,7 +234,7 @@ def test_a_candidate_not_measured_at_a_level_keeps_the_answer_below_it() -> None
         record("x", 90.0, users=10),
         record("w", 900.0, users=100),  # x was never measured at 100 users (a stopped run)
     ]
-    lines = answer(records, {"w": AS_IS, "x": AS_IS}, "wsgi")
+    lines = answer(build(records), {"w": AS_IS, "x": AS_IS}, "wsgi")
     assert lines[1].startswith("for your app as it is, at 10 users: w, 100.0 rps"), lines
     assert "decided for 1 of 2 candidates (x (not measured))" in lines[1]
 
@@ -262,7 +265,7 @@ def test_a_tie_on_throughput_in_a_run_never_hides_a_p99_called_apart(
         tmp_path / "run",
         [*steps("uwsgi-threads", 380, 59), *steps("gunicorn-gevent", gevent_rps, 1503)],
     )
-    lines = answer(load(run_dir).records, CLASSES, "wsgi")
+    lines = answer(load(run_dir).points, CLASSES, "wsgi")
     assert lines[1] == f"for your app as it is, at 100 users: {expected}", lines
 
 
@@ -270,7 +273,7 @@ def test_a_claim_that_compared_every_candidate_names_none_left_out() -> None:
     from tests.helpers import record
 
     records = [record("w", 100.0, users=200, p99=50.0), record("u", 90.0, users=200, p99=60.0)]
-    lines = answer(records, {"w": AS_IS, "u": ASYNC_PORT}, "wsgi")
+    lines = answer(build(records), {"w": AS_IS, "u": ASYNC_PORT}, "wsgi")
     (line,) = [x for x in lines if x.startswith("if you port")]
     assert line.endswith("throughput -10% [-19%, -1%], p99 not compared (too few)"), line
 
@@ -290,7 +293,7 @@ def test_a_bridged_model_compared_with_nothing_says_why(
     from tests.helpers import record
 
     records = [record(m, 100.0 if m == "w" else 90.0, flags=flags) for m, flags in rows]
-    lines = answer(records, {"w": AS_IS, "b": BRIDGED}, "wsgi")
+    lines = answer(build(records), {"w": AS_IS, "b": BRIDGED}, "wsgi")
     bridge = [x for x in lines if x.startswith("through the bridge")]
     assert len(lines) == 2 + len(bridge)  # the classes, the answer as it is, the bridge if any
     if said is None:
@@ -304,9 +307,9 @@ def test_a_run_s_app_kind_and_a_manifest_without_a_scenario(tmp_path: Path) -> N
     lab's own app (WSGI), and is told no way to run a user's app."""
     run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
     asgi = {**run.manifest, "scenario": {"app": {"target": "mine:app", "kind": "asgi"}}}
-    assert run_answer(run.records, asgi)[0].startswith("your app is ASGI: ")
+    assert run_answer(run.records, asgi, run.points)[0].startswith("your app is ASGI: ")
     bare = {k: v for k, v in run.manifest.items() if k != "scenario"}
-    lines = run_answer(run.records, bare)
+    lines = run_answer(run.records, bare, run.points)
     assert lines[0].startswith("your app is WSGI (Flask): ")
     assert not any("was measured as" in x for x in lines)
 
@@ -331,7 +334,7 @@ def test_the_answer_names_the_user_s_framework_not_the_lab_s(
     the lab's own Flask app's: a Django app is not told it is "WSGI (Flask)"."""
     run = load(build_run(tmp_path / "run", steps("uwsgi-threads", 800, 120)))
     manifest = {**run.manifest, "scenario": {"app": app}}
-    first = run_answer(run.records, manifest)[0]
+    first = run_answer(run.records, manifest, run.points)[0]
     assert first.startswith(f"your app is {said}: runs your {said} app") or first.startswith(
         f"your app is {said}: needs an async port"
     ), first

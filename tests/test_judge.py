@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.judge import judge, sentence
+from analysis.points import build
 from lab.record.step import StepRecord
 from tests.helpers import record
 
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def only(records: list[StepRecord]):
-    (ranking,) = judge(records)
+    (ranking,) = judge(build(records))
     return ranking
 
 
@@ -81,7 +82,7 @@ def test_a_qualifying_flag_is_a_note_not_an_exclusion() -> None:
 
 def test_levels_and_modes_are_judged_apart() -> None:
     rankings = judge(
-        [record("a", 10, users=1), record("b", 90, users=10), record("a", 80, users=10)]
+        build([record("a", 10, users=1), record("b", 90, users=10), record("a", 80, users=10)])
     )
     assert [(v.level, v.best_rps[0]) for v in rankings] == [(1.0, "a"), (10.0, "b")]
 

@@ -13,6 +13,7 @@ import pytest
 from analysis.compare import compare
 from analysis.judge import judge, sentence
 from analysis.loading import load
+from analysis.points import build
 from lab.verdict.difference import MIN_BEYOND, TOO_FEW, beyond, calibrate, floor
 from tests.fixture_run import FixtureStep, build_run
 from tests.helpers import record
@@ -36,16 +37,16 @@ def test_the_committed_floor_names_its_a_a_runs() -> None:
 
 
 def test_the_judge_names_no_best_p99_on_too_few_requests_beyond_it() -> None:
-    thin = judge([record("a", 9.6, users=1, p99=110), record("b", 9.5, users=1, p99=150)])
+    thin = judge(build([record("a", 9.6, users=1, p99=110), record("b", 9.5, users=1, p99=150)]))
     (v,) = thin
     assert v.best_p99 == () and v.best_rps  # 96 requests: 0.96 beyond p99
     assert "best p99 none (at most 1.0 requests beyond p99: 10 needed)" in sentence(v)
-    (v,) = judge([record("a", 200, p99=110), record("b", 200, p99=300)])
+    (v,) = judge(build([record("a", 200, p99=110), record("b", 200, p99=300)]))
     assert v.best_p99 == ("a",)  # 2,000 requests each: 20 beyond p99
 
 
 def test_a_p99_within_the_instruments_error_is_a_tie() -> None:
-    (v,) = judge([record("a", 200, p99=100), record("b", 200, p99=112)])
+    (v,) = judge(build([record("a", 200, p99=100), record("b", 200, p99=112)]))
     assert set(v.best_p99) == {"a", "b"}  # 12% apart: within the instrument's 15%
 
 

@@ -19,6 +19,7 @@ import analysis.points
 from analysis.differences import crossovers
 from analysis.loading import load
 from analysis.metrics import point_table
+from analysis.points import build
 from analysis.report import write_report
 from analysis.summary import print_summary
 from lab.cli.report import report
@@ -122,9 +123,9 @@ def test_the_front_compares_only_points_the_judge_compares() -> None:
         for t in (1, 2)
     ]
     steps = [replace(s, status="measured") for s in steps]
-    (ranking,) = judge(steps)
+    (ranking,) = judge(build(steps))
     assert set(ranking.excluded) == {"a" + FRONTED}
-    said = front_costs(steps)
+    said = front_costs(build(steps))
     assert any(line.startswith("behind nginx, b at") for line in said)
     assert not any(line.startswith("behind nginx, a at") for line in said)
 

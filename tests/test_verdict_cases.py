@@ -16,6 +16,7 @@ from analysis import load
 from analysis.judge import judge
 from analysis.limiting import model_sentences
 from analysis.metrics import point_table
+from analysis.points import build
 from lab.record import counted
 from lab.record.flags import excluding, tail_excluding
 from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
@@ -248,5 +249,5 @@ def test_a_stalled_step_is_never_best_on_p99() -> None:
     outage = {"rps": [480.0] * 4 + [0.0, 0.0] + [480.0] * 4}
     stalled = replace(step(50, 384, p50=105, cpu=20, timeseries=outage), model="a")
     steady = replace(step(50, 430, p50=115, cpu=20), model="b")
-    (ranking,) = judge([stalled, steady])
+    (ranking,) = judge(build([stalled, steady]))
     assert "stalled" in stalled.flags and ranking.best_p99 == ("b",), ranking
