@@ -205,7 +205,7 @@ HASH_SEED_SCRIPT = """
 import json, sys
 from analysis.interfaces import answer
 from analysis.judge import judge, sentence
-from tests.fixture_run import FixtureStep, build_run
+from analysis.points import build
 from tests.helpers import record
 rows = json.load(sys.stdin)
 records = [record(m, r, users=u, trial=t, p99=p, flags=f) for m, r, u, t, p, f in rows]
