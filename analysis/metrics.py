@@ -35,17 +35,18 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis.loading import LATENCY_KEYS, POINT, Run
+from analysis.loading import LATENCY_KEYS, Run
 from analysis.points import Point
 from analysis.stats import estimate, percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
-from lab.record.step import ERROR_KINDS
+from lab.record.step import ERROR_KINDS, StepRecord
 from lab.record.thresholds import T
 from lab.verdict import capacity
 
@@ -97,16 +98,15 @@ def unmeasured(run: Run) -> pd.DataFrame:
 
 
 def point_table(run: Run) -> pd.DataFrame:
-    """One row per point with every metric, its trial statistics and its flags."""
-    steps = run.steps
-    if steps.empty:
+    """One row per point with every metric, its trial statistics and its flags: a rendering of
+    the run's points (`Run.points`), each row read from its point and its own steps."""
+    if not run.points:
         return pd.DataFrame()
     pre = preflight_status(run)
-    rows = []
-    for key, group in steps.groupby(POINT, sort=True):
-        point = run.points[(str(key[0]), str(key[1]), int(key[2]))]
-        rows.append(_point_row(run, key, group, pre.get(str(key[0]), []), point))
+    rows = [_point_row(run, point, pre.get(point.model, [])) for point in run.points.values()]
     table = pd.DataFrame(rows)
+    kinds = [c for c in table if c.startswith("err_")]  # a kind only some points counted: 0
+    table[kinds] = table[kinds].fillna(0).astype(int)
     table["ceiling_rps"] = _ceilings(run, table)
     limit = table[["ideal_rps", "ceiling_rps"]].min(axis=1, skipna=True)
     answered = table["ok"] > 0  # a point with no answers is never a ratio
@@ -132,26 +132,20 @@ def export_summary(run: Run, table: pd.DataFrame | None = None) -> list[Path]:
     return paths
 
 
-def _point_row(
-    run: Run,
-    key: tuple[Any, ...],
-    group: pd.DataFrame,
-    pre_flags: list[str],
-    point: Point,
-) -> dict[str, Any]:
+def _point_row(run: Run, point: Point, pre_flags: list[str]) -> dict[str, Any]:
     """One point's figures: its throughput (and its interval), p99, trials and flags are the
-    run's `Point`'s, the sides the claims test (`lab.verdict.difference`); the rest are the
-    means of its trials, the steps that measured something (`StepRecord.is_trial`): a skipped
-    step adds its flags and their evidence, never a zero to a mean or a trial to the count."""
-    model, mode, conc = key[0], key[1], int(key[2])
-    every, group = group, group[group["status"] != "skipped"]
-    spread = estimate(group["throughput_rps"].tolist()).spread
+    point's own, the sides the claims test (`lab.verdict.difference`); the rest are the means of
+    its trials, the steps that measured something (`StepRecord.is_trial`): a skipped step adds its
+    flags and their evidence, never a zero to a mean or a trial to the count."""
+    trials = point.records
+    spread = estimate([r.throughput_rps for r in trials]).spread
     lo, hi = point.throughput.interval()
-    requests = int(group["requests"].sum())
+    requests = sum(r.requests for r in trials)
+    level = round(point.level)
     row: dict[str, Any] = {
-        "model": model,
-        "mode": mode,
-        "concurrency": conc,
+        "model": point.model,
+        "mode": point.mode,
+        "concurrency": level,
         "trials": point.trials,
         "rps": point.rps,
         "rps_lo": lo,
@@ -159,62 +153,67 @@ def _point_row(
         "rps_spread": spread,
         "ci_basis": point.throughput.basis(),  # the test's own label of the interval
         "unstable": "unstable" in point.flags,
-        "ideal_rps": _ideal(run, mode, conc, group),
+        "ideal_rps": _ideal(run, point),
         "requests": requests,
-        "ok": int(group["ok"].sum()),
+        "ok": sum(r.ok for r in trials),
     }
-    row.update(_latency(run, key, group))
+    row.update(_latency(run, (point.model, point.mode, level), trials))
     row["p99_merged_ms"] = row["p99_ms"]
     row["p99_ms"] = row["p99_ms"] if math.isnan(point.p99_ms) else point.p99_ms
-    row.update(_every_request(group))
-    errs = {k: int(group[f"err_{k}"].sum()) for k in _error_kinds(group)}
+    row.update(_every_request(trials))
+    errs = {k: sum(r.errors.get(k, 0) for r in trials) for k in _error_kinds(point)}
     row.update({f"err_{k}": v for k, v in errs.items()})
     row["errors"] = sum(errs.values())
     row["error_rate"] = row["errors"] / requests if requests else 0.0
-    row.update(_resources(group, point))
-    row.update(_limits_and_cost(group))
+    row.update(_resources(trials))
+    row.update(_limits_and_cost(trials))
     flags = [*pre_flags, *(f for f in point.flags if f not in pre_flags)]
     if row["ok"] == 0 and "no_responses" not in flags:  # runs from before the core flagged it
         flags.append("no_responses")
     row["flags"] = tuple(flags)
+    every = sorted([*trials, *point.skipped], key=lambda r: r.trial)
     row["evidence"] = "; ".join(_evidence(every, spread if row["unstable"] else None))
     return row
 
 
-def _resources(group: pd.DataFrame, point: Point) -> dict[str, Any]:
+def _mean(values: Iterable[float | None]) -> float:
+    """The mean of the values measured (None and NaN are not), NaN where none was."""
+    measured = [float(v) for v in values if v is not None and not math.isnan(v)]
+    return statistics.fmean(measured) if measured else float("nan")
+
+
+def _resources(trials: Sequence[StepRecord]) -> dict[str, Any]:
     """The trials' means of what the server, the generator and the upstream used (NaN, and -1
     for the upstream's in-flight count, where no trial measured anything); CPU per request by
     the records' one conversion (`StepRecord.ms_per_request`), as the lead's spread reads it."""
-    per_req = [r.ms_per_request(r.server_cpu_pct) for r in point.records]
-    counted = [x for x in per_req if x is not None]
-    out = {"server_cpu_pct": float(group["server_cpu_pct"].mean())}
-    out["cpu_ms_per_req"] = statistics.fmean(counted) if counted else float("nan")
-    for col in ("server_rss_mb", "server_pss_mb", "client_cpu_pct", "upstream_cpu_pct"):
-        out[col] = float(group[col].mean())  # server_pss_mb 0: not measured (older runs)
-    out["upstream_max_inflight"] = int(group["upstream_max_inflight"].max()) if len(group) else -1
-    out["inferred_inflight"] = float(group["inferred_inflight"].mean())  # Little's law
+    out = {
+        "server_cpu_pct": _mean(r.server_cpu_pct for r in trials),
+        "cpu_ms_per_req": _mean(r.ms_per_request(r.server_cpu_pct) for r in trials),
+        "server_rss_mb": _mean(r.server_rss_mb for r in trials),
+        "server_pss_mb": _mean(r.server_pss_mb for r in trials),  # 0: not measured (older runs)
+        "client_cpu_pct": _mean(r.client_cpu_pct for r in trials),
+        "upstream_cpu_pct": _mean(r.upstream_cpu_pct for r in trials),
+    }
+    out["upstream_max_inflight"] = max((r.upstream_max_inflight for r in trials), default=-1)
+    out["inferred_inflight"] = _mean(r.inferred_inflight for r in trials)  # Little's law
     return out
 
 
-def _limits_and_cost(group: pd.DataFrame) -> dict[str, Any]:
+def _limits_and_cost(trials: Sequence[StepRecord]) -> dict[str, Any]:
     """The most common limit among the trials, and the cost per request the steps recorded
     (nginx's apart, where a front ran, and the app's databases' summed, where the lab started
     any: NaN otherwise)."""
-    limits = [str(x) for x in group.get("limited_by", pd.Series(dtype=str)) if x]
-    bounds = {k for ks in group.get("latency_lower_bounds", pd.Series(dtype=object)) for k in ks}
-    out: dict[str, Any] = {
-        "limited_by": _most_common(limits),
-        "latency_lower_bounds": tuple(sorted(bounds)),
+    dbs = [sum(r.database_cpu_ms_per_req.values()) for r in trials if r.database_cpu_ms_per_req]
+    fronts = [r.front_cpu_pct for r in trials if r.front_cpu_pct >= 0]  # -1: no nginx in front
+    return {
+        "limited_by": _most_common([r.limited_by for r in trials if r.limited_by]),
+        "latency_lower_bounds": tuple(sorted({k for r in trials for k in r.latency_lower_bounds})),
+        "apparatus_cpu_ms_per_req": _mean(r.apparatus_cpu_ms_per_req for r in trials),
+        "server_rss_kb_per_conn": _mean(r.server_rss_kb_per_conn for r in trials),
+        "front_cpu_ms_per_req": _mean(r.front_cpu_ms_per_req for r in trials),
+        "database_cpu_ms_per_req": _mean(dbs),
+        "front_cpu_pct": _mean(fronts),
     }
-    for col in ("apparatus_cpu_ms_per_req", "server_rss_kb_per_conn", "front_cpu_ms_per_req"):
-        values = pd.to_numeric(group.get(col, pd.Series(dtype=float)), errors="coerce")
-        out[col] = float(values.mean()) if values.notna().any() else float("nan")
-    dbs = [sum(d.values()) for d in group.get("database_cpu_ms_per_req", ()) if d]
-    out["database_cpu_ms_per_req"] = float(statistics.fmean(dbs)) if dbs else float("nan")
-    front = pd.to_numeric(group.get("front_cpu_pct", pd.Series(dtype=float)), errors="coerce")
-    front = front.where(front >= 0)  # -1: no nginx in front of this model
-    out["front_cpu_pct"] = float(front.mean()) if front.notna().any() else float("nan")
-    return out
 
 
 def _most_common(names: list[str]) -> str:
@@ -223,38 +222,37 @@ def _most_common(names: list[str]) -> str:
     return min(set(names), key=lambda n: (-names.count(n), n)) if names else ""
 
 
-def _every_request(group: pd.DataFrame) -> dict[str, Any]:
+def _every_request(trials: Sequence[StepRecord]) -> dict[str, Any]:
     """p99 over every request (answers, failures, dropped and unfinished ones' lower bounds),
     beside the answers' own: the trials' mean, NaN where the generator did not record it; and
     the share of requests that are not answers (the worst trial's, %)."""
-    every = [d["p99"] for d in group.get("latency_all_ms", ()) if isinstance(d, dict) and d]
-    shares = [s for s in group.get("unanswered_share", ()) if s >= 0]
-    bounds = group.get("latency_all_lower_bounds", ())
+    shares = [r.unanswered_share for r in trials if r.unanswered_share >= 0]
     return {
-        "p99_all_ms": float(pd.Series(every).mean()) if every else float("nan"),
-        "p99_all_bound": any("p99" in b for b in bounds),
+        "p99_all_ms": _mean(r.latency_all_ms["p99"] for r in trials if r.latency_all_ms),
+        "p99_all_bound": any("p99" in r.latency_all_lower_bounds for r in trials),
         "unanswered_pct": 100 * max(shares) if shares else float("nan"),
     }
 
 
-def _error_kinds(group: pd.DataFrame) -> list[str]:
-    extra = sorted(c[4:] for c in group if c.startswith("err_") and c[4:] not in ERROR_KINDS)
-    return [*ERROR_KINDS, *extra]
+def _error_kinds(point: Point) -> list[str]:
+    """The error kinds of the record, then any other kind a step of the point counted."""
+    found = {k for r in (*point.records, *point.skipped) for k in r.errors}
+    return [*ERROR_KINDS, *sorted(found - set(ERROR_KINDS))]
 
 
-def _ideal(run: Run, mode: str, conc: int, group: pd.DataFrame) -> float:
-    if mode == "open":
-        rate = group["rate_rps"].dropna()
-        return float(rate.median()) if len(rate) else float("nan")
-    return conc / (run.delay_ms / 1000) if run.delay_ms > 0 else float("nan")
+def _ideal(run: Run, point: Point) -> float:
+    if point.mode == "open":
+        rates = [r.rate_rps for r in point.records if r.rate_rps is not None]
+        return float(statistics.median(rates)) if rates else float("nan")
+    return round(point.level) / (run.delay_ms / 1000) if run.delay_ms > 0 else float("nan")
 
 
-def _latency(run: Run, key: tuple[Any, ...], group: pd.DataFrame) -> dict[str, Any]:
+def _latency(run: Run, key: tuple[str, str, int], trials: Sequence[StepRecord]) -> dict[str, Any]:
     """Percentiles of the merged histogram; the steps' own summaries only if no .hlog exists."""
-    if int(group["ok"].sum()) == 0:  # no successful request: there is no latency to report
+    if sum(r.ok for r in trials) == 0:  # no successful request: there is no latency to report
         nan = float("nan")
         return {f"{k}_ms": nan for k in LATENCY_KEYS} | {"latency_source": "no successful request"}
-    merged = run.histograms.get((key[0], key[1], int(key[2])))
+    merged = run.histograms.get(key)
     if merged is not None and merged.get_total_count() > 0:
         values, counts = second = seconds_of(merged)  # hdrh's own mean walks every bucket: slow
         quantiles = percentiles_of(second, list(hist.PERCENTILES.values()))
@@ -264,21 +262,19 @@ def _latency(run: Run, key: tuple[Any, ...], group: pd.DataFrame) -> dict[str, A
             "mean_ms": float((values * counts).sum() / counts.sum()),
         }
         return out | {"latency_source": "histogram"}
-    cols = ("p50", "p90", "p99", "p999", "max", "mean")
-    out = {
-        f"{k}_ms": float(group[f"{k}_ms"].max() if k == "max" else group[f"{k}_ms"].mean())
-        for k in cols
-    }
+    nan = float("nan")
+    out = {f"{k}_ms": _mean(r.latency_ms.get(k, nan) for r in trials) for k in LATENCY_KEYS}
+    highest = [m for r in trials if not math.isnan(m := r.latency_ms.get("max", nan))]
+    out["max_ms"] = max(highest, default=nan)
     return out | {"latency_source": "step summary (no histogram)"}
 
 
-def _evidence(group: pd.DataFrame, spread: float | None) -> list[str]:
+def _evidence(every: Sequence[StepRecord], spread: float | None) -> list[str]:
     notes = []
-    for rec in group.to_dict("records"):
-        ev = rec.get("evidence")
-        if isinstance(ev, dict) and ev:
-            detail = ", ".join(f"{k}={_short(v)}" for k, v in sorted(ev.items()))
-            notes.append(f"t{rec['trial']}: {detail}")
+    for r in every:
+        if r.evidence:
+            detail = ", ".join(f"{k}={_short(v)}" for k, v in sorted(r.evidence.items()))
+            notes.append(f"t{r.trial}: {detail}")
     if spread is not None:
         notes.append(f"trial spread {spread:.0%} >= 10%")
     return notes
