@@ -38,7 +38,11 @@ def test_steps_have_the_schema(run_dir):
         assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
         assert step["ok"] > 0 and step["errors"] == {}
         assert undisturbed(step)
-        assert step["throughput_rps"] == pytest.approx(step["ok"] / step["duration_s"], rel=0.01)
+        # throughput counts the answers that arrived in the window, `ok` the requests sent in it
+        # and answered: they differ by the requests in flight at its two edges, at most one per
+        # user (a 1% tolerance failed on 39 answers at 1 user: one request is 2.6%)
+        in_window = step["throughput_rps"] * step["duration_s"]
+        assert abs(in_window - step["ok"]) <= step["users"] + 0.01 * step["duration_s"]
 
 
 def test_latency_comes_from_the_kept_histogram(run_dir):
