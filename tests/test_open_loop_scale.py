@@ -180,6 +180,11 @@ def test_a_remote_generator_on_loopback_takes_its_share_and_counts_measured_step
         open_step(upstream.url, tmp_path, 200.0, warmup=True, **fleet)
         outcome = open_step(upstream.url, tmp_path, 400.0, **fleet)
         output, _ = remote.communicate(timeout=30)
+    except AssertionError as e:  # what `lab generator` said, and its workers' log, with the failure
+        remote.kill()
+        log = tmp_path / "w"
+        said = remote.communicate()[0] + (log.read_text(errors="replace") if log.exists() else "")
+        raise AssertionError(f"{e}\nlab generator said:\n{said}") from None
     finally:
         remote.kill()
     figures = assert_merged_exactly(outcome, parts=2)

@@ -27,6 +27,10 @@ from lab.record.errors import LabError, NoAnswer, Refused
 from lab.run import generators
 from lab.system import procs
 
+# After a round, how long the last step's master may take to let go of its port (it exits
+# within a second or two of quitting its workers).
+GONE_WAIT_S = 10.0
+
 
 def serve(master: str, processes: int, steps: int, log_path: Path, timeout_s: float) -> int:
     """Run rounds of workers, each once a master answers; return how many measured steps were
@@ -35,6 +39,8 @@ def serve(master: str, processes: int, steps: int, log_path: Path, timeout_s: fl
     cores = sorted(os.sched_getaffinity(0))
     served, rounds = 0, 0
     while steps == 0 or served < steps:
+        if rounds:  # the last step's master quit its workers: wait until it is gone too
+            master_gone(master, GONE_WAIT_S)
         click.echo(
             f"waiting for a generator master at {master} (up to {timeout_s:g} s: --master-timeout)",
             err=True,
@@ -69,20 +75,40 @@ def serve(master: str, processes: int, steps: int, log_path: Path, timeout_s: fl
     return served
 
 
+def master_gone(master: str, timeout_s: float) -> bool:
+    """Whether the master's port refuses a connection within `timeout_s` (tried every 50 ms).
+    Why: a master quits its workers before its own process exits, so for a moment after a
+    round its port still answers; a worker started then joins the dying master, is never
+    introduced to the next step's master on the same port, and that step waits for it in vain.
+    The lab starts the next master in a new process only after the last one exited, so the
+    port always refuses in between."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _connects(master, timeout_s=0.2):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _connects(master: str, timeout_s: float) -> bool:
+    host, _, port = master.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def master_answers(master: str, timeout_s: float) -> bool:
     """Whether the master's port accepts a connection within `timeout_s` (tried every half
     second): workers start only then, so the wait is this command's, said and bounded, not
     locust's own silent connect retries (about 5 minutes)."""
-    host, _, port = master.rpartition(":")
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-                return True
-        except OSError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.5)
+    while not _connects(master, timeout_s=1.0):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def start_worker(master: str, core: int, index: int, log_path: Path) -> procs.Proc:
