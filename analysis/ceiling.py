@@ -36,13 +36,13 @@ def ceilings(records: Sequence[StepRecord], cores: int, delay_ms: float) -> dict
     over the most). None for a model without such a step."""
     busiest: dict[str, StepRecord] = {}
     for r in records:
-        cost = r.apparatus_cpu_ms_per_req
-        if r.mode != "closed" or not cost or cost <= 0 or outside(r.flags):
+        cost = r.resources.apparatus_cpu_ms_per_req
+        if r.mode != "closed" or not cost or cost <= 0 or outside(r.evidence.flags):
             continue
-        if r.model not in busiest or r.throughput_rps > busiest[r.model].throughput_rps:
+        if r.model not in busiest or r.load.throughput_rps > busiest[r.model].load.throughput_rps:
             busiest[r.model] = r
     return {
-        model: apparatus_ceiling(r.apparatus_cpu_ms_per_req or 0.0, cores, delay_ms)
+        model: apparatus_ceiling(r.resources.apparatus_cpu_ms_per_req or 0.0, cores, delay_ms)
         for model, r in sorted(busiest.items())
         if not _own_limit_first(r, cores)
     }
@@ -53,9 +53,13 @@ def _own_limit_first(r: StepRecord, cores: int) -> bool:
     rate at which the apparatus fills: more users would queue in the model, not load the
     apparatus, so no users figure says where the apparatus would stop this model (django-todo:
     server CPU at 28 req/s, the apparatus full near 185, yet 'measured up to about 5 users')."""
-    own = r.limited_by not in LABS_OWN and r.limited_by not in ("none", "unknown", "")
-    rate = apparatus_rate(r.apparatus_cpu_ms_per_req or 0.0, cores)
-    return own and r.throughput_rps < rate
+    own = r.evidence.limited_by not in LABS_OWN and r.evidence.limited_by not in (
+        "none",
+        "unknown",
+        "",
+    )
+    rate = apparatus_rate(r.resources.apparatus_cpu_ms_per_req or 0.0, cores)
+    return own and r.load.throughput_rps < rate
 
 
 def ceiling_words(records: Sequence[StepRecord], manifest: Mapping[str, Any]) -> str:
@@ -72,8 +76,8 @@ def ceiling_words(records: Sequence[StepRecord], manifest: Mapping[str, Any]) ->
         f"this machine measures these models up to about {low:,.0f} users at d = {delay:g} ms: "
         f"beyond that the lab's own apparatus ({cores} core{'s' if cores != 1 else ''} for the "
         f"generators and the upstream) fills before some models do ({each}, from each model's "
-        "apparatus CPU per request at its busiest step the lab did not limit); more cores, or "
-        "a remote generator (`lab generator`), raise it"
+        "apparatus CPU per request at its busiest step the lab did not limit); more cores, or a "
+        "remote generator (`lab generator`), raise it"
     )
 
 
@@ -88,7 +92,7 @@ def remeasured_words(manifest: Mapping[str, Any]) -> str:
     said += f" ({done.get('spent_s', 0):g} s of a {done.get('budget_s', 0):g} s budget)"
     if left:
         said += (
-            f"; still disturbed when the budget was spent, so this machine was too busy to tell "
+            "; still disturbed when the budget was spent, so this machine was too busy to tell "
             f"there: {', '.join(left)}"
         )
     return said

@@ -39,14 +39,14 @@ from lab.verdict.difference import (
 )
 
 ADVISE = (
-    "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest "
-    "configuration (cores, memory) that meets it, confirmed by open-loop steps"
+    "for a target load, `lab advise --rps R --p99-ms L` finds each model's cheapest configuration "
+    "(cores, memory) that meets it, confirmed by open-loop steps"
 )
 
 
 def _cpu_ms(r: StepRecord) -> float | None:
     """One trial's server CPU per request, as the point table counts it."""
-    return r.ms_per_request(r.server_cpu_pct)
+    return r.ms_per_request(r.resources.server_cpu_pct)
 
 
 # (the figure of one trial, its name in the point table, what it is, unit, format)
@@ -54,7 +54,7 @@ Cost = tuple[Callable[[StepRecord], float | None], str, str, str, str]
 COSTS: tuple[Cost, ...] = (
     (_cpu_ms, "cpu_ms_per_req", "server CPU per request", "ms", "{:.2f}"),
     (
-        lambda r: r.server_rss_kb_per_conn,
+        lambda r: r.resources.server_rss_kb_per_conn,
         "server_rss_kb_per_conn",
         "memory per connection",
         "KB",

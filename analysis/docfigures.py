@@ -18,26 +18,20 @@ run, machine and date, and when a table or output of measured figures stands out
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from analysis.docsummary import ROOT, Summary, framework, records, summarize
 from analysis.interfaces import answer
-from analysis.loading import load
-from analysis.metrics import point_table
 from analysis.points import build
-from lab.record.models import OWN_FRAMEWORK, app_framework, models_run_app
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, level_label, step_record
+from lab.record.step import level_label
 from lab.verdict.difference import floor, smallest
 
-ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(
     r"(<!-- figure: (?P<source>\S+)(?: view=(?P<view>[\w-]+))? -->\n)"
     r"(?P<body>(?:(?!<!-- /?figure).)*?)\n?<!-- /figure -->",  # never across another block
@@ -46,7 +40,6 @@ BLOCK = re.compile(
 END = "<!-- /figure -->"
 PROVENANCE = ("run_id", "machine", "date", "command")
 RUN_ID = re.compile(r"^\d{8}-\d{6}-[\w.-]+$")  # as lab.record.rundir names a run
-Summary = dict[str, Any]
 
 
 def docs(root: Path = ROOT) -> list[Path]:
@@ -156,46 +149,15 @@ def view_quick_caption(s: Summary) -> str:
     flagged = {f: sum(f in p["flags"] for p in pts) for p in pts for f in p["flags"]}
     flags = "; ".join(f"`{f}` on {n} of its {len(pts)} steps" for f, n in sorted(flagged.items()))
     return (
-        f"Throughput (ok responses/s) against users, `lab run --scenario quick` "
+        "Throughput (ok responses/s) against users, `lab run --scenario quick` "
         f"({len(s['models'])} models, {levels[0]} to {top} users, {s['delay_ms']:g} ms upstream "
         f"delay, {s['duration_s']:g} s per level, one trial; {s['wall_s'] / 60:.1f} min in all). "
         f"Every step the verdict counts ({len(fair)} of {len(pts)}) stays within "
         f"{1 - worst_below:.0%} of the ideal (dashed: users / delay) up to {below[-1]} users and "
-        f"reaches {min(eff):.0%}-{max(eff):.0%} of it at {top} (p50 "
-        f"{min(p50):.0f}-{max(p50):.0f} ms against the {s['delay_ms']:g} ms delay). Flags: "
-        f"{flags or 'none'}. The answer it gives is [above](#the-labs-own-reference-its-mock-app)."
+        f"reaches {min(eff):.0%}-{max(eff):.0%} of it at {top} (p50 {min(p50):.0f}-{max(p50):.0f} "
+        f"ms against the {s['delay_ms']:g} ms delay). Flags: {flags or 'none'}. The answer it "
+        "gives is [above](#the-labs-own-reference-its-mock-app)."
     )
-
-
-def records(s: Summary) -> list[StepRecord]:
-    """The committed run's steps as step records, with what every claim reads: throughput,
-    answered requests, p99, flags and the per-second throughput (where it was kept)."""
-    out = []
-    for st in s["steps"]:
-        measured = Measured(
-            started_at=s["started_at"],
-            duration_s=float(s["duration_s"]),
-            requests=int(st["requests"]),
-            ok=int(st["ok"]),
-            latency_ms={"p50": st["p50_ms"], "p99": st["p99_ms"]},
-            timeseries={"rps": st.get("seconds_rps", [])},
-        )
-        key = StepKey(st["model"], st["mode"], st["users"], st["rate_rps"], st["trial"])
-        raised = tuple(Raised(f, {}) for f in st["flags"])
-        record = step_record(s["run_id"], key, measured, Sampled(), raised)
-        if "rps" in st:  # the step's own throughput (its measured window, not the nominal)
-            record = replace(record, throughput_rps=float(st["rps"]))
-        out.append(record)
-    return out
-
-
-def framework(s: Summary) -> str:
-    """The framework of the summary's app (`lab.record.models.app_framework`). A summary written
-    before runs recorded it (7 December 2026) is read in the words of its day, which its kept
-    output holds: the lab then called every WSGI app by its own app's framework, Flask."""
-    if "framework" in s:
-        return str(s["framework"])
-    return OWN_FRAMEWORK if s.get("kind", "wsgi") == "wsgi" else ""
 
 
 def view_quick_answer(s: Summary) -> str:
@@ -210,9 +172,9 @@ def view_quick_answer(s: Summary) -> str:
     lines = [f"- {line[0].upper()}{line[1:]}." for line in said]
     why = (
         f"- Why: the app waits {s['delay_ms']:g} ms on its upstream per request, so a model that "
-        f"holds the users in flight serves about users / delay, whatever its kind: every fair "
-        f"step stays within {1 - worst_below:.0%} of that up to {below[-1]} users. The models "
-        f"part only at {top} users, where the server's CPU per request starts to count "
+        "holds the users in flight serves about users / delay, whatever its kind: every fair step "
+        f"stays within {1 - worst_below:.0%} of that up to {below[-1]} users. The models part only "
+        f"at {top} users, where the server's CPU per request starts to count "
         f"({min(cpu):.0f}-{max(cpu):.0f}% of a core): there the order above is decided."
     )
     return "\n".join([*lines, why])
@@ -263,8 +225,8 @@ def view_image(s: Summary) -> str:
     """The plot `lab report` drew from the run (its digest is in the summary)."""
     top = max(int(p["users"]) for p in s["points"])
     alt = (
-        f"Throughput against users for {len(s['models'])} models in run {s['run_id']}, 1 to "
-        f"{top} users, with each model's ideal (users / delay) dashed"
+        f"Throughput against users for {len(s['models'])} models in run {s['run_id']}, 1 to {top} "
+        "users, with each model's ideal (users / delay) dashed"
     )
     return f"![{alt}]({s['image']})"
 
@@ -312,66 +274,6 @@ def refreshed(text: str, root: Path = ROOT) -> str:
         lambda m: f"{m.group(1)}{render(m.group('source'), m.group('view'), root)}\n{END}",
         text,
     )
-
-
-def summarize(run_dir: Path, command: str, image: Path | None = None) -> Summary:
-    """A sweep's summary: provenance and one point per model and level (trials combined)."""
-    run = load(run_dir)
-    m, tab = run.manifest, point_table(run)
-    env = m.get("environment", {})
-    started = datetime.fromisoformat(m["created_at"])
-    finished = datetime.fromisoformat(m.get("finished_at") or m["created_at"])
-    fields = ("rps", "efficiency", "p50_ms", "p99_ms", "server_cpu_pct", "client_cpu_pct")
-    points = [
-        {
-            "model": r["model"],
-            "users": int(r["concurrency"]),
-            **{k: round(float(r[k]), 3) for k in fields},
-            "flags": list(r["flags"]),
-            "fair": bool(r["fair"]),  # no flag keeps it out of the verdict
-        }
-        for r in tab.to_dict("records")
-    ]
-    cpu = str(env.get("cpu_model", "?")).replace("(R)", "")
-    return {
-        "run_id": m["run_id"],
-        "machine": f"{env.get('cpus', '?')} CPUs ({cpu}), Python {env.get('python', '?')}",
-        "date": started.strftime("%-d %B %Y"),
-        "command": command,
-        "wall_s": round((finished - started).total_seconds()),
-        "delay_ms": run.delay_ms,
-        "duration_s": m["scenario"]["duration_s"],
-        "models": list(m["scenario"]["models"]),
-        "runs_app": models_run_app(m),
-        "kind": (m["scenario"].get("app") or {}).get("kind", "wsgi"),
-        "framework": app_framework(m),
-        "started_at": m["created_at"],
-        "steps": [_step(r) for r in run.records],
-        "points": points,
-        **({"image": str(image), "sha256": digest(image)} if image else {}),
-    }
-
-
-def _step(r: StepRecord) -> dict[str, Any]:
-    """What the claims read of one step (`records` builds it back)."""
-    return {
-        "model": r.model,
-        "mode": r.mode,
-        "users": r.users,
-        "rate_rps": r.rate_rps,
-        "trial": r.trial,
-        "requests": r.requests,
-        "ok": r.ok,
-        "rps": round(r.throughput_rps, 3),
-        "p50_ms": r.latency_ms.get("p50"),
-        "p99_ms": r.latency_ms.get("p99"),
-        "flags": list(r.flags),
-        "seconds_rps": [round(float(x), 2) for x in r.timeseries.get("rps", [])],
-    }
-
-
-def digest(path: Path, root: Path = ROOT) -> str:
-    return hashlib.sha256((root / path).read_bytes()).hexdigest()
 
 
 def main(argv: list[str]) -> None:

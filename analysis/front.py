@@ -29,7 +29,7 @@ def _fair(pts: Points) -> Fair:
         for p in pts.values()
         if not p.excluded_by
         and p.records
-        and all(r.status == "measured" and r.users is not None and r.ok for r in p.records)
+        and all(r.status == "measured" and r.users is not None and r.load.ok for r in p.records)
     }
 
 
@@ -39,10 +39,10 @@ def _means(fair: Fair) -> dict[tuple[str, int], dict[str, float]]:
     return {
         key: {
             "rps": p.rps,
-            "p50": mean(s.latency_ms.get("p50", 0.0) for s in p.records),
+            "p50": mean(s.latency.latency_ms.get("p50", 0.0) for s in p.records),
             "p99": p.p99_ms,
-            "server_ms": mean(s.server_cpu_ms_per_req or 0.0 for s in p.records),
-            "front_ms": mean(s.front_cpu_ms_per_req or 0.0 for s in p.records),
+            "server_ms": mean(s.resources.server_cpu_ms_per_req or 0.0 for s in p.records),
+            "front_ms": mean(s.resources.front_cpu_ms_per_req or 0.0 for s in p.records),
         }
         for key, p in fair.items()
     }
@@ -58,10 +58,9 @@ def front_costs(pts: Points) -> list[str]:
         if model.endswith(FRONTED) or front is None:
             continue
         lines.append(
-            f"behind nginx, {model} at {level_label(users)}: "
-            f"front CPU {front['front_ms']:.2f} ms/req, "
-            f"server CPU {bare['server_ms']:.2f} -> {front['server_ms']:.2f} ms/req, "
-            f"p50 {front['p50'] - bare['p50']:+.1f} ms, p99 {front['p99'] - bare['p99']:+.1f} ms, "
+            f"behind nginx, {model} at {level_label(users)}: front CPU {front['front_ms']:.2f} "
+            f"ms/req, server CPU {bare['server_ms']:.2f} -> {front['server_ms']:.2f} ms/req, p50 "
+            f"{front['p50'] - bare['p50']:+.1f} ms, p99 {front['p99'] - bare['p99']:+.1f} ms, "
             f"{bare['rps']:.0f} -> {front['rps']:.0f} req/s"
         )
     for users in levels if lines else []:

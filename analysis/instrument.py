@@ -15,31 +15,31 @@ from lab.record.step import StepRecord
 
 def instrument_lines(records: Sequence[StepRecord]) -> list[str]:
     """One line on the generators' loop lag over the run, and one on lag-flagged steps."""
-    known = [r for r in records if r.generator_lag_ms]
+    known = [r for r in records if r.evidence.generator_lag_ms]
     if not known:
         return []
-    p99s = [r.generator_lag_ms.get("p99", 0.0) for r in known]
-    worst_max = max(r.generator_lag_ms.get("max", 0.0) for r in known)
-    periodic = max(r.generator_periodic_pct for r in known)
+    p99s = [r.evidence.generator_lag_ms.get("p99", 0.0) for r in known]
+    worst_max = max(r.evidence.generator_lag_ms.get("max", 0.0) for r in known)
+    periodic = max(r.evidence.generator_periodic_pct for r in known)
     lines = [
-        f"the instrument: the generator's event loop woke {min(p99s):.1f}-{max(p99s):.1f} ms "
-        f"late at p99 over {len(known)} step(s) (longest stall {worst_max:.0f} ms), its own "
-        f"periodic work took at most {periodic:.2f}% of its time"
+        f"the instrument: the generator's event loop woke {min(p99s):.1f}-{max(p99s):.1f} ms late "
+        f"at p99 over {len(known)} step(s) (longest stall {worst_max:.0f} ms), its own periodic "
+        f"work took at most {periodic:.2f}% of its time"
     ]
-    lagged = [r for r in known if "generator_lag" in r.flags]
+    lagged = [r for r in known if "generator_lag" in r.evidence.flags]
     if lagged:
-        w = max(lagged, key=lambda r: r.generator_lag_ms.get("p99", 0.0))
+        w = max(lagged, key=lambda r: r.evidence.generator_lag_ms.get("p99", 0.0))
         lines.append(
             f"generator_lag on {len(lagged)} step(s): the generator's own stalls may have moved "
             f"their p99 (worst: {w.model} {w.key.label}, loop lag p99 "
-            f"{w.generator_lag_ms.get('p99', 0.0):.1f} ms against a p99 of "
-            f"{w.latency_ms.get('p99', 0.0):.1f} ms{_touched(w)}); their p99 is in no verdict "
-            "or crossover"
+            f"{w.evidence.generator_lag_ms.get('p99', 0.0):.1f} ms against a p99 of "
+            f"{w.latency.latency_ms.get('p99', 0.0):.1f} ms{_touched(w)}); their p99 is in no "
+            "verdict or crossover"
         )
     return lines
 
 
 def _touched(r: StepRecord) -> str:
     """The share of the step's requests the generator delayed by its p99's budget (if known)."""
-    share = r.generator_touched.get("p99")
+    share = r.evidence.generator_touched.get("p99")
     return "" if share is None else f", {100 * share:.1f}% of its requests delayed by 15% of it"

@@ -9,7 +9,7 @@ metrics table is exported as summary.csv/.parquet by `analysis.metrics.export_su
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,12 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from analysis.points import Points, build
-from analysis.stats import percentiles_of, seconds_of
 from lab.record import hist
 from lab.record.errors import LabError
+from lab.record.hist import percentiles_of, seconds_of
 from lab.record.rundir import RunDir, planned_steps
-from lab.record.step import ERROR_KINDS, StepKey, StepRecord, outage_seconds
+from lab.record.step import ERROR_KINDS, StepKey, StepRecord, flat
+from lab.record.stepparts import outage_seconds
 
 POINT = ["model", "mode", "concurrency"]  # one point of a sweep; trials repeat a point
 # An open-loop step's point is its target arrival rate: its `concurrency` (the cap on outstanding
@@ -129,7 +130,7 @@ def _not_found(manifest: dict[str, Any], recorded: set[StepKey]) -> list[str]:
 def _row(record: StepRecord) -> dict[str, Any]:
     """A record as a table row. `concurrency` is the point's position on the sweep's axis:
     users in closed loop, the arrival rate in open loop (the cap stays `max_outstanding`)."""
-    row = asdict(record)
+    row = flat(record)
     row["concurrency"] = round(record.key.level)
     return row
 
@@ -188,7 +189,7 @@ def _histograms_and_series(
             for h in every:  # the drain's latencies too: they are the window's requests
                 merged[key].add(h)
         series = r.get("timeseries") or {}
-        outage = set(outage_seconds(r.get("flags") or (), r.get("evidence") or {}))
+        outage = set(outage_seconds(r.get("flags") or (), r.get("details") or {}))
         n = max([len(v or []) for v in series.values()] + [len(intervals)])
         for i in range(n):
             rec: dict[str, Any] = {

@@ -42,10 +42,10 @@ from typing import Any
 import pandas as pd
 
 from analysis.loading import LATENCY_KEYS, Run
-from analysis.points import Point
-from analysis.stats import estimate, percentiles_of, seconds_of
+from analysis.points import Point, estimate
 from lab.record import hist
 from lab.record.flags import excluding, explain, tail_excluding
+from lab.record.hist import percentiles_of, seconds_of
 from lab.record.step import ERROR_KINDS, StepRecord
 from lab.record.thresholds import T
 from lab.verdict import capacity
@@ -138,9 +138,9 @@ def _point_row(run: Run, point: Point, pre_flags: list[str]) -> dict[str, Any]:
     its trials, the steps that measured something (`StepRecord.is_trial`): a skipped step adds its
     flags and their evidence, never a zero to a mean or a trial to the count."""
     trials = point.records
-    spread = estimate([r.throughput_rps for r in trials]).spread
+    spread = estimate([r.load.throughput_rps for r in trials]).spread
     lo, hi = point.throughput.interval()
-    requests = sum(r.requests for r in trials)
+    requests = sum(r.load.requests for r in trials)
     level = round(point.level)
     row: dict[str, Any] = {
         "model": point.model,
@@ -155,13 +155,13 @@ def _point_row(run: Run, point: Point, pre_flags: list[str]) -> dict[str, Any]:
         "unstable": "unstable" in point.flags,
         "ideal_rps": _ideal(run, point),
         "requests": requests,
-        "ok": sum(r.ok for r in trials),
+        "ok": sum(r.load.ok for r in trials),
     }
     row.update(_latency(run, (point.model, point.mode, level), trials))
     row["p99_merged_ms"] = row["p99_ms"]
     row["p99_ms"] = row["p99_ms"] if math.isnan(point.p99_ms) else point.p99_ms
     row.update(_every_request(trials))
-    errs = {k: sum(r.errors.get(k, 0) for r in trials) for k in _error_kinds(point)}
+    errs = {k: sum(r.load.errors.get(k, 0) for r in trials) for k in _error_kinds(point)}
     row.update({f"err_{k}": v for k, v in errs.items()})
     row["errors"] = sum(errs.values())
     row["error_rate"] = row["errors"] / requests if requests else 0.0
@@ -187,15 +187,17 @@ def _resources(trials: Sequence[StepRecord]) -> dict[str, Any]:
     for the upstream's in-flight count, where no trial measured anything); CPU per request by
     the records' one conversion (`StepRecord.ms_per_request`), as the lead's spread reads it."""
     out = {
-        "server_cpu_pct": _mean(r.server_cpu_pct for r in trials),
-        "cpu_ms_per_req": _mean(r.ms_per_request(r.server_cpu_pct) for r in trials),
-        "server_rss_mb": _mean(r.server_rss_mb for r in trials),
-        "server_pss_mb": _mean(r.server_pss_mb for r in trials),  # 0: not measured (older runs)
-        "client_cpu_pct": _mean(r.client_cpu_pct for r in trials),
-        "upstream_cpu_pct": _mean(r.upstream_cpu_pct for r in trials),
+        "server_cpu_pct": _mean(r.resources.server_cpu_pct for r in trials),
+        "cpu_ms_per_req": _mean(r.ms_per_request(r.resources.server_cpu_pct) for r in trials),
+        "server_rss_mb": _mean(r.resources.server_rss_mb for r in trials),
+        "server_pss_mb": _mean(
+            r.resources.server_pss_mb for r in trials
+        ),  # 0: not measured (older runs)
+        "client_cpu_pct": _mean(r.resources.client_cpu_pct for r in trials),
+        "upstream_cpu_pct": _mean(r.resources.upstream_cpu_pct for r in trials),
     }
-    out["upstream_max_inflight"] = max((r.upstream_max_inflight for r in trials), default=-1)
-    out["inferred_inflight"] = _mean(r.inferred_inflight for r in trials)  # Little's law
+    out["upstream_max_inflight"] = max((r.load.upstream_max_inflight for r in trials), default=-1)
+    out["inferred_inflight"] = _mean(r.load.inferred_inflight for r in trials)  # Little's law
     return out
 
 
@@ -203,14 +205,24 @@ def _limits_and_cost(trials: Sequence[StepRecord]) -> dict[str, Any]:
     """The most common limit among the trials, and the cost per request the steps recorded
     (nginx's apart, where a front ran, and the app's databases' summed, where the lab started
     any: NaN otherwise)."""
-    dbs = [sum(r.database_cpu_ms_per_req.values()) for r in trials if r.database_cpu_ms_per_req]
-    fronts = [r.front_cpu_pct for r in trials if r.front_cpu_pct >= 0]  # -1: no nginx in front
+    dbs = [
+        sum(r.resources.database_cpu_ms_per_req.values())
+        for r in trials
+        if r.resources.database_cpu_ms_per_req
+    ]
+    fronts = [
+        r.resources.front_cpu_pct for r in trials if r.resources.front_cpu_pct >= 0
+    ]  # -1: no nginx in front
     return {
-        "limited_by": _most_common([r.limited_by for r in trials if r.limited_by]),
-        "latency_lower_bounds": tuple(sorted({k for r in trials for k in r.latency_lower_bounds})),
-        "apparatus_cpu_ms_per_req": _mean(r.apparatus_cpu_ms_per_req for r in trials),
-        "server_rss_kb_per_conn": _mean(r.server_rss_kb_per_conn for r in trials),
-        "front_cpu_ms_per_req": _mean(r.front_cpu_ms_per_req for r in trials),
+        "limited_by": _most_common(
+            [r.evidence.limited_by for r in trials if r.evidence.limited_by]
+        ),
+        "latency_lower_bounds": tuple(
+            sorted({k for r in trials for k in r.latency.latency_lower_bounds})
+        ),
+        "apparatus_cpu_ms_per_req": _mean(r.resources.apparatus_cpu_ms_per_req for r in trials),
+        "server_rss_kb_per_conn": _mean(r.resources.server_rss_kb_per_conn for r in trials),
+        "front_cpu_ms_per_req": _mean(r.resources.front_cpu_ms_per_req for r in trials),
         "database_cpu_ms_per_req": _mean(dbs),
         "front_cpu_pct": _mean(fronts),
     }
@@ -226,17 +238,19 @@ def _every_request(trials: Sequence[StepRecord]) -> dict[str, Any]:
     """p99 over every request (answers, failures, dropped and unfinished ones' lower bounds),
     beside the answers' own: the trials' mean, NaN where the generator did not record it; and
     the share of requests that are not answers (the worst trial's, %)."""
-    shares = [r.unanswered_share for r in trials if r.unanswered_share >= 0]
+    shares = [r.latency.unanswered_share for r in trials if r.latency.unanswered_share >= 0]
     return {
-        "p99_all_ms": _mean(r.latency_all_ms["p99"] for r in trials if r.latency_all_ms),
-        "p99_all_bound": any("p99" in r.latency_all_lower_bounds for r in trials),
+        "p99_all_ms": _mean(
+            r.latency.latency_all_ms["p99"] for r in trials if r.latency.latency_all_ms
+        ),
+        "p99_all_bound": any("p99" in r.latency.latency_all_lower_bounds for r in trials),
         "unanswered_pct": 100 * max(shares) if shares else float("nan"),
     }
 
 
 def _error_kinds(point: Point) -> list[str]:
     """The error kinds of the record, then any other kind a step of the point counted."""
-    found = {k for r in (*point.records, *point.skipped) for k in r.errors}
+    found = {k for r in (*point.records, *point.skipped) for k in r.load.errors}
     return [*ERROR_KINDS, *sorted(found - set(ERROR_KINDS))]
 
 
@@ -249,7 +263,7 @@ def _ideal(run: Run, point: Point) -> float:
 
 def _latency(run: Run, key: tuple[str, str, int], trials: Sequence[StepRecord]) -> dict[str, Any]:
     """Percentiles of the merged histogram; the steps' own summaries only if no .hlog exists."""
-    if sum(r.ok for r in trials) == 0:  # no successful request: there is no latency to report
+    if sum(r.load.ok for r in trials) == 0:  # no successful request: there is no latency to report
         nan = float("nan")
         return {f"{k}_ms": nan for k in LATENCY_KEYS} | {"latency_source": "no successful request"}
     merged = run.histograms.get(key)
@@ -263,8 +277,8 @@ def _latency(run: Run, key: tuple[str, str, int], trials: Sequence[StepRecord]) 
         }
         return out | {"latency_source": "histogram"}
     nan = float("nan")
-    out = {f"{k}_ms": _mean(r.latency_ms.get(k, nan) for r in trials) for k in LATENCY_KEYS}
-    highest = [m for r in trials if not math.isnan(m := r.latency_ms.get("max", nan))]
+    out = {f"{k}_ms": _mean(r.latency.latency_ms.get(k, nan) for r in trials) for k in LATENCY_KEYS}
+    highest = [m for r in trials if not math.isnan(m := r.latency.latency_ms.get("max", nan))]
     out["max_ms"] = max(highest, default=nan)
     return out | {"latency_source": "step summary (no histogram)"}
 
@@ -273,7 +287,7 @@ def _evidence(every: Sequence[StepRecord], spread: float | None) -> list[str]:
     notes = []
     for r in every:
         if r.evidence:
-            detail = ", ".join(f"{k}={_short(v)}" for k, v in sorted(r.evidence.items()))
+            detail = ", ".join(f"{k}={_short(v)}" for k, v in sorted(r.evidence.details.items()))
             notes.append(f"t{r.trial}: {detail}")
     if spread is not None:
         notes.append(f"trial spread {spread:.0%} >= 10%")

@@ -17,13 +17,38 @@ is one step, not a point of a sweep, read before any run directory is analysed.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.stats import estimate
 from lab.record.flags import excluding
 from lab.record.step import StepRecord
+from lab.record.thresholds import T
 from lab.verdict.difference import METRICS, PointKey, Side, beyond, point_key, points, side
+
+UNSTABLE_SPREAD = T.trials_unstable_spread_share  # (max - min) / median of trials: `unstable`
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate from repeated samples (the median: robust to one bad trial) and their
+    relative spread; its interval is the one test of difference's (`lab.verdict.difference`)."""
+
+    n: int
+    median: float
+    spread: float  # (max - min) / median; 0 for one sample
+
+    @property
+    def unstable(self) -> bool:
+        return self.n >= 2 and self.spread >= UNSTABLE_SPREAD
+
+
+def estimate(values: Sequence[float]) -> Estimate:
+    xs = sorted(float(v) for v in values if not math.isnan(float(v)))
+    if not xs:
+        return Estimate(0, math.nan, math.nan)
+    median = statistics.median(xs)
+    return Estimate(len(xs), median, (xs[-1] - xs[0]) / median if median else 0.0)
 
 
 @dataclass(frozen=True)
@@ -65,7 +90,7 @@ class Point:
         as `lab compare` reads them): the same `side` over the same records, `more` added."""
         if not more:
             return {"rps": self.throughput, "p99": self.latency}
-        why = (*more, *(f for r in self.skipped for f in r.flags))
+        why = (*more, *(f for r in self.skipped for f in r.evidence.flags))
         return {metric: side(self.records, metric, why) for metric in METRICS}
 
 
@@ -91,9 +116,10 @@ def point(records: Sequence[StepRecord], skipped: Sequence[StepRecord] = ()) -> 
     trials = [r for r in records if r.is_trial]
     skipped = [*skipped, *(r for r in records if not r.is_trial)]
     every = [*trials, *skipped]
-    why = tuple(f for r in skipped for f in r.flags)  # the sides' flags beside their trials'
-    flags = tuple(dict.fromkeys(f for r in every for f in r.flags))
-    if estimate([r.throughput_rps for r in trials]).unstable:
+    # the sides' flags beside their trials'
+    why = tuple(f for r in skipped for f in r.evidence.flags)
+    flags = tuple(dict.fromkeys(f for r in every for f in r.evidence.flags))
+    if estimate([r.load.throughput_rps for r in trials]).unstable:
         flags += ("unstable",)
     first = every[0]
     return Point(
@@ -105,8 +131,10 @@ def point(records: Sequence[StepRecord], skipped: Sequence[StepRecord] = ()) -> 
         latency=side(trials, "p99", why),
         flags=flags,
         excluded_by=tuple(excluding(flags)),
-        unexplained=next((r.limit_reason for r in trials if r.limited_by == "unknown"), ""),
-        p99_beyond=min((beyond(r.ok) for r in trials), default=0.0),
+        unexplained=next(
+            (r.evidence.limit_reason for r in trials if r.evidence.limited_by == "unknown"), ""
+        ),
+        p99_beyond=min((beyond(r.load.ok) for r in trials), default=0.0),
         skipped=tuple(skipped),
     )
 

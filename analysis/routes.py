@@ -43,8 +43,8 @@ COLUMNS += ["tail"]  # the route's p99 as the one test compares it (its trials')
 
 def _route_hists(run_dir: Path, record: StepRecord) -> dict[str, HdrHistogram]:
     """Each route's histogram of one step, from its `.routes.hlog` by tag ({}: not found)."""
-    by_tag = {r["tag"]: label for label, r in record.routes.items() if "tag" in r}
-    files = {r.get("histogram", "") for r in record.routes.values()} - {""}
+    by_tag = {r["tag"]: label for label, r in record.load.routes.items() if "tag" in r}
+    files = {r.get("histogram", "") for r in record.load.routes.values()} - {""}
     out: dict[str, HdrHistogram] = {}
     for name in files:
         for h in read_hlog_safe(run_dir / name):  # a half-written file: what is complete
@@ -61,7 +61,7 @@ def route_table(records: list[StepRecord], run_dir: Path) -> pd.DataFrame:
     labels: dict[tuple[str, float], str] = {}
     mix: dict[tuple[str, float], list[StepRecord]] = defaultdict(list)
     for r in records:
-        if not r.routes or r.status != "measured":
+        if not r.load.routes or r.status != "measured":
             continue
         point = (r.model, r.key.level)
         labels[point] = r.key.label
@@ -69,12 +69,12 @@ def route_table(records: list[StepRecord], run_dir: Path) -> pd.DataFrame:
         for label, h in _route_hists(run_dir, r).items():
             merged.setdefault((*point, label), hist.new_histogram()).add(h)
             trials[(*point, label)].append(h)
-            shares[label] = float(r.routes[label].get("share", 0.0))
+            shares[label] = float(r.load.routes[label].get("share", 0.0))
     rows = []
     for point, steps in sorted(mix.items()):
         each = [hist.merge(read_hlog_safe(run_dir / s.histogram)) for s in steps if s.histogram]
         whole = hist.merge(each)
-        flags = [f for s in steps for f in s.flags]
+        flags = [f for s in steps for f in s.evidence.flags]
         rows.append(_row(point, labels[point], MIX, 1.0, whole, each, flags))
         for (model, level, label), h in sorted(merged.items()):
             if (model, level) == point:
@@ -113,7 +113,7 @@ def heaviest(frame: pd.DataFrame, records: list[StepRecord]) -> pd.DataFrame:
     """Each model's rows at its heaviest level: what the summary shows."""
     top: dict[str, tuple[float, str]] = {}
     for r in records:
-        if r.routes and r.key.level >= top.get(r.model, (0.0, ""))[0]:
+        if r.load.routes and r.key.level >= top.get(r.model, (0.0, ""))[0]:
             top[r.model] = (r.key.level, r.key.label)
     keep = frame.apply(lambda row: top.get(row["model"], (0, ""))[1] == row["level"], axis=1)
     return frame[keep] if len(frame) else frame
@@ -154,9 +154,9 @@ def routes_html(records: list[StepRecord], run_dir: Path) -> str:
         cells = (rec["model"], rec["level"], rec["route"], share, rec["answers"], p50, _p99(rec))
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return (
-        f"<h2>Per route</h2><p>Each route of the mix from its own histogram, beside the mix's; "
-        f"a p99 is given where at least {MIN_BEYOND} answers lie beyond it.</p>"
-        f"<table><tr>{head}<th>p50 ms</th><th>p99 ms</th></tr>{''.join(rows)}</table>"
+        "<h2>Per route</h2><p>Each route of the mix from its own histogram, beside the mix's; a "
+        f"p99 is given where at least {MIN_BEYOND} answers lie beyond "
+        f"it.</p><table><tr>{head}<th>p50 ms</th><th>p99 ms</th></tr>{''.join(rows)}</table>"
     )
 
 
@@ -188,8 +188,8 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> Table | None:
         out.add_row(*cells, _ms(r["tail_a"]), _ms(r["tail_b"]), change)
     tested = sum(d.compared for d in diffs)
     out.caption = (
-        f"{sum(changed)} of {tested} route p99s tested changed (*), {CORRECTION} for their "
-        "number; p99 A and B are the trials' mean, the figures tested"
+        f"{sum(changed)} of {tested} route p99s tested changed (*), {CORRECTION} for their number; "
+        "p99 A and B are the trials' mean, the figures tested"
     )
     return out
 

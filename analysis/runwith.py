@@ -34,8 +34,10 @@ def how_to_run(
     """One line for `model` at `level`: what was measured, and what to run on this machine."""
     entry = manifest.get("models", {}).get(model, {})
     measured = measured_as(entry, manifest.get("knobs") or {})
-    rows = [r for r in records if r.model == model and r.key.level == level and r.ok > 0]
-    costs = [r.deployed_cpu_ms_per_req for r in rows if r.deployed_cpu_ms_per_req]
+    rows = [r for r in records if r.model == model and r.key.level == level and r.load.ok > 0]
+    costs = [
+        r.resources.deployed_cpu_ms_per_req for r in rows if r.resources.deployed_cpu_ms_per_req
+    ]
     if not measured or not rows:
         return ""
     said = f"{model} was measured as {measured}"
@@ -43,10 +45,10 @@ def how_to_run(
         return f"{said}; no CPU per request was measured, so no configuration is projected"
     environment = manifest.get("environment") or {}
     cores = len(environment.get("cpus_usable") or ()) or int(environment.get("cpus") or 1)
-    rate = statistics.fmean(r.throughput_rps for r in rows)
-    latency = statistics.fmean(r.latency_ms.get("mean", 0.0) for r in rows)
+    rate = statistics.fmean(r.load.throughput_rps for r in rows)
+    latency = statistics.fmean(r.latency.latency_ms.get("mean", 0.0) for r in rows)
     sized = to_run(model, entry["unit"], rate, latency, statistics.fmean(costs), cores)
     return (
-        f"{said}; to run it on this machine's {cores} cores at {rows[0].key.label}, projected "
-        f"from the measured figures: {sized.why}"
+        f"{said}; to run it on this machine's {cores} cores at {rows[0].key.label}, projected from "
+        f"the measured figures: {sized.why}"
     )

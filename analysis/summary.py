@@ -111,15 +111,15 @@ def print_summary(
     for rec in cross[cross["clear"]].to_dict("records") if not cross.empty else []:
         what = "throughput" if rec["metric"] == "rps" else "p99"
         console.print(
-            f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} "
-            f"between {rec['from_concurrency']} and {level_label(rec['concurrency'])}"
+            f"crossover on {what}: {rec['overtaker']} overtakes {rec['overtaken']} between "
+            f"{rec['from_concurrency']} and {level_label(rec['concurrency'])}"
         )
     if said.crossing_count:
         console.print(f"[dim]crossovers: {said.crossing_count} (all listed in report.html)[/]")
     if run.manifest.get("databases", {}).get("durability") == "fast":
         console.print(
-            "[bold yellow]PostgreSQL ran with --db-durability fast (fsync, synchronous commit "
-            "and full-page writes off): writes cost less than in production[/]"
+            "[bold yellow]PostgreSQL ran with --db-durability fast (fsync, synchronous commit and "
+            "full-page writes off): writes cost less than in production[/]"
         )
     unfair = sorted(table.loc[~table["fair"], "model"].unique())
     if unfair:
@@ -142,24 +142,27 @@ def generators_advice(records: list[StepRecord]) -> str:
     generators cannot help (its limit: the server's CPU, a connection per request, a full host)."""
     worst: tuple[int, StepRecord] | None = None
     for r in records:
-        if "client_saturated" not in r.flags or r.limited_by not in ("apparatus", ""):
+        if "client_saturated" not in r.evidence.flags or r.evidence.limited_by not in (
+            "apparatus",
+            "",
+        ):
             continue
-        evidence = r.evidence.get("client_saturated")
+        evidence = r.evidence.details.get("client_saturated")
         need = (
             int(evidence["generators_needed"])
             if isinstance(evidence, dict) and "generators_needed" in evidence
-            else generators_needed(r.client_cpu_pct)
+            else generators_needed(r.resources.client_cpu_pct)
         )
         if worst is None or need > worst[0]:
             worst = (need, r)
     if worst is None:
         return ""
     need, r = worst
-    count = sum("client_saturated" in x.flags for x in records)
+    count = sum("client_saturated" in x.evidence.flags for x in records)
     return (
         f"client_saturated on {count} step(s): the load generator, not the server, may be the "
-        f"limit (worst: {r.model} {r.key.label}, client CPU {r.client_cpu_pct:.0f}% on "
-        f"{r.generators} generator process(es)); it needs at least {need} generator processes "
+        f"limit (worst: {r.model} {r.key.label}, client CPU {r.resources.client_cpu_pct:.0f}% on "
+        f"{r.load.generators} generator process(es)); it needs at least {need} generator processes "
         f"on cores of their own: rerun with --generators {need} (or add machines with "
-        f"--remote-generators and `lab generator --connect`)"
+        "--remote-generators and `lab generator --connect`)"
     )

@@ -64,16 +64,16 @@ def lab_row(
     key = StepKey("m", "closed", users, None, 1)
     record = step_record("bench", key, measured, raised=tuple(generator_lag(measured)))
     rec = assessed(record, Capacity(200, "200 x 1", 1.0, 10.0, 24_000))  # the verdict's flags
-    every = rec.latency_all_ms.get("p99", float("nan"))
-    touched = 100 * rec.generator_touched.get("p99", float("nan"))
+    every = rec.latency.latency_all_ms.get("p99", float("nan"))
+    touched = 100 * rec.evidence.generator_touched.get("p99", float("nan"))
     return [
         "",
         "lab",
-        f"{rec.latency_ms['p99']:.1f}",
+        f"{rec.latency.latency_ms['p99']:.1f}",
         f"{every:.1f}",
-        f"{100 * rec.unanswered_share:.1f}",
+        f"{100 * rec.latency.unanswered_share:.1f}",
         f"{touched:.2f}",
-        ", ".join(rec.flags),
+        ", ".join(rec.evidence.flags),
     ]
 
 

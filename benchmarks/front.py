@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 from benchmarks.figures import write_summary
+from lab.record.step import flat
+from lab.record.stepjson import from_json
 
 MODELS = "uwsgi-threads,uwsgi-gevent,gunicorn-gthread,uvicorn"
 HEADERS = [
@@ -75,7 +77,10 @@ def main() -> None:
         argv += ["--front", "bare,nginx", "--out", out]
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
         (run,) = Path(out).iterdir()
-        steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+        steps = [
+            flat(from_json(json.loads(line)))
+            for line in (run / "steps.jsonl").read_text().splitlines()
+        ]
     steps.sort(key=lambda s: (s["model"].partition("+")[0], s["users"], s["model"]))
     rows = [row(s) for s in steps if s["status"] == "measured"]
     print(" | ".join(HEADERS))

@@ -50,6 +50,8 @@ from benchmarks.figures import print_table, write_summary
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec
+from lab.record.step import flat
+from lab.record.stepjson import from_json
 from lab.system import procs
 
 MODEL = "gunicorn-asyncio"
@@ -119,7 +121,7 @@ def lab_run(variant: str, rates: list[int], seconds: float, out: Path) -> dict[i
         raise RuntimeError(f"lab run failed ({done.returncode}): {done.stderr[-400:]!r}")
     p99 = {}
     for line in records[-1].read_text().splitlines():
-        step = json.loads(line)
+        step = flat(from_json(json.loads(line)))
         p99[round(step["rate_rps"])] = step["latency_ms"]["p99"]
     return p99
 

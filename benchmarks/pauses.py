@@ -38,12 +38,12 @@ def row(kind: str, users: int, pause_s: float, log_dir: Path) -> list[str]:
         kind,
         f"{users} x {service * 1000:g} ms",
         f"{pause_s:g} s",
-        record.limited_by,
+        record.evidence.limited_by,
         str(len(found)),
         ", ".join(sorted({p.seen for p in found})) or "-",
         f"{longest:,.0f} ms",
-        f"{record.latency_ms.get('p99', 0.0):,.0f} ms",
-        ", ".join(record.also_limited_by) or "-",
+        f"{record.latency.latency_ms.get('p99', 0.0):,.0f} ms",
+        ", ".join(record.evidence.also_limited_by) or "-",
     ]
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 from statistics import mean
 
 from benchmarks.figures import print_table, write_summary
+from lab.record.step import flat
+from lab.record.stepjson import from_json
 
 AIM_SHARE = 0.03  # issue 57: the sampler may cost the server at most this share of throughput
 HEADERS = ["model", "route", "users", "req/s off", "req/s on", "change", "p99 ms off", "p99 ms on"]
@@ -35,7 +37,10 @@ def run(out: Path, args: argparse.Namespace, mode: str) -> list[dict]:
     argv += ["--out", str(out)]
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     (run_dir,) = out.iterdir()
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = [
+        flat(from_json(json.loads(line)))
+        for line in (run_dir / "steps.jsonl").read_text().splitlines()
+    ]
     return [s for s in steps if s["status"] == "measured"]
 
 

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.docfigures import RUN_ID, summarize
+from analysis.docfigures import RUN_ID
+from analysis.docsummary import summarize
 from lab.system import environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,8 +55,8 @@ class Step:
 STEPS = [
     Step(
         "routes",
-        f"lab routes --app todosite.wsgi:application --app-dir {SITE} "
-        "--env DJANGO_SETTINGS_MODULE=todosite.settings",
+        f"lab routes --app todosite.wsgi:application --app-dir {SITE} --env "
+        "DJANGO_SETTINGS_MODULE=todosite.settings",
         "the mix file lab routes printed (with --mix FILE it writes it there instead)",
     ),
     Step(
@@ -78,8 +79,8 @@ STEPS = [
     Step(
         "sweep",
         f"lab run {APP} --mix {SITE}/mix.toml {MODELS} --levels 4,16 --duration 5",
-        "what the sweep printed after its check (the same as step 3's): each step, the table, "
-        "the limits, the answer",
+        "what the sweep printed after its check (the same as step 3's): each step, the table, the "
+        "limits, the answer",
         "→ results/",
     ),
 ]

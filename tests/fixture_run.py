@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.record import hist
 from lab.record.rundir import RunDir
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, amended, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 
@@ -132,7 +132,7 @@ class FixtureStep:
         raised = tuple(Raised(f, {"client_cpu_pct": self.client_cpu_pct}) for f in self.flags)
         histogram = RunDir.hlog_relpath(self.key) if self.write_hlog else ""
         record = step_record(RUN_ID, self.key, measured, sampled, raised, histogram=histogram)
-        return replace(record, limited_by=self.limited_by)
+        return amended(record, limited_by=self.limited_by)
 
     def intervals(self) -> list[tuple[float, float, Any]]:
         out = []

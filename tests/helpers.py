@@ -4,12 +4,12 @@ module (or conftest.py, which holds only the fixtures and the tiers' hooks)."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,17 @@ from lab.record.errors import EXIT_USAGE
 from lab.record.flags import FLAGS
 from lab.record.models import AS_IS, ASYNC_PORT
 from lab.record.rundir import RunDir
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import (
+    Measured,
+    Raised,
+    Sampled,
+    StepKey,
+    StepRecord,
+    amended,
+    flat,
+    step_record,
+)
+from lab.record.stepjson import from_json
 from tests.fixture_run import FixtureStep, build_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +79,17 @@ def wait_answer(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) 
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"{url} did not answer within {timeout_s} s")
+
+
+def step_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's steps as the lab reads them back (`lab.record.stepjson`, any schema), each a flat
+    row: every figure under its own name beside the key, the flags' details under `details`
+    (missing file: none)."""
+    path = run_dir / "steps.jsonl"
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return [flat(from_json(json.loads(line))) for line in lines]
 
 
 def undisturbed(step: dict) -> bool:
@@ -159,7 +180,7 @@ def point(draw: st.DrawFn, model: str = "a", users: int = 10) -> list[StepRecord
         limit = draw(st.sampled_from(LIMITS))
         why = f"below the ideal, trial {t}" if limit == "unknown" else ""
         out.append(
-            replace(r, ok=round(r.requests * (1 - failed)), limited_by=limit, limit_reason=why)
+            amended(r, ok=round(r.load.requests * (1 - failed)), limited_by=limit, limit_reason=why)
         )
     return out
 
@@ -175,21 +196,23 @@ def sweep(draw: st.DrawFn) -> list[StepRecord]:
 
 
 def ref_fair(rs: list[StepRecord]) -> bool:
-    return not any(FLAGS[f].excludes for r in rs for f in r.flags if f in FLAGS)
+    return not any(FLAGS[f].excludes for r in rs for f in r.evidence.flags if f in FLAGS)
 
 
 def ref_tail_fair(rs: list[StepRecord]) -> bool:
     """Its p99 may be compared: no flag excludes it or its tail, 10+ requests beyond p99 in
     every trial."""
-    flagged = any(FLAGS[f].excludes or FLAGS[f].tail for r in rs for f in r.flags if f in FLAGS)
-    return not flagged and all(r.ok >= 1000 for r in rs)
+    flagged = any(
+        FLAGS[f].excludes or FLAGS[f].tail for r in rs for f in r.evidence.flags if f in FLAGS
+    )
+    return not flagged and all(r.load.ok >= 1000 for r in rs)
 
 
 def ref_mean(rs: list[StepRecord], metric: str) -> float:
     if metric == "rps":
-        xs = [r.throughput_rps for r in rs]
+        xs = [r.load.throughput_rps for r in rs]
     else:
-        xs = [r.latency_ms["p99"] for r in rs if r.ok > 0]
+        xs = [r.latency.latency_ms["p99"] for r in rs if r.load.ok > 0]
     return math.fsum(xs) / len(xs) if xs else math.nan
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from lab.system import procs
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -49,7 +49,7 @@ class LabRun:
         return runs[0] if runs else self.out / "none-yet"
 
     def steps(self) -> list[dict]:
-        return read_jsonl(self.dir / "steps.jsonl")
+        return step_rows(self.dir)
 
     def pid(self, name: str) -> procs.PidRecord | None:
         record = procs.PidRecord.read(self.dir / "pids" / f"{name}.pid")

@@ -76,8 +76,11 @@ def check(measured: StepRecord, cap: Capacity) -> None:
     in that rule's evidence; a flag the rule raises keeps that evidence in the record."""
     record = assessed(measured, cap)
     v = verdict(facts_of(measured, cap))
-    assert (v.rule.name, v.finding.reason) == (record.limit_rule, record.limit_reason)
-    kept = [x["reason"] for x in record.evidence.get("also_limited_by", ())]
+    assert (v.rule.name, v.finding.reason) == (
+        record.evidence.limit_rule,
+        record.evidence.limit_reason,
+    )
+    kept = [x["reason"] for x in record.evidence.details.get("also_limited_by", ())]
     assert kept == [found.reason for _, found in v.secondary]
     for rule, found in ((v.rule, v.finding), *v.secondary):
         # never a figure that says nothing: not a number, "about 0 requests", "()"
@@ -86,5 +89,5 @@ def check(measured: StepRecord, cap: Capacity) -> None:
         for text, value, half, share in printed(found.reason):
             assert matches(value, half, share, pool), (rule.name, text, found.reason)
     if v.rule.flag and v.finding.evidence:
-        stored = record.evidence[v.rule.flag]
+        stored = record.evidence.details[v.rule.flag]
         assert stored == {**stored, **v.finding.evidence}, (v.rule.flag, stored)

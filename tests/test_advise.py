@@ -17,12 +17,12 @@ from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.search import Attempt, Conclusion, Setting, next_move
 from lab.advise.target import Slo, confirmed
 from lab.config.models import KnobLimit, Model, load_registry
-from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, amended, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.sizing import Bounds, Candidate
 from tests.fixture_run import window
-from tests.helpers import lab_cli, lab_run
+from tests.helpers import lab_cli, lab_run, step_rows
 
 REGISTRY = load_registry()
 THREADS = REGISTRY.models["uwsgi-threads"]
@@ -88,7 +88,7 @@ def test_behind_nginx_the_cost_per_request_counts_the_fronts_cpu_too() -> None:
     move = next_move(THREADS, setting(20_000), [])
     assert isinstance(move, Attempt)
     fronted = step(500, 495, 130, cpu=25, inflight=52, pool=75, front_cpu=25)
-    assert fronted.deployed_cpu_ms_per_req == pytest.approx(1.01, abs=0.01)
+    assert fronted.resources.deployed_cpu_ms_per_req == pytest.approx(1.01, abs=0.01)
     end = next_move(THREADS, setting(20_000), [(move, fronted)])
     assert isinstance(end, Conclusion) and "20.2 cores" in end.reason
     assert "server and nginx CPU 50% of a core" in end.reason
@@ -143,7 +143,9 @@ def test_a_step_meets_the_target_unless_a_figure_misses_it_beyond_noise(
 
 def test_a_step_whose_tail_a_flag_disowns_meets_nothing() -> None:
     fine = step(300, 298, 130, cpu=15, inflight=31)
-    stalled = replace(fine, flags=(*fine.flags, "stalled"))  # as the verdict's table raises it
+    stalled = amended(
+        fine, flags=(*fine.evidence.flags, "stalled")
+    )  # as the verdict's table raises it
     assert Slo(300, 250).misses(fine) == []
     assert Slo(300, 250).misses(stalled) == ["p99 130 ms, not the server's alone (stalled)"]
 
@@ -273,7 +275,7 @@ def test_a_feasible_target_on_two_models_is_met_and_each_advice_holds(tmp_path: 
         assert m["projection"].startswith("projection:")
         assert m["command"].split()[0].endswith(m["model"].split("-")[0])
         recheck(tmp_path / m["model"], m)  # the advice holds outside lab advise
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run)
     assert {m["confirm"]["config"] for m in found["models"]} <= {s["model"] for s in steps}
     assert json.loads((run / "advice.json").read_text()) == found
     report = subprocess.run(lab_cli("report", str(run)), capture_output=True, text=True)
@@ -292,7 +294,7 @@ def recheck(out: Path, advised: dict[str, Any]) -> None:
         *("--knob", f"processes={knobs['processes']}"),
         *("--knob", f"concurrency={knobs['concurrency']}"),
     )
-    (checked,) = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    (checked,) = step_rows(run)
     assert checked["latency_ms"]["p99"] <= 300, checked["latency_ms"]
     assert checked["throughput_rps"] >= 0.97 * 200 and not checked["errors"], checked
 

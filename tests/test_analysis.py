@@ -16,10 +16,11 @@ from analysis.compare import compare
 from analysis.differences import crossovers
 from analysis.judge import judge
 from analysis.metrics import flagged, point_table, server_cores, unmeasured
-from analysis.stats import estimate, percentiles_of, seconds_of
+from analysis.points import estimate
 from lab.cli.compare import compare_runs
 from lab.cli.report import report
 from lab.record import hist
+from lab.record.hist import percentiles_of, seconds_of
 from lab.verdict.difference import TOO_FEW, differ, side, t975
 from tests.helpers import ROOT, record, two_models
 
@@ -114,7 +115,7 @@ def test_percentiles_come_from_merged_histograms(known: Path) -> None:
     assert c10["max_ms"] == pytest.approx(1000.0, rel=1e-3)
     per_trial_p99 = load(known).steps.query("concurrency == 10 and trial < 3")["p99_ms"]
     assert per_trial_p99.mean() == pytest.approx(505.0, rel=1e-3)  # what averaging would claim
-    answered = [r.latency_ms["p99"] for r in run.records if r.key.level == 10 and r.ok]
+    answered = [r.latency.latency_ms["p99"] for r in run.records if r.key.level == 10 and r.load.ok]
     assert c10["p99_ms"] == pytest.approx(sum(answered) / len(answered))
 
 

@@ -38,7 +38,7 @@ def ref_decided(records: list[StepRecord], models: set[str], users: int) -> bool
         and not any(
             FLAGS[f].excludes and FLAGS[f].outside
             for r in by_point[(m, users)]
-            for f in r.flags
+            for f in r.evidence.flags
             if f in FLAGS
         )
         for m in present

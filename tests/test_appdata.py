@@ -17,7 +17,7 @@ import psycopg2
 import pytest
 
 from lab.backends import databases, dbdata
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 SHOP = Path(__file__).parent / "prodapp"
 SCHEMA = "psql {postgres_url} -v ON_ERROR_STOP=1 -q -f shop/schema.sql"
@@ -71,9 +71,9 @@ def test_a_sweep_gives_every_model_a_fresh_copy_and_says_which(shop: Path, tmp_p
     (run_dir,) = (tmp_path / "out").iterdir()
     served = json.loads((run_dir / "manifest.json").read_text())["databases"]
     assert served["durability"] == "fast" and served["snapshot"]["setup"] == [SCHEMA]
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert all(s["ok"] > 0 for s in steps), steps
-    copies = [s["evidence"]["snapshot"] for s in steps]
+    copies = [s["details"]["snapshot"] for s in steps]
     assert len({c["name"] for c in copies}) == 1 and len({c["copy"] for c in copies}) == 2
     # import check + two models' checks + two models' sweeps: every build found no order
     assert [line.split()[2] for line in builds(shop)] == ["orders=0"] * 5
@@ -145,7 +145,7 @@ def test_advise_honours_the_apps_database_and_upstream_options(shop: Path, tmp_p
     run_dir = Path(json.loads(done.stdout)["run_dir"])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["scenario"]["upstream"]["routes"] == ["GET /v1/rates/*=20ms"]
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert steps and all(s["ok"] > 0 and not s["errors"].get("http_5xx") for s in steps), steps
 
 
@@ -187,9 +187,9 @@ def test_an_app_run_resumes_checking_the_app_again(shop: Path, tmp_path: Path) -
         lab_cli("run", "--resume", str(run_dir)), capture_output=True, text=True, timeout=300
     )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    again = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    again = step_rows(run_dir)
     assert sorted(s["model"] for s in again) == ["gunicorn-gthread", "uwsgi-threads"]
-    assert all(s["ok"] > 0 and s["evidence"]["snapshot"] for s in again), again
+    assert all(s["ok"] > 0 and s["details"]["snapshot"] for s in again), again
     after = json.loads((run_dir / "manifest.json").read_text())
     assert after["status"] == "complete" and len(after["resumes"]) == 1
     assert after["scenario"]["app"]["solo_ms"] == manifest["scenario"]["app"]["solo_ms"]

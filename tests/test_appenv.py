@@ -12,7 +12,7 @@ import pytest
 
 from lab.config import appenv
 from lab.record.errors import LabError
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 # Waits on the lab's PostgreSQL and calls its mock upstream, both found in the environment: a
 # server that did not get them answers 500, which the check refuses.
@@ -89,7 +89,7 @@ def test_an_app_configured_by_env_and_scenario_is_checked_and_swept(tmp_path: Pa
     run_dir = next((tmp_path / "out").iterdir())
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert dict(manifest["scenario"]["app"]["env"])["DATABASE_URL"] == "{postgres_url}"
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert steps and all(s["ok"] > 0 and not s["errors"] for s in steps)
 
 

@@ -6,19 +6,18 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from lab.record.flags import excluding
-from lab.record.step import Sampled, StepKey, step_record
+from lab.record.step import Sampled, StepKey, amended, step_record
 from lab.run import appcheck
 from lab.run.preflight import Probe
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.fixture_run import window
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 from tests.undisturbed import disturbed, undisturbed
 
 SHOP = Path(__file__).parent / "prodapp"
@@ -30,7 +29,7 @@ def capped_step(held: dict[str, int]):  # type: ignore[no-untyped-def]
     sampled = Sampled(server_cpu_pct=10, server_rss_mb=60, upstream_max_inflight=-1)
     record = step_record("run", StepKey("m", "closed", 100, None, 1), window(200, 500), sampled)
     cap = Capacity(1000, "1000 threads x 1 process", 1.0, 100.0, 64_000, host_cores=2)
-    return assessed(replace(record, app_connections=held), cap)
+    return assessed(amended(record, app_connections=held), cap)
 
 
 @pytest.mark.parametrize(
@@ -58,12 +57,13 @@ def test_a_plateau_as_high_as_the_apps_connections_is_its_pool(
     held: dict[str, int], rule: str, words: str, knob: str | None
 ) -> None:
     r = capped_step(held)
-    assert r.limited_by == "concurrency_cap" and r.limit_rule == rule, r.limit_reason
-    assert words in r.limit_reason
-    assert ("capped_unexplained" in r.flags) == (rule == "hidden_cap")
-    assert bool(excluding(r.flags)) == (rule == "hidden_cap")  # the app's pool stays compared
+    ev = r.evidence
+    assert ev.limited_by == "concurrency_cap" and ev.limit_rule == rule, ev.limit_reason
+    assert words in ev.limit_reason
+    assert ("capped_unexplained" in ev.flags) == (rule == "hidden_cap")
+    assert bool(excluding(ev.flags)) == (rule == "hidden_cap")  # the app's pool stays compared
     if knob is not None:  # the knob that sizes the pool of the service named, not another's
-        assert knob in r.limit_reason, r.limit_reason
+        assert knob in ev.limit_reason, ev.limit_reason
 
 
 def sweep_pool_of_4(out: Path, shop: Path) -> dict:  # type: ignore[type-arg]
@@ -77,7 +77,7 @@ def sweep_pool_of_4(out: Path, shop: Path) -> dict:  # type: ignore[type-arg]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run_dir,) = out.iterdir()
-    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    (step,) = step_rows(run_dir)
     return step  # type: ignore[no-any-return]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 APP = """
 from flask import Flask, request
@@ -95,7 +95,7 @@ def test_each_route_is_swept_with_its_own_request_and_never_collides(
     swept: tuple[Path, str],
 ) -> None:
     run_dir, _ = swept
-    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    (step,) = step_rows(run_dir)
     assert not step["errors"] and step["ok"] == step["requests"] > 20, step["errors"]
     routes = step["routes"]
     assert set(routes) == {"POST /users", "PUT /items/{n}"}

@@ -28,7 +28,7 @@ from lab.system.sampling import HostMeter
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.fixture_run import window
-from tests.helpers import lab_cli, lab_run
+from tests.helpers import lab_cli, lab_run, step_rows
 from tests.undisturbed import undisturbed
 
 D_MS = 100.0
@@ -85,20 +85,22 @@ def user_step(users: int, rps: float, p50: float, cpu: float = 2.0, **cap: int) 
     ids=["pool-of-4", "knobs-8-of-2-processes", "no-cap", "busy-server", "below-ideal-short-wait"],
 )
 def test_a_cap_is_inferred_from_outside(record: StepRecord, flag: str | None, words: str) -> None:
-    caps = {"capped", "capped_unexplained"} & set(record.flags)
+    caps = {"capped", "capped_unexplained"} & set(record.evidence.flags)
     assert caps == ({flag} if flag else set())
-    assert words in record.limit_reason
-    assert record.limited_by == ("concurrency_cap" if flag else record.limited_by)
-    assert record.inferred_inflight == pytest.approx(record.throughput_rps * D_MS / 1000, 0.01)
-    assert "no limit reached" not in record.limit_reason
+    assert words in record.evidence.limit_reason
+    assert record.evidence.limited_by == ("concurrency_cap" if flag else record.evidence.limited_by)
+    assert record.load.inferred_inflight == pytest.approx(
+        record.load.throughput_rps * D_MS / 1000, 0.01
+    )
+    assert "no limit reached" not in record.evidence.limit_reason
 
 
 def test_the_probes_cap_joins_the_evidence_and_the_words() -> None:
     measured = Measured("2026-01-01T00:00:00+00:00", 10.0, 400, 400, latency_ms={"p50": 1200})
     key = StepKey("m", "closed", 50, None, 1)
     record = assessed(step_record("run", key, measured), capacity(probe=4))
-    assert "the probe found the same, about 4 at once" in record.limit_reason
-    assert "about 4" in record.evidence["capped_unexplained"]["probe"]
+    assert "the probe found the same, about 4 at once" in record.evidence.limit_reason
+    assert "about 4" in record.evidence.details["capped_unexplained"]["probe"]
 
 
 WAVES = {  # served times (s) of a probe whose route takes d = 0.1 s alone
@@ -190,7 +192,7 @@ def sweep_app(app_dir: Path, out: Path, target: str, *args: str) -> tuple[list[d
         *("--path", "/work", "--levels", "1,20", "--duration", "2", "--warmup", "0", *args),
         timeout_s=300,
     )
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run)
     return sorted(steps, key=lambda s: (s["model"], s["users"])), run, done.stdout + done.stderr
 
 
@@ -209,7 +211,7 @@ def test_a_pool_in_the_users_app_is_capped_unexplained_where_it_queues(
     assert "capped_unexplained" in twenty["flags"] and twenty["limited_by"] == "concurrency_cap"
     assert 3 <= twenty["inferred_inflight"] <= 5, twenty["inferred_inflight"]
     assert "about 4 requests run at once per process" in twenty["limit_reason"]
-    assert "about 4" in twenty["evidence"]["capped_unexplained"]["probe"]
+    assert "about 4" in twenty["details"]["capped_unexplained"]["probe"]
     assert "a cap of about 4 at once" in said and "no limit reached" not in said
     (check,) = [json.loads(line) for line in (run / "preflight.jsonl").read_text().splitlines()]
     assert [p["cap"] for p in check["probes"]] == [4]
@@ -296,6 +298,6 @@ def test_a_queue_that_serves_its_waiters_unfairly_is_still_a_cap(
     sampled = Sampled(server_cpu_pct=4.0, server_rss_mb=60, upstream_max_inflight=-1)
     record = assessed(step_record("run", StepKey("m", "closed", 20, None, 1), measured, sampled),
                       capacity(requests=20))  # fmt: skip
-    assert ("capped_unexplained" in record.flags) is capped, record.limit_reason
+    assert ("capped_unexplained" in record.evidence.flags) is capped, record.evidence.limit_reason
     if capped:
-        assert "(mean 400 ms)" in record.evidence["capped_unexplained"]["queueing"]
+        assert "(mean 400 ms)" in record.evidence.details["capped_unexplained"]["queueing"]

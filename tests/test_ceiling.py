@@ -3,13 +3,12 @@ the busiest step the lab did not limit, and the words the summary gives it and t
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.ceiling import apparatus_cores, ceiling_words, ceilings, remeasured_words
+from lab.record.step import amended
 from lab.record.thresholds import T
 from lab.verdict.capacity import apparatus_ceiling, apparatus_rate, asked_rate
 from tests.helpers import record
@@ -32,9 +31,9 @@ def test_the_ceiling_is_the_busiest_fair_step_s_cost() -> None:
     1-user step's cost (idle work spread over ten requests) and a lab_limited step's are not
     read."""
     steps = [
-        replace(record("uwsgi-threads", 9.8, users=1), apparatus_cpu_ms_per_req=6.0),
-        replace(record("uwsgi-threads", 960.0, users=100), apparatus_cpu_ms_per_req=0.7),
-        replace(
+        amended(record("uwsgi-threads", 9.8, users=1), apparatus_cpu_ms_per_req=6.0),
+        amended(record("uwsgi-threads", 960.0, users=100), apparatus_cpu_ms_per_req=0.7),
+        amended(
             record("uwsgi-threads", 1500.0, users=200, flags=("lab_limited",)),
             apparatus_cpu_ms_per_req=0.4,
         ),
@@ -64,9 +63,9 @@ def test_the_re_measure_is_said_and_what_it_could_not_settle() -> None:
         }
     )
     assert said == (
-        "measured again: 1 step(s) the lab or the machine had kept from a result (42.5 s of a "
-        "150 s budget); still disturbed when the budget was spent, so this machine was too busy "
-        "to tell there: a 200 users trial 1"
+        "measured again: 1 step(s) the lab or the machine had kept from a result (42.5 s of a 150 "
+        "s budget); still disturbed when the budget was spent, so this machine was too busy to "
+        "tell there: a 200 users trial 1"
     )
 
 
@@ -76,12 +75,12 @@ def test_a_model_its_own_limit_holds_below_the_apparatus_rate_is_left_out() -> N
     'about 5 users', which no model of that run would ever reach: more users queue in the
     server. A model at its own limit above the apparatus's rate, or held by a cause not found,
     keeps its ceiling."""
-    todo = replace(record("uwsgi-threads", 28.5, users=16), apparatus_cpu_ms_per_req=4.86)
-    held = replace(todo, limited_by="server_cpu")
+    todo = amended(record("uwsgi-threads", 28.5, users=16), apparatus_cpu_ms_per_req=4.86)
+    held = amended(todo, limited_by="server_cpu")
     assert ceilings([held], 1, 26.7) == {}
     assert ceiling_words([held], {**MANIFEST, "scenario": {"delay_ms": 26.7}}) == ""
-    unknown = replace(todo, limited_by="unknown")
-    fast = replace(held, model="granian-wsgi", throughput_rps=400.0)
+    unknown = amended(todo, limited_by="unknown")
+    fast = amended(held, model="granian-wsgi", throughput_rps=400.0)
     assert set(ceilings([unknown, fast], 1, 26.7)) == {"uwsgi-threads", "granian-wsgi"}
 
 

@@ -21,7 +21,7 @@ from lab.advise.target import Slo, p99_meets
 from lab.config.models import load_registry
 from lab.record.flags import excluding, tail_excluding
 from lab.record.models import AS_IS, ASYNC_PORT
-from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, amended, step_record
 from lab.verdict.difference import NO_FLOOR, TIE, Side, differ, side
 from lab.verdict.sizing import Bounds, Candidate
 from tests.fixture_run import window
@@ -59,7 +59,7 @@ def stepped(draw: st.DrawFn, model: str = "s") -> tuple[StepRecord, Slo]:
     step = draw(open_step(model))
     rate = step.rate_rps or 0.0
     rps = draw(st.sampled_from((rate, rate * 0.95, rate * 1.1, rate * 2)))
-    p99 = step.latency_ms["p99"] * draw(st.sampled_from((0.7, 0.9, 1.0, 1.1, 1.3, 1.6)))
+    p99 = step.latency.latency_ms["p99"] * draw(st.sampled_from((0.7, 0.9, 1.0, 1.1, 1.3, 1.6)))
     return step, Slo(rps, p99, draw(st.sampled_from((0.0, 0.01))))
 
 
@@ -73,7 +73,7 @@ def test_a_flagged_step_never_meets_a_target(drawn: tuple[StepRecord, Slo]) -> N
     """A flag that excludes the step, or disowns its tail, and it meets nothing; the search never
     concludes that it meets either."""
     step, slo = drawn
-    if tail_excluding(step.flags):
+    if tail_excluding(step.evidence.flags):
         assert not meets(slo, step)
         setting = Setting(slo, 10.0, Bounds.of(THREADS, 1))
         move = Attempt(Candidate(1, 45), step.rate_rps or 0.0, "confirm", "test")
@@ -87,8 +87,10 @@ def test_failures_or_a_flag_never_make_a_step_meet(
     drawn: tuple[StepRecord, Slo], more: int, flag: str
 ) -> None:
     step, slo = drawn
-    failed = replace(step, errors={**step.errors, "refused": more}, requests=step.requests + more)
-    flagged = replace(step, flags=(*step.flags, flag))
+    failed = amended(
+        step, errors={**step.load.errors, "refused": more}, requests=step.load.requests + more
+    )
+    flagged = amended(step, flags=(*step.evidence.flags, flag))
     assert meets(slo, failed) <= meets(slo, step)
     assert meets(slo, flagged) <= meets(slo, step)
     loosened = replace(slo, p99_ms=slo.p99_ms * 2, rps=slo.rps / 2)
@@ -104,7 +106,7 @@ def test_meets_agrees_with_the_judges_tie(drawn: tuple[StepRecord, Slo]) -> None
     is never wider than the judge's, and it is centred on the same difference)."""
     step, slo = drawn
     ok = round(slo.rps * 5)
-    at = replace(
+    at = amended(
         step,
         model="t",
         throughput_rps=slo.rps,
@@ -112,16 +114,18 @@ def test_meets_agrees_with_the_judges_tie(drawn: tuple[StepRecord, Slo]) -> None
         requests=ok,
         errors={},
         flags=(),
-        latency_ms={**step.latency_ms, "p99": slo.p99_ms},
+        latency_ms={**step.latency.latency_ms, "p99": slo.p99_ms},
         timeseries={"rps": [slo.rps] * 5},
     )
     (v,) = judge(build([step, at]))
     rps, p99 = (slo.against(step, m) for m in ("rps", "p99"))
-    if not excluding(step.flags):  # the judge compares the step's throughput with the target's
+    if not excluding(
+        step.evidence.flags
+    ):  # the judge compares the step's throughput with the target's
         if "s" not in v.best_rps:  # the judge sets it apart below the target's figures
             assert rps.apart and rps.diff < 0
         if rps.apart and rps.diff > 0:  # advise: above the target beyond noise; so is the judge
-            assert "t" not in v.best_rps or step.throughput_rps <= 0
+            assert "t" not in v.best_rps or step.load.throughput_rps <= 0
         if rps.word == TIE:
             assert set(v.best_rps) == {"s", "t"}  # a tie in advise is a tie in the judge
     if side([step], "p99").unfit == () and side([at], "p99").unfit == ():

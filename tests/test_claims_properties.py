@@ -26,7 +26,7 @@ from analysis.loading import load
 from analysis.metrics import point_table
 from analysis.points import build
 from lab.record.models import AS_IS
-from lab.record.step import StepRecord
+from lab.record.step import StepRecord, amended
 from lab.verdict.difference import (
     FLAGGED,
     TOO_FEW,
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def flags_of(records: list[StepRecord]) -> list[str]:
-    return [f for r in records for f in r.flags]
+    return [f for r in records for f in r.evidence.flags]
 
 
 @SETTINGS
@@ -71,7 +71,7 @@ def test_the_best_is_the_references_and_never_an_excluded_point(
         assert (v.best_rps[0] if v.best_rps else None) == ref_best(records, here, users)
         for model in v.best_rps:
             assert ref_fair(by_point[(model, users)])
-            unknown = [r for r in by_point[(model, users)] if r.limited_by == "unknown"]
+            unknown = [r for r in by_point[(model, users)] if r.evidence.limited_by == "unknown"]
             said = f"{model} is best only as measured: below the ideal, trial"
             assert bool(unknown) == any(n.startswith(said) for n in v.notes)
         for model in v.best_p99:
@@ -104,8 +104,8 @@ def test_adding_a_flag_or_failures_never_makes_a_point_more_comparable(
     other = [record("b", 500.0, p99=50.0)]
     before = differ(side(a, metric), side(other, metric))
     trial = random.Random(len(a)).randrange(len(a))  # any trial, not only the first
-    flagged = replace(a[trial], flags=(*a[trial].flags, flag))
-    failing = replace(a[trial], ok=a[trial].ok // 3)  # failures: fewer answers, same requests
+    flagged = amended(a[trial], flags=(*a[trial].evidence.flags, flag))
+    failing = amended(a[trial], ok=a[trial].load.ok // 3)  # failures: fewer answers, same requests
     for worse in (flagged, failing):
         rs = [*a[:trial], worse, *a[trial + 1 :]]
         after = differ(side(rs, metric), side(other, metric))
@@ -195,7 +195,7 @@ def test_what_limits_a_model_does_not_depend_on_record_order(
     records: list[StepRecord], limits: list[str], rng: random.Random
 ) -> None:
     """Trials that name different limits: the sentence names the same one whatever the order."""
-    limited = [replace(r, limited_by=limits[i % len(limits)]) for i, r in enumerate(records)]
+    limited = [amended(r, limited_by=limits[i % len(limits)]) for i, r in enumerate(records)]
     shuffled = list(limited)
     rng.shuffle(shuffled)
     assert model_sentences(shuffled) == model_sentences(limited)

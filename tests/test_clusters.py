@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.record import hist
-from lab.record.step import StepKey, StepRecord, step_record
+from lab.record.step import StepKey, StepRecord, amended, step_record
 from lab.record.stepjson import from_json
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
@@ -139,13 +139,13 @@ def test_pauses_too_thin_for_the_bins_are_found_from_the_requests_they_held(
     slow = [pause + rng.uniform(0, D_MS) for _ in range(users * len(ends))]
     record = held_step(users, bulk(40 * users, D_MS, rng) + slow, ends, seconds=first + 10)
     found = pauses_of(record, D_MS)
-    assert len(found) == len(ends), (found, record.limit_reason)
+    assert len(found) == len(ends), (found, record.evidence.limit_reason)
     for p in found:
         assert pause / BIN**0.5 - D_MS <= p.length_ms <= pause * BIN**0.5 + D_MS
-    assert record.limited_by == "pause", record.limit_reason
-    ev = record.evidence["paused"]
+    assert record.evidence.limited_by == "pause", record.evidence.limit_reason
+    ev = record.evidence.details["paused"]
     assert ev["count"] == len(ends) and ev["held"] == len(slow)
-    assert f"{len(slow)} request" in record.limit_reason
+    assert f"{len(slow)} request" in record.evidence.limit_reason
     gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
     if gaps:  # one or two gaps: their median is their mean
         assert ev["period_s"] == pytest.approx(sum(gaps) / len(gaps), abs=0.11)
@@ -177,7 +177,7 @@ def test_a_cluster_the_generator_s_own_lag_could_make_is_never_a_pause(
         users, bulk(40 * users, D_MS, rng) + slow, [3], generator_lag_ms={"max": lag}, **series
     )
     assert pauses_of(record, D_MS) == ()
-    assert record.limited_by != "pause"
+    assert record.evidence.limited_by != "pause"
 
 
 def test_one_slow_request_among_several_users_is_its_own_wait() -> None:
@@ -196,8 +196,8 @@ def test_more_pauses_than_the_seconds_tell_apart_have_no_start() -> None:
     record = held_step(2, bulk(80, D_MS, rng) + [800.0] * 4, [5])
     found = pauses_of(record, D_MS)
     assert [p.start_s for p in found] == [None, None]
-    assert record.evidence["paused"]["period_s"] is None
-    assert " s of the " not in record.limit_reason
+    assert record.evidence.details["paused"]["period_s"] is None
+    assert " s of the " not in record.evidence.limit_reason
 
 
 def bin_step(held_ms: float | None) -> StepRecord:
@@ -219,14 +219,14 @@ def test_a_bin_found_pause_counts_where_the_requests_were_held_through_it() -> N
     assert [p.length_ms for p in pauses_of(bin_step(520.0), 20.0)] == [500.0]
     assert pauses_of(bin_step(100.0), 20.0) == ()  # nobody waited half of it
     assert len(pauses_of(bin_step(None), 20.0)) == 1  # an older record: the slowest request
-    assert "seen per 100 ms" in bin_step(520.0).limit_reason
+    assert "seen per 100 ms" in bin_step(520.0).evidence.limit_reason
 
 
 def test_the_answers_by_latency_survive_the_record_s_json() -> None:
     record = held_step(1, [100.0] * 30 + [900.0], [2])
     again = from_json(json.loads(json.dumps(asdict(record))))
-    assert again.answers_by_latency == record.answers_by_latency
-    assert replace(again, answers_by_latency=()) != record
+    assert again.load.answers_by_latency == record.load.answers_by_latency
+    assert amended(again, answers_by_latency=()) != record
 
 
 @settings(max_examples=80, deadline=None)

@@ -41,6 +41,7 @@ from lab.record.models import ASYNC_PORT
 from lab.system.procs import free_port
 from lab.system.tuning import read_nofile, read_sysctls
 from servers.common import io_body
+from tests.helpers import step_rows
 
 # Every model the quick scenario (and so the README's answer) can recommend has a service, in the
 # default stack and behind nginx in the front profile.
@@ -263,7 +264,7 @@ def test_browser_compares_two_models_and_saves_a_run_to_the_host(stack: Stack) -
     assert Path(seen.saved).parent == Path("/app/results") and saved.parent == stack.results
     text = uibrowser.report(saved)
     assert all(model in text for model in w.models)
-    steps = [json.loads(line) for line in (saved / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(saved)
     assert sorted(s["model"] for s in steps) == sorted(w.models)
     assert all(s["ok"] > 0 and s["server_cpu_pct"] > 0 for s in steps), steps
 

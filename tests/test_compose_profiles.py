@@ -25,6 +25,7 @@ from docker_env import (
 
 from lab.system.procs import free_port
 from servers.common import expected_body, io_body
+from tests.helpers import step_rows
 
 SKIP_REASON = docker_skip_reason(COMPOSE)
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
@@ -128,6 +129,6 @@ def test_sweep_profile_writes_results_to_the_host(tmp_path: Path) -> None:
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     (run_dir,) = tmp_path.iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert [s["users"] for s in steps] == [1, 5]
     assert all(s["ok"] > 0 and not s["errors"] for s in steps)

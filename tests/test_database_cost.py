@@ -3,10 +3,9 @@ sampled in every step like the server (its CPU, and per request), and named when
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tests.helpers import lab_run
+from tests.helpers import lab_run, step_rows
 
 # A WSGI app whose one route waits 80 ms (an upstream, say) and has Redis run a Lua loop of about
 # 12 ms, whatever the machine's speed (the loop is sized on the first request: a fixed count of
@@ -61,7 +60,7 @@ def test_a_busy_redis_is_sampled_and_named_with_its_cost_per_request(tmp_path: P
         *("--duration", "4", "--warmup", "1"),
         timeout_s=300,
     )
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     measured = [s for s in steps if s["status"] == "measured"]
     assert {s["users"] for s in measured} == {1, 16}
     for s in measured:  # sampled in every step, and costlier per request than the server

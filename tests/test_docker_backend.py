@@ -39,6 +39,7 @@ from lab.run.plan import plan_run
 from lab.run.sweep import Sweep
 from lab.system.procs import StartFailed, free_port
 from lab.system.tuning import read_nofile, read_sysctls
+from tests.helpers import step_rows
 
 SKIP_REASON = docker_skip_reason(compose_tool())
 needs_docker = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
@@ -143,7 +144,7 @@ def test_docker_sweep_fills_container_cpu_and_memory_and_cleans_up(tmp_path: Pat
     assert manifest["status"] == "complete" and manifest["backend"] == "docker"
     assert manifest["execution"]["image_id"].startswith("sha256:")
     assert manifest["execution"]["limits"]["nofile"] == read_nofile()
-    steps = [json.loads(line) for line in (plan.run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(plan.run_dir)
     assert [s["users"] for s in steps] == [1, 10]
     for step in steps:
         assert step["ok"] > 0 and not step["errors"], step["flags"]

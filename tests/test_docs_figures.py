@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.docfigures import BLOCK, framework, records, summarize, view_quick_table
+from analysis.docfigures import BLOCK, view_quick_table
+from analysis.docsummary import framework, records, summarize
 from analysis.interfaces import answer, run_answer
 from analysis.loading import load
 from analysis.points import build
@@ -73,7 +74,7 @@ def test_every_measured_table_and_output_is_a_figure_from_a_summary(doc: Path) -
     stray = outside_figures(doc)
     assert not stray, (
         f"{doc.name}: measured figures outside a figure block (line, what): {stray}; commit a "
-        f"summary under docs/figures/ and wrap them (analysis/docfigures.py)"
+        "summary under docs/figures/ and wrap them (analysis/docfigures.py)"
     )
 
 
@@ -85,7 +86,8 @@ def test_every_measured_table_and_output_is_a_figure_from_a_summary(doc: Path) -
 def test_every_figure_is_its_summary_and_names_run_machine_date(
     doc: Path, source: str, view: str | None, body: str
 ) -> None:
-    from analysis.docfigures import PROVENANCE, RUN_ID, digest, load_summary, render
+    from analysis.docfigures import PROVENANCE, RUN_ID, load_summary, render
+    from analysis.docsummary import digest
 
     summary = load_summary(source, ROOT)
     missing = [k for k in PROVENANCE if not str(summary.get(k) or "").strip()]
@@ -98,8 +100,8 @@ def test_every_figure_is_its_summary_and_names_run_machine_date(
             f"{summary['image']} is not the image {source} was made with"
         )
     assert body == render(source, view, ROOT), (
-        f"{doc.name}: the figure from {source} differs from its summary; run "
-        f"`python -m analysis.docfigures refresh`"
+        f"{doc.name}: the figure from {source} differs from its summary; run `python -m "
+        "analysis.docfigures refresh`"
     )
 
 

@@ -62,8 +62,10 @@ def test_a_server_that_sheds_load_is_timed_and_never_crowned_on_p99(
     assert 0 < refused["p50"] < done.latency_ms["p50"]  # ... fast, and their latency is kept
     assert done.all_latency_ms["p50"] < done.latency_ms["p50"]
     shed = _record("shedder", done)
-    assert "failed_tail" in shed.flags and shed.unanswered_hides == ("p99", "p999")
-    assert shed.unanswered_share > 0.5 and shed.latency_all_ms == done.all_latency_ms
+    assert "failed_tail" in shed.evidence.flags and shed.latency.unanswered_hides == ("p99", "p999")
+    assert (
+        shed.latency.unanswered_share > 0.5 and shed.latency.latency_all_ms == done.all_latency_ms
+    )
     honest = record("honest", 1000.0, users=16, p99=500.0)  # slower, every request answered
     (ranking,) = judge(build([shed, honest]))
     assert ranking.best_p99 == ("honest",)
@@ -78,8 +80,8 @@ def test_dropped_arrivals_are_lower_bounds_in_the_record(shedding: str, tmp_path
     assert done.failed_latency_ms["dropped"]["p50"] > 0
     assert "p99" in done.open_loop.all_lower_bounds
     rec = _record("capped", done, "open")
-    assert rec.unanswered_share > 0.5 and "failed_tail" in rec.flags
-    assert rec.latency_all_lower_bounds == tuple(done.open_loop.all_lower_bounds)
+    assert rec.latency.unanswered_share > 0.5 and "failed_tail" in rec.evidence.flags
+    assert rec.latency.latency_all_lower_bounds == tuple(done.open_loop.all_lower_bounds)
 
 
 def _pause(stop_ms: float, every_s: float, until: threading.Event) -> None:
@@ -111,8 +113,8 @@ def test_a_generator_paused_briefly_and_often_is_flagged(calm: str, tmp_path: Pa
         done_flag.set()
         striker.join(timeout=5)
     rec = _record("paused", done)
-    assert "p99" in rec.generator_moved, rec.generator_touched
-    assert "generator_lag" in rec.flags and rec.generator_touched["p99"] > 0.01
+    assert "p99" in rec.evidence.generator_moved, rec.evidence.generator_touched
+    assert "generator_lag" in rec.evidence.flags and rec.evidence.generator_touched["p99"] > 0.01
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,8 @@ from lab.record.errors import LabError
 from lab.record.flags import excluding
 from lab.record.models import FRONTED
 from lab.system import procs
-from tests.helpers import lab_cli, lab_run, wait_answer
-from tests.labrun import LabRun, read_jsonl
+from tests.helpers import lab_cli, lab_run, step_rows, wait_answer
+from tests.labrun import LabRun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,7 +85,7 @@ def test_fronted_twins_answer_as_bare_and_keep_client_connections(tmp_path: Path
     run, done = lab_run(
         tmp_path / "out", "--scenario", path, "--front", "bare,nginx", "--engine", "lab"
     )
-    steps = {s["model"]: s for s in read_jsonl(run / "steps.jsonl")}
+    steps = {s["model"]: s for s in step_rows(run)}
     checks = [json.loads(line) for line in (run / "preflight.jsonl").read_text().splitlines()]
     assert all(c["ok"] for c in checks) and len(checks) == 4, checks  # answers verified
     for name in models:
@@ -117,7 +117,7 @@ def test_a_keepalive_pool_too_small_shows_as_new_server_connections(tmp_path: Pa
     run, _ = lab_run(
         tmp_path / "out", "--scenario", path, "--front", "nginx", "--front-knob", "keepalive=1"
     )
-    (step,) = read_jsonl(run / "steps.jsonl")
+    (step,) = step_rows(run)
     assert step["errors"] == {}, step
     assert step["front_server_connections"] > 0.05 * step["requests"], step
 
@@ -128,9 +128,9 @@ def test_a_front_too_small_is_named_the_limit(tmp_path: Path) -> None:
         tmp_path / "out", "--scenario", path, "--front", "nginx",
         "--front-knob", "connections=16", "--knob", "concurrency=24",
     )  # fmt: skip
-    (step,) = read_jsonl(run / "steps.jsonl")
+    (step,) = step_rows(run)
     assert step["limited_by"] == "front", step["limit_reason"]
-    assert "worker_connections are not enough" in str(step["evidence"]["front_limited"])
+    assert "worker_connections are not enough" in str(step["details"]["front_limited"])
 
 
 @pytest.mark.parametrize(
@@ -220,7 +220,7 @@ def test_lab_serve_front_is_what_compose_runs_and_the_lab_page_shows_nginx_cpu(
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
         (run_dir,) = out.iterdir()
-        (step,) = read_jsonl(run_dir / "steps.jsonl")
+        (step,) = step_rows(run_dir)
         assert step["ok"] > 0 and not step["errors"], step
         assert step["front_cpu_pct"] >= 0 and step["front_rss_mb"] > 0, step
         assert step["server_rss_mb"] > step["front_rss_mb"], step  # each measured apart

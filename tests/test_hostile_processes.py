@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab.system import procs
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 from tests.hostile_input import TINY, models_doc
 
 pytestmark = pytest.mark.procs  # every test starts processes
@@ -43,7 +43,7 @@ def test_tiny_real_sweep_on_ipv6_loopback(tmp_path):
     )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     (run,) = tmp_path.iterdir()
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run)
     assert [s["users"] for s in steps] == [1, 2]
     assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
     manifest = json.loads((run / "manifest.json").read_text())
@@ -107,7 +107,7 @@ def test_start_timeout_records_start_failed_for_every_level_and_goes_on(tmp_path
     )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     (run,) = (tmp_path / "out").iterdir()
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run)
     silent = [s for s in steps if s["model"] == "silent"]
     assert sorted(s["users"] for s in silent) == [1, 2]
     assert all("start_failed" in s["flags"] for s in silent)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import step_rows
+
 ROOT = Path(__file__).resolve().parent.parent
 GENERIC_NAMES = ("lab", "servers", "loadgen", "analysis", "experiments", "tuning", "benchmarks")
 
@@ -122,7 +124,7 @@ def test_quick_sweep_from_another_directory(installed: Path, tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run_dir,) = (tmp_path / "results").iterdir()
     assert (run_dir / "manifest.json").is_file()
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert [(s["model"], s["users"]) for s in steps] == [("gunicorn-asyncio", 2)]
     assert steps[0]["ok"] > 0 and not steps[0]["errors"]
     report = subprocess.run(

@@ -21,7 +21,7 @@ from analysis.loading import load
 from analysis.metrics import point_table
 from analysis.points import build
 from lab.backends.base import LocalServer
-from lab.record.step import Measured, StepKey, step_record
+from lab.record.step import Measured, StepKey, amended, step_record
 from lab.run.apparatus import generator_lag
 from lab.run.generator import run_step
 from tests.fixture_run import FixtureStep, build_run
@@ -89,13 +89,11 @@ def test_a_lagged_point_makes_no_p99_crossover(tmp_path: Path) -> None:
 def test_the_summary_names_the_instrument(tmp_path: Path) -> None:
     steps = [FixtureStep("a", c, 1, (100.0,) * 3, (20.0,)) for c in (1, 10)]
     run = load(build_run(tmp_path, steps))
-    lagged = run.records[0].__class__(
-        **{
-            **vars(run.records[0]),
-            "generator_lag_ms": {"p50": 0.1, "p99": 9.0, "max": 80.0, "mean": 0.3},
-            "generator_periodic_pct": 0.25,
-            "flags": ("generator_lag",),
-        }
+    lagged = amended(
+        run.records[0],
+        generator_lag_ms={"p50": 0.1, "p99": 9.0, "max": 80.0, "mean": 0.3},
+        generator_periodic_pct=0.25,
+        flags=("generator_lag",),
     )
     lines = instrument_lines([lagged, run.records[1]])
     assert lines[0].startswith("the instrument: the generator's event loop woke 9.0-9.0 ms")

@@ -4,7 +4,6 @@ best async port beside it and what each bridged configuration costs."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from analysis.points import build
 from lab.config.models import load_registry
 from lab.config.userapp import UserApp, fit
 from lab.record.models import AS_IS, ASYNC_PORT, BRIDGED, models_run_app, runs_app
+from lab.record.step import amended
 from lab.run.manifest import model_entry
 from lab.verdict.sizing import to_run
 from tests.fixture_run import FixtureStep, build_run
@@ -157,10 +157,12 @@ def test_a_users_app_is_told_how_to_run_it(tmp_path: Path) -> None:
         "knobs": {"processes": 1, "concurrency": 100},
         "environment": {"cpus_usable": [0, 1, 2, 3]},
     }
-    records = [replace(r, server_cpu_ms_per_req=0.6) for r in run.records]
+    records = [amended(r, server_cpu_ms_per_req=0.6) for r in run.records]
     line = run_answer(records, manifest, build(records))[-1]
     at = next(r for r in records if r.key.level == 100)
-    sized = to_run("uwsgi-threads", "thread", at.throughput_rps, at.latency_ms["mean"], 0.6, 4)
+    sized = to_run(
+        "uwsgi-threads", "thread", at.load.throughput_rps, at.latency.latency_ms["mean"], 0.6, 4
+    )
     assert line.startswith("uwsgi-threads was measured as 1 process x 100 threads; to run it on ")
     assert "this machine's 4 cores at 100 users" in line and line.endswith(sized.why)
 
@@ -244,13 +246,13 @@ def test_a_candidate_not_measured_at_a_level_keeps_the_answer_below_it() -> None
     [
         (
             370.0,
-            "uwsgi-threads, 380.0 rps, p99 59 ms (tied: gunicorn-gevent: tied on throughput; "
-            "p99 25.5x worse, apart beyond noise)",
+            "uwsgi-threads, 380.0 rps, p99 59 ms (tied: gunicorn-gevent: tied on throughput; p99 "
+            "25.5x worse, apart beyond noise)",
         ),
         (
             385.0,
-            "uwsgi-threads, 380.0 rps, p99 59 ms (tied: gunicorn-gevent: tied on throughput; "
-            "p99 25.5x worse, apart beyond noise); picked on p99: tied on throughput with "
+            "uwsgi-threads, 380.0 rps, p99 59 ms (tied: gunicorn-gevent: tied on throughput; p99 "
+            "25.5x worse, apart beyond noise); picked on p99: tied on throughput with "
             "gunicorn-gevent, p99 lower beyond noise",
         ),
     ],

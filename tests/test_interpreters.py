@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.record.rundir import RunDir
+from lab.record.step import flat
 from lab.system import interpreters
 from tests.helpers import lab_run
 
@@ -31,7 +32,7 @@ def test_python_override_is_honoured_and_recorded(tmp_path):
     assert manifest["models"]["gunicorn-gthread"]["argv"][0] == str(venv / "bin" / "gunicorn")
     assert info["version"] == interpreters.probe(SYSTEM_PYTHON)["version"]
     assert info["gil_enabled"] is True  # a regular build; a 3.13t/3.14t build records False
-    assert all(s["ok"] > 0 for s in [vars(r) for r in RunDir(run).steps()])
+    assert all(s["ok"] > 0 for s in [flat(r) for r in RunDir(run).steps()])
 
 
 FREE_THREADED = {"version": "3.14.0", "free_threaded_build": True, "gil_enabled": False}

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from analysis.judge import judge, sentence
 from analysis.points import build
-from lab.record.step import StepRecord
+from lab.record.step import StepRecord, amended
 from tests.helpers import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,9 +98,9 @@ def test_the_sentence_word_for_word() -> None:
         ]
     )
     assert sentence(v) == (
-        "10 users (closed): best rps a (tied: b, c), best p99 a (tied: b, c); "
-        "excluded: x (start_failed); single trial: its intervals include the run-to-run floor "
-        "of the lab's A/A runs (docs/statistics.md); --trials 3 measures the spread instead"
+        "10 users (closed): best rps a (tied: b, c), best p99 a (tied: b, c); excluded: x "
+        "(start_failed); single trial: its intervals include the run-to-run floor of the lab's A/A "
+        "runs (docs/statistics.md); --trials 3 measures the spread instead"
     )
     two = [record(m, r, trial=t) for m, r in (("a", 200), ("b", 100)) for t in (1, 2)]
     assert sentence(only(two)) == "10 users (closed): best rps a, best p99 a (tied: b)"
@@ -129,8 +128,8 @@ def test_the_labs_own_limit_is_named_for_the_models_it_held() -> None:
 
 
 def test_best_only_as_measured_is_said_of_the_best_alone() -> None:
-    unknown = replace(record("a", 100), limited_by="unknown", limit_reason="below the ideal")
-    slower = replace(record("b", 50), limited_by="unknown", limit_reason="also below")
+    unknown = amended(record("a", 100), limited_by="unknown", limit_reason="below the ideal")
+    slower = amended(record("b", 50), limited_by="unknown", limit_reason="also below")
     v = only([unknown, slower])
     assert v.notes == ("a is best only as measured: below the ideal",)
 
@@ -155,7 +154,7 @@ def test_every_exclusion_and_its_flags_are_said() -> None:
 
 
 def test_a_level_with_a_skipped_model_still_says_its_single_trial() -> None:
-    skipped = replace(record("b", 0.0), status="skipped", flags=("preflight_failed",))
+    skipped = amended(record("b", 0.0), status="skipped", flags=("preflight_failed",))
     v = only([record("a", 100), skipped])
     assert v.trials == 1 and v.excluded == {"b": ("preflight_failed",)}
     assert "single trial" in sentence(v)

@@ -57,4 +57,4 @@ def test_command_line_beats_scenario_beats_defaults(
     argv = run.manifest()["models"]["uwsgi-threads"]["argv"]
     assert argv[argv.index("--threads") + 1] == str(threads)
     (step,) = run.steps()
-    assert step.upstream_max_inflight == threads  # what the running server really held
+    assert step.load.upstream_max_inflight == threads  # what the running server really held

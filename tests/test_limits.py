@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from lab.backends.base import CpuLayout
-from lab.record.step import Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Raised, Sampled, StepKey, StepRecord, flat, step_record
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from lab.verdict.limits import LABS_OWN, LIMITS
 from tests.fixture_run import window
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 from tests.undisturbed import undisturbed
 
 DELAY_MS = 50.0
@@ -88,31 +88,35 @@ def step(
     ],
 )
 def test_limit_and_cap_flags(record: StepRecord, limit: str, flag: str | None) -> None:
-    assert record.limited_by == limit and limit in LIMITS and record.limit_reason
-    caps = {"capped", "capped_unexplained"} & set(record.flags)
+    assert record.evidence.limited_by == limit and limit in LIMITS and record.evidence.limit_reason
+    caps = {"capped", "capped_unexplained"} & set(record.evidence.flags)
     assert caps == ({flag} if flag else set())
     if flag:
-        assert record.evidence[flag]["ceiling"] == 10 and record.evidence[flag]["offered"] == 50
+        assert (
+            record.evidence.details[flag]["ceiling"] == 10
+            and record.evidence.details[flag]["offered"] == 50
+        )
     if flag:
-        assert record.excluded_by == (
+        assert record.evidence.excluded_by == (
             ["capped_unexplained"] if flag == "capped_unexplained" else []
         )
 
 
 def test_cost_per_request() -> None:
     r = step(10, 100, inflight=10, cpu=15)
-    assert r.server_cpu_ms_per_req == pytest.approx(1.5)  # 15% of a core / 100 req/s
-    assert r.apparatus_cpu_ms_per_req == pytest.approx(2.0)  # generator 20%, upstream 0
-    assert r.server_rss_kb_per_conn == pytest.approx(20 * 1024 / 10)  # 60 - 40 MB over 10
+    assert r.resources.server_cpu_ms_per_req == pytest.approx(1.5)  # 15% of a core / 100 req/s
+    assert r.resources.apparatus_cpu_ms_per_req == pytest.approx(2.0)  # generator 20%, upstream 0
+    assert r.resources.server_rss_kb_per_conn == pytest.approx(20 * 1024 / 10)  # 60 - 40 MB over 10
 
 
 def test_old_schema_2_lines_still_load() -> None:
     from lab.record.stepjson import from_json
 
-    data = json.loads(step(10, 100, inflight=10).to_json())
+    data = json.loads(json.dumps(flat(step(10, 100, inflight=10))))  # as schema 2 wrote it
+    data.update(schema_version=2, evidence=data.pop("details"))
     for name in ("limited_by", "limit_reason", "scheduled", "latency_lower_bounds"):
         data.pop(name)
-    assert from_json(data).limited_by == ""
+    assert from_json(data).evidence.limited_by == ""
 
 
 CAPPED_MODELS = """
@@ -135,7 +139,7 @@ def run_lab(out: Path, *args: str) -> tuple[list[dict], str]:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (run,) = out.iterdir()
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run)
     return steps, done.stdout
 
 
@@ -158,7 +162,7 @@ def test_a_cap_no_knob_explains_is_flagged_and_never_best(tmp_path: Path) -> Non
         assert "the lab's own limit at this level" in stdout
     else:
         assert "capped_unexplained" in capped["flags"], (capped["flags"], capped["limit_reason"])
-        evidence = capped["evidence"]["capped_unexplained"]
+        evidence = capped["details"]["capped_unexplained"]
         assert evidence["ceiling"] == 10 and evidence["offered"] == 50
         assert capped["limited_by"] == "concurrency_cap" and "no knob" in capped["limit_reason"]
         assert "excluded: gthread-fixed10 (capped_unexplained)" in stdout
@@ -196,7 +200,7 @@ def test_a_saturated_apparatus_core_is_flagged_and_never_best(
     )
     (only,) = steps
     assert "apparatus_saturated" in only["flags"], (only["flags"], only["apparatus_core_pct"])
-    assert only["evidence"]["apparatus_saturated"]["core_busy_pct"] >= 90
+    assert only["details"]["apparatus_saturated"]["core_busy_pct"] >= 90
     assert "best rps none (no fair result)" in stdout
     advice = {  # the busy loops may fill the host's other core too: then more cannot help
         "host_cpu": "more generators on this machine cannot help",

@@ -29,7 +29,7 @@ from lab.run import logincheck
 from lab.run.generator import run_step
 from lab.system import procs
 from loadgen.protocol import Start
-from tests.helpers import lab_cli, lab_run, wait_answer
+from tests.helpers import lab_cli, lab_run, step_rows, wait_answer
 
 APPS = Path(__file__).parent / "loginapps"
 FLASK_CSRF = "form:csrf_token=field:csrf_token,header:X-CSRFToken"
@@ -354,9 +354,9 @@ def test_a_lab_run_logs_each_user_in_and_reports_the_logins_apart(tmp_path: Path
         *("--mode", "open", "--rates", "20", "--max-outstanding", "3", "--models", "uwsgi-threads"),
         *("--knob", "concurrency=4", "--duration", "2", "--warmup", "0"),
     )
-    (step,) = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-    assert step["evidence"]["login"]["logins"] == 3 and step["evidence"]["login"]["ok"] == 3
-    assert "a login per user (POST /login)" in step["evidence"]["engine"]["why"]
+    (step,) = step_rows(run)
+    assert step["details"]["login"]["logins"] == 3 and step["details"]["login"]["ok"] == 3
+    assert "a login per user (POST /login)" in step["details"]["engine"]["why"]
     # every request logged in (no 4xx); arrivals the cap kept back on a busy machine are no error
     assert set(step["errors"]) <= {"dropped"} and step["ok"] > 0, step["errors"]
     assert "logins 3 (0 failed" in done.stderr  # the step's summary line

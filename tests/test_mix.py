@@ -18,7 +18,7 @@ from lab.config.mix import MixRoute, split_weight, weighted_ms
 from lab.config.scenario import load_scenario
 from lab.record import hist
 from lab.record.errors import LabError
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 MIX_APP = """
 import time
@@ -159,7 +159,7 @@ def test_the_mix_is_swept_and_each_route_recorded_apart(mix_run: Any) -> None:
     mix = {m["label"]: m["weight"] for m in scenario["app"]["mix"]}
     assert mix == {"/fast/1": 6.0, "/slow": 2.0}
     assert 20 <= scenario["delay_ms"] < 40  # d: 3/4 of ~1 ms + 1/4 of ~100 ms
-    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    (step,) = step_rows(run_dir)
     routes = step["routes"]
     assert set(routes) == {"/fast/1", "/slow"}
     assert sum(r["requests"] for r in routes.values()) == step["requests"]
@@ -240,7 +240,7 @@ def test_each_route_is_kept_apart_in_the_open_loop_and_on_several_generators(
     )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    (step,) = [json.loads(line) for line in next(tmp_path.glob("*/steps.jsonl")).open()]
+    (step,) = step_rows(next(tmp_path.glob("*/steps.jsonl")).parent)
     assert step["generators"] == generators and set(step["routes"]) == {"/fast/1", "/slow"}
     assert sum(r["ok"] for r in step["routes"].values()) == step["ok"] > 0
     assert step["routes"]["/slow"]["latency_ms"]["p50"] >= 95

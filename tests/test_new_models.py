@@ -7,6 +7,7 @@ import json
 import pytest
 
 from lab.record.rundir import RunDir
+from lab.record.step import flat
 from tests.helpers import lab_run, module_run
 
 NEW_MODELS = ["granian-wsgi", "granian-asgi", "uvicorn"]
@@ -20,7 +21,7 @@ run_dir = module_run(
 
 @pytest.mark.parametrize("model", NEW_MODELS, ids=NEW_MODELS)
 def test_new_model_serves_the_sweep_without_errors(run_dir, model):
-    steps = [s for s in [vars(r) for r in RunDir(run_dir).steps()] if s["model"] == model]
+    steps = [s for s in [flat(r) for r in RunDir(run_dir).steps()] if s["model"] == model]
     assert sorted(s["users"] for s in steps) == [1, 4]
     assert all(s["ok"] > 0 and not s["errors"] for s in steps), steps
     assert "serialized" not in {f for s in steps for f in s["flags"]}
@@ -45,4 +46,4 @@ def test_model_with_missing_package_is_skipped_with_the_reason(tmp_path):
         timeout_s=120,
     )
     assert "skipping ghost: no-such-server-dist not installed" in " ".join(done.stderr.split())
-    assert {s["model"] for s in [vars(r) for r in RunDir(run).steps()]} == {"gunicorn-gthread"}
+    assert {s["model"] for s in [flat(r) for r in RunDir(run).steps()]} == {"gunicorn-gthread"}

@@ -55,7 +55,9 @@ def test_a_closed_loop_step_on_oha_keeps_every_request(calm: str, tmp_path: Path
     assert 2 <= done.latency_ms["p50"] <= done.latency_ms["p99"] < 1000
     assert done.late_sends == "" and done.client_cpu_pct > 0
     record = step_record("run", StepKey("m", "closed", 4, None, 1), measured_from(done))
-    assert record.throughput_rps == pytest.approx(done.closed_loop["ok_in_window"] / 2, rel=0.01)
+    assert record.load.throughput_rps == pytest.approx(
+        done.closed_loop["ok_in_window"] / 2, rel=0.01
+    )
 
 
 @needs_oha

@@ -58,8 +58,10 @@ def test_every_request_oha_sent_is_in_the_lab_s_record(calm: str, tmp_path: Path
     assert sum(done.timeseries["rps"]) == done.open_loop.ok_in_window  # type: ignore[union-attr]
     assert 2 <= done.latency_ms["p50"] <= done.latency_ms["p99"] < 1000
     record = step_record("run", StepKey("m", "open", None, 200.0, 1), measured_from(done))
-    assert record.throughput_rps == pytest.approx(200, rel=0.05) and record.flags == ()
-    assert record.scheduled == record.sent and record.unanswered_share == 0
+    assert (
+        record.load.throughput_rps == pytest.approx(200, rel=0.05) and record.evidence.flags == ()
+    )
+    assert record.load.scheduled == record.load.sent and record.latency.unanswered_share == 0
 
 
 @needs_oha
@@ -83,7 +85,7 @@ def test_a_server_that_refuses_is_every_request_a_lower_bound(tmp_path: Path) ->
     assert done.requests == pytest.approx(400, abs=4)
     assert done.open_loop is not None and "p99" in done.open_loop.all_lower_bounds
     record = step_record("run", StepKey("m", "open", None, 200.0, 1), measured_from(done))
-    assert "no_responses" in record.flags and record.unanswered_share == 1.0
+    assert "no_responses" in record.evidence.flags and record.latency.unanswered_share == 1.0
     assert sum(n for *_, n in seen) == 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from lab.verdict.limits import LABS_OWN
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 RATE, WORKERS, DELAY_S, SETTLE_S, WINDOW_S = 60.0, 4, 0.1, 1.0, 6.0
 
@@ -43,7 +43,7 @@ def test_overload_percentiles_match_fifo_arithmetic(tmp_path: Path) -> None:
     done = subprocess.run(lab_cli(*args), capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     (run,) = tmp_path.iterdir()
-    (step,) = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    (step,) = step_rows(run)
     settle = json.loads((run / "manifest.json").read_text())["scenario"]["settle_s"]
     assert settle == SETTLE_S
     mu = step["throughput_rps"]  # answered inside the window, the server saturated throughout

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.record.step import Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Sampled, StepKey, StepRecord, amended, step_record
 from lab.record.thresholds import T
 from lab.system import tools
 from lab.verdict.assess import assessed
@@ -79,15 +79,15 @@ def test_every_pause_put_in_is_found_with_its_length(
     for p, (_, ms) in zip(found, truth, strict=True):
         assert ms <= p.length_ms <= ms + 100
     record = ticked(ticks)
-    assert record.limited_by == "pause", record.limit_reason
-    ev = record.evidence["paused"]
+    assert record.evidence.limited_by == "pause", record.evidence.limit_reason
+    ev = record.evidence.details["paused"]
     assert ev["count"] == len(pauses) and ev["lengths_ms"] == [p.length_ms for p in found]
     if len(pauses) >= 2:
         starts = [start for start, _ in truth]
         gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
         # one or two gaps: their median is their mean
         assert ev["period_s"] == pytest.approx(sum(gaps) / len(gaps), abs=0.051)
-        assert f"about every {ev['period_s']:g} s" in record.limit_reason
+        assert f"about every {ev['period_s']:g} s" in record.evidence.limit_reason
 
 
 @settings(max_examples=60, deadline=None)
@@ -111,7 +111,7 @@ def test_a_quiet_stretch_is_no_pause_where_no_request_waited_or_the_generator_st
     assert pauses_of(ticked(ticks, max_ms=100.0), D_MS) == ()  # nobody waited through it
     lagged = replace(ticked(ticks), timeseries={"lag_max_ms": [0.0, 0.0, 450.0, 0.0, 0.0]})
     assert pauses_of(lagged, D_MS) == ()
-    assert pauses_of(replace(ticked(ticks), answers_100ms=()), D_MS) == ()  # an older record
+    assert pauses_of(amended(ticked(ticks), answers_100ms=()), D_MS) == ()  # an older record
 
 
 NAMES = st.dictionaries(
@@ -138,11 +138,18 @@ def test_a_server_that_waited_a_third_of_the_window_is_never_cause_not_found(
     in the reasons (the limit's or a secondary one's)."""
     raised = {"host_busy": "other processes used 80% of a core"} if host_busy else {}
     record = ticked([round(rps / 10)] * 100, server_cpu_pct=cpu, server_wait_pct=wait)
-    record = replace(record, host_cpu_pct=host, others_on_cores=others, users=1000)
-    record = replace(record, flags=(*record.flags, *raised), evidence={**record.evidence, **raised})
+    record = amended(record, host_cpu_pct=host, others_on_cores=others, users=1000)
+    record = amended(
+        record,
+        flags=(*record.evidence.flags, *raised),
+        details={**record.evidence.details, **raised},
+    )
     judged = assessed(record, capacity())
-    assert judged.limited_by != "unknown", judged.limit_reason
-    said = [judged.limit_reason, *(x["reason"] for x in judged.evidence.get("also_limited_by", []))]
+    assert judged.evidence.limited_by != "unknown", judged.evidence.limit_reason
+    said = [
+        judged.evidence.limit_reason,
+        *(x["reason"] for x in judged.evidence.details.get("also_limited_by", [])),
+    ]
     for name in others:
         assert any(name in reason for reason in said), (name, said)
 
@@ -160,15 +167,17 @@ def test_a_real_app_s_pauses_are_named_with_count_length_and_period(
     limit is the pause (or it is secondary evidence), its count, length and period in the flag's
     evidence, its length the pause's within 100 ms either way."""
     record = paused_record(kind, pause_s, every_s, window_s, tmp_path)
-    assert record.answers_100ms and len(record.answers_100ms) == int(window_s * 10)
-    assert "pause" in (record.limited_by, *record.also_limited_by), record.limit_reason
+    assert record.load.answers_100ms and len(record.load.answers_100ms) == int(window_s * 10)
+    assert "pause" in (record.evidence.limited_by, *record.evidence.also_limited_by), (
+        record.evidence.limit_reason
+    )
     found = pauses_of(record, D_MS / 2)
     expected = 2 if every_s < window_s - 0.5 else 1
-    assert len(found) >= expected, (found, record.answers_100ms)
+    assert len(found) >= expected, (found, record.load.answers_100ms)
     for p in found:
         assert pause_s * 1000 - 100 <= p.length_ms <= pause_s * 1000 + 150, found
-    if record.limited_by == "pause":
-        ev = record.evidence["paused"]
+    if record.evidence.limited_by == "pause":
+        ev = record.evidence.details["paused"]
         assert ev["count"] == len(found)
         if expected > 1:
             assert ev["period_s"] == pytest.approx(every_s, abs=0.2)
@@ -185,15 +194,17 @@ def test_a_pause_at_two_users_too_thin_for_the_bins_is_found_from_its_held_reque
     record = paused_record(
         "gevent" if kind == "gevent" else "threads", 1.0, 2.0, 4.0, tmp_path, service_s=0.1, users=2
     )
-    ticks = sorted(n for n in record.answers_100ms if n)
-    assert ticks[len(ticks) // 2] * 4 < T.pause_min_expected_answers, record.answers_100ms
-    assert "pause" in (record.limited_by, *record.also_limited_by), record.limit_reason
+    ticks = sorted(n for n in record.load.answers_100ms if n)
+    assert ticks[len(ticks) // 2] * 4 < T.pause_min_expected_answers, record.load.answers_100ms
+    assert "pause" in (record.evidence.limited_by, *record.evidence.also_limited_by), (
+        record.evidence.limit_reason
+    )
     found = pauses_of(record, 100.0)
-    assert [p.seen for p in found] == ["held", "held"], (found, record.answers_by_latency)
+    assert [p.seen for p in found] == ["held", "held"], (found, record.load.answers_by_latency)
     for p in found:
         assert 900 <= p.length_ms <= 1150, found
-    if record.limited_by == "pause":
-        ev = record.evidence["paused"]
+    if record.evidence.limited_by == "pause":
+        ev = record.evidence.details["paused"]
         assert ev["count"] == 2 and ev["held"] >= 3, ev
         assert ev["period_s"] == pytest.approx(2.0, abs=0.2)
 
@@ -204,9 +215,9 @@ def test_oha_s_answers_per_100ms_show_the_same_pause(tmp_path: Path) -> None:
     records fill the same 100 ms series, and the pause is found at its length."""
     load = {"engine": "oha", "engine_path": tools.binary() or "", "rate_rps": 300.0}
     record = paused_record("threads", 0.5, 9.0, 2.0, tmp_path, max_outstanding=50, **load)
-    assert len(record.answers_100ms) == 20 and sum(record.answers_100ms) > 0
+    assert len(record.load.answers_100ms) == 20 and sum(record.load.answers_100ms) > 0
     (found,) = pauses_of(record, D_MS / 2)
-    assert 400 <= found.length_ms <= 650, (found, record.answers_100ms)
+    assert 400 <= found.length_ms <= 650, (found, record.load.answers_100ms)
 
 
 def test_two_busy_loops_on_the_server_s_core_are_named(tmp_path: Path) -> None:
@@ -233,7 +244,7 @@ def test_two_busy_loops_on_the_server_s_core_are_named(tmp_path: Path) -> None:
     assert step["limited_by"] != "unknown", step["limit_reason"]
     said = [
         step["limit_reason"],
-        *(x["reason"] for x in step["evidence"].get("also_limited_by", [])),
+        *(x["reason"] for x in step["details"].get("also_limited_by", [])),
     ]
     for loop in loops:
         assert any(f"({loop.pid})" in reason for reason in said), (

@@ -24,7 +24,7 @@ from analysis.report import write_report
 from analysis.summary import print_summary
 from lab.cli.report import report
 from lab.record.rundir import RunDir
-from lab.record.step import StepKey, StepRecord, step_record
+from lab.record.step import StepKey, StepRecord, amended, step_record
 from tests.fixture_run import window
 from tests.helpers import ref_fair, ref_mean, ref_points, ref_tail_fair, run_of, sweep, two_models
 
@@ -133,7 +133,7 @@ def test_the_front_compares_only_points_the_judge_compares() -> None:
 def trial(n: int, rps: float, **fields: object) -> StepRecord:
     """A measured 10 s trial of model m at 10 users, `rps` answers a second."""
     record = step_record("run", StepKey("m", "closed", 10, None, n), window(rps))
-    return replace(record, **fields)  # type: ignore[arg-type]
+    return amended(record, **fields)
 
 
 def of_trials(*trials: StepRecord) -> analysis.points.Point:
@@ -155,7 +155,7 @@ def test_a_points_own_fields_come_from_its_trials() -> None:
 
 
 def test_a_points_sides_carry_the_flags_given_and_its_skipped_steps() -> None:
-    skipped = replace(trial(3, 0.0), status="skipped", flags=("preflight_failed",))
+    skipped = amended(trial(3, 0.0), status="skipped", flags=("preflight_failed",))
     p = of_trials(trial(1, 100.0), trial(2, 102.0), skipped)
     assert p.sides() == {"rps": p.throughput, "p99": p.latency}
     given_more = p.sides(("serialized",))

@@ -3,7 +3,6 @@ calls that block an event loop named, on generated stacks and on a real server u
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -11,7 +10,6 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -22,13 +20,13 @@ from hypothesis import strategies as st
 from analysis.profiles import flame
 from analysis.report import write_report
 from lab.record import stacks as kept
-from lab.record.step import Raised
+from lab.record.step import Raised, amended
 from lab.system import procs, profile
 from lab.verdict import owners
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from tests.fixture_run import closed_step
-from tests.helpers import lab_run, wait_answer
+from tests.helpers import lab_run, step_rows, wait_answer
 
 LOOP = 'process 10:"python -m uvicorn app"'
 FRAMES = (
@@ -201,10 +199,10 @@ def test_the_labs_psycopg2_route_under_gevent_names_its_blocking_call(
     args = ["--models", "gunicorn-gevent", "--route", "db", "--db-driver", driver]
     args += ["--levels", "10", "--duration", "3", "--warmup", "1", "--profile", "all"]
     run, _ = lab_run(tmp_path, *args)
-    (step,) = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-    found = step["evidence"]["profile"]["blocking"]
+    (step,) = step_rows(run)
+    found = step["details"]["profile"]["blocking"]
     named = "servers.dbclient.pg_sleep blocks the loop" in step["limit_reason"]
-    assert named is blocks and bool(found) is blocks, step["evidence"]["profile"]
+    assert named is blocks and bool(found) is blocks, step["details"]["profile"]
     if blocks:
         assert found[0]["share_pct"] >= 50, found
     page = write_report(run).read_text()  # the flame graph drawn, nothing fetched
@@ -237,11 +235,11 @@ def test_the_reason_says_where_the_cpu_went_where_the_limit_is_the_server(
     r = closed_step(50, 3000 if limit != "unknown" else 900, cap, p50=12, cpu=cpu)
     if limit == "apparatus":
         r = closed_step(50, 3000, cap, p50=12, cpu=20.0, raised=raised)
-    r = assessed(replace(r, evidence={**r.evidence, "profile": PROFILE}), cap)
-    assert r.limited_by == limit, r.limit_reason
+    r = assessed(amended(r, details={**r.evidence.details, "profile": PROFILE}), cap)
+    assert r.evidence.limited_by == limit, r.evidence.limit_reason
     words = "where the server's CPU went: 59% in jinja2 (framework), 26% in psycopg2 (driver)"
-    assert (words in r.limit_reason) is says, r.limit_reason
-    assert "flask" not in r.limit_reason
+    assert (words in r.evidence.limit_reason) is says, r.evidence.limit_reason
+    assert "flask" not in r.evidence.limit_reason
 
 
 GRANIAN = 'process 5:"/v/bin/python /v/bin/granian --interface wsgi"'
@@ -266,8 +264,8 @@ def test_compare_says_where_a_change_moved_the_time() -> None:
     cap = Capacity(1000, "1000 threads x 1 process", cores=1.0, delay_ms=10.0, memory_mb=64_000)
     a = closed_step(50, 3000, cap, p50=12, cpu=99.0)
     moved_on = {**PROFILE, "owners_pct": {**PROFILE["owners_pct"], "idle": 11.0, "app": 30.0}}
-    b = replace(a, evidence={**a.evidence, "profile": moved_on})
-    a = replace(a, evidence={**a.evidence, "profile": PROFILE})
+    b = amended(a, details={**a.evidence.details, "profile": moved_on})
+    a = amended(a, details={**a.evidence.details, "profile": PROFILE})
     ((model, level, said),) = flame.moved([a], [b])
     assert (model, level) == ("m", "50 users")
     assert said == "app 10% → 30%; idle 31% → 11%"

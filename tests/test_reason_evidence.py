@@ -18,7 +18,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, amended, step_record
 from lab.verdict.assess import verdict
 from lab.verdict.capacity import Capacity
 from lab.verdict.facts import facts_of
@@ -127,9 +127,9 @@ def steps(draw: st.DrawFn) -> tuple[StepRecord, Capacity]:
                 measured, requests=answered, errors={}, answers_100ms=pause, timeseries=steady_s
             )
         record = step_record("run", key, measured, replace(sampled, **quiet))
-        return replace(record, app_connections=held), cap
+        return amended(record, app_connections=held), cap
     record = step_record("run", key, measured, sampled, raised(draw))
-    return replace(record, app_connections=held), cap
+    return amended(record, app_connections=held), cap
 
 
 def sampled_figures(draw: st.DrawFn, cap: Capacity, users: int, requests: int) -> Sampled:

@@ -22,8 +22,8 @@ import pytest
 
 from lab.run.steps import Watchdog
 from lab.system import procs
-from tests.helpers import lab_cli, undisturbed
-from tests.labrun import LabRun, read_jsonl
+from tests.helpers import lab_cli, step_rows, undisturbed
+from tests.labrun import LabRun
 
 FIRST, SECOND = "gunicorn-gevent", "gunicorn-gthread"
 FAST_SCENARIO = """\
@@ -175,15 +175,15 @@ def broken_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ids=["exits-at-once", "never-listens", "accepts-never-answers"],
 )
 def test_server_that_never_starts_is_recorded_and_the_sweep_moves_on(broken_run, model, evidence):
-    steps = {(s["model"], s["users"]): s for s in read_jsonl(broken_run / "steps.jsonl")}
+    steps = {(s["model"], s["users"]): s for s in step_rows(broken_run)}
     for level in (1, 4):
         step = steps[(model, level)]
         assert step["flags"] == ["start_failed"] and step["requests"] == 0
-        assert evidence in step["evidence"]["start_failed"]["message"]
-        assert "log_tail" in step["evidence"]["start_failed"]
+        assert evidence in step["details"]["start_failed"]["message"]
+        assert "log_tail" in step["details"]["start_failed"]
     if model == "exits":
-        assert steps[(model, 1)]["evidence"]["start_failed"]["exit_code"] == 3
-        assert "boom" in steps[(model, 1)]["evidence"]["start_failed"]["log_tail"]
+        assert steps[(model, 1)]["details"]["start_failed"]["exit_code"] == 3
+        assert "boom" in steps[(model, 1)]["details"]["start_failed"]["log_tail"]
     real = [steps[(FIRST, level)] for level in (1, 4)]
     assert all(s["ok"] > 0 and undisturbed(s) for s in real)  # the next model ran normally
     assert list((broken_run / "pids").glob("*.pid")) == []
@@ -202,7 +202,7 @@ def test_server_killed_mid_step(lab_run, scenario):
     assert "server_died" in died["flags"] and "errors" in died["flags"]
     assert set(died["errors"]) <= {"refused", "reset", "timeout", "other"}
     assert sum(died["errors"].values()) > 0  # its connection errors are counted
-    assert died["evidence"]["server_died"]["exit_code"] == -signal.SIGKILL
+    assert died["details"]["server_died"]["exit_code"] == -signal.SIGKILL
     assert died["duration_s"] == pytest.approx(2, abs=0.5)
     nxt = [s for s in steps if s["model"] == SECOND]
     assert [s["users"] for s in nxt] == [1, 4] and all(undisturbed(s) for s in nxt)
@@ -253,10 +253,10 @@ def test_upstream_and_load_generator_deaths_are_recorded_as_theirs(lab_run, scen
     remeasured = json.loads((run.dir / "manifest.json").read_text())["remeasured"]
     assert {f"{FIRST} 1 user trial 1", f"{FIRST} 2 users trial 1"} <= set(remeasured["steps"])
     assert "upstream_down" in up_down["flags"] and "server_died" not in up_down["flags"]
-    assert up_down["evidence"]["upstream_down"]["exit_code"] == -signal.SIGKILL
+    assert up_down["details"]["upstream_down"]["exit_code"] == -signal.SIGKILL
     assert up_down["errors"].get("http_5xx", 0) > 0  # the app answered 502: the upstream's fault
     assert "loadgen_failed" in gen_failed["flags"] and "server_died" not in gen_failed["flags"]
-    assert gen_failed["evidence"]["loadgen_failed"]["exit_code"] == -signal.SIGKILL
+    assert gen_failed["details"]["loadgen_failed"]["exit_code"] == -signal.SIGKILL
     assert undisturbed(clean) and clean["ok"] > 0  # a restarted upstream, the same server
     assert run.pid("upstream") is None  # stopped at the end like everything else
     assert_all_gone(run)
@@ -271,7 +271,7 @@ def test_stalled_upstream_is_recorded_and_replaced(lab_run, scenario):
     assert run.finish() == 0, run.output()
     stalled, clean = run.steps()
     assert "upstream_down" in stalled["flags"] and "server_hung" not in stalled["flags"]
-    assert "no answer to /stats" in stalled["evidence"]["upstream_down"]["problem"]
+    assert "no answer to /stats" in stalled["details"]["upstream_down"]["problem"]
     assert undisturbed(clean) and clean["ok"] > 0
     assert not upstream.is_running()
     assert_all_gone(run)
@@ -295,7 +295,7 @@ def test_lab_killed_then_resumed_keeps_and_skips_every_finished_step(lab_run, sc
     assert not any(c is not None and c.is_running() for c in children)  # ...and were removed
     after = (run.dir / "steps.jsonl").read_bytes()
     assert after.startswith(before)  # every earlier step intact
-    keys = [(s["model"], s["users"]) for s in read_jsonl(run.dir / "steps.jsonl")]
+    keys = [(s["model"], s["users"]) for s in step_rows(run.dir)]
     assert sorted(keys) == sorted({(m, c) for m in (FIRST, SECOND) for c in (1, 4)})  # none twice
     manifest = json.loads((run.dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["resumes"]) == 1

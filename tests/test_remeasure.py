@@ -24,7 +24,7 @@ KINDS = ((), ("lab_limited",), ("interrupted",), ("loadgen_failed",), ("serializ
 
 def again(r: StepRecord) -> bool:
     """The reference's reading of the registry: owed or the lab's/machine's."""
-    return any(f in ("interrupted", "loadgen_failed") or FLAGS[f].outside for f in r.flags)
+    return any(f in ("interrupted", "loadgen_failed") or FLAGS[f].outside for f in r.evidence.flags)
 
 
 def ref_standing(records: list[StepRecord]) -> list[StepRecord]:
@@ -66,7 +66,9 @@ def test_what_is_owed_again_is_every_standing_step_the_lab_kept_from_a_result(dr
     records = records_of(drawn)
     owed = owed_again(records)
     said = {k for o in owed for k in o.keys}
-    assert said == {r.key for r in standing(records) if any(FLAGS[f].outside for f in r.flags)}
+    assert said == {
+        r.key for r in standing(records) if any(FLAGS[f].outside for f in r.evidence.flags)
+    }
     for o in owed:
         assert all(k.model == o.model and k.trial == o.trial for k in o.keys)
         assert list(o.keys) == sorted(o.keys, key=lambda k: k.level)

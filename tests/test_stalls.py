@@ -74,7 +74,7 @@ def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(
     (step,) = run.steps()
     assert step["generators"] == int(generators)
     assert "stalled" in step["flags"], (step["flags"], step["timeseries"]["rps"])
-    stall = step["evidence"]["stalled"]
+    stall = step["details"]["stalled"]
     assert stall["seconds"] and max(stall["answers_per_s"]) <= 0.1 * stall["median_per_s"]
     assert "stall" in (step["limited_by"], *step["also_limited_by"]), step["limit_reason"]
     # the users' requests held across the cut-off answered in the drain: counted, seconds long
@@ -95,8 +95,8 @@ def test_requests_still_unanswered_after_the_drain_are_lower_bounds(tmp_path: Pa
     assert cut["unfinished"] == 4 and done.requests == done.ok + 4, (cut, done.requests, done.ok)
     assert "max" in cut["all_lower_bounds"] and done.all_latency_ms["max"] >= 9000
     record = step_record("run", StepKey("m", "closed", 4, None, 1), measured_from(done))
-    assert record.unfinished == 4 and record.unanswered_share > 0
-    assert "max" in record.latency_all_lower_bounds
+    assert record.load.unfinished == 4 and record.latency.unanswered_share > 0
+    assert "max" in record.latency.latency_all_lower_bounds
 
 
 @pytest.mark.parametrize("generators", [2], ids=["2-generators"])
@@ -128,5 +128,5 @@ def test_on_several_generators_the_unanswered_are_lower_bounds_and_every_route_a
     assert sum(r["requests"] for r in routes) == done.requests, done.routes
     assert sum(r["unfinished"] for r in routes) == 4, done.routes
     record = step_record("run", StepKey("m", "closed", 4, None, 1), measured_from(done))
-    assert record.unfinished == 4 and record.unanswered_share > 0
-    assert "max" in record.latency_all_lower_bounds
+    assert record.load.unfinished == 4 and record.latency.unanswered_share > 0
+    assert "max" in record.latency.latency_all_lower_bounds

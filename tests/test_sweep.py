@@ -10,8 +10,9 @@ import pytest
 from lab.record import hist
 from lab.record.rundir import RunDir
 from lab.record.step import StepRecord
+from lab.record.stepparts import PARTS
 from lab.system import tools
-from tests.helpers import lab_run, module_run, undisturbed
+from tests.helpers import lab_run, module_run, step_rows, undisturbed
 
 
 def read_jsonl(path):
@@ -27,12 +28,17 @@ run_dir = module_run(
 
 
 def test_steps_have_the_schema(run_dir):
-    steps = read_jsonl(run_dir / "steps.jsonl")
-    assert len(steps) == 2 * 2 * 2  # models x levels x trials
+    raw = read_jsonl(run_dir / "steps.jsonl")
+    steps = step_rows(run_dir)
+    assert len(raw) == len(steps) == 2 * 2 * 2  # models x levels x trials
     assert len(RunDir(run_dir).steps()) == len(steps)
+    for line in raw:  # as written: the key and window, and each part's figures
+        assert set(line) == {f.name for f in fields(StepRecord)}
+        assert all(
+            set(line[name]) == {f.name for f in fields(part)} for name, part in PARTS.items()
+        )
     for step in steps:
-        assert set(step) == {f.name for f in fields(StepRecord)}
-        assert step["schema_version"] == 2 and step["status"] == "measured"
+        assert step["schema_version"] == 3 and step["status"] == "measured"
         assert step["mode"] == "closed"
         assert step["run_id"] == run_dir.name
         assert set(step["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
@@ -46,7 +52,7 @@ def test_steps_have_the_schema(run_dir):
 
 
 def test_latency_comes_from_the_kept_histogram(run_dir):
-    for step in read_jsonl(run_dir / "steps.jsonl"):
+    for step in step_rows(run_dir):
         whole = hist.load_hlog(run_dir / step["histogram"])
         assert whole.get_total_count() == step["ok"]
         assert hist.summary_ms(whole) == step["latency_ms"]
@@ -54,7 +60,7 @@ def test_latency_comes_from_the_kept_histogram(run_dir):
 
 
 def test_closed_loop_concurrency_reached_the_upstream(run_dir):
-    steps = read_jsonl(run_dir / "steps.jsonl")
+    steps = step_rows(run_dir)
     assert {s["upstream_max_inflight"] for s in steps if s["users"] == 8} == {8}
     assert all(len(s["timeseries"]["server_cpu_pct"]) >= 1 for s in steps)
 
@@ -64,7 +70,7 @@ def test_each_trial_runs_the_models_in_its_recorded_shuffled_order(run_dir):
     it, so drift on the machine falls on no model in particular (issue 53)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["order_seed"] == 3
-    steps = read_jsonl(run_dir / "steps.jsonl")
+    steps = step_rows(run_dir)
     for trial, order in enumerate(manifest["order"], start=1):
         ran = [s["model"] for s in steps if s["trial"] == trial]
         assert sorted(order) == ["gunicorn-asyncio", "uwsgi-threads"]
@@ -91,7 +97,7 @@ def test_open_loop_run_is_keyed_by_rate(tmp_path):
         *["--max-outstanding", "30", "--duration", "2", "--warmup", "0", "--delay-ms", "50"],
         timeout_s=120,
     )
-    steps = read_jsonl(run / "steps.jsonl")
+    steps = step_rows(run)
     assert [(s["mode"], s["users"], s["max_outstanding"], s["rate_rps"]) for s in steps] == [
         ("open", None, 30, 20.0),
         ("open", None, 30, 40.0),
@@ -99,7 +105,7 @@ def test_open_loop_run_is_keyed_by_rate(tmp_path):
     assert len({s["histogram"] for s in steps}) == 2
     engine = "lab" if tools.missing("oha") else "oha"  # the default: oha where installed
     for step in steps:
-        assert step["evidence"]["engine"]["name"] == engine, step["evidence"]["engine"]
-        achieved = step["evidence"]["open_loop"]["achieved_rate_rps"]
+        assert step["details"]["engine"]["name"] == engine, step["details"]["engine"]
+        achieved = step["details"]["open_loop"]["achieved_rate_rps"]
         assert achieved == pytest.approx(step["rate_rps"], rel=0.1)
         assert step["throughput_rps"] == pytest.approx(step["rate_rps"], rel=0.2)

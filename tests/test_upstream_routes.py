@@ -12,7 +12,7 @@ import pytest
 from lab.config import upstreamroute
 from lab.config.scenario import load_scenario
 from lab.record.errors import LabError
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 SHOP = Path(__file__).parent / "prodapp"
 
@@ -65,7 +65,7 @@ def test_each_step_says_how_many_upstream_calls_a_request_made_and_how_long_they
     (run_dir,) = (tmp_path / "out").iterdir()
     scenario = json.loads((run_dir / "manifest.json").read_text())["scenario"]
     assert 78 <= scenario["delay_ms"] < 200  # /quote alone: 20 ms, then 60 ms, upstream
-    (step,) = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    (step,) = step_rows(run_dir)
     calls = step["upstream_calls"]
     assert set(calls) == {"GET /v1/rates/*", "POST /v1/quotes"}, calls
     assert calls["GET /v1/rates/*"]["mean_ms"] == 20 and calls["POST /v1/quotes"]["mean_ms"] == 60

@@ -15,7 +15,7 @@ from lab.config.userapp import inspect_app, parse_routes
 from lab.record.errors import LabError
 from lab.run import appcheck
 from lab.system import procs
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 WSGI_MODELS = (
     "uwsgi-threads",
@@ -162,7 +162,7 @@ def test_user_app_is_swept_after_the_check_and_a_serializing_model_is_flagged(
     assert scenario["route"] == "app" and scenario["path"] == "/cwait"
     assert scenario["app"]["target"] == "demo_app:app" and 195 <= scenario["delay_ms"] < 400
     assert scenario["app"]["method"] == "POST" and scenario["app"]["health_path"] == "/hello"
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert sorted((s["model"], s["users"]) for s in steps) == [
         ("uwsgi-gevent", 1),
         ("uwsgi-gevent", 8),

@@ -19,7 +19,7 @@ from analysis.metrics import point_table
 from analysis.points import build
 from lab.record import counted
 from lab.record.flags import excluding, tail_excluding
-from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, Sampled, StepKey, StepRecord, amended, step_record
 from lab.run.apparatus import host_busy
 from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
@@ -38,7 +38,7 @@ def step(users: int, rps: float, cap: Capacity | None = None, **figures: Any) ->
 
 
 def compared(r: StepRecord) -> str:
-    whole, tail = not excluding(r.flags), not tail_excluding(r.flags)
+    whole, tail = not excluding(r.evidence.flags), not tail_excluding(r.evidence.flags)
     return {(True, True): "yes", (True, False): "throughput", (False, False): "no"}[(whole, tail)]
 
 
@@ -47,8 +47,8 @@ def test_failures_never_lift_a_hidden_cap() -> None:
     p50 five delays, 30% timed out: excluded as the same cap without its timeouts is."""
     clean = step(100, 200, p50=500, cpu=10)
     failing = step(100, 200, p50=500, cpu=10, errors={"timeout": 900})
-    assert clean.limited_by == failing.limited_by == "concurrency_cap"
-    assert "capped_unexplained" in failing.flags and compared(failing) == "no"
+    assert clean.evidence.limited_by == failing.evidence.limited_by == "concurrency_cap"
+    assert "capped_unexplained" in failing.evidence.flags and compared(failing) == "no"
 
 
 def test_two_models_behind_one_stalled_upstream_are_judged_alike() -> None:
@@ -59,8 +59,14 @@ def test_two_models_behind_one_stalled_upstream_are_judged_alike() -> None:
     lean = step(50, 290, p50=173, cpu=10, upstream_lag_ms=4.0, **seen)
     heavy = step(50, 290, p50=173, cpu=60, upstream_lag_ms=4.0, **seen)
     for r in (lean, heavy):
-        assert (r.limited_by, r.limit_rule, compared(r)) == ("upstream", "upstream_slow", "no")
-        assert "400 ms" in r.limit_reason and "173" not in r.limit_reason, r.limit_reason
+        assert (r.evidence.limited_by, r.evidence.limit_rule, compared(r)) == (
+            "upstream",
+            "upstream_slow",
+            "no",
+        )
+        assert "400 ms" in r.evidence.limit_reason and "173" not in r.evidence.limit_reason, (
+            r.evidence.limit_reason
+        )
 
 
 def test_the_client_latency_alone_never_blames_the_upstream() -> None:
@@ -76,17 +82,19 @@ def test_the_client_latency_alone_never_blames_the_upstream() -> None:
         upstream_lag_ms=0.2,
         upstream_lag_max_ms=1.0,
     )
-    assert r.limited_by != "upstream", r.limit_reason
+    assert r.evidence.limited_by != "upstream", r.evidence.limit_reason
 
 
 def test_knobs_never_explain_a_plateau_above_them() -> None:
     """10 threads by the knobs, 30 requests in flight at the upstream of 50: not the knobs."""
     r = step(50, 300, capacity(10), p50=166, cpu=20, upstream_max_inflight=30, upstream_served=3000)
-    assert "capped" not in r.flags and "capped_unexplained" in r.flags, r.limit_reason
+    assert "capped" not in r.evidence.flags and "capped_unexplained" in r.evidence.flags, (
+        r.evidence.limit_reason
+    )
     at_the_knob = step(
         50, 100, capacity(10), p50=500, cpu=20, upstream_max_inflight=10, upstream_served=1000
     )
-    assert "capped" in at_the_knob.flags
+    assert "capped" in at_the_knob.evidence.flags
 
 
 def test_host_busy_leaves_remote_generators_cpu_out_of_this_hosts() -> None:
@@ -107,7 +115,7 @@ def test_a_starved_server_is_flagged_by_its_own_wait_whatever_the_host_sum(trial
     r = step(
         200, 415, p50=480, cpu=45, raised=raised, server_wait_pct=35.0, server_cores_busy_pct=100.0
     )
-    assert (r.limited_by, compared(r)) == ("host_busy", "no"), r.limit_reason
+    assert (r.evidence.limited_by, compared(r)) == ("host_busy", "no"), r.evidence.limit_reason
 
 
 def test_an_app_refusing_most_requests_is_limited_by_its_failures_not_cpu() -> None:
@@ -115,8 +123,8 @@ def test_an_app_refusing_most_requests_is_limited_by_its_failures_not_cpu() -> N
     that kept the core at 97%: the failures are the limit (the CPU went on them), the answers'
     rate is about the pool's 4 in flight for d, and the tail is never compared."""
     r = step(200, 38, p50=101, cpu=97, errors={"http_5xx": 19_000})
-    assert (r.limited_by, compared(r)) == ("errors", "throughput"), r.limit_reason
-    assert "about 3.8 requests in flight" in r.limit_reason, r.limit_reason
+    assert (r.evidence.limited_by, compared(r)) == ("errors", "throughput"), r.evidence.limit_reason
+    assert "about 3.8 requests in flight" in r.evidence.limit_reason, r.evidence.limit_reason
 
 
 def test_a_busy_event_loop_whose_requests_queue_is_its_cpu() -> None:
@@ -126,8 +134,10 @@ def test_a_busy_event_loop_whose_requests_queue_is_its_cpu() -> None:
     bare = step(100, 640, p50=157, cpu=85, server_wait_pct=12.0)
     fronted = step(100, 490, p50=204, cpu=72)
     for r in (bare, fronted):
-        assert (r.limited_by, r.limit_rule) == ("server_cpu", "server_busy"), r.limit_reason
-    assert "waited for a CPU 12%" in bare.limit_reason
+        assert (r.evidence.limited_by, r.evidence.limit_rule) == ("server_cpu", "server_busy"), (
+            r.evidence.limit_reason
+        )
+    assert "waited for a CPU 12%" in bare.evidence.limit_reason
 
 
 @pytest.mark.parametrize(
@@ -135,7 +145,7 @@ def test_a_busy_event_loop_whose_requests_queue_is_its_cpu() -> None:
     [
         (step(50, 2, p50=2000, cpu=5), re.compile(r"about 0 requests")),
         (
-            replace(
+            amended(
                 step(50, 400, p50=120, cpu=20),
                 unanswered_share=0.05,
                 errors={},
@@ -149,8 +159,8 @@ def test_a_busy_event_loop_whose_requests_queue_is_its_cpu() -> None:
 def test_no_reason_says_nothing(record: StepRecord, absent: re.Pattern[str]) -> None:
     again = assessed(record, capacity())
     for reason in (
-        again.limit_reason,
-        *(a["reason"] for a in again.evidence.get("also_limited_by", [])),
+        again.evidence.limit_reason,
+        *(a["reason"] for a in again.evidence.details.get("also_limited_by", [])),
     ):
         assert not absent.search(reason), reason
 
@@ -164,8 +174,8 @@ def test_failed_tail_and_unanswered_hides_agree(failed: int, tail: bool) -> None
     measured = Measured("", 10.0, 10_000, 10_000 - failed, {"timeout": failed}, {"p50": 100.0})
     r = step_record("run", StepKey("m", "closed", 50, None, 1), measured)
     r = assessed(r, capacity())
-    assert ("p99" in r.unanswered_hides) == tail == ("failed_tail" in r.flags)
-    assert counted.hides_p99(r.unanswered_share) == tail
+    assert ("p99" in r.latency.unanswered_hides) == tail == ("failed_tail" in r.evidence.flags)
+    assert counted.hides_p99(r.latency.unanswered_share) == tail
 
 
 def test_the_model_sentence_skips_a_one_off_disturbance_below_its_scale() -> None:
@@ -174,7 +184,7 @@ def test_the_model_sentence_skips_a_one_off_disturbance_below_its_scale() -> Non
 
     def at(users: int, limit: str) -> StepRecord:
         r = step(users, 9.5 * users, p50=105, cpu=20)
-        return replace(r, limited_by=limit, limit_reason=f"{limit} reason")
+        return amended(r, limited_by=limit, limit_reason=f"{limit} reason")
 
     records = [
         at(1, "none"),
@@ -216,7 +226,7 @@ def test_a_stalls_seconds_stay_out_of_its_throughput_interval(tmp_path: Path) ->
     run = build_run(tmp_path / "run", [FixtureStep("m", 50, rps_per_second=rps)])
     loaded = load(run)
     record = assessed(loaded.records[0], capacity())
-    assert "stalled" in record.flags and record.outage_seconds == (4, 5)
+    assert "stalled" in record.evidence.flags and record.evidence.outage_seconds == (4, 5)
     steps = run / "steps.jsonl"
     steps.write_text(record.to_json() + "\n")
     row = point_table(load(run)).iloc[0]
@@ -225,12 +235,12 @@ def test_a_stalls_seconds_stay_out_of_its_throughput_interval(tmp_path: Path) ->
 
 def test_the_stall_rule_reads_answers_a_second_while_users_wait() -> None:
     quiet = step(1, 5, p50=200, cpu=5, timeseries={"rps": [5.0, 5.0, 0.0, 5.0, 5.0]})
-    assert "stalled" not in quiet.flags  # 5 a second: a quiet second is chance
+    assert "stalled" not in quiet.evidence.flags  # 5 a second: a quiet second is chance
     own = [1.0] * 10
     own[3] = 900.0  # the generator's own loop stalled that second
     series = {"rps": [500.0] * 3 + [0.0] + [500.0] * 6, "lag_max_ms": own}
     by_generator = step(50, 450, p50=110, cpu=20, timeseries=series)
-    assert "stalled" not in by_generator.flags
+    assert "stalled" not in by_generator.evidence.flags
 
 
 @pytest.mark.parametrize("quiet", [3, 6, 7], ids=["under-half", "over-half", "seven-tenths"])
@@ -239,8 +249,8 @@ def test_an_outage_longer_than_half_the_window_is_still_an_outage(quiet: int) ->
     window would otherwise be its own median (0) and no second would fall below it."""
     series = {"rps": [500.0] * (10 - quiet - 1) + [0.0] * quiet + [500.0]}
     record = step(50, 500 * (10 - quiet) / 10, p50=110, cpu=20, timeseries=series)
-    assert "stalled" in record.flags, record.flags
-    assert record.outage_seconds == tuple(range(9 - quiet, 9))
+    assert "stalled" in record.evidence.flags, record.evidence.flags
+    assert record.evidence.outage_seconds == tuple(range(9 - quiet, 9))
 
 
 def test_a_stalled_step_is_never_best_on_p99() -> None:
@@ -250,4 +260,4 @@ def test_a_stalled_step_is_never_best_on_p99() -> None:
     stalled = replace(step(50, 384, p50=105, cpu=20, timeseries=outage), model="a")
     steady = replace(step(50, 430, p50=115, cpu=20), model="b")
     (ranking,) = judge(build([stalled, steady]))
-    assert "stalled" in stalled.flags and ranking.best_p99 == ("b",), ranking
+    assert "stalled" in stalled.evidence.flags and ranking.best_p99 == ("b",), ranking

@@ -60,23 +60,23 @@ def test_an_upstream_the_load_does_not_pass_is_no_evidence(inflight: int, served
     upstream saw nothing (or a stray few), so nothing is capped; the outside inference decides."""
     r = step(50, 4900, p50=10.2, cpu=30, inflight=inflight, served=served)
     assert upstream_inflight(r) == -1
-    assert not CAPS & set(r.flags), r.limit_reason
-    assert r.limited_by == "none"
+    assert not CAPS & set(r.evidence.flags), r.evidence.limit_reason
+    assert r.evidence.limited_by == "none"
 
 
 def test_a_queue_on_a_route_without_upstream_is_still_inferred_from_outside() -> None:
     """The same route with a pool of 5 inside the app: Little's law sees 5 in flight of 50."""
     r = step(50, 500, p50=100, cpu=10, inflight=0, served=0)
-    assert "capped_unexplained" in r.flags
-    assert r.evidence["capped_unexplained"]["seen_by"].startswith("Little's law")
-    assert r.evidence["capped_unexplained"]["ceiling"] == 5
+    assert "capped_unexplained" in r.evidence.flags
+    assert r.evidence.details["capped_unexplained"]["seen_by"].startswith("Little's law")
+    assert r.evidence.details["capped_unexplained"]["ceiling"] == 5
 
 
 def test_the_counter_counts_where_the_load_went_through_the_upstream() -> None:
     r = step(50, 200, p50=250, cpu=10, inflight=10, served=2000)
     assert upstream_inflight(r) == 10
-    assert "capped_unexplained" in r.flags
-    assert r.evidence["capped_unexplained"]["seen_by"] == "the upstream's in-flight counter"
+    assert "capped_unexplained" in r.evidence.flags
+    assert r.evidence.details["capped_unexplained"]["seen_by"] == "the upstream's in-flight counter"
 
 
 @pytest.mark.parametrize(
@@ -91,9 +91,9 @@ def test_a_server_at_its_cpu_is_never_capped(
     CPU it can use, so the 158 of 200 in flight at the upstream is the CPU's queue, not a cap."""
     cap = capacity(requests=1000 * processes, processes=processes, cores=cores)
     r = step(200, 3000, p50=60, cpu=cpu, inflight=158, served=30_000, cap=cap)
-    assert bool(CAPS & set(r.flags)) == capped, r.limit_reason
+    assert bool(CAPS & set(r.evidence.flags)) == capped, r.evidence.limit_reason
     if not capped:
-        assert r.limited_by == "server_cpu" and not r.excluded_by
+        assert r.evidence.limited_by == "server_cpu" and not r.evidence.excluded_by
 
 
 SATURATED = Raised(
@@ -113,14 +113,19 @@ def test_a_full_server_beside_a_saturated_generator_names_both(raised: tuple[Rai
     figure is the lower of two limits, so the step is the lab's too and never best."""
     cap = capacity(requests=8000, processes=8, cores=8.0)
     r = step(800, 20_000, p50=40, cpu=779, raised=raised, cap=cap, client_cpu=97)
-    assert r.limited_by == "server_cpu" and "lab_limited" in r.excluded_by
-    assert "8 cores at 779%" in r.limit_reason and "apparatus" in r.limit_reason
-    assert "both" in r.limit_reason and "use more generators" not in r.limit_reason
+    assert r.evidence.limited_by == "server_cpu" and "lab_limited" in r.evidence.excluded_by
+    assert "8 cores at 779%" in r.evidence.limit_reason and "apparatus" in r.evidence.limit_reason
+    assert (
+        "both" in r.evidence.limit_reason and "use more generators" not in r.evidence.limit_reason
+    )
 
 
 def test_a_saturated_generator_beside_an_idle_server_is_the_apparatus() -> None:
     r = step(800, 20_000, p50=40, cpu=200, raised=(SATURATED,), cap=capacity(8000, 8, 8.0))
-    assert r.limited_by == "apparatus" and "server" not in r.limit_reason.split(":")[0]
+    assert (
+        r.evidence.limited_by == "apparatus"
+        and "server" not in r.evidence.limit_reason.split(":")[0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -143,14 +148,14 @@ def test_an_apps_busy_database_is_named_with_its_cost_per_request(
     the server's; a full server is named first, and at the ideal nothing limits."""
     r = step(10, rps, p50=16, cpu=server, database_cpu_pct=dbs)
     named = {"capped_unexplained": "concurrency_cap"}.get(limit, limit)
-    assert r.limited_by == named, r.limit_reason
+    assert r.evidence.limited_by == named, r.evidence.limit_reason
     kind, pct = max(dbs.items(), key=lambda kv: kv[1])
     per_request = {k: v / 100 * 1000 / rps for k, v in dbs.items()}  # a core's ms per request
-    assert r.database_cpu_ms_per_req == pytest.approx(per_request, abs=0.002)
+    assert r.resources.database_cpu_ms_per_req == pytest.approx(per_request, abs=0.002)
     if limit == "database":
         name = {"postgres": "PostgreSQL", "redis": "Redis"}[kind]
-        assert r.limit_reason.startswith(f"the app's {name} used {pct:.0f}% of a core")
-        assert f"(the server {server / 100 * 1000 / rps:.2f} ms)" in r.limit_reason
+        assert r.evidence.limit_reason.startswith(f"the app's {name} used {pct:.0f}% of a core")
+        assert f"(the server {server / 100 * 1000 / rps:.2f} ms)" in r.evidence.limit_reason
 
 
 def capacity16(processes: int = 8) -> Capacity:
@@ -198,20 +203,22 @@ def test_what_the_generators_cpu_went_to_is_named(
     connections: int, host_pct: float, limit: str, said: str
 ) -> None:
     r = closing_step(connections, host_pct)
-    assert r.limited_by == limit and said in r.limit_reason, r.limit_reason
+    assert r.evidence.limited_by == limit and said in r.evidence.limit_reason, (
+        r.evidence.limit_reason
+    )
     if limit != "apparatus":
-        assert "use more generators" not in r.limit_reason
+        assert "use more generators" not in r.evidence.limit_reason
         assert generators_advice([r]) == ""
     else:
         assert "--generators" in generators_advice([r])
     if connections:
-        assert "1.00 TCP connections closed per request" in r.limit_reason
-        assert "14,570 sockets in TIME_WAIT" in r.limit_reason
+        assert "1.00 TCP connections closed per request" in r.evidence.limit_reason
+        assert "14,570 sockets in TIME_WAIT" in r.evidence.limit_reason
 
 
 def test_a_full_server_takes_precedence_over_a_connection_per_request() -> None:
     r = closing_step(14_570, cpu=790)
-    assert r.limited_by == "server_cpu" and "both" in r.limit_reason
+    assert r.evidence.limited_by == "server_cpu" and "both" in r.evidence.limit_reason
     assert generators_advice([r]) == ""
 
 
@@ -219,8 +226,8 @@ def test_the_apparatus_evidence_gives_no_advice_that_cannot_help() -> None:
     ev = {"core_busy_pct": 99.0, "waited_for_cpu_pct": 40.0, "advice": "more generators"}
     raised = (Raised("apparatus_saturated", ev),)
     r = step(800, 20_000, p50=40, cpu=779, raised=raised, cap=capacity(8000, 8, 8.0))
-    assert r.evidence["apparatus_saturated"]["advice"] == r.limit_reason
-    assert "more generators alone cannot" in r.limit_reason
+    assert r.evidence.details["apparatus_saturated"]["advice"] == r.evidence.limit_reason
+    assert "more generators alone cannot" in r.evidence.limit_reason
 
 
 def _multi_process_run(tmp_path: Path, cpus: int, fair_cpu: float) -> dict[int, dict]:

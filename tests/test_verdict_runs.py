@@ -4,7 +4,6 @@ one-process server, a multi-process server's efficiency."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from analysis import load
 from analysis.metrics import point_table
-from tests.helpers import lab_cli
+from tests.helpers import lab_cli, step_rows
 
 CAPS = {"capped", "capped_unexplained"}
 
@@ -24,7 +23,7 @@ def run_lab(out: Path, *args: str) -> tuple[Path, list[dict]]:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (run,) = out.iterdir()
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run)
     return run, steps
 
 
@@ -45,7 +44,7 @@ def test_an_idle_upstream_counter_is_never_read_as_a_cap(
     step = sleep_route[model]
     assert step["ok"] > 0 and step["upstream_served"] == 0, step["upstream_served"]
     for flag in CAPS & set(step["flags"]):  # only ever inferred from outside, never a 0
-        assert step["evidence"][flag]["seen_by"].startswith("Little's law"), step["evidence"]
+        assert step["details"][flag]["seen_by"].startswith("Little's law"), step["details"]
     assert "seen by the upstream" not in step["limit_reason"]
 
 
@@ -53,7 +52,7 @@ def test_connections_per_request_are_counted(sleep_route: dict[str, dict]) -> No
     """Each request to uWSGI is a connection; on oha a request sent on a connection uWSGI had
     closed is a reconnect, reset rather than closed (no TIME_WAIT to count), so the two add up."""
     closing, alive = sleep_route["uwsgi-threads"], sleep_route["gunicorn-gthread"]
-    reconnects = closing["evidence"]["engine"].get("reconnects", 0)
+    reconnects = closing["details"]["engine"].get("reconnects", 0)
     assert closing["server_connections"] + reconnects >= 0.8 * closing["requests"], closing
     assert closing["server_time_wait"] > 0
     assert alive["server_connections"] <= 0.1 * alive["requests"], alive
@@ -76,7 +75,7 @@ def test_a_cpu_bound_one_process_server_is_server_cpu_not_capped(tmp_path: Path)
     _, (step,) = run_lab(tmp_path, *args, "--levels", "100")
     assert step["server_cpu_pct"] >= 80, step["server_cpu_pct"]
     assert step["limited_by"] == "server_cpu", step["limit_reason"]
-    assert not CAPS & set(step["flags"]), step["evidence"]
+    assert not CAPS & set(step["flags"]), step["details"]
     assert "use more generators" not in step["limit_reason"]
 
 

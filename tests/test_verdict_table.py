@@ -159,36 +159,36 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
 def test_the_cases_that_contradicted(
     record: StepRecord, limit: str, compared: str, not_flags: set[str]
 ) -> None:
-    assert record.limited_by == limit, record.limit_reason
-    assert not not_flags & set(record.flags), record.flags
-    whole = not excluding(record.flags)
-    tail = not tail_excluding(record.flags)
+    assert record.evidence.limited_by == limit, record.evidence.limit_reason
+    assert not not_flags & set(record.evidence.flags), record.evidence.flags
+    whole = not excluding(record.evidence.flags)
+    tail = not tail_excluding(record.evidence.flags)
     assert (whole, tail) == {
         "yes": (True, True),
         "throughput": (True, False),
         "no": (False, False),
-    }[compared], (record.flags, record.limit_reason)
+    }[compared], (record.evidence.flags, record.evidence.limit_reason)
 
 
 def test_the_secondary_evidence_is_kept() -> None:
     r = step(50, 4000, p50=12, cpu=97, errors={"timeout": 2000})
-    assert r.also_limited_by == ("errors",)
-    (also,) = r.evidence["also_limited_by"]
+    assert r.evidence.also_limited_by == ("errors",)
+    (also,) = r.evidence.details["also_limited_by"]
     assert also["rule"] == "errors" and "timeout 2000" in also["reason"]
 
 
 def test_the_upstream_late_advice_is_the_upstreams() -> None:
     r = step(50, 2500, p50=20, cpu=30, raised=(LATE,), upstream_lag_ms=8.0)
-    assert "give the upstream more processes" in r.limit_reason
+    assert "give the upstream more processes" in r.evidence.limit_reason
 
 
 def test_assessing_twice_gives_the_same_verdict() -> None:
     r = step(200, 2500, p50=80, cpu=40, raised=(GEN_FULL,), client_cpu=97)
     again = assessed(r, capacity())
-    assert (again.flags, again.limited_by, again.limit_reason) == (
-        r.flags,
-        r.limited_by,
-        r.limit_reason,
+    assert (again.evidence.flags, again.evidence.limited_by, again.evidence.limit_reason) == (
+        r.evidence.flags,
+        r.evidence.limited_by,
+        r.evidence.limit_reason,
     )
 
 
@@ -233,16 +233,19 @@ def test_the_table_invariants(
         upstream_lag_ms=lag,
     )
     facts = facts_of(r, capacity())
-    (named,) = [rule for rule in RULES if rule.name == r.limit_rule]
+    (named,) = [rule for rule in RULES if rule.name == r.evidence.limit_rule]
     # the record names one rule of the table, which fires on the step's own facts, and its limit
-    assert named.check(facts) and r.limited_by == named.limit, r.limit_reason
+    assert named.check(facts) and r.evidence.limited_by == named.limit, r.evidence.limit_reason
     # nothing limits a step only where its answers track the ideal
-    assert r.limited_by != "none" or share >= T.tracks_ideal_share, r.limit_reason
+    assert r.evidence.limited_by != "none" or share >= T.tracks_ideal_share, r.evidence.limit_reason
     # compared (on anything) only where the primary rule allows it
-    assert bool(excluding(r.flags)) == (named.effect == "excluded"), (r.flags, named.name)
+    assert bool(excluding(r.evidence.flags)) == (named.effect == "excluded"), (
+        r.evidence.flags,
+        named.name,
+    )
     # a disturbance never becomes the app's cap
     if facts_of(r, capacity()).disturbances - {"apparatus_cpu_wait"}:
-        assert not CAPS & set(r.flags), (r.flags, r.limit_reason)
+        assert not CAPS & set(r.evidence.flags), (r.evidence.flags, r.evidence.limit_reason)
 
 
 @pytest.mark.parametrize(
@@ -286,8 +289,8 @@ def test_the_table_invariants(
 def test_failures_never_make_a_step_more_comparable(
     record: StepRecord, limit: str, compared: str
 ) -> None:
-    assert record.limited_by == limit, record.limit_reason
-    whole, tail = not excluding(record.flags), not tail_excluding(record.flags)
+    assert record.evidence.limited_by == limit, record.evidence.limit_reason
+    whole, tail = not excluding(record.evidence.flags), not tail_excluding(record.evidence.flags)
     assert (whole, tail) == {"throughput": (True, False), "no": (False, False)}[compared]
 
 
@@ -314,8 +317,10 @@ def test_failed_requests_never_lift_an_exclusion(
         }
     clean = step(users, rps, **figures)
     failing = step(users, rps, errors={"timeout": failed}, **figures)
-    assert excluding(failing.flags) or not excluding(clean.flags), failing.limit_reason
-    assert tail_excluding(failing.flags) or not tail_excluding(clean.flags)
+    assert excluding(failing.evidence.flags) or not excluding(clean.evidence.flags), (
+        failing.evidence.limit_reason
+    )
+    assert tail_excluding(failing.evidence.flags) or not tail_excluding(clean.evidence.flags)
 
 
 @pytest.mark.parametrize(
@@ -346,14 +351,14 @@ def test_a_full_keepalive_pool_behind_nginx_names_the_front(
     rps: float, p50: float, closed: int, limit: str
 ) -> None:
     record = step(50, rps, p50=p50, cpu=35, front_cpu_pct=10.0, front_server_connections=closed)
-    assert record.limited_by == limit, record.limit_reason
+    assert record.evidence.limited_by == limit, record.evidence.limit_reason
     if limit == "front":
-        assert "keepalive pool was full" in record.limit_reason
+        assert "keepalive pool was full" in record.evidence.limit_reason
 
 
 def test_behind_nginx_the_cores_it_shares_with_the_server_count_as_the_servers() -> None:
     """The server at 85% and nginx at 13% of its one core: the deployment's core was full, so
     the step is server_cpu (both named), never a cause not found."""
     record = step(200, 1400, p50=142, cpu=85, front_cpu_pct=13.0)
-    assert record.limited_by == "server_cpu", record.limit_reason
-    assert "the server 85%, nginx in front 13%" in record.limit_reason
+    assert record.evidence.limited_by == "server_cpu", record.evidence.limit_reason
+    assert "the server 85%, nginx in front 13%" in record.evidence.limit_reason

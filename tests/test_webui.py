@@ -19,7 +19,7 @@ import uibrowser
 from uibrowser import needs_chromium
 
 from lab.system import procs
-from tests.helpers import wait_answer
+from tests.helpers import step_rows, wait_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("uwsgi-threads", "gunicorn-gevent")
@@ -96,7 +96,7 @@ HEADLESS = ("--headless", "-u", "4", "-r", "4", "-t", "6s", "--lab-delay-ms", "5
 def _saved_steps(out: Path) -> tuple[Path, list[dict]]:
     """The one run directory under `out`, checked reportable, and its steps."""
     (run_dir,) = out.iterdir()
-    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    steps = step_rows(run_dir)
     assert sorted(s["model"] for s in steps) == sorted(MODELS)
     assert all(s["ok"] > 0 and not s["errors"] and s["histogram"] for s in steps), steps
     assert all((run_dir / s["histogram"]).exists() for s in steps)

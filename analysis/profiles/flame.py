@@ -112,18 +112,19 @@ def flames_html(records: list[StepRecord], run_dir: Path) -> str:
     """The report's section: one flame graph per step whose stacks were kept, with its words."""
     parts = []
     for r in records:
-        profile: dict[str, Any] = r.evidence.get("profile") or {}
+        profile: dict[str, Any] = r.evidence.details.get("profile") or {}
         files = profile.get("stacks") or {}
         busy = kept.read(run_dir / files["busy"]) if "busy" in files else {}
         drawn = svg(busy)
         if not drawn:
             continue
         said = owners.said(profile, "unknown") or "no frame above 5% of the CPU samples"
-        head = f"{r.model} at {level_label(r.users, r.rate_rps)}, trial {r.trial}: {r.limited_by}"
+        where = f"{r.model} at {level_label(r.users, r.rate_rps)}, trial {r.trial}"
+        head = f"{where}: {r.evidence.limited_by}"
         parts.append(
-            f"<h3>{html.escape(head)}</h3><p>{html.escape(said)}; the server's processes on a "
-            f"CPU, {profile.get('samples', {}).get('busy', 0)} samples at "
-            f"{profile.get('rate_hz', 0)} Hz</p><div class=wide>{drawn}</div>"
+            f"<h3>{html.escape(head)}</h3><p>{html.escape(said)}; the server's processes on a CPU, "
+            f"{profile.get('samples', {}).get('busy', 0)} samples at {profile.get('rate_hz', 0)} "
+            f"Hz</p><div class=wide>{drawn}</div>"
         )
     if not parts:
         return ""
@@ -138,7 +139,7 @@ def _point(records: list[StepRecord]) -> dict[tuple[str, str], dict[str, float]]
     top package's share of the CPU samples ("pkg" keys)."""
     seen: dict[tuple[str, str], list[dict[str, float]]] = {}
     for r in records:
-        profile = r.evidence.get("profile") or {}
+        profile = r.evidence.details.get("profile") or {}
         if not profile.get("owners_pct"):
             continue
         shares = dict(profile["owners_pct"])

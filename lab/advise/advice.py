@@ -87,19 +87,11 @@ def model_advice(
         )
     attempt, step = tried[-1]
     knobs = model.knobs_for(attempt.candidate.knobs(base))
-    failed, rate = failures(step)
-    p99 = step.latency_ms.get("p99")
-    confirm = Confirm(
-        step.rate_rps or 0.0,
-        step.throughput_rps,
-        p99 if p99 is not None and math.isfinite(p99) else None,
-        failed,
-        round(rate, 5),
-        step.model,
-    )
-    limited_by = end.limited_by or step.limited_by  # the search's conclusion names the cause
+    confirm = _confirm(step)
+    # the search's conclusion names the cause
+    limited_by = end.limited_by or step.evidence.limited_by
     title = TITLES.get(limited_by, limited_by)
-    limit = end.reason if end.limited_by else f"{title}: {step.limit_reason}"
+    limit = end.reason if end.limited_by else f"{title}: {step.evidence.limit_reason}"
     return ModelAdvice(
         model=model.name,
         meets=end.meets,
@@ -107,8 +99,8 @@ def model_advice(
         configuration=attempt.candidate.words(model),
         command=shlex.join(model.command(knobs, COMMAND_HOST, COMMAND_PORT)),
         cores=min(attempt.candidate.processes, st.bounds.cores),
-        cpu_pct=step.deployed_cpu_pct,
-        pss_mb=step.server_pss_mb or step.server_rss_mb,  # a step without PSS: RSS, its bound
+        cpu_pct=step.resources.deployed_cpu_pct,
+        pss_mb=_pss_mb(step),
         confirm=confirm,
         limited_by=limited_by,
         limit=limit,
@@ -119,21 +111,40 @@ def model_advice(
     )
 
 
+def _confirm(step: StepRecord) -> Confirm:
+    """The confirming step's figures: its target rate, throughput, p99 and failures."""
+    failed, rate = failures(step)
+    p99 = step.latency.latency_ms.get("p99")
+    return Confirm(
+        step.rate_rps or 0.0,
+        step.load.throughput_rps,
+        p99 if p99 is not None and math.isfinite(p99) else None,
+        failed,
+        round(rate, 5),
+        step.model,
+    )
+
+
+def _pss_mb(step: StepRecord) -> float:
+    """The server's memory, each page once; a step without PSS: RSS, its bound."""
+    return step.resources.server_pss_mb or step.resources.server_rss_mb
+
+
 def projection(model: Model, st: Setting, attempt: Attempt, step: StepRecord, meets: bool) -> str:
     """What the measured cost per request projects: what runs out next where the target is met,
     what the target would need where it is not."""
-    cost = step.deployed_cpu_ms_per_req  # nginx's too, where it ran on the server's cores
-    if not cost or step.ok <= 0:
+    cost = step.resources.deployed_cpu_ms_per_req  # nginx's too, where it ran on the server's cores
+    if not cost or step.load.ok <= 0:
         return ""
-    latency = max(st.service_ms, step.latency_ms.get("mean", 0.0))
+    latency = max(st.service_ms, step.latency.latency_ms.get("mean", 0.0))
     c = attempt.candidate
     if meets:
         cores = min(c.processes, st.bounds.cores)
         cpu_top = cores * 1000 / cost
         pool_top = c.holds() * 1000 / latency
         return (
-            f"projection: {_cores(cores)} full at about {cpu_top:,.0f} req/s ({cost:.2f} ms "
-            f"CPU per request); the pool of {c.holds()} holds about {pool_top:,.0f} req/s at "
+            f"projection: {_cores(cores)} full at about {cpu_top:,.0f} req/s ({cost:.2f} ms CPU "
+            f"per request); the pool of {c.holds()} holds about {pool_top:,.0f} req/s at "
             f"{latency:,.0f} ms each"
         )
     rps = st.slo.rps
@@ -165,8 +176,8 @@ def _pool_projection(model: Model, st: Setting) -> str:
 
 def _memory_mb(step: StepRecord, processes_now: int, processes: int, inflight: float) -> float:
     """The step's RSS split into each process at rest and each request in flight, scaled."""
-    kb = step.server_rss_kb_per_conn or 0.0
-    idle = max(step.server_rss_mb - kb * max(upstream_inflight(step), 0) / 1024, 0.0)
+    kb = step.resources.server_rss_kb_per_conn or 0.0
+    idle = max(step.resources.server_rss_mb - kb * max(upstream_inflight(step), 0) / 1024, 0.0)
     return idle / max(processes_now, 1) * processes + kb * inflight / 1024
 
 
@@ -234,9 +245,9 @@ class Advice:
             reached = max(m.confirm.throughput_rps if m.confirm else 0.0 for m in held)
             names = ", ".join(m.model for m in held)
             return (
-                f"not confirmed on this machine: the lab's generators reached {reached:,.0f} "
-                f"req/s ({names}; {self.slo.words} needs more generator cores: "
-                f"--remote-generators with `lab generator --connect`, or a bigger machine){port}"
+                f"not confirmed on this machine: the lab's generators reached {reached:,.0f} req/s "
+                f"({names}; {self.slo.words} needs more generator cores: --remote-generators with "
+                f"`lab generator --connect`, or a bigger machine){port}"
             )
         if not self.meets():
             return f"no model meets {self.slo.words} on this machine"

@@ -75,7 +75,9 @@ class Advisor(Sweep):
         self.upstream: Upstream | None = None
         if recorded is not None:
             self.manifest = continued(recorded, self.manifest)
-            self.kept = {r.key: r for r in self.run_dir.steps() if "interrupted" not in r.flags}
+            self.kept = {
+                r.key: r for r in self.run_dir.steps() if "interrupted" not in r.evidence.flags
+            }
         else:
             advise = {"slo": slo.to_json(), "budget_s": budget_s, "configs": {}}
             self.manifest.update(models={}, advise=advise)
@@ -122,12 +124,12 @@ class Advisor(Sweep):
         fleet = self.base.generators
         step = self.measured(model, move, 1, fleet)
         while move.role == "confirm" and generators.saturated(step):
-            more = self.base.generators.more(max(1, step.generators - fleet.remote))
+            more = self.base.generators.more(max(1, step.load.generators - fleet.remote))
             if more is None or not self.fits(model, move, until, step.trial + 1):
                 break
             self.say(
-                f"{model.name}: the generators were saturated ({step.limit_reason}); measuring "
-                f"again on {more + fleet.remote} generator processes"
+                f"{model.name}: the generators were saturated ({step.evidence.limit_reason}); "
+                f"measuring again on {more + fleet.remote} generator processes"
             )
             fleet = replace(fleet, local=more, auto=False)
             step = self.measured(model, move, step.trial + 1, fleet)

@@ -82,7 +82,7 @@ def next_move(model: Model, st: Setting, tried: Sequence[tuple[Attempt, StepReco
         return _first(model, st)
     attempt, step = tried[-1]
     if attempt.role == "calibrate" and not _costed(step):
-        why = unfair(step) or step.limit_reason
+        why = unfair(step) or step.evidence.limit_reason
         return Conclusion(False, f"no cost per request measured at {attempt.rate:,g} req/s: {why}")
     if attempt.role == "calibrate":
         move = _after_calibration(model, st, step)
@@ -123,18 +123,18 @@ def _first(model: Model, st: Setting) -> Move:
 def _costed(step: StepRecord) -> bool:
     """A calibration that measured the server's cost per request: answers, and nothing excludes
     it but the apparatus (the server's own CPU per request stays the server's)."""
-    faults = set(step.excluded_by) - {"lab_limited"}
-    return step.ok > 0 and not faults and bool(step.deployed_cpu_ms_per_req)
+    faults = set(step.evidence.excluded_by) - {"lab_limited"}
+    return step.load.ok > 0 and not faults and bool(step.resources.deployed_cpu_ms_per_req)
 
 
 def _cpu(step: StepRecord) -> str:
     """Whose CPU: where nginx ran beside the server on its cores, it counts with the server's."""
-    return "server and nginx CPU" if step.front_cpu_pct >= 0 else "server CPU"
+    return "server and nginx CPU" if step.resources.front_cpu_pct >= 0 else "server CPU"
 
 
 def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
-    cost = step.deployed_cpu_ms_per_req or 0.0
-    latency = max(st.service_ms, step.latency_ms.get("mean", 0.0))
+    cost = step.resources.deployed_cpu_ms_per_req or 0.0
+    latency = max(st.service_ms, step.latency.latency_ms.get("mean", 0.0))
     cores = st.slo.rps * cost / 1000
     if cores > st.bounds.cores:
         top = st.bounds.cores * 1000 / cost
@@ -142,8 +142,8 @@ def _after_calibration(model: Model, st: Setting, step: StepRecord) -> Move:
             False,
             f"server CPU: {st.slo.rps:,g} req/s x {cost:.2f} ms = {cores:,.1f} cores, more than "
             f"the {plural(st.bounds.cores, 'core')} this server may use, full at about {top:,.0f} "
-            f"req/s (measured: {_cpu(step)} {step.deployed_cpu_pct:.0f}% of a core at "
-            f"{step.throughput_rps:,.0f} req/s)",
+            f"req/s (measured: {_cpu(step)} {step.resources.deployed_cpu_pct:.0f}% of a core at "
+            f"{step.load.throughput_rps:,.0f} req/s)",
             "server_cpu",
         )
     sized = for_rate(model.unit, st.bounds, st.slo.rps, latency, cost)
@@ -154,17 +154,17 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
     missed = st.slo.misses(step)
     if not missed:
         return Conclusion(True, confirmed(step, st.slo))
-    faults = set(step.excluded_by) - {"lab_limited"}
+    faults = set(step.evidence.excluded_by) - {"lab_limited"}
     if generators.saturated(step) and not faults:  # measured again with more first (confirm.py)
         return Conclusion(False, _not_confirmed(st, step), "apparatus")
     words = "; ".join(missed)
-    if not step.ok or step.excluded_by or step.limited_by == "apparatus":
-        return Conclusion(False, f"{words}: {step.limit_reason or 'nothing measured'}")
+    if not step.load.ok or step.evidence.excluded_by or step.evidence.limited_by == "apparatus":
+        return Conclusion(False, f"{words}: {step.evidence.limit_reason or 'nothing measured'}")
     c = attempt.candidate
     cores = min(c.processes, st.bounds.cores)
-    if step.deployed_cpu_pct >= BUSY * 100 * cores:
+    if step.resources.deployed_cpu_pct >= BUSY * 100 * cores:
         if st.bounds.one_per_process or c.processes >= st.bounds.processes[1]:
-            cpu = f"{_cpu(step)} {step.deployed_cpu_pct:.0f}% of {plural(cores, 'core')}"
+            cpu = f"{_cpu(step)} {step.resources.deployed_cpu_pct:.0f}% of {plural(cores, 'core')}"
             return Conclusion(False, f"{words}: {cpu}, and no more cores for this server")
         p = c.processes + 1
         more = Candidate(p, clamp(math.ceil(c.holds() / p), st.bounds.workers))
@@ -175,15 +175,15 @@ def _after_confirm(model: Model, st: Setting, attempt: Attempt, step: StepRecord
     if c.holds() < outstanding(st.slo, attempt.rate) and _waited(step, st):
         why = (
             f"{words} with the CPU idle and {_inflight(step):.0f} of {c.holds()} requests in "
-            f"flight: they wait before the pool (keep-alive connections can hold a pool "
-            f"that counts connections): twice the pool"
+            "flight: they wait before the pool (keep-alive connections can hold a pool that "
+            "counts connections): twice the pool"
         )
         return Attempt(_doubled(c, st.bounds), attempt.rate, "confirm", why)
     return Conclusion(
         False,
-        f"{words}, with CPU and pool to spare ({_cpu(step)} {step.deployed_cpu_pct:.0f}%, "
-        f"{_inflight(step):.0f} of {c.holds()} in flight): no knob changes that "
-        f"({step.limit_reason})",
+        f"{words}, with CPU and pool to spare ({_cpu(step)} "
+        f"{step.resources.deployed_cpu_pct:.0f}%, {_inflight(step):.0f} of {c.holds()} in flight): "
+        f"no knob changes that ({step.evidence.limit_reason})",
     )
 
 
@@ -193,8 +193,9 @@ def _not_confirmed(st: Setting, step: StepRecord) -> str:
     missed = st.slo.figures_miss(step, flags=False)
     how = "; ".join(missed) if missed else f"the figures meet it: {confirmed(step, st.slo)}"
     return (
-        f"not confirmed on this machine: the lab's generators reached {step.throughput_rps:,.0f} "
-        f"req/s on {plural(step.generators, 'generator process')} ({how}; {step.limit_reason})"
+        "not confirmed on this machine: the lab's generators reached "
+        f"{step.load.throughput_rps:,.0f} req/s on "
+        f"{plural(step.load.generators, 'generator process')} ({how}; {step.evidence.limit_reason})"
     )
 
 
@@ -209,22 +210,22 @@ def outstanding(slo: Slo, rate: float) -> int:
 def _waited(step: StepRecord, st: Setting) -> bool:
     """Requests waited somewhere: p99 over the target as the one test says (beyond noise: the
     rule by which the step missed it, `target.p99_meets`) and over QUEUED service times."""
-    p99 = step.latency_ms.get("p99", math.inf)
+    p99 = step.latency.latency_ms.get("p99", math.inf)
     over = not p99_meets(st.slo.against(step, "p99", flags=False))
     return over and p99 > QUEUED * st.service_ms
 
 
 def _pool_full(step: StepRecord, c: Candidate) -> bool:
-    capped = {"capped", "capped_unexplained"} & set(step.flags)
+    capped = {"capped", "capped_unexplained"} & set(step.evidence.flags)
     full = _inflight(step) >= FULL * c.holds()
-    return bool(capped) or step.limited_by == "concurrency_cap" or full
+    return bool(capped) or step.evidence.limited_by == "concurrency_cap" or full
 
 
 def _inflight(step: StepRecord) -> float:
     """Requests in the server at once: seen by the upstream where the load went through it,
     else by Little's law."""
     seen = upstream_inflight(step)
-    return float(seen if seen >= 0 else step.inferred_inflight)
+    return float(seen if seen >= 0 else step.load.inferred_inflight)
 
 
 def _doubled(c: Candidate, b: Bounds) -> Candidate:

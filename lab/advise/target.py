@@ -64,8 +64,8 @@ class Slo:
         rps = self.against(step, "rps", flags)
         if rps.apart and rps.diff < 0:  # not compared: a flag excludes the step (`unfair`)
             missed.append(
-                f"throughput {step.throughput_rps:,.0f} req/s short of {self.rps:,g} beyond noise "
-                f"({rps.percent()})"
+                f"throughput {step.load.throughput_rps:,.0f} req/s short of {self.rps:,g} beyond "
+                f"noise ({rps.percent()})"
             )
         return missed
 
@@ -100,7 +100,8 @@ def _p99_words(d: Difference, step: StepRecord) -> str:
     if math.isnan(d.b):
         return "none (nothing answered)"
     if d.word == FLAGGED:
-        return f"{d.b:,.0f} ms, not the server's alone ({', '.join(tail_excluding(step.flags))})"
+        flags = ", ".join(tail_excluding(step.evidence.flags))
+        return f"{d.b:,.0f} ms, not the server's alone ({flags})"
     over = f"{d.b:,.0f} ms > {d.a:g} ms"
     return f"{over} ({d.percent()})" if d.compared else f"{over} ({d.basis})"
 
@@ -108,9 +109,9 @@ def _p99_words(d: Difference, step: StepRecord) -> str:
 def unfair(step: StepRecord) -> str:
     """Why the step cannot confirm anything ("" when it can): a flag that keeps it out of the
     verdict (the lab's apparatus saturated, the server died...)."""
-    if step.status == "measured" and not step.excluded_by:
+    if step.status == "measured" and not step.evidence.excluded_by:
         return ""
-    return f"not a fair result ({', '.join(step.excluded_by or step.flags)})"
+    return f"not a fair result ({', '.join(step.evidence.excluded_by or step.evidence.flags)})"
 
 
 def confirmed(step: StepRecord, slo: Slo) -> str:
@@ -120,14 +121,14 @@ def confirmed(step: StepRecord, slo: Slo) -> str:
     p99 = slo.against(step, "p99", flags=False)
     noise = f" (over {slo.p99_ms:g} ms within noise: {p99.percent()})" if p99.diff > 0 else ""
     return (
-        f"p99 {step.latency_ms.get('p99', math.nan):,.1f} ms{noise}, {failed} errors, "
-        f"{step.throughput_rps:,.1f} of {step.rate_rps or 0:,g} req/s answered"
+        f"p99 {step.latency.latency_ms.get('p99', math.nan):,.1f} ms{noise}, {failed} errors, "
+        f"{step.load.throughput_rps:,.1f} of {step.rate_rps or 0:,g} req/s answered"
     )
 
 
 def failures(step: StepRecord) -> tuple[int, float]:
     """Failed requests (dropped ones and those still unanswered at the cut-off included) and
     their share of the requests due in the window."""
-    failed = sum(step.errors.values()) + (step.unfinished or 0)
-    due = step.scheduled or step.requests
+    failed = sum(step.load.errors.values()) + (step.load.unfinished or 0)
+    due = step.load.scheduled or step.load.requests
     return failed, failed / due if due else 1.0

@@ -20,7 +20,7 @@ MEANINGS = {
     "trap)",
     "timeout_s": "per-request kill timeout (uWSGI harakiri, gunicorn timeout)",
     "db_pool": "PostgreSQL and Redis connections per process (`/db`, `/cache`); a pool smaller "
-    "than the users is reported (`evidence.db_pool`)",
+    "than the users is reported (`evidence.details.db_pool`)",
 }
 AUTO = {"concurrency": "the run's top level", "pool": "concurrency", "db_pool": "concurrency"}
 

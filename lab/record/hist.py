@@ -9,7 +9,7 @@ per-second time series.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -191,3 +191,23 @@ def read_hlog(path: Path) -> Iterator[HdrHistogram]:
 def load_hlog(path: Path) -> HdrHistogram:
     """The whole-step histogram: every interval of the log merged."""
     return merge(read_hlog(path))
+
+
+Second = tuple[np.ndarray, np.ndarray]  # one second of a step: bin values (ms), their counts
+
+
+def seconds_of(h: HdrHistogram) -> Second:
+    """A per-second histogram as compact arrays, as the analysis keeps each second (a full
+    HdrHistogram holds ~200 KB of counts)."""
+    values, counts = bins(h)
+    return values / 1000, counts
+
+
+def percentiles_of(second: Second, percentiles: Sequence[float]) -> list[float]:
+    """Percentiles (ms) of compact counts, computed as HdrHistogram does; nan when empty."""
+    values, counts = second
+    if counts.sum() == 0:
+        return [float("nan")] * len(percentiles)
+    cumulative = counts.cumsum()
+    targets = rank(np.asarray(percentiles, dtype=float), cumulative[-1])
+    return [float(v) for v in values[np.searchsorted(cumulative, targets)]]

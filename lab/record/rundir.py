@@ -134,7 +134,7 @@ class RunDir:
     def completed(self) -> set[StepKey]:
         """Steps already recorded; an owed one (interrupted, or its load generator gave no
         result) is measured again on resume."""
-        return {r.key for r in self.steps() if not owed(r.flags)}
+        return {r.key for r in self.steps() if not owed(r.evidence.flags)}
 
     def standing(self) -> list[StepRecord]:
         """The records that stand (`standing`): what every reader of the run's figures reads."""
@@ -174,8 +174,8 @@ class RunDir:
             return None
         return (
             f"{', '.join(moved)}: truncated or unreadable line(s) (the lab was killed while "
-            "writing, or the file was damaged); kept every readable record and moved the rest "
-            "to *.fragment"
+            "writing, or the file was damaged); kept every readable record and moved the rest to "
+            "*.fragment"
         )
 
     # -- other records ----------------------------------------------------------------------
@@ -301,7 +301,7 @@ def standing(records: list[StepRecord]) -> list[StepRecord]:
     neither (`lab run --resume` and `lab.run.remeasure` measure such steps again; the superseded
     record stays in steps.jsonl with its evidence). So a step measured again is never a second
     trial, and never both."""
-    again = [owed(r.flags) or bool(outside(r.flags)) for r in records]
+    again = [owed(r.evidence.flags) or bool(outside(r.evidence.flags)) for r in records]
     last = {r.key: i for i, r in enumerate(records)}
     settled = {r.key for r, a in zip(records, again, strict=True) if not a}
     return [

@@ -5,27 +5,43 @@ steps, models that could not start, experiments and test fixtures all go through
 added here reaches every writer at once. `lab.record.stepjson.from_json` reads every schema the lab
 ever wrote.
 
-Schema 2 names what a step's load was: `users` in closed loop, `rate_rps` and `max_outstanding`
-in open loop. Schema 1 (before 2026-11) had one `concurrency` field meaning users in closed loop
-and the cap on outstanding requests in open loop; it is read into the new names.
+Schema 3 (7 December 2026) groups a step's figures into four parts under the step's key and
+window (`lab.record.stepparts`: `load`, `latency`, `resources`, `evidence`); the flags' details,
+a flat `evidence` before, are `evidence.details`. Schema 2 kept every figure flat and named what
+a step's load was: `users` in closed loop, `rate_rps` and `max_outstanding` in open loop. Schema 1
+(before 2026-11) had one `concurrency` field meaning users in closed loop and the cap on
+outstanding requests in open loop. Both are read into schema 3.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
 
 from lab.record import counted
 from lab.record import flags as flag_registry
+from lab.record.stepparts import PARTS, Evidence, Latency, Load, Resources
 from lab.record.window import Measured, Sampled
 
-__all__ = ["Measured", "Sampled", "StepKey", "StepRecord", "Raised", "step_record"]
+__all__ = [
+    "Measured",
+    "Sampled",
+    "StepKey",
+    "StepRecord",
+    "Raised",
+    "amended",
+    "flat",
+    "nested",
+    "step_record",
+]
 NOTHING_SAMPLED = Sampled()  # a step nothing was sampled around (skipped, or not started)
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (1, 2, 3)
 # `dropped` is open loop only: a request due while the cap on outstanding requests was full.
 ERROR_KINDS = (
     "refused",
@@ -84,7 +100,8 @@ OPEN_LOOP_COUNTS = ("scheduled", "sent", "completed", "unfinished", "not_sent")
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One step, as written to `steps.jsonl` (one JSON object per line)."""
+    """One step, as written to `steps.jsonl` (one JSON object per line): its key, its window and
+    the four parts of its figures (`lab.record.stepparts`: load, latency, resources, evidence)."""
 
     run_id: str
     model: str
@@ -96,118 +113,13 @@ class StepRecord:
     status: str  # measured | partial (interrupted) | skipped (nothing measured; flags say why)
     started_at: str  # ISO 8601 UTC, start of the measured window
     duration_s: float  # the measured window, warm-up and settle excluded
-    requests: int
-    ok: int
-    errors: dict[str, int]  # kind -> count, kinds from ERROR_KINDS
-    throughput_rps: float  # ok responses per second of the measured window
-    latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean of successful requests
-    server_cpu_pct: float  # mean over the window, whole process tree, 100 = one core
-    server_rss_mb: float  # peak over the window, RSS summed over the process tree
-    client_cpu_pct: float  # mean over the window, the load generator, 100 = one core
-    upstream_cpu_pct: float
-    host_cpu_pct: float  # whole machine, 100 = one core
-    upstream_max_inflight: int  # highest concurrency the upstream saw (-1: unknown)
-    flags: tuple[str, ...]
     histogram: str  # the `.hlog`, relative to the run directory ("" when none)
     timeseries: dict[str, list[float]]
-    evidence: dict[str, Any]
+    load: Load
+    latency: Latency
+    resources: Resources
+    evidence: Evidence
     schema_version: int = SCHEMA_VERSION
-    # Added within schema 2, with defaults so that older schema-2 lines still load.
-    upstream_lag_ms: float = -1.0  # mean lateness of the upstream's event loop (-1: unknown)
-    upstream_lag_max_ms: float = -1.0
-    limited_by: str = ""  # a key of lab.verdict.limits.LIMITS ("" when not assessed)
-    limit_reason: str = ""  # the limit in plain words, with its figures
-    server_cpu_ms_per_req: float | None = None
-    apparatus_cpu_ms_per_req: float | None = None  # load generator + upstream
-    server_rss_kb_per_conn: float | None = None  # RSS above the idle server per connection
-    apparatus_core_pct: float = 0.0  # mean busy % of the busiest core the apparatus ran on
-    host_softirq_pct: float = 0.0  # kernel softirq (network) work, % of one core
-    apparatus_wait_pct: float = 0.0  # generator + upstream: runnable but waiting for a CPU, %
-    # Requests inside the server by Little's law: throughput x the unloaded service time (-1:
-    # unknown). Seen from outside, so it holds for any app, not only one that calls the upstream.
-    inferred_inflight: float = -1.0
-    # Open loop: arrivals due in the window, and what became of them.
-    scheduled: int | None = None
-    sent: int | None = None
-    completed: int | None = None
-    unfinished: int | None = None  # still unanswered at the cut-off (closed loop too): a bound
-    not_sent: int | None = None  # due while the cap on outstanding requests was full
-    latency_lower_bounds: tuple[str, ...] = ()  # latency_ms keys that are lower bounds (>=)
-    generators: int = 1  # load-generator processes that produced the load (each one's in evidence)
-    # The instrument measured like the server: how late the generators' event loops woke (p50,
-    # p99, max, mean over the window, every load-carrying process merged; {}: unknown) and the
-    # busiest one's share of the window in its own periodic work (-1: unknown).
-    generator_lag_ms: dict[str, float] = field(default_factory=dict)
-    generator_periodic_pct: float = -1.0
-    # Requests the upstream answered in the window (-1: unknown): its in-flight counter says
-    # something about the server only where the step's load went through it.
-    upstream_served: int = -1
-    # TCP connections to the server's port closed in the window, and the sockets in TIME_WAIT on
-    # it at the end (-1: unknown): a server that closes each connection makes every request pay a
-    # connect and a close, in the generators and the kernel.
-    server_connections: int = -1
-    server_time_wait: int = -1
-    # Every request counted (`lab.record.counted`): latency over every request (answers,
-    # failures, and dropped and unfinished ones' lower bounds; {}: not recorded), failures' by
-    # kind, the share of requests that are not answers (-1: unknown) and the percentiles it
-    # can set on its own (never compared on those: `failed_tail`).
-    latency_all_ms: dict[str, float] = field(default_factory=dict)
-    latency_all_lower_bounds: tuple[str, ...] = ()
-    failed_latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
-    unanswered_share: float = -1.0
-    unanswered_hides: tuple[str, ...] = ()
-    # The instrument's error per request: for p99, p999 and max, the share of requests a
-    # generator stall (or, open loop, a late send) at least that percentile's error budget long
-    # touched ({}: unknown), and the percentiles it could move (`generator_lag`: p99).
-    generator_touched: dict[str, float] = field(default_factory=dict)
-    generator_moved: tuple[str, ...] = ()
-    send_lateness_ms: dict[str, float] = field(default_factory=dict)  # open loop: send - intended
-    # Peak memory of the server's process tree as the kernel accounts it, each page once (PSS
-    # summed; a container's cgroup count; 0: unknown). Summed RSS counts the pages a forked
-    # master shares with its workers once per process: models are compared on this instead.
-    server_pss_mb: float = 0.0
-    # The verdict's rule table (lab.verdict): the rule that named the limit, its advice, the
-    # limits of the later rules that also fired (secondary evidence: `evidence.also_limited_by`),
-    # the cores the server could use as judged, and how long its processes waited for a CPU
-    # (the most any of them waited, % of the window: a disturbance where it was not CPU-bound).
-    limit_rule: str = ""
-    limit_advice: str = ""
-    also_limited_by: tuple[str, ...] = ()
-    server_cores: float = 0.0
-    server_wait_pct: float = 0.0
-    server_cores_busy_pct: float = -1.0  # its own cores busy, summed (-1: not pinned apart)
-    # nginx in front of the server (`lab run --front nginx`), measured apart from it: its CPU
-    # (mean, 100 = one core), its peak RSS and its CPU per request (-1, None: no front).
-    front_cpu_pct: float = -1.0
-    front_rss_mb: float = -1.0
-    front_cpu_ms_per_req: float | None = None
-    # Connections nginx opened and closed to an HTTP server behind it in the window (-1: no
-    # front, or uWSGI over a unix socket): beyond its keepalive pool, each request pays a new one.
-    front_server_connections: int = -1
-    # A traffic mix (`lab run --app` with weighted routes or an access log): each route's
-    # weight, share, counts and latency (p50 ... max of its answers; {}: none), read from its
-    # own HdrHistogram (`histogram`, the interval tagged `tag`); {}: one route, the step's.
-    routes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # The mock upstream's calls in the window per route (`GET /delay`, `POST /v1/charges`): how
-    # many, per request of the step, and their mean wait ({}: none, or unknown).
-    upstream_calls: dict[str, dict[str, float]] = field(default_factory=dict)
-    # A user's app: the most connections its server's processes held at once to each of the
-    # lab's services (postgres, redis, upstream) during the step: its own pools ({}: not read).
-    app_connections: dict[str, int] = field(default_factory=dict)
-    # The window's answers per 100 ms by when they arrived, from either engine (() : not
-    # recorded, an older record): a pause shorter than a second is seen here, not in `timeseries`.
-    answers_100ms: tuple[int, ...] = ()
-    # ... and by latency (`hist.coarse_ms`; (): not recorded): a pause's held requests show there.
-    answers_by_latency: tuple[tuple[float, int], ...] = ()
-    # Processes outside the run that could run on the server's cores and used 10% of a core or
-    # more in the window, busiest first: "name (pid)" -> % of one core (`HostMeter.others`).
-    others_on_cores: dict[str, float] = field(default_factory=dict)
-    # The app's databases the lab started (`postgres`, `redis`): each one's CPU, mean over the
-    # window of its whole process tree (100 = one core), and per request ({}: none started, or
-    # an older record). They are the system under test as much as the server: a request that
-    # queues in PostgreSQL waits there whatever the server's model.
-    database_cpu_pct: dict[str, float] = field(default_factory=dict)
-    database_cpu_ms_per_req: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> StepKey:
@@ -223,41 +135,64 @@ class StepRecord:
     def ms_per_request(self, cpu_pct: float) -> float | None:
         """A mean CPU over the window (100 = one core) as CPU ms per request answered or
         failed (None: nothing counted): the one conversion every cost per request uses."""
-        if self.requests <= 0 or self.duration_s <= 0:
+        if self.load.requests <= 0 or self.duration_s <= 0:
             return None
-        return cpu_pct * self.duration_s * 10 / self.requests
-
-    @property
-    def deployed_cpu_ms_per_req(self) -> float | None:
-        """CPU per request on the server's cores as deployed: the server's, plus nginx's where a
-        front ran beside it on those cores (None: not measured). What sizing projects from."""
-        if self.server_cpu_ms_per_req is None:
-            return None
-        return self.server_cpu_ms_per_req + (self.front_cpu_ms_per_req or 0.0)
-
-    @property
-    def deployed_cpu_pct(self) -> float:
-        """The server's CPU plus its front's (100 = one core): how busy the server's cores were."""
-        return self.server_cpu_pct + max(self.front_cpu_pct, 0.0)
-
-    @property
-    def outage_seconds(self) -> tuple[int, ...]:
-        return outage_seconds(self.flags, self.evidence)
-
-    @property
-    def excluded_by(self) -> list[str]:
-        """The flags that keep this step out of the verdict."""
-        return flag_registry.excluding(self.flags)
+        return cpu_pct * self.duration_s * 10 / self.load.requests
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
+    if not TYPE_CHECKING:
 
-def outage_seconds(flags: Sequence[str], evidence: Mapping[str, Any]) -> tuple[int, ...]:
-    """The measured seconds (0-based) of an outage the verdict found (flag `stalled`): the
-    event, not noise, so an interval from the per-second series leaves them out."""
-    ev = evidence.get("stalled") if "stalled" in flags else None
-    return tuple(int(i) for i in ev.get("seconds", ())) if isinstance(ev, dict) else ()
+        def __getattr__(self, name: str) -> Any:
+            part = _PART_OF.get(name)
+            if part is None:
+                raise AttributeError(name)
+            _log_flat(name)
+            return getattr(object.__getattribute__(self, part), name)
+
+
+def _log_flat(name: str) -> None:
+    path = os.environ.get("LAB_FLAT_ACCESS_LOG")
+    if path:
+        frame = sys._getframe(2)
+        with open(path, "a") as out:
+            out.write(f"{frame.f_code.co_filename}:{frame.f_lineno}:{name}\n")
+
+
+# Which part holds each figure: `nested` sorts a flat mapping of figures into the parts by it.
+_PART_OF = {f.name: name for name, part in PARTS.items() for f in fields(part)}
+FIGURES = tuple(_PART_OF)  # every figure's name, flat
+
+
+def nested(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's constructor arguments from a flat mapping (the key and window under their own
+    names, every figure under its own): each figure goes to its part."""
+    out = {k: v for k, v in values.items() if k not in _PART_OF}
+    for name, part in PARTS.items():
+        out[name] = part(**{k: v for k, v in values.items() if _PART_OF.get(k) == name})
+    return out
+
+
+def flat(record: StepRecord) -> dict[str, Any]:
+    """Every field of a record under its own name, the parts' figures beside the key: a table's
+    row, or the names a schema-2 line used."""
+    row = {f.name: getattr(record, f.name) for f in fields(record) if f.name not in PARTS}
+    for name in PARTS:
+        row |= asdict(getattr(record, name))
+    return row
+
+
+def amended(record: StepRecord, **changes: Any) -> StepRecord:
+    """The record with these fields changed, each named as itself wherever its part is (the
+    verdict adds its limit and costs; a profile its details)."""
+    parts = {
+        name: replace(getattr(record, name), **mine)
+        for name in PARTS
+        if (mine := {k: v for k, v in changes.items() if _PART_OF.get(k) == name})
+    }
+    rest = {k: v for k, v in changes.items() if k not in _PART_OF}
+    return replace(record, **rest, **parts)
 
 
 def step_record(
@@ -294,7 +229,7 @@ def step_record(
     evidence = _evidence(everything, context, measured.open_loop)
     duration = measured.duration_s
     in_window = cut.get("ok_in_window", measured.ok)  # answered in the window, whenever sent
-    return StepRecord(
+    values = dict(
         run_id=run_id,
         **asdict(key),
         max_outstanding=max_outstanding,
@@ -310,7 +245,7 @@ def step_record(
         flags=names,
         histogram=histogram if measured.ok else "",
         timeseries={**measured.timeseries, **sampled.timeseries},
-        evidence=evidence,
+        details=evidence,
         generators=generators,
         generator_lag_ms=dict(measured.generator_lag_ms),
         generator_periodic_pct=measured.generator_periodic_pct,
@@ -319,6 +254,7 @@ def step_record(
         **_open_loop_fields(cut),
         **counts,
     )
+    return StepRecord(**nested(values))
 
 
 def _answers(measured: Measured) -> dict[str, Any]:
@@ -333,7 +269,7 @@ def _answers(measured: Measured) -> dict[str, Any]:
 def _sampled_figures(sampled: Sampled) -> dict[str, Any]:
     """Every figure of `Sampled` that the record keeps under the same name, so that a figure
     added to both reaches every step; its series join the generator's in `timeseries`."""
-    kept = {f.name for f in fields(StepRecord)} - {"timeseries"}
+    kept = set(FIGURES)
     return {f.name: getattr(sampled, f.name) for f in fields(Sampled) if f.name in kept}
 
 

@@ -84,7 +84,7 @@ class Thresholds:
     # least latency at least this many times the greatest below the empty stretch between them.
     pause_cluster_gap: float = 2.0
     # The server waited for a CPU this share of the window or more: something took its cores,
-    # and the processes that ran on them are named whatever else fired (`rules.cpu_taken`).
+    # and the processes that ran on them are named whatever else fired (`held.cpu_taken`).
     server_wait_named_pct: float = 100 / 3
     # --- failed requests ----------------------------------------------------------------------
     # Failed or dropped requests at this share or more: they decide the figures, and a p99 of

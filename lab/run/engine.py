@@ -12,7 +12,7 @@ request (oha sends one fixed request), a login per user (oha keeps no cookies), 
 (oha spaces them evenly), generators on other machines (they run the lab's engine), or oha not
 installed. `--engine lab` (or `engine = "lab"` in a scenario) asks for the lab's own everywhere.
 Both engines speak the same protocol and fill the same record (`loadgen.oha`); the record names
-the engine and its version, and where the lab's ran, why (`evidence.engine`).
+the engine and its version, and where the lab's ran, why (`evidence.details.engine`).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def cannot(start: Start) -> str | None:
     """Why oha cannot run this step (one line), or None."""
     if start.mix:
         return (
-            f"a weighted mix of {len(start.mix)} routes, each with its own method, headers, "
-            "body and placeholders: oha sends one fixed request"
+            f"a weighted mix of {len(start.mix)} routes, each with its own method, headers, body "
+            "and placeholders: oha sends one fixed request"
         )
     if any(placeholders.found(t) for t in (start.path, start.body or "", *start.headers.values())):
         return "placeholders ({uuid}, {n}, ...) filled per request: oha sends one fixed request"

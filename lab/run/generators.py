@@ -143,7 +143,7 @@ def served(codes: set[int]) -> str:
 def saturated(step: StepRecord) -> bool:
     """Whether more generators may measure more: the verdict named the apparatus as the
     step's limit, or the generator's own loop set its tail (`generator_lag`)."""
-    return step.limit_rule == "apparatus" or "generator_lag" in step.flags
+    return step.evidence.limit_rule == "apparatus" or "generator_lag" in step.evidence.flags
 
 
 def saturation(done: Done, cores: tuple[int, ...]) -> dict[str, Any] | None:

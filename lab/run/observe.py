@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -17,7 +17,7 @@ from lab.backends import dbrun
 from lab.backends.base import Backend, Server
 from lab.record.rundir import RunDir
 from lab.record.stacks import stacks_path
-from lab.record.step import Sampled, StepKey, StepRecord
+from lab.record.step import Sampled, StepKey, StepRecord, amended
 from lab.run.plan import Plan
 from lab.run.preflight import Preflight
 from lab.system import http_client, profile, tcpconns
@@ -275,10 +275,10 @@ class StepProfile:
     def kept(self, record: StepRecord) -> StepRecord:
         """The record as kept: in `auto`, a step whose stacks nobody reads loses their files."""
         files = self.summary.get("stacks")
-        needed = record.limited_by in owners.DECIDING or bool(self.summary.get("blocking"))
+        needed = record.evidence.limited_by in owners.DECIDING or bool(self.summary.get("blocking"))
         if self.mode != "auto" or not files or needed:
             return record
         for rel in files.values():
             (self.run_dir / rel).unlink(missing_ok=True)
         said = {k: v for k, v in self.summary.items() if k != "stacks"}
-        return replace(record, evidence={**record.evidence, "profile": said})
+        return amended(record, details={**record.evidence.details, "profile": said})

@@ -51,8 +51,8 @@ class ConsoleProgress:
             self.console.print(f"[red]✗ {result.model}: {escape(result.message)}; model skipped")
         elif result.serialized:
             self.console.print(
-                f"[bold red]⚠ {result.model} is SERIALIZED: {escape(result.message)}. "
-                "Its numbers are not a fair result."
+                f"[bold red]⚠ {result.model} is SERIALIZED: {escape(result.message)}. Its numbers "
+                "are not a fair result."
             )
         else:
             overlaps = ", ".join(p.words for p in result.probes)
@@ -65,29 +65,30 @@ class ConsoleProgress:
             live = ""
         elif phase == "measure":
             live = (
-                f"{sample.rps:>7.0f} rps  {sample.live_errors} errors  "
-                f"client CPU {sample.client_cpu_pct:.0f}%"
+                f"{sample.rps:>7.0f} rps  {sample.live_errors} errors  client CPU "
+                f"{sample.client_cpu_pct:.0f}%"
             )
         else:
             live = f"{sample.live_requests} requests so far"
         self._advance(f"{model} {point} {phase}", live)
 
     def step_done(self, step: StepRecord) -> None:
-        lat = step.latency_ms
-        errors = sum(step.errors.values())
-        colour = "red" if errors or step.flags else "default"
-        flags = f"  [yellow]{', '.join(step.flags)}" if step.flags else ""
+        lat = step.latency.latency_ms
+        errors = sum(step.load.errors.values())
+        colour = "red" if errors or step.evidence.flags else "default"
+        flags = f"  [yellow]{', '.join(step.evidence.flags)}" if step.evidence.flags else ""
         point = step.key.label
-        login = step.evidence.get("login")  # a login step's logins, apart from the mix's figures
+        # a login step's logins, apart from the mix's figures
+        login = step.evidence.details.get("login")
         if login:
             failed = sum(login["errors"].values())
             p50 = login["latency_ms"].get("p50", 0.0)
             flags = f"  logins {login['logins']} ({failed} failed, p50 {p50:.1f} ms){flags}"
         self.console.print(
-            f"[{colour}]  {step.model:<18} {point:<13} {step.throughput_rps:>8.1f} rps"
-            f"  p50 {lat.get('p50', 0):>7.1f} ms  p99 {lat.get('p99', 0):>7.1f} ms"
-            f"  errors {errors}  server CPU {step.server_cpu_pct:.0f}%"
-            f"  client CPU {step.client_cpu_pct:.0f}%{flags}"
+            f"[{colour}]  {step.model:<18} {point:<13} {step.load.throughput_rps:>8.1f} rps  p50 "
+            f"{lat.get('p50', 0):>7.1f} ms  p99 {lat.get('p99', 0):>7.1f} ms  errors {errors}  "
+            f"server CPU {step.resources.server_cpu_pct:.0f}%  client CPU "
+            f"{step.resources.client_cpu_pct:.0f}%{flags}"
         )
 
     def problem(self, model: str, message: str) -> None:

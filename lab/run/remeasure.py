@@ -38,7 +38,7 @@ def owed_again(records: Sequence[StepRecord]) -> list[Owed]:
     """The standing steps the lab or the machine kept from a result, by model and trial."""
     by: dict[tuple[str, int], list[StepKey]] = {}
     for r in standing(list(records)):
-        if outside(r.flags):
+        if outside(r.evidence.flags):
             by.setdefault((r.model, r.trial), []).append(r.key)
     return [
         Owed(model, trial, tuple(sorted(keys, key=lambda k: k.level)))

@@ -23,7 +23,7 @@ from lab.backends.base import Backend, Server
 from lab.config.models import Model
 from lab.config.scenario import Point, Scenario
 from lab.record import login, placeholders
-from lab.record.step import Measured, Raised, StepKey, StepRecord, step_record
+from lab.record.step import Measured, Raised, StepKey, StepRecord, amended, step_record
 from lab.run import engine, generators, observe, routestep
 from lab.run.apparatus import generator_lag, host_busy, saturated
 from lab.run.generator import Generator, Outcome, follow, measured_from
@@ -276,7 +276,7 @@ class StepRunner:
             generators=len(outcome.done.parts) if outcome.done and outcome.done.parts else 1,
         )
         calls = window.calls(measured.requests)
-        record = replace(record, upstream_calls=calls, app_connections=dict(held or {}))
+        record = amended(record, upstream_calls=calls, app_connections=dict(held or {}))
         return assessed(record, capacity)
 
     def faults(
@@ -309,8 +309,8 @@ class StepRunner:
     ) -> None:
         measured = partial(outcome)
         reason = (
-            f"stopped by {why} after {measured.duration_s} of {self.s.duration_s} s; figures "
-            "from the per-second samples (no histogram, errors unclassified)"
+            f"stopped by {why} after {measured.duration_s} of {self.s.duration_s} s; figures from "
+            "the per-second samples (no histogram, errors unclassified)"
         )
         record = step_record(
             self.plan.run_id,

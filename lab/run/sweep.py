@@ -196,9 +196,9 @@ class Sweep:
             context = {**pool, **self.snapshot}
             step = self.runner.measure(server, model, point, trial, known, context)
             self.record(step)
-            if step.apparatus_cpu_ms_per_req and not outside(step.flags):
+            if step.resources.apparatus_cpu_ms_per_req and not outside(step.evidence.flags):
                 costs.append(step)
-            fatal = [f for f in FATAL if f in step.flags]
+            fatal = [f for f in FATAL if f in step.evidence.flags]
             if fatal:
                 why = f"{', '.join(fatal)} at {point.label}; not measured"
                 self.listener.problem(model.name, f"{', '.join(fatal)}; moving on")
@@ -214,17 +214,17 @@ class Sweep:
         if self.s.mode != "closed" or not below:
             return
         last = below[-1]
-        cost = float(last.apparatus_cpu_ms_per_req or 0.0)
+        cost = float(last.resources.apparatus_cpu_ms_per_req or 0.0)
         cores = len(self.backend.loadgen_cpus()) or len(os.sched_getaffinity(0))
         most = apparatus_rate(cost, cores)
-        asked = asked_rate(point.users, self.s.delay_ms, last.throughput_rps, last.users or 1)
+        asked = asked_rate(point.users, self.s.delay_ms, last.load.throughput_rps, last.users or 1)
         if asked > most:
             self.listener.problem(
                 model.name,
                 f"{point.label}: beyond this machine's apparatus for this model (about "
-                f"{asked:,.0f} req/s asked, its cores full at about {most:,.0f} req/s: "
-                f"{cost:.2f} ms of its CPU per request on {cores} core(s)); measured, flagged if "
-                "the apparatus fills",
+                f"{asked:,.0f} req/s asked, its cores full at about {most:,.0f} req/s: {cost:.2f} "
+                f"ms of its CPU per request on {cores} core(s)); measured, flagged if the "
+                "apparatus fills",
             )
 
     def warmup_point(self, model: Model, points: list[Point]) -> Point:

@@ -10,10 +10,10 @@ comes from the rule that named the limit, not from a second system beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from lab.record.step import StepRecord
+from lab.record.step import StepRecord, amended
 from lab.verdict import owners
 from lab.verdict.capacity import Capacity, Cost, cost
 from lab.verdict.facts import (
@@ -66,7 +66,9 @@ def verdict(f: Facts) -> Verdict:
 def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
     """The record with its limit, its advice, its secondary evidence, the flags its rules
     raise and its cost per request."""
-    measured = replace(record, flags=tuple(f for f in record.flags if f not in RAISED_BY_RULES))
+    measured = amended(
+        record, flags=tuple(f for f in record.evidence.flags if f not in RAISED_BY_RULES)
+    )
     f = facts_of(measured, capacity)
     v = verdict(f)
     raised = v.raised()
@@ -75,10 +77,10 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
     evidence = _advised(measured, v) | raised
     if also:
         evidence["also_limited_by"] = also
-    return replace(
+    return amended(
         measured,
-        flags=tuple(dict.fromkeys((*measured.flags, *raised))),
-        evidence=evidence,
+        flags=tuple(dict.fromkeys((*measured.evidence.flags, *raised))),
+        details=evidence,
         inferred_inflight=round(inferred_inflight(measured, capacity.delay_ms), 1),
         limited_by=v.rule.limit,
         limit_reason="; ".join(filter(None, (v.finding.reason, _where(measured, v)))),
@@ -98,7 +100,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
 
 def _where(r: StepRecord, v: Verdict) -> str:
     """Where the server's time went, from its sampled stacks (`lab run --profile`)."""
-    return owners.said(r.evidence.get("profile"), v.rule.limit)
+    return owners.said(r.evidence.details.get("profile"), v.rule.limit)
 
 
 def step_cost(r: StepRecord, cap: Capacity) -> Cost:
@@ -109,8 +111,8 @@ def step_cost(r: StepRecord, cap: Capacity) -> Cost:
 def _advised(r: StepRecord, v: Verdict) -> dict[str, Any]:
     """The evidence, with a saturated apparatus's advice the one that can help: the rule's own
     where the apparatus is the limit, else the limit that more generators cannot lift."""
-    ev = r.evidence.get("apparatus_saturated")
+    ev = r.evidence.details.get("apparatus_saturated")
     if not isinstance(ev, dict):
-        return dict(r.evidence)
+        return dict(r.evidence.details)
     said = v.rule.advice if v.rule.limit == "apparatus" else v.finding.reason
-    return {**r.evidence, "apparatus_saturated": {**ev, "advice": said}}
+    return {**r.evidence.details, "apparatus_saturated": {**ev, "advice": said}}

@@ -88,12 +88,14 @@ def cost(r: StepRecord, cap: Capacity, connections: float) -> Cost:
     if per_req is None:
         return Cost(None, None, None)
     kb = None
-    if cap.idle_rss_mb > 0 and r.server_rss_mb > 0 and connections > 0:
-        kb = round(max(r.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / connections, 1)
-    apparatus = (r.client_cpu_pct + r.upstream_cpu_pct) * per_req
-    front = round(r.front_cpu_pct * per_req, 3) if r.front_cpu_pct >= 0 else None
-    dbs = {kind: round(pct * per_req, 3) for kind, pct in r.database_cpu_pct.items()}
-    return Cost(round(r.server_cpu_pct * per_req, 3), round(apparatus, 3), kb, front, dbs)
+    if cap.idle_rss_mb > 0 and r.resources.server_rss_mb > 0 and connections > 0:
+        kb = round(max(r.resources.server_rss_mb - cap.idle_rss_mb, 0.0) * 1024 / connections, 1)
+    apparatus = (r.resources.client_cpu_pct + r.resources.upstream_cpu_pct) * per_req
+    front = (
+        round(r.resources.front_cpu_pct * per_req, 3) if r.resources.front_cpu_pct >= 0 else None
+    )
+    dbs = {kind: round(pct * per_req, 3) for kind, pct in r.resources.database_cpu_pct.items()}
+    return Cost(round(r.resources.server_cpu_pct * per_req, 3), round(apparatus, 3), kb, front, dbs)
 
 
 def apparatus_ceiling(ms_per_req: float, cores: int, delay_ms: float) -> float:

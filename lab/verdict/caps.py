@@ -36,7 +36,7 @@ def _plateau(f: Facts) -> dict[str, Any] | None:
         "offered": round(f.offered, 1),
         "seen_by": "the upstream's in-flight counter"
         if f.inflight_seen
-        else f"Little's law: {f.r.throughput_rps:g} req/s x {d:g} ms",
+        else f"Little's law: {f.r.load.throughput_rps:g} req/s x {d:g} ms",
         "queueing": f"~{1 - f.inflight / f.offered:.0%} of requests wait; p50 {f.p50_ms:.0f} ms"
         f"{mean} against d = {d:g} ms",
         "knobs": f.cap.knob,
@@ -86,7 +86,7 @@ def app_pool(f: Facts) -> Finding | None:
     evidence = _plateau(f)
     if evidence is None or _explained(f):
         return None
-    held = {k: n for k, n in f.r.app_connections.items() if n > 0}
+    held = {k: n for k, n in f.r.load.app_connections.items() if n > 0}
     # one connection held by one request at a time is a model that serialised, not a pool
     matching = [(n, k) for k, n in held.items() if n >= 2 and _about(n, f.inflight)]
     if not matching:
@@ -120,8 +120,8 @@ def hidden_cap(f: Facts) -> Finding | None:
     per = evidence["per_process"] = words.two_digits(f.inflight / max(f.cap.processes, 1))
     at_once = f"about {per:.0f} requests" if per >= 1 else f"fewer than one request ({per:g})"
     return Finding(
-        f"your app, or something it calls, lets {at_once} run at once per process "
-        f"({ceiling:.1f} in flight by Little's law, of {offered:g} offered; {allows}){probe}: "
-        "a connection pool, a lock or a semaphore?",
+        f"your app, or something it calls, lets {at_once} run at once per process ({ceiling:.1f} "
+        f"in flight by Little's law, of {offered:g} offered; {allows}){probe}: a connection pool, "
+        "a lock or a semaphore?",
         evidence,
     )

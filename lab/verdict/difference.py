@@ -113,8 +113,8 @@ class Floor:
         if self.points < 2:
             return "no run-to-run floor (intervals from each step's own seconds only)"
         return (
-            f"intervals of one trial include a run-to-run floor of {self.rps_sd:.1%} "
-            f"(throughput) and {self.p99_sd:.1%} (p99) per point, measured by A/A runs "
+            f"intervals of one trial include a run-to-run floor of {self.rps_sd:.1%} (throughput) "
+            f"and {self.p99_sd:.1%} (p99) per point, measured by A/A runs "
             f"{' and '.join(self.runs)} on {self.machine}"
         )
 
@@ -188,17 +188,17 @@ class Side:
 def side(records: Sequence[StepRecord], metric: str, more: Sequence[str] = ()) -> Side:
     """One point (a model's trials at one level) as a side of a comparison of `metric`; `more`:
     flags the point carries beside its steps' (a preflight's)."""
-    flags = tuple(dict.fromkeys([*more, *(f for r in records for f in r.flags)]))
+    flags = tuple(dict.fromkeys([*more, *(f for r in records for f in r.evidence.flags)]))
     if metric not in METRICS:  # by name: no other figure is read as a p99 (see `figure`)
         raise ValueError(f"a step's side is one of {METRICS}, not {metric!r}")
     if metric == "rps":
-        trials = tuple(float(r.throughput_rps) for r in records)
+        trials = tuple(float(r.load.throughput_rps) for r in records)
         seconds = _seconds(records[0]) if records else []
         own = mean_half(seconds) if len(trials) == 1 and len(seconds) >= 2 else 0.0
         return Side(metric, _mean(trials), trials, own, tuple(excluding(flags)))
-    answered = [r for r in records if r.ok > 0]
-    p99s = [float(r.latency_ms.get("p99", math.nan)) for r in answered]
-    return tail(p99s, [r.ok for r in records], flags)
+    answered = [r for r in records if r.load.ok > 0]
+    p99s = [float(r.latency.latency_ms.get("p99", math.nan)) for r in answered]
+    return tail(p99s, [r.load.ok for r in records], flags)
 
 
 def tail(p99s: Sequence[float], answered: Sequence[float], flags: Sequence[str] = ()) -> Side:
@@ -216,7 +216,7 @@ def figure(records: Sequence[StepRecord], metric: str, values: Sequence[float | 
     """Any other per-trial figure of one point (CPU per request, memory per connection: one
     value per record, None where not measured) as a side: the same mean, the same flags, no
     run-to-run floor (the A/A runs calibrated throughput and p99 only)."""
-    flags = tuple(f for r in records for f in r.flags)
+    flags = tuple(f for r in records for f in r.evidence.flags)
     trials = tuple(float(v) for v in values if v is not None and not math.isnan(float(v)))
     return Side(metric, _mean(trials), trials, 0.0, tuple(dict.fromkeys(excluding(flags))))
 
@@ -224,7 +224,7 @@ def figure(records: Sequence[StepRecord], metric: str, values: Sequence[float | 
 def _seconds(r: StepRecord) -> list[float]:
     """A step's per-second throughput, less an outage's seconds (flag `stalled`): the outage is
     the event the flag names, not noise that should widen the step's interval into a tie."""
-    outage = set(r.outage_seconds)
+    outage = set(r.evidence.outage_seconds)
     return [float(x) for i, x in enumerate(r.timeseries.get("rps", [])) if i not in outage]
 
 

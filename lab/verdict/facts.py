@@ -90,31 +90,33 @@ def facts_of(r: StepRecord, cap: Capacity) -> Facts:
     ideal = ideal_rps(r, cap.delay_ms)
     seen = upstream_inflight(r)
     cores = max(cap.cores, 1e-9)
-    cpu_share = r.deployed_cpu_pct / (100 * cores)  # nginx in front shares the server's cores
-    failed = sum(r.errors.values())
+    # nginx in front shares the server's cores
+    cpu_share = r.resources.deployed_cpu_pct / (100 * cores)
+    failed = sum(r.load.errors.values())
     return Facts(
         r=r,
         cap=cap,
-        measured=r.status != "skipped" and r.ok > 0,
-        faults=tuple(f for f in r.flags if f in FAULTS),
+        measured=r.status != "skipped" and r.load.ok > 0,
+        faults=tuple(f for f in r.evidence.flags if f in FAULTS),
         ideal_rps=ideal,
-        share_of_ideal=r.throughput_rps / ideal if ideal > 0 else math.nan,
+        share_of_ideal=r.load.throughput_rps / ideal if ideal > 0 else math.nan,
         server_cpu_share=cpu_share,
         offered=offered_concurrency(r, cap.delay_ms),
         inflight=float(seen) if seen >= 0 else inferred_inflight(r, cap.delay_ms),
         inflight_seen=seen >= 0,
-        p50_ms=r.latency_ms.get("p50", 0.0),
-        wait_ms=waited(r.latency_ms),
+        p50_ms=r.latency.latency_ms.get("p50", 0.0),
+        wait_ms=waited(r.latency.latency_ms),
         conns_per_request=connections_per_request(r),
         # every request that is not an answer (dropped and unfinished too) of every request,
         # where the generator counted them (`lab.record.counted`); older records: the errors
-        failed_share=r.unanswered_share
-        if r.unanswered_share >= 0
-        else failed / r.requests
-        if r.requests > 0
+        failed_share=r.latency.unanswered_share
+        if r.latency.unanswered_share >= 0
+        else failed / r.load.requests
+        if r.load.requests > 0
         else 0.0,
-        memory_share=r.server_rss_mb / cap.memory_mb if cap.memory_mb else 0.0,
-        host_full=cap.host_cores > 0 and r.host_cpu_pct >= T.host_full_share * 100 * cap.host_cores,
+        memory_share=r.resources.server_rss_mb / cap.memory_mb if cap.memory_mb else 0.0,
+        host_full=cap.host_cores > 0
+        and r.resources.host_cpu_pct >= T.host_full_share * 100 * cap.host_cores,
         disturbances=disturbances(r, cpu_share, cap.delay_ms),
         outage=outage_of(r),
         pauses=pauses_of(r, cap.delay_ms),
@@ -153,18 +155,18 @@ def median_rps(r: StepRecord) -> float:
 def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> frozenset[str]:
     """Everything besides the server that may have moved the step's figures."""
     found = {
-        "generator_saturated": "client_saturated" in r.flags,
+        "generator_saturated": "client_saturated" in r.evidence.flags,
         "apparatus_core": _apparatus_core(r),
-        "upstream_late": r.upstream_lag_ms >= upstream_lag_limit_ms(delay_ms),
-        "generator_late": "generator_lag" in r.flags,
-        "host_busy": "host_busy" in r.flags,
-        "apparatus_cpu_wait": r.apparatus_wait_pct >= T.apparatus_cpu_wait_pct,
+        "upstream_late": r.evidence.upstream_lag_ms >= upstream_lag_limit_ms(delay_ms),
+        "generator_late": "generator_lag" in r.evidence.flags,
+        "host_busy": "host_busy" in r.evidence.flags,
+        "apparatus_cpu_wait": r.resources.apparatus_wait_pct >= T.apparatus_cpu_wait_pct,
         # A server's own threads and processes queue for its cores too (a pool of 10 threads
         # on one core waits on itself): its wait is a disturbance only beside other processes,
         # on the machine or, where its cores are its own, on those cores.
-        "server_cpu_wait": r.server_wait_pct >= T.server_cpu_wait_pct
+        "server_cpu_wait": r.resources.server_wait_pct >= T.server_cpu_wait_pct
         and server_cpu_share < T.server_cpu_saturated_share
-        and ("host_busy" in r.flags or others_beside(r) >= T.host_busy_pct),
+        and ("host_busy" in r.evidence.flags or others_beside(r) >= T.host_busy_pct),
     }
     return frozenset(name for name, yes in found.items() if yes)
 
@@ -172,21 +174,21 @@ def disturbances(r: StepRecord, server_cpu_share: float, delay_ms: float) -> fro
 def others_beside(r: StepRecord) -> float:
     """CPU beside the server on its cores, % of one core: measured on its own cores, or the
     processes outside the run seen where it could run (`StepRecord.others_on_cores`)."""
-    return max(others_on_server_cores(r), sum(r.others_on_cores.values()))
+    return max(others_on_server_cores(r), sum(r.resources.others_on_cores.values()))
 
 
 def others_on_server_cores(r: StepRecord) -> float:
     """CPU that ran on the server's own cores besides the server (and nginx in front), % of
     one core (0: not measured, its cores not its own)."""
-    if r.server_cores_busy_pct < 0:
+    if r.resources.server_cores_busy_pct < 0:
         return 0.0
-    return max(r.server_cores_busy_pct - r.deployed_cpu_pct, 0.0)
+    return max(r.resources.server_cores_busy_pct - r.resources.deployed_cpu_pct, 0.0)
 
 
 def _apparatus_core(r: StepRecord) -> bool:
     """The apparatus flag for another reason than the upstream's late loop."""
-    ev = r.evidence.get("apparatus_saturated")
-    if "apparatus_saturated" not in r.flags:
+    ev = r.evidence.details.get("apparatus_saturated")
+    if "apparatus_saturated" not in r.evidence.flags:
         return False
     if not isinstance(ev, dict) or not ev:
         return True  # flagged with no figures to tell why: the flag's word stands
@@ -221,10 +223,10 @@ def upstream_inflight(r: StepRecord) -> int:
     """The upstream's in-flight high-water mark where the step's load went through the upstream,
     else -1 (unknown). A route that never calls it (`/sleep`, a user's app) leaves the counter at
     0 while the server answers: that is no evidence of a cap, so the caller infers from outside."""
-    seen = r.upstream_max_inflight
-    if r.ok > 0 and seen <= 0:
+    seen = r.load.upstream_max_inflight
+    if r.load.ok > 0 and seen <= 0:
         return -1  # answers, and not one request at the upstream: the load did not pass it
-    if 0 <= r.upstream_served < T.through_upstream_share * r.ok:
+    if 0 <= r.load.upstream_served < T.through_upstream_share * r.load.ok:
         return -1  # the upstream saw only a few of the step's requests
     return seen
 
@@ -232,7 +234,7 @@ def upstream_inflight(r: StepRecord) -> int:
 def inferred_inflight(r: StepRecord, delay_ms: float) -> float:
     """Requests inside the server by Little's law: throughput x the unloaded service time (the
     delay; for a user's app, its route's time alone). -1 when there is no service time."""
-    return r.throughput_rps * delay_ms / 1000 if delay_ms > 0 and r.ok else -1.0
+    return r.load.throughput_rps * delay_ms / 1000 if delay_ms > 0 and r.load.ok else -1.0
 
 
 def offered_concurrency(r: StepRecord, delay_ms: float = 0.0) -> float:
@@ -245,9 +247,9 @@ def offered_concurrency(r: StepRecord, delay_ms: float = 0.0) -> float:
 
 def connections_per_request(r: StepRecord) -> float | None:
     """TCP connections to the server closed per request in the window (None: not measured)."""
-    if r.server_connections < 0 or r.requests <= 0:
+    if r.load.server_connections < 0 or r.load.requests <= 0:
         return None
-    return r.server_connections / r.requests
+    return r.load.server_connections / r.load.requests
 
 
 def generators_needed(client_cpu_pct: float) -> int:

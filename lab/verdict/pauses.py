@@ -50,7 +50,7 @@ def pauses_of(r: StepRecord, delay_ms: float) -> tuple[Pause, ...]:
     answers, else from the requests held through them; () where neither tells one."""
     if not (r.users or r.rate_rps):
         return ()
-    ticks = list(r.answers_100ms)
+    ticks = list(r.load.answers_100ms)
     least = least_pause_ms(delay_ms)
     median = statistics.median([n for n in ticks if n > 0] or [0])
     if median * (least / TICK_MS) < T.pause_min_expected_answers:
@@ -71,7 +71,7 @@ def held_pauses(r: StepRecord, least_ms: float) -> tuple[Pause, ...]:
     the length, their number per user (closed loop) or the runs of seconds they answered in the
     count, those seconds the starts where they tell each pause apart. One slow answer among
     several users is its own request's wait: a pause holds every user's."""
-    c = cluster_of(r.answers_by_latency, least_ms)
+    c = cluster_of(r.load.answers_by_latency, least_ms)
     closed = r.users if r.users and not r.rate_rps else 0
     if c is None or (closed >= 2 and c.count < 2):
         return ()
@@ -89,20 +89,20 @@ def held_pauses(r: StepRecord, least_ms: float) -> tuple[Pause, ...]:
 def _own_lag(r: StepRecord, lags: Sequence[float], seconds: Sequence[int]) -> float:
     """The generator's own loop lag at its worst in those seconds (the step's, unknown)."""
     known = [lags[s] for s in seconds if s < len(lags) and lags[s] == lags[s]]
-    return max(known) if known else r.generator_lag_ms.get("max", 0.0)
+    return max(known) if known else r.evidence.generator_lag_ms.get("max", 0.0)
 
 
 def _held_through(r: StepRecord, length_ms: float) -> bool:
     """Requests waited through a pause this long: half of what it held waited half of it or
     more (closed loop: a request a user; open: its first half's arrivals, up to the cap)."""
-    if not r.answers_by_latency:  # an older record: its slowest request
-        waited = max(r.latency_all_ms.get("max", 0.0), r.latency_ms.get("max", 0.0))
+    if not r.load.answers_by_latency:  # an older record: its slowest request
+        waited = max(r.latency.latency_all_ms.get("max", 0.0), r.latency.latency_ms.get("max", 0.0))
         return waited >= length_ms / 2
     if r.rate_rps:
         holds = min(r.rate_rps * length_ms / 2000, r.max_outstanding or math.inf)
     else:
         holds = float(r.users or 1)
-    return held(r.answers_by_latency, length_ms / 2) >= max(T.pause_held_share * holds, 1)
+    return held(r.load.answers_by_latency, length_ms / 2) >= max(T.pause_held_share * holds, 1)
 
 
 def quiet_runs(ticks: Sequence[int], most: float) -> list[tuple[int, int]]:

@@ -133,7 +133,9 @@ def run_spread(records: Sequence[StepRecord], metric: str, noise: Floor | None =
     seconds = _median([r.duration_s for r in records if r.duration_s > 0]) or base.seconds
     many = [rs for rs in points(records).values() if len(rs) >= 2]
     trials = _median([_cv([_value(r, metric) for r in rs]) for rs in many])
-    slowest = min((r.throughput_rps for r in records if r.throughput_rps > 0), default=0.0)
+    slowest = min(
+        (r.load.throughput_rps for r in records if r.load.throughput_rps > 0), default=0.0
+    )
     least = MIN_BEYOND / beyond(slowest) if metric == "p99" and slowest > 0 else 0.0
     own = not math.isnan(trials)
     total, said = (trials, "the run's trials") if own else (base.between, "")
@@ -180,8 +182,8 @@ def plan_words(p: Plan, spread: Spread) -> str:
         )
     trials = f"{p.trials} trial{'s' if p.trials != 1 else ''}"
     return (
-        f"{what}: --trials {p.trials} --duration {p.seconds:g} ({trials} of {p.seconds:g} s "
-        f"per step; sees {p.seen:.1%} with 80% power) {basis}"
+        f"{what}: --trials {p.trials} --duration {p.seconds:g} ({trials} of {p.seconds:g} s per "
+        f"step; sees {p.seen:.1%} with 80% power) {basis}"
     )
 
 
@@ -200,14 +202,14 @@ def smallest_seen(records: Sequence[StepRecord], noise: Floor | None = None) -> 
         parts.append(f"{NAMES[metric]} {seen:.0%}")
     many = f", at any one of its {family} points compared together" if family > 1 else ""
     return (
-        f"the smallest change this run could have seen with 80% power ({trials} trial"
-        f"{'s' if trials != 1 else ''} of {spread.seconds:.3g} s{many}): {', '.join(parts)} "
+        f"the smallest change this run could have seen with 80% power ({trials} "
+        f"trial{'s' if trials != 1 else ''} of {spread.seconds:.3g} s{many}): {', '.join(parts)} "
         "(`lab plan --detect 10%` says the run length a smaller one needs)"
     )
 
 
 def _value(r: StepRecord, metric: str) -> float:
-    return r.throughput_rps if metric == "rps" else r.latency_ms.get("p99", math.nan)
+    return r.load.throughput_rps if metric == "rps" else r.latency.latency_ms.get("p99", math.nan)
 
 
 def _cv(xs: Sequence[float]) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 from lab.record.counted import hides_p99
 from lab.record.thresholds import T
 from lab.verdict import words
-from lab.verdict.facts import Facts, others_on_server_cores, upstream_lag_limit_ms
+from lab.verdict.facts import Facts
 
 EXCLUDED, TAIL, COMPARED = "excluded", "tail", "compared"
 
@@ -53,13 +53,13 @@ class Rule:
 def nothing_measured(f: Facts) -> Finding | None:
     if f.measured:
         return None
-    return Finding(f"nothing measured: {', '.join(f.r.flags) or 'no successful response'}")
+    return Finding(f"nothing measured: {', '.join(f.r.evidence.flags) or 'no successful response'}")
 
 
 def upstream_down(f: Facts) -> Finding | None:
     if "upstream_down" not in f.faults:
         return None
-    return Finding(f"the upstream went down: {f.r.evidence.get('upstream_down')}")
+    return Finding(f"the upstream went down: {f.r.evidence.details.get('upstream_down')}")
 
 
 def fault(f: Facts) -> Finding | None:
@@ -67,7 +67,7 @@ def fault(f: Facts) -> Finding | None:
 
 
 def serialized(f: Facts) -> Finding | None:
-    if "serialized" not in f.r.flags:
+    if "serialized" not in f.r.evidence.flags:
         return None
     if f.share_of_ideal != f.share_of_ideal:
         return Finding("serialized: requests ran one at a time (see the flag's evidence)")
@@ -91,7 +91,9 @@ def _of_ideal(ev: dict[str, Any]) -> str:
 def memory(f: Facts) -> Finding | None:
     if f.memory_share < T.server_memory_share:
         return None
-    return Finding(f"server memory {f.r.server_rss_mb:.0f} MB of {f.cap.memory_mb:.0f} MB")
+    return Finding(
+        f"server memory {f.r.resources.server_rss_mb:.0f} MB of {f.cap.memory_mb:.0f} MB"
+    )
 
 
 def _server_cpu(f: Facts) -> str | None:
@@ -101,12 +103,13 @@ def _server_cpu(f: Facts) -> str | None:
     if not f.cpu_bound or f.failed_share >= T.mostly_failed_share:
         return None
     r = f.r
-    if r.front_cpu_pct >= 0:  # nginx on the same cores: the deployment's cores were full
+    if r.resources.front_cpu_pct >= 0:  # nginx on the same cores: the deployment's cores were full
         return (
-            f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%: the server "
-            f"{r.server_cpu_pct:.0f}%, nginx in front {r.front_cpu_pct:.0f}%)"
+            f"server CPU ({words.cores(f.cap.cores)} at {r.resources.deployed_cpu_pct:.0f}%: the "
+            f"server {r.resources.server_cpu_pct:.0f}%, nginx in front "
+            f"{r.resources.front_cpu_pct:.0f}%)"
         )
-    return f"server CPU ({words.cores(f.cap.cores)} at {r.deployed_cpu_pct:.0f}%)"
+    return f"server CPU ({words.cores(f.cap.cores)} at {r.resources.deployed_cpu_pct:.0f}%)"
 
 
 def both_full(f: Facts) -> Finding | None:
@@ -117,10 +120,10 @@ def both_full(f: Facts) -> Finding | None:
     if cpu is None or not f.lab_disturbances():
         return None
     return Finding(
-        f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so "
-        "more generators alone cannot raise the throughput; more server cores or less CPU "
-        "per request first",
-        {"deployed_cpu_pct": f.r.deployed_cpu_pct},
+        f"{cpu} and the lab's apparatus ({words.what_saturated(f)}): both were full, so more "
+        "generators alone cannot raise the throughput; more server cores or less CPU per request "
+        "first",
+        {"deployed_cpu_pct": f.r.resources.deployed_cpu_pct},
     )
 
 
@@ -129,7 +132,7 @@ def server_cpu(f: Facts) -> Finding | None:
     cpu = _server_cpu(f)
     if cpu is None or f.lab_disturbances():
         return None
-    return Finding(cpu, {"deployed_cpu_pct": f.r.deployed_cpu_pct})
+    return Finding(cpu, {"deployed_cpu_pct": f.r.resources.deployed_cpu_pct})
 
 
 DATABASES = {"postgres": "PostgreSQL", "redis": "Redis"}  # the kinds the lab starts, in words
@@ -141,17 +144,17 @@ def database(f: Facts) -> Finding | None:
     CPU is measured like the server's (its process tree), so this holds for any app whose
     database the lab runs; the server's own cost per request is quoted beside it."""
     r = f.r
-    if not (f.below_ideal and r.database_cpu_pct) or f.lab_disturbances():
+    if not (f.below_ideal and r.resources.database_cpu_pct) or f.lab_disturbances():
         return None
-    kind, pct = max(r.database_cpu_pct.items(), key=lambda kv: kv[1])
+    kind, pct = max(r.resources.database_cpu_pct.items(), key=lambda kv: kv[1])
     if pct < T.database_cpu_busy_pct or f.failed_share >= T.mostly_failed_share:
         return None
-    mine, server = r.ms_per_request(pct), r.ms_per_request(r.server_cpu_pct)
+    mine, server = r.ms_per_request(pct), r.ms_per_request(r.resources.server_cpu_pct)
     cost = f", {mine:.2f} ms CPU per request (the server {server:.2f} ms)" if mine else ""
     figures = {"database_cpu_ms_per_req": mine, "server_cpu_ms_per_req": server} if mine else {}
     return Finding(
-        f"the app's {DATABASES.get(kind, kind)} used {pct:.0f}% of a core{cost}: requests "
-        "queued in the database, whatever the server's model",
+        f"the app's {DATABASES.get(kind, kind)} used {pct:.0f}% of a core{cost}: requests queued "
+        "in the database, whatever the server's model",
         {"database": kind, "database_cpu_pct": pct, **figures},
     )
 
@@ -169,12 +172,15 @@ def server_busy(f: Facts) -> Finding | None:
         or f.failed_share >= T.mostly_failed_share
     ):
         return None
-    waited = f"; {words.waited(f.r.server_wait_pct)}" if f.r.server_wait_pct > 0 else ""
+    waited = (
+        f"; {words.waited(f.r.resources.server_wait_pct)}"
+        if f.r.resources.server_wait_pct > 0
+        else ""
+    )
     share = round(f.server_cpu_share, 4)
     return Finding(
-        f"server CPU {share:.0%} of {words.cores(f.cap.cores)}: a core that busy "
-        f"makes requests queue for it (p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms"
-        f"{waited})",
+        f"server CPU {share:.0%} of {words.cores(f.cap.cores)}: a core that busy makes requests "
+        f"queue for it (p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms{waited})",
         {"server_cpu_share": share},
     )
 
@@ -187,26 +193,29 @@ def front(f: Facts) -> Finding | None:
     used more of them than the server did; or, below the ideal with neither full, the two took
     turns on the cores they share (`_taking_turns`)."""
     r, workers, full = f.r, f.cap.front_workers, T.server_cpu_saturated_share * 100
-    if r.front_cpu_pct < 0:
+    if r.resources.front_cpu_pct < 0:
         return None
-    if "front_limited" in r.flags:
-        return Finding(f"nginx's error log: {r.evidence.get('front_limited')}")
-    churn = round(r.front_server_connections / r.requests, 4) if r.requests > 0 else 0.0
+    if "front_limited" in r.evidence.flags:
+        return Finding(f"nginx's error log: {r.evidence.details.get('front_limited')}")
+    churn = (
+        round(r.load.front_server_connections / r.load.requests, 4) if r.load.requests > 0 else 0.0
+    )
     if churn >= T.front_pool_churn_share and f.below_ideal:
         return Finding(
-            f"nginx opened and closed {r.front_server_connections} connections to the server "
-            f"for {r.requests} requests ({churn:.0%}): its keepalive pool was full, so requests "
-            "paid a new connection each",
+            f"nginx opened and closed {r.load.front_server_connections} connections to the server "
+            f"for {r.load.requests} requests ({churn:.0%}): its keepalive pool was full, so "
+            "requests paid a new connection each",
             {"new_connections_per_request": churn},
         )
-    own = r.front_cpu_pct >= full * max(workers, 1)
-    shared = r.server_cpu_pct + r.front_cpu_pct >= full * f.cap.cores
-    if not (own or (shared and r.front_cpu_pct >= r.server_cpu_pct)):
+    own = r.resources.front_cpu_pct >= full * max(workers, 1)
+    shared = r.resources.server_cpu_pct + r.resources.front_cpu_pct >= full * f.cap.cores
+    if not (own or (shared and r.resources.front_cpu_pct >= r.resources.server_cpu_pct)):
         return _taking_turns(f)
     return Finding(
-        f"nginx in front used {r.front_cpu_pct:.0f}% CPU ({workers} worker"
-        f"{'s' if workers != 1 else ''}) beside the server's {r.server_cpu_pct:.0f}% on "
-        f"{words.cores(f.cap.cores)}: the front, not the model, ran out"
+        f"nginx in front used {r.resources.front_cpu_pct:.0f}% CPU ({workers} "
+        f"worker{'s' if workers != 1 else ''}) beside the server's "
+        f"{r.resources.server_cpu_pct:.0f}% on {words.cores(f.cap.cores)}: the front, not the "
+        "model, ran out"
     )
 
 
@@ -217,131 +226,41 @@ def _taking_turns(f: Facts) -> Finding | None:
     beside the server 72% of the ideal, p50 136 ms; nginx moved to another core 86%, 113 ms;
     bare 91%, 108 ms."""
     r = f.r
-    if not f.below_ideal or r.others_on_cores or r.server_wait_pct < T.front_turns_wait_pct:
+    if (
+        not f.below_ideal
+        or r.resources.others_on_cores
+        or r.resources.server_wait_pct < T.front_turns_wait_pct
+    ):
         return None
     return Finding(
-        f"nginx and the server took turns on the {words.cores(f.cap.cores)} they share: the "
-        f"server waited for a CPU {r.server_wait_pct:.0f}% of the window while nginx used "
-        f"{r.front_cpu_pct:.0f}% of a core, neither full; each request crosses those cores "
-        "twice more than bare",
-        {"server_wait_pct": r.server_wait_pct},
-    )
-
-
-def _generator_full(f: Facts) -> bool:
-    if "generator_saturated" in f.disturbances:
-        return True
-    own = f.r.client_cpu_pct >= T.apparatus_own_cpu_pct
-    return "apparatus_core" in f.disturbances and own
-
-
-def host_cpu(f: Facts) -> Finding | None:
-    if not (f.host_full and _generator_full(f)):
-        return None
-    return Finding(
-        f"{words.host_full(f)}: more generators on this machine cannot help; run them on "
-        f"another (--remote-generators) ({words.what_saturated(f)})"
-    )
-
-
-def connections(f: Facts) -> Finding | None:
-    per = f.conns_per_request
-    if per is None or per < T.connections_per_request or not _generator_full(f):
-        return None
-    full = f"; {words.host_full(f)}" if f.host_full else ""
-    return Finding(
-        f"{words.closing(f)}: more generators share that work but do not remove it, and a "
-        f"server that keeps connections alive does not pay it{full} ({words.what_saturated(f)})",
-        {"connections_per_request": round(per, 2)},
-    )
-
-
-def upstream_late(f: Facts) -> Finding | None:
-    if "upstream_late" not in f.disturbances:
-        return None
-    limit = upstream_lag_limit_ms(f.cap.delay_ms)
-    return Finding(
-        f"the upstream's event loop woke {f.r.upstream_lag_ms:g} ms late on average (limit "
-        f"{limit:g} ms): part of every request's wait was the upstream's; give the upstream more "
-        "processes or a core of its own",
-        {"lag_limit_ms": limit},
-    )
-
-
-def apparatus(f: Facts) -> Finding | None:
-    saturated = {"generator_saturated", "apparatus_core"} & f.disturbances
-    lag_ms = f.r.generator_lag_ms.get("p99", 0.0)
-    held = lag_ms >= T.generator_lag_throughput_delays * f.cap.delay_ms
-    late = "generator_late" in f.disturbances and f.below_ideal and held
-    if not (saturated or late):
-        return None
-    advice = (
-        "use more generators"
-        if saturated <= {"generator_saturated"}
-        else "fewer users, more generators, or a machine with more cores"
-    )
-    return Finding(f"{words.what_saturated(f)}: {advice}")
-
-
-def host_busy(f: Facts) -> Finding | None:
-    """Below the ideal while the run's processes waited for a CPU that others took: other
-    processes busy alone (a core the run did not need) are no evidence it was slowed."""
-    d = f.disturbances
-    took = "server_cpu_wait" in d or {"host_busy", "apparatus_cpu_wait"} <= d
-    if not (f.below_ideal and took):
-        return None
-    return Finding(
-        f"{words.others(f)}: below the ideal on a disturbed machine",
-        {
-            "others_on_server_cores_pct": others_on_server_cores(f.r),
-            "others_on_cores": words.named_evidence(f.r.others_on_cores),
-        },
-    )
-
-
-def _waited_long(f: Facts) -> bool:
-    return f.below_ideal and f.r.server_wait_pct >= T.server_wait_named_pct
-
-
-def cpu_taken(f: Facts) -> Finding | None:
-    """The server waited for a CPU a third of the window or more, and processes outside the
-    run used its cores: they are named (whatever the host's total said)."""
-    if not (_waited_long(f) and f.r.others_on_cores):
-        return None
-    return Finding(
-        f"{words.waited(f.r.server_wait_pct)}, while "
-        f"{words.named(f.r.others_on_cores)} ran where it could: they took its cores",
-        {"others_on_cores": words.named_evidence(f.r.others_on_cores)},
-    )
-
-
-def cpu_queued(f: Facts) -> Finding | None:
-    """The server waited for a CPU a third of the window or more and no process outside the run
-    was seen on its cores: its own processes and threads queued for them."""
-    if not _waited_long(f) or f.r.others_on_cores:
-        return None
-    return Finding(
-        f"{words.waited(f.r.server_wait_pct)}, using "
-        f"{f.r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}, and no process outside the "
-        "run used 10% of a core where it could run: its own processes and threads queued for "
-        "its cores"
+        f"nginx and the server took turns on the {words.cores(f.cap.cores)} they share: the server "
+        f"waited for a CPU {r.resources.server_wait_pct:.0f}% of the window while nginx used "
+        f"{r.resources.front_cpu_pct:.0f}% of a core, neither full; each request crosses those "
+        "cores twice more than bare",
+        {"server_wait_pct": r.resources.server_wait_pct},
     )
 
 
 def errors(f: Facts) -> Finding | None:
     if not hides_p99(f.failed_share):
         return None
-    kinds = sorted(f.r.errors.items(), key=lambda kv: (-kv[1], kv[0]))
+    kinds = sorted(f.r.load.errors.items(), key=lambda kv: (-kv[1], kv[0]))
     said = ", ".join(f"{k} {v}" for k, v in kinds) or "unanswered at the cut-off"
-    ev: dict[str, Any] = {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.errors)}
+    ev: dict[str, Any] = {"failed_share": round(f.failed_share, 4), "errors": dict(f.r.load.errors)}
     pool = ""
-    if f.failed_share >= T.mostly_failed_share and f.cap.delay_ms > 0 and f.r.throughput_rps > 0:
-        ev["held_by_littles_law"] = words.two_digits(f.r.throughput_rps * f.cap.delay_ms / 1000)
+    if (
+        f.failed_share >= T.mostly_failed_share
+        and f.cap.delay_ms > 0
+        and f.r.load.throughput_rps > 0
+    ):
+        ev["held_by_littles_law"] = words.two_digits(
+            f.r.load.throughput_rps * f.cap.delay_ms / 1000
+        )
         pool = (
-            f"; the answers, {f.r.throughput_rps:g} req/s, are what about "
-            f"{ev['held_by_littles_law']:g} requests in flight for d = {f.cap.delay_ms:g} ms "
-            "allow (Little's law): a pool that size was full and the rest failed, and the CPU "
-            "went on the failures"
+            f"; the answers, {f.r.load.throughput_rps:g} req/s, are what about "
+            f"{ev['held_by_littles_law']:g} requests in flight for d = {f.cap.delay_ms:g} ms allow "
+            "(Little's law): a pool that size was full and the rest failed, and the CPU went on "
+            "the failures"
         )
     return Finding(
         f"{ev['failed_share']:.1%} of requests failed or were dropped ({said}){pool}", ev
@@ -354,14 +273,14 @@ def upstream_slow(f: Facts) -> Finding | None:
     load went through it, below the ideal. Judged by the upstream's figures alone, whatever the
     server's CPU did, so two models behind the same slow upstream are judged alike; the client's
     latency is never quoted as the upstream's."""
-    stalled_ms = f.r.upstream_lag_max_ms
-    through = f.inflight_seen and f.r.upstream_served > 0
+    stalled_ms = f.r.evidence.upstream_lag_max_ms
+    through = f.inflight_seen and f.r.load.upstream_served > 0
     if not (through and f.below_ideal and stalled_ms >= T.upstream_slow_delays * f.cap.delay_ms):
         return None
     return Finding(
         f"the upstream's own event loop stalled: late by up to {stalled_ms:g} ms (on average "
-        f"{f.r.upstream_lag_ms:g} ms) against its {f.cap.delay_ms:g} ms delay, so the requests "
-        "it held waited on it, not on the server"
+        f"{f.r.evidence.upstream_lag_ms:g} ms) against its {f.cap.delay_ms:g} ms delay, so the "
+        "requests it held waited on it, not on the server"
     )
 
 
@@ -380,13 +299,13 @@ def not_found(f: Facts) -> Finding:
     r, ev = f.r, against_ideal(f)
     known = [
         _of_ideal(ev),
-        f"server CPU {r.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}",
+        f"server CPU {r.resources.server_cpu_pct:.0f}% of {words.cores(f.cap.cores)}",
         f"p50 {f.p50_ms:.0f} ms against d = {f.cap.delay_ms:g} ms",
     ]
-    if r.server_wait_pct > 0:
-        known.append(words.waited(r.server_wait_pct))
+    if r.resources.server_wait_pct > 0:
+        known.append(words.waited(r.resources.server_wait_pct))
     if f.cap.host_cores:
-        known.append(f"the host's {f.cap.host_cores} cores at {r.host_cpu_pct:.0f}%")
+        known.append(f"the host's {f.cap.host_cores} cores at {r.resources.host_cpu_pct:.0f}%")
     if f.disturbances:
         known.append("disturbed: " + ", ".join(sorted(f.disturbances)))
     return Finding(

@@ -25,9 +25,9 @@ def stalled(f: Facts) -> Finding | None:
     return Finding(
         f"the server almost stopped answering for {n} second{'s' if n != 1 else ''} of the "
         f"{f.r.duration_s:g} s window (second{'s' if n != 1 else ''} "
-        f"{', '.join(str(i) for i in numbered)}: {', '.join(f'{x:g}' for x in answered)} "
-        f"answers a second against a median of {median:g}) while requests waited: a pause, a "
-        "lock, a restarted worker?",
+        f"{', '.join(str(i) for i in numbered)}: {', '.join(f'{x:g}' for x in answered)} answers a "
+        f"second against a median of {median:g}) while requests waited: a pause, a lock, a "
+        "restarted worker?",
         {
             "seconds": list(f.outage),
             "numbered": numbered,
@@ -54,9 +54,9 @@ def paused(f: Facts) -> Finding | None:
     at = f"at {', '.join(f'{s:g}' for s in starts)} s of the {window}, " if starts else ""
     seen, held = _seen(f, least)
     return Finding(
-        f"the server stopped answering {n} time{'s' if n != 1 else ''} for {max(lengths):g} ms "
-        f"at the longest{regular} ({at}{seen}; a pause counts from {least:g} ms): a GC, a lock, "
-        "a blocking call in an event loop?",
+        f"the server stopped answering {n} time{'s' if n != 1 else ''} for {max(lengths):g} ms at "
+        f"the longest{regular} ({at}{seen}; a pause counts from {least:g} ms): a GC, a lock, a "
+        "blocking call in an event loop?",
         {
             "count": n,
             "lengths_ms": lengths,
@@ -72,12 +72,12 @@ def paused(f: Facts) -> Finding | None:
 def _seen(f: Facts, least: float) -> tuple[str, dict[str, float]]:
     """How the pauses were seen, in words and figures: per 100 ms, or (the bins too thin) from
     the requests held through them, far above the rest."""
-    c = cluster_of(f.r.answers_by_latency, least)
+    c = cluster_of(f.r.load.answers_by_latency, least)
     if c is None or any(p.seen == "bins" for p in f.pauses):
         return f"seen per {TICK_MS:g} ms", {}
     words = (
-        f"{c.count} request{'s' if c.count != 1 else ''} held {c.least_ms:g} ms or more, the "
-        f"rest {c.bulk_ms:g} ms at most; too few answers per {TICK_MS:g} ms to see it there"
+        f"{c.count} request{'s' if c.count != 1 else ''} held {c.least_ms:g} ms or more, the rest "
+        f"{c.bulk_ms:g} ms at most; too few answers per {TICK_MS:g} ms to see it there"
     )
     figures = {"held": c.count, "held_least_ms": c.least_ms, "rest_most_ms": c.bulk_ms}
     return words, figures

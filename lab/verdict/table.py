@@ -9,22 +9,25 @@ from __future__ import annotations
 
 from lab.record.thresholds import T
 from lab.verdict.caps import app_pool, hidden_cap, knob_cap
+from lab.verdict.held import (
+    apparatus,
+    connections,
+    cpu_queued,
+    cpu_taken,
+    host_busy,
+    host_cpu,
+    upstream_late,
+)
 from lab.verdict.rules import (
     COMPARED,
     EXCLUDED,
     TAIL,
     Rule,
-    apparatus,
     both_full,
-    connections,
-    cpu_queued,
-    cpu_taken,
     database,
     errors,
     fault,
     front,
-    host_busy,
-    host_cpu,
     memory,
     not_found,
     nothing_measured,
@@ -33,7 +36,6 @@ from lab.verdict.rules import (
     server_cpu,
     tracks_ideal,
     upstream_down,
-    upstream_late,
     upstream_slow,
 )
 from lab.verdict.stalls import paused, stalled

@@ -60,15 +60,15 @@ def flags(live: Live) -> dict[str, str]:
     observed = _observed(live)
     record = live_record(live, observed)
     out = {r.flag: str(r.evidence) for r in observed}
-    for name in record.flags:
+    for name in record.evidence.flags:
         if name in _IN_WORDS:
-            out[_IN_WORDS[name]] = _cap_words(record.evidence.get(name))
+            out[_IN_WORDS[name]] = _cap_words(record.evidence.details.get(name))
         elif name == "lab_limited":
-            out[name] = f"{record.limited_by}: {record.limit_reason}"
+            out[name] = f"{record.evidence.limited_by}: {record.evidence.limit_reason}"
         elif name in ("failed_tail", "stalled"):
-            out[name] = record.limit_reason if record.limit_rule == name else name
-    if record.limited_by == "server_cpu":
-        out["server_saturated"] = record.limit_reason
+            out[name] = record.evidence.limit_reason if record.evidence.limit_rule == name else name
+    if record.evidence.limited_by == "server_cpu":
+        out["server_saturated"] = record.evidence.limit_reason
     return out
 
 

@@ -154,7 +154,7 @@ def no_answer(steps: list[StepRecord]) -> str:
     """Why a run has no answer ("" when it has one): no step measured the model, each was
     skipped, answered nothing or lost its upstream. Such a run exits 1, not 0: a script or a CI
     job must not read a run that measured nothing as a result."""
-    if any(s.status != "skipped" and not set(UNANSWERED) & set(s.flags) for s in steps):
+    if any(s.status != "skipped" and not set(UNANSWERED) & set(s.evidence.flags) for s in steps):
         return ""
     if all(s.status == "skipped" for s in steps):
         return "no model ran: every step was skipped"
