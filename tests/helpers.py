@@ -89,7 +89,8 @@ def step_rows(run_dir: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     lines = [line for line in path.read_text().splitlines() if line.strip()]
-    return [flat(from_json(json.loads(line))) for line in lines]
+    # through JSON again, so that a row holds what a JSON reader holds (lists, not tuples)
+    return [json.loads(json.dumps(flat(from_json(json.loads(line))))) for line in lines]
 
 
 def undisturbed(step: dict) -> bool:

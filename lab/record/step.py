@@ -16,11 +16,9 @@ outstanding requests in open loop. Both are read into schema 3.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.record import counted
 from lab.record import flags as flag_registry
@@ -141,23 +139,6 @@ class StepRecord:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
-
-    if not TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any:
-            part = _PART_OF.get(name)
-            if part is None:
-                raise AttributeError(name)
-            _log_flat(name)
-            return getattr(object.__getattribute__(self, part), name)
-
-
-def _log_flat(name: str) -> None:
-    path = os.environ.get("LAB_FLAT_ACCESS_LOG")
-    if path:
-        frame = sys._getframe(2)
-        with open(path, "a") as out:
-            out.write(f"{frame.f_code.co_filename}:{frame.f_lineno}:{name}\n")
 
 
 # Which part holds each figure: `nested` sorts a flat mapping of figures into the parts by it.
