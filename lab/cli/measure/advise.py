@@ -30,6 +30,8 @@ from lab.cli.common.options import (
     renamed,
     results_dir_option,
     resume_option,
+    share_option,
+    shown,
 )
 from lab.cli.common.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.cli.measure.app import check_user_app
@@ -77,12 +79,9 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
         callback=positive,
         help="Target p99 latency (ms), open loop [required, unless --resume DIR].",
     ),
-    click.option(
+    share_option(
         "--max-error-rate",
         "error_rate",
-        type=click.FloatRange(0, 1),
-        default=0.0,
-        show_default=True,
         help="Largest share of failed requests a configuration may have (dropped and unanswered "
         "ones count).",
     ),
@@ -93,12 +92,11 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
     ENGINE,
     ADVISE_DURATION,
     ADVISE_WARMUP,
-    click.option(
+    shown(
         "--budget-min",
         type=float,
         callback=positive,
         default=10.0,
-        show_default=True,
         help="Minutes the whole search may take; each model gets an equal share of what is left.",
     ),
     results_dir_option("Directory that receives the run directory."),

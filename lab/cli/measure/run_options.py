@@ -4,7 +4,6 @@ a resumed run reuses."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -16,6 +15,9 @@ from lab.cli.common.options import (
     LOGIN_ONLY,
     LOGIN_OPTIONS,
     UPSTREAM_ROUTE,
+    choice_option,
+    count_option,
+    file_option,
     from_scenario,
     int_list,
     knob_pairs,
@@ -24,6 +26,7 @@ from lab.cli.common.options import (
     rate_list,
     results_dir_option,
     resume_option,
+    shown,
 )
 from lab.cli.measure.appmix import APP_CORE, TRAFFIC_OPTIONS
 from lab.config.scenario import PROFILES, ROUTES, builtin_names, load_scenario
@@ -145,9 +148,8 @@ def scenario_options(command: str) -> tuple[Option, Option, Option, Option]:
 
 
 MODELS, DELAY_MS, DURATION, WARMUP = scenario_options("run")
-MODELS_FILE = click.option(
+MODELS_FILE = file_option(
     "--models-file",
-    type=click.Path(dir_okay=False, path_type=Path),
     help="A TOML file of extra models (same shape as servers/models.toml) "
     "[default: none: servers/models.toml alone].",
 )
@@ -161,11 +163,10 @@ GENERATOR_OPTIONS = (  # `lab run` and `lab advise`: where the load comes from
         "its own core [default: automatic: closed loop, the client half's cores minus one (1 on "
         "2 cores); open loop, as many as each rate needs, at most those].",
     ),
-    click.option(
+    count_option(
         "--remote-generators",
-        type=click.IntRange(min=0),
+        least=0,
         default=0,
-        show_default=True,
         help="Also wait for this many load-generator processes started elsewhere with "
         "`lab generator --connect`.",
     ),
@@ -199,11 +200,10 @@ FRONT_OPTIONS = (  # `lab run`, `lab advise` and `lab ui`: nginx in front of eac
 )
 
 
-SCENARIO = click.option(
+SCENARIO = shown(
     "--scenario",
     "scenario_name",
     default="quick",
-    show_default=True,
     help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
 )
 LOAD_OPTIONS = (  # how much load, for how long, how often
@@ -281,11 +281,10 @@ SERVER_OPTIONS = (  # the models and how each server is run
         "greenlets or coroutines per process), --knob processes=2 (server processes).",
     ),
     *FRONT_OPTIONS,
-    click.option(
+    choice_option(
         "--backend",
-        type=click.Choice(["native", "docker"]),
+        choices=("native", "docker"),
         default="native",
-        show_default=True,
         help="native: servers as local processes; docker: each in its own container "
         "(image from docker/build-image.sh, limits from tuning/).",
     ),
