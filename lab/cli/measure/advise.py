@@ -24,6 +24,7 @@ from lab.cli.common.options import (
     DB_OPTIONS,
     ENGINE,
     UPSTREAM_ROUTE,
+    Decorator,
     console,
     ensure_writable,
     positive,
@@ -66,7 +67,7 @@ BASE_SCENARIO = "quick"  # step durations, upstream and models unless the option
 # model's knob limits refuse the base before its search has sized anything.
 BASE_KNOBS = {"processes": 1, "concurrency": 1}
 
-ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+ADVISE_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--rps",
         type=float,

@@ -15,6 +15,7 @@ from lab.cli.common.options import (
     LOGIN_ONLY,
     LOGIN_OPTIONS,
     UPSTREAM_ROUTE,
+    Decorator,
     choice_option,
     count_option,
     file_option,
@@ -109,10 +110,7 @@ RESUMABLE = (
 QUICK = load_scenario("quick")  # the default scenario of `lab run`, the base of `lab advise`
 
 
-Option = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-
-def scenario_options(command: str) -> tuple[Option, Option, Option, Option]:
+def scenario_options(command: str) -> tuple[Decorator, Decorator, Decorator, Decorator]:
     """--models, --delay-ms, --duration, --warmup, which `lab advise` shares with `lab run`
     (declared once; click makes a fresh option per use). Said per command: `lab run`'s defaults
     are its --scenario's and it measures levels; `lab advise` has no --scenario (its base is the
@@ -345,7 +343,7 @@ CHECK_ONLY = click.option(
 
 # Every option of `lab run`, in the groups `--help` lists them under (cloup's option groups):
 # a newcomer's own app first, then the load, the servers, and the rest.
-RUN_GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
+RUN_GROUPS: tuple[tuple[str, tuple[Decorator, ...]], ...] = (
     ("Your app (without --app: the lab's own)", (*APP_CORE, CHECK_ONLY)),
     ("Its traffic: routes, a mix file, an access log or a HAR", TRAFFIC_OPTIONS),
     ("Its login: a session per simulated user", LOGIN_OPTIONS),
