@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -84,12 +85,25 @@ HEADERS = [
 ]
 
 
+# What a benchmark that runs `lab run` may override in its scenario, worded once for all of them
+# (this one, benchmarks/answer_check.py, benchmarks/plan_check.py).
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "models": {"help": "comma-separated models (default: the scenario's)"},
+    "levels": {"help": "comma-separated levels (default: the scenario's)"},
+    "duration": {"type": float, "help": "seconds per level (default: the scenario's)"},
+}
+
+
+def add_overrides(p: argparse.ArgumentParser, *names: str) -> None:
+    """--models, --levels, --duration (those named), each the scenario's unless given."""
+    for name in names:
+        p.add_argument(f"--{name}", **OVERRIDES[name])
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", default="quick")
-    p.add_argument("--models", help="comma-separated models (default: the scenario's)")
-    p.add_argument("--levels", help="comma-separated levels (default: the scenario's)")
-    p.add_argument("--duration", type=float, help="seconds per level (default: the scenario's)")
+    add_overrides(p, "models", "levels", "duration")
     p.add_argument("--trials", type=int, help="trials per point (default: the scenario's)")
     p.add_argument("--delays", nargs=2, type=float, help="A/B: run A and B at these delays (ms)")
     p.add_argument("--out", type=Path, default=Path("results/aa-check"))

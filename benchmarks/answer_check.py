@@ -31,6 +31,7 @@ from pathlib import Path
 
 from analysis.interfaces import run_answer
 from analysis.loading import Run, load
+from benchmarks.aa_check import add_overrides
 from benchmarks.figures import print_table, write_summary
 
 TARGET_SAME = 0.9  # at least this share of quiet runs give the most common answer
@@ -48,9 +49,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs-n", type=int, default=10, help="runs to make (default 10)")
     p.add_argument("--busy", action="store_true", help="a background process busy half a core")
-    p.add_argument("--models", help="comma-separated models (default: the scenario's)")
-    p.add_argument("--levels", help="comma-separated levels (default: the scenario's)")
-    p.add_argument("--duration", type=float, help="seconds per level (default: the scenario's)")
+    add_overrides(p, "models", "levels", "duration")
     p.add_argument("--out", type=Path, default=Path("results/answer-check"))
     p.add_argument("--runs", nargs="+", type=Path, help="read these runs, run nothing")
     p.add_argument("--summary", type=Path, help="write the table as a docs figure summary")

@@ -1,6 +1,7 @@
 """A benchmark's table as a docs figure summary (`analysis.docfigures`): its figures, with the run
 id, machine, date and command they come from, so docs/benchmarks.md is rendered from them and a
-test fails when the page and the summary differ."""
+test fails when the page and the summary differ; and the machine's pinned split, said before any
+figure."""
 
 from __future__ import annotations
 
@@ -16,6 +17,18 @@ from rich.table import Table
 
 from lab.backends.base import CpuLayout
 from lab.system import environment
+
+
+def pinned_split(console: Console, client: str) -> CpuLayout:
+    """The machine split in two and pinned, `client` (the load's side) on one half, the target
+    on the other, said first with the load average: a busy, shared machine shows in it before
+    any figure it would skew."""
+    layout = CpuLayout.split(pin=True)
+    console.print(
+        f"{os.cpu_count()} cores; {client} on {list(layout.client)}, target/server on "
+        f"{list(layout.server)}; load average {os.getloadavg()[0]:.1f} (shared machine?)"
+    )
+    return layout
 
 
 def write_summary(

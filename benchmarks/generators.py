@@ -26,10 +26,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.figures import pinned_split
 from benchmarks.loadgen_overhead import plain_locust_argv, plain_locust_rps
 from lab.backends.base import CpuLayout, LocalServer, NativeBackend
 from lab.config.models import load_registry
@@ -38,7 +40,7 @@ from lab.run import generators
 from lab.run.generator import run_step
 from lab.system import procs
 from lab.system.sampling import Sampler, TreeMeter
-from loadgen.protocol import Start
+from loadgen.protocol import Done, Start
 from servers.common import expected_body
 
 Result = tuple[float, float]  # (req/s, client CPU % of one core)
@@ -48,19 +50,19 @@ def lab(
     url: str, path: str, users: int, seconds: float, n: int, cpus: tuple[int, ...], workdir: Path
 ) -> Result:
     body = expected_body(path).decode() if path.startswith("/io") else None
-    start = Start(
-        base_url=url,
-        path=path,
-        users=users,
-        settle_s=1.0,
-        duration_s=seconds,
-        timeout_s=30.0,
-        expected_body=body,
-        generators=n,
-        generator_cpus=generators.worker_cores(cpus),
-    )
-    done = run_step(start, workdir / "lab.log", cpus=cpus)
+    load = {"users": users, "duration_s": seconds, "timeout_s": 30.0, "expected_body": body}
+    done = pinned_step(url, path, n, cpus, workdir / "lab.log", **load)
     return done.ok / done.duration_s, done.client_cpu_pct
+
+
+def pinned_step(url: str, path: str, n: int, cpus: tuple[int, ...], log: Path, **load: Any) -> Done:
+    """One step of the lab's own generator on `cpus` (this benchmark's and
+    benchmarks/open_loop_scale.py's): `n` generator processes on the cores its master leaves
+    them, after a 1 s settle; `load` is the rest of the step (users or a rate, the window, the
+    timeout)."""
+    cores = generators.worker_cores(cpus)
+    start = Start(url, path, settle_s=1.0, generators=n, generator_cpus=cores, **load)
+    return run_step(start, log, cpus=cpus)
 
 
 def sampled(argv: list[str], seconds: float, parse: Callable[[str], float]) -> Result:
@@ -188,11 +190,7 @@ def main() -> None:
     p.add_argument("--generators", type=int, default=2)
     args = p.parse_args()
     console = Console()
-    layout = CpuLayout.split(pin=True)
-    console.print(
-        f"{os.cpu_count()} cores; client on {list(layout.client)}, target/server on "
-        f"{list(layout.server)}; load average {os.getloadavg()[0]:.1f} (shared machine?)"
-    )
+    layout = pinned_split(console, "client")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         backend = NativeBackend(workdir, layout)

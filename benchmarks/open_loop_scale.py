@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -33,15 +32,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.figures import write_summary
-from benchmarks.generators import ensure_wrk, wrk
+from benchmarks.figures import pinned_split, write_summary
+from benchmarks.generators import ensure_wrk, pinned_step, wrk
 from lab.backends.base import CpuLayout, NativeBackend
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec
 from lab.run import generators
-from lab.run.generator import run_step
 from lab.system import procs
-from loadgen.protocol import Done, Start
+from loadgen.protocol import Done
 
 TARGET_PATH = "/delay?ms=10"
 SERVER_PATH = "/sleep?ms=10"
@@ -69,19 +67,9 @@ def oha_path() -> str | None:
 
 
 def lab_open(url: str, rate: float, n: int, seconds: float, cpus: tuple[int, ...]) -> Row:
-    start = Start(
-        base_url=url,
-        path=TARGET_PATH,
-        settle_s=1.0,
-        duration_s=seconds,
-        timeout_s=10.0,
-        rate_rps=rate,
-        max_outstanding=CAP,
-        generators=n,
-        generator_cpus=generators.worker_cores(cpus),
-    )
+    load = {"duration_s": seconds, "timeout_s": 10.0, "rate_rps": rate, "max_outstanding": CAP}
     with tempfile.TemporaryDirectory() as tmp:
-        done = run_step(start, Path(tmp) / "loadgen.log", cpus=cpus)
+        done = pinned_step(url, TARGET_PATH, n, cpus, Path(tmp) / "loadgen.log", **load)
     fig = done.open_loop
     assert fig is not None
     failed = sum(done.errors.values()) + fig.unfinished
@@ -151,18 +139,9 @@ def closed_ceiling(
 
 
 def closed(url: str, args: argparse.Namespace, n: int, cpus: tuple[int, ...]) -> Done:
-    start = Start(
-        base_url=url,
-        path=SERVER_PATH,
-        settle_s=1.0,
-        duration_s=args.seconds,
-        timeout_s=30.0,
-        users=args.users,
-        generators=n,
-        generator_cpus=generators.worker_cores(cpus),
-    )
+    load = {"duration_s": args.seconds, "timeout_s": 30.0, "users": args.users}
     with tempfile.TemporaryDirectory() as tmp:
-        return run_step(start, Path(tmp) / "loadgen.log", cpus=cpus)
+        return pinned_step(url, SERVER_PATH, n, cpus, Path(tmp) / "loadgen.log", **load)
 
 
 def one_process_capacity(rows: list[Row]) -> tuple[float, float]:
@@ -235,11 +214,7 @@ def main() -> None:
     args = parse_args()
     started = time.time()
     console = Console()
-    layout = CpuLayout.split(pin=True)
-    console.print(
-        f"{os.cpu_count()} cores; generators on {list(layout.client)}, target/server on "
-        f"{list(layout.server)}; load average {os.getloadavg()[0]:.1f} (shared machine?)"
-    )
+    layout = pinned_split(console, "generators")
     oha = oha_path()
     if oha is None:
         console.print("oha not found (cargo install oha): its columns are skipped")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from analysis.compare import compare
 from analysis.loading import Run, load
-from benchmarks.aa_check import POWER_HEADERS, power_row, sweep
+from benchmarks.aa_check import POWER_HEADERS, add_overrides, power_row, sweep
 from benchmarks.figures import print_table, write_summary
 from lab.config.scenario import load_scenario
 from lab.record.thresholds import T
@@ -90,8 +90,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--changes", nargs="+", type=float, default=[10.0, 25.0])
     p.add_argument("--scenario", default="quick")
-    p.add_argument("--models", help="comma-separated models (default: the scenario's)")
-    p.add_argument("--levels", help="comma-separated levels (default: the scenario's)")
+    add_overrides(p, "models", "levels")
     p.add_argument("--out", type=Path, default=Path("results/plan-check"))
     p.add_argument("--summary", type=Path, help="write the table as a docs figure summary")
     p.add_argument("--runs", nargs=2, type=Path, help="an earlier pair: its p99 per point only")

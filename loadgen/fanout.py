@@ -18,8 +18,8 @@ The web UI's lab page uses the same roll with locust's own workers (Compose): ea
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import Field, asdict, dataclass, field
+from typing import Any, ClassVar, Self
 
 from lab.record import hist
 from loadgen.protocol import OpenLoopFigures
@@ -36,8 +36,22 @@ MODELS_INTERVAL = "lab_models_interval"  # web-UI worker -> master: a ModelsRepo
 REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
 
 
+class _Fields:
+    """A message between the generator's processes that crosses as its dataclass fields, as they
+    are, and is rebuilt from them (Drained rebuilds its nested ones itself)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Self:
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class Report:
+class Report(_Fields):
     """One worker's answer to a roll: its interval and its running counters."""
 
     seq: int
@@ -58,13 +72,6 @@ class Report:
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # a mix: RouteTally figures
     answers: int = -1  # answers that arrived in the interval, whenever sent or due (-1: unknown)
     ticks: dict[str, int] = field(default_factory=dict)  # its answers per 100 ms bin (`Interval`)
-
-    def to_data(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any]) -> Report:
-        return cls(**data)
 
     @classmethod
     def of(
@@ -102,7 +109,7 @@ class Report:
 
 
 @dataclass(frozen=True)
-class Drained:
+class Drained(_Fields):
     """A worker's last word after its drain: the drain's interval (a Report) and its own
     figures, open loop (`share`) or closed loop (`closed`), and its users' logins."""
 
@@ -110,9 +117,6 @@ class Drained:
     share: ShareResult | None = None
     closed: ClosedShare | None = None
     login: dict[str, Any] = field(default_factory=dict)  # its users' logins (RouteTally figures)
-
-    def to_data(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Drained:
@@ -127,19 +131,12 @@ class Drained:
 
 
 @dataclass(frozen=True)
-class ModelsReport:
+class ModelsReport(_Fields):
     """A web-UI worker's answer to a roll: each model's interval and the worker's CPU."""
 
     seq: int
     cpu_pct: float  # since its previous report, 100 = one core
     models: dict[str, dict[str, Any]]  # model -> {"encoded", "requests", "errors"}
-
-    def to_data(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any]) -> ModelsReport:
-        return cls(**data)
 
     @classmethod
     def of(cls, seq: int, intervals: dict[str, Interval], cpu_pct: float) -> ModelsReport:

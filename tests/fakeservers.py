@@ -11,12 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
 
 from lab.system import procs
+from tests.helpers import QuietHandler
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +42,7 @@ def _listening(port: int) -> bool:
     return any(c.laddr.port == port for c in psutil.net_connections("tcp4") if c.status == "LISTEN")
 
 
-class Freezing(BaseHTTPRequestHandler):
+class Freezing(QuietHandler):
     """Answers at once for FREEZE_AFTER_S after its first request (the settle, then half the
     window), then holds every request longer than a test."""
 
@@ -53,13 +54,7 @@ class Freezing(BaseHTTPRequestHandler):
             self.first.append(time.monotonic())
         if time.monotonic() - self.first[0] >= self.FREEZE_AFTER_S:
             time.sleep(30)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *_: object) -> None:
-        pass
+        self.answer(b"ok")
 
 
 @contextlib.contextmanager

@@ -1,15 +1,21 @@
 """What tests share: the lab's CLI in a subprocess and its run directory, waiting for a server to
-answer, and hand-built step records. Test modules import these from here, never from another test
-module (or conftest.py, which holds only the fixtures and the tiers' hooks)."""
+answer, a quiet handler for the tests' own HTTP servers, a striker thread beside a run, a docs
+table checked against its renderer, and hand-built step records. Test modules import these from
+here, never from another test module (or conftest.py, which holds only the fixtures and the
+tiers' hooks)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +97,44 @@ def step_rows(run_dir: Path) -> list[dict[str, Any]]:
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     # through JSON again, so that a row holds what a JSON reader holds (lists, not tuples)
     return [json.loads(json.dumps(flat(from_json(json.loads(line))))) for line in lines]
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler for a test's own HTTP server: `answer` sends a whole body with its
+    length, and nothing is logged (http.server's line per request would bury the test's own
+    output)."""
+
+    def answer(self, body: bytes, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def striking(strike: Callable[..., None], *args: object, join_s: float = 10.0) -> Iterator[None]:
+    """`strike(*args, done)` in a daemon thread for the block's length (a striker that stops or
+    stalls a process of the run the block waits for): `done` is set and the thread joined when
+    the block ends, failed or not, so no striker outlives its test."""
+    done = threading.Event()
+    thread = threading.Thread(target=strike, args=(*args, done), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=join_s)
+
+
+def assert_page_current(page: Path, begin: str, end: str, body: Callable[[], str]) -> None:
+    """The table `page` shows between `begin` and `end` is what `body` renders now; a stale one
+    says the command that renders every such table again."""
+    from lab.cli.reference import is_current  # the whole CLI: loaded by the tests that need it
+
+    assert is_current(page.read_text(), begin, end, body), "run `python -m lab.cli.reference`"
 
 
 def undisturbed(step: dict) -> bool:

@@ -44,35 +44,6 @@ def test_malformed_models_file(toml_file, tmp_path):
     assert_clean_error(done, "models.toml", "malformed TOML")
 
 
-@pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["--levels", "0,10"], "positive"),
-        (["--levels", "-5"], "positive"),
-        (["--levels", "ten"], "whole numbers"),
-        (["--duration", "0"], "must be positive"),
-        (["--duration", "-3"], "must be positive"),
-        (["--trials", "0"], "must be positive"),
-        (["--knob", "workers"], "NAME=VALUE"),
-        (["--knob", "concurrency=-1"], "must be positive"),
-        (["--knob", "colour=3"], "unknown key 'colour'"),
-    ],
-    ids=[
-        "zero-level",
-        "negative-level",
-        "word-level",
-        "zero-duration",
-        "negative-duration",
-        "zero-trials",
-        "knob-no-value",
-        "negative-knob",
-        "unknown-knob",
-    ],
-)
-def test_non_positive_or_malformed_values(args, needle, tmp_path):
-    assert_clean_error(run_lab("run", *args, "--out", str(tmp_path)), needle)
-
-
 def test_scenario_with_non_positive_duration(toml_file, tmp_path):
     path = toml_file("duration_s = 0\n", "zero.toml")
     assert_clean_error(run_lab("run", "--scenario", path, "--out", str(tmp_path)), "duration_s")

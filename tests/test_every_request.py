@@ -30,7 +30,7 @@ from lab.verdict.assess import assessed
 from lab.verdict.capacity import Capacity
 from loadgen.protocol import Done, Start
 from tests.fakeservers import shedder
-from tests.helpers import record
+from tests.helpers import record, striking
 
 
 @pytest.fixture()
@@ -104,14 +104,8 @@ def _pause(stop_ms: float, every_s: float, until: threading.Event) -> None:
 def test_a_generator_paused_briefly_and_often_is_flagged(calm: str, tmp_path: Path) -> None:
     """Pauses of 8 ms ten times a second: the loop's lag p99 over time stays near the old 3 ms
     floor, but they delay more than 1% of the answers by more than 15% of a ~12 ms p99."""
-    done_flag = threading.Event()
-    striker = threading.Thread(target=_pause, args=(8.0, 0.1, done_flag), daemon=True)
-    striker.start()
-    try:
+    with striking(_pause, 8.0, 0.1, join_s=5):
         done = run_step(Start(calm, "/", 0.5, 3.0, 10.0, users=10), tmp_path / "gen.log")
-    finally:
-        done_flag.set()
-        striker.join(timeout=5)
     rec = _record("paused", done)
     assert "p99" in rec.evidence.generator_moved, rec.evidence.generator_touched
     assert "generator_lag" in rec.evidence.flags and rec.evidence.generator_touched["p99"] > 0.01

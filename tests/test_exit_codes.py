@@ -21,12 +21,12 @@ import pytest
 
 from lab.advise.advice import Advice, ModelAdvice
 from lab.advise.target import Slo
-from lab.cli.reference import FAILURES, is_current
+from lab.cli.reference import FAILURES
 from lab.front import nginx
 from lab.record import errors, exits
 from lab.record.models import ASYNC_PORT
 from tests.fixture_run import FixtureStep, build_run
-from tests.helpers import lab_cli
+from tests.helpers import assert_page_current, lab_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DUD = """[models.dud]
@@ -311,10 +311,7 @@ ROW_OF = {case: row for row in exits.ROWS for case in row.cases}
 
 
 def test_the_page_shows_the_table() -> None:
-    text = FAILURES.read_text()
-    assert is_current(text, exits.BEGIN, exits.END, exits.markdown), (
-        "run `python -m lab.cli.reference`"
-    )
+    assert_page_current(FAILURES, exits.BEGIN, exits.END, exits.markdown)
 
 
 def test_every_case_a_row_names_is_run_here_and_no_other() -> None:

@@ -25,7 +25,7 @@ from lab.record.step import Measured, StepKey, amended, step_record
 from lab.run.apparatus import generator_lag
 from lab.run.generator import run_step
 from tests.fixture_run import FixtureStep, build_run
-from tests.helpers import record, two_models
+from tests.helpers import record, striking, two_models
 from tests.labrun import LabRun
 
 LAG_KEYS = {"p50", "p99", "max", "mean"}
@@ -138,14 +138,10 @@ def test_a_stalled_generator_is_flagged_and_not_crowned_on_p99(tmp_path: Path) -
     """The lab's own engine (oha has no probe of its own lateness)."""
     args = ("--models", "gunicorn-asyncio", "--levels", "10", "--duration", "4", "--engine", "lab")
     run = LabRun(tmp_path, *args, "--warmup", "0", "--delay-ms", "20")
-    done = threading.Event()
-    striker = threading.Thread(target=_stall, args=(run, 0.1, 0.4, done), daemon=True)
-    striker.start()
     try:
-        assert run.finish() == 0, run.output()
+        with striking(_stall, run, 0.1, 0.4, join_s=5):
+            assert run.finish() == 0, run.output()
     finally:
-        done.set()
-        striker.join(timeout=5)
         run.kill()
     (step,) = run.steps()
     assert step["generator_lag_ms"]["p99"] >= 50, step["generator_lag_ms"]

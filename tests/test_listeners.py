@@ -28,9 +28,9 @@ import psutil
 import pytest
 
 from lab.backends import databases
-from lab.cli.reference import FAILURES, is_current
+from lab.cli.reference import FAILURES
 from lab.system import listeners
-from tests.helpers import lab_cli
+from tests.helpers import assert_page_current, lab_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
@@ -207,10 +207,7 @@ ROWS = {row.case: row for row in listeners.ROWS if row.case}
 
 
 def test_the_page_shows_the_table() -> None:
-    text = FAILURES.read_text()
-    assert is_current(text, listeners.BEGIN, listeners.END, listeners.markdown), (
-        "run `python -m lab.cli.reference`"
-    )
+    assert_page_current(FAILURES, listeners.BEGIN, listeners.END, listeners.markdown)
 
 
 def test_every_row_has_a_case_here_and_no_case_is_off_the_table() -> None:

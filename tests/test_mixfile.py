@@ -7,7 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -25,6 +25,7 @@ from lab.run.generator import run_step
 from loadgen.protocol import Start
 from loadgen.request import Picker
 from loadgen.shares import share_out, split
+from tests.helpers import QuietHandler
 
 MIX = """
 [[route]]
@@ -286,24 +287,18 @@ def test_a_write_that_fails_when_repeated_is_named_with_the_fix(
         assert "201" in said and "409 (email taken)" in said and "{uuid}" in said
 
 
-class Recording(BaseHTTPRequestHandler):
+class Recording(QuietHandler):
     """Keeps what every request sent: method, path, headers, body; answers 201 to /orders."""
 
     protocol_version = "HTTP/1.1"
     seen: list[tuple[str, str, dict[str, str], bytes]] = []
 
-    def answer(self) -> None:
+    def record(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         Recording.seen.append((self.command, self.path, dict(self.headers), body))
-        self.send_response(201 if self.path == "/orders" else 200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+        self.answer(b"ok", 201 if self.path == "/orders" else 200)
 
-    do_POST = do_PUT = answer
-
-    def log_message(self, *_: Any) -> None:
-        pass
+    do_POST = do_PUT = record
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from lab.run.generator import measured_from
 from lab.system import procs
 from loadgen.oha import figures
 from loadgen.protocol import Done, Start
+from tests.helpers import QuietHandler
 from tests.ohastep import calm, needs_oha, oha_step
 
 __all__ = ["calm"]  # the fixture, shared with tests/test_oha_engine.py (tests/ohastep.py)
@@ -82,21 +83,15 @@ def test_a_closed_loop_against_a_refusing_server_counts_each_refusal(tmp_path: P
     assert "p99" in done.closed_loop["all_lower_bounds"] and sum(n for *_, n in seen) == 0
 
 
-class _Closing(http.server.BaseHTTPRequestHandler):
+class _Closing(QuietHandler):
     """Answers "ok" over HTTP/1.1 and closes the connection without saying so, as uWSGI's
     `--http-socket` does: the client finds out when it sends its next request."""
 
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+        self.answer(b"ok")
         self.close_connection = True
-
-    def log_message(self, *_: Any) -> None:
-        pass
 
 
 @pytest.fixture()

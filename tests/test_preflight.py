@@ -7,13 +7,14 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from lab.run import preflight
+from tests.helpers import QuietHandler
 
 CORE = ["uwsgi-threads", "uwsgi-gevent", "gunicorn-gevent", "gunicorn-asyncio", "gunicorn-gthread"]
 SERIALISING = {
@@ -65,7 +66,7 @@ def test_expected_bodies(path, expected):
 POOL_WAIT_S = 0.1
 
 
-class PooledHandler(BaseHTTPRequestHandler):
+class PooledHandler(QuietHandler):
     """Each request waits POOL_WAIT_S holding one of the server's semaphore's slots: a pool."""
 
     pool = threading.BoundedSemaphore(1)
@@ -73,13 +74,7 @@ class PooledHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         with self.pool:
             time.sleep(POOL_WAIT_S)
-        self.send_response(200)
-        self.send_header("Content-Length", "4")
-        self.end_headers()
-        self.wfile.write(b"done")
-
-    def log_message(self, *_: object) -> None:
-        pass
+        self.answer(b"done")
 
 
 class Server(ThreadingHTTPServer):

@@ -26,6 +26,7 @@ from lab.record.step import StepKey, step_record
 from lab.run.generator import measured_from, run_step
 from loadgen.protocol import Start
 from tests.fakeservers import Freezing, frozen_later
+from tests.helpers import striking
 from tests.labrun import LabRun
 
 MODEL = "gunicorn-asyncio"
@@ -62,14 +63,10 @@ def test_a_server_that_stops_answering_is_flagged_counted_and_not_crowned(
     args = ("--models", MODEL, "--levels", "8", "--duration", "6", "--warmup", "0")
     args += ("--generators", generators)
     run = LabRun(tmp_path, *args, "--delay-ms", "20")
-    done = threading.Event()
-    striker = threading.Thread(target=_stop_server, args=(run, 4.0, 3.0, done), daemon=True)
-    striker.start()
     try:
-        assert run.finish() == 0, run.output()
+        with striking(_stop_server, run, 4.0, 3.0):
+            assert run.finish() == 0, run.output()
     finally:
-        done.set()
-        striker.join(timeout=10)
         run.kill()
     (step,) = run.steps()
     assert step["generators"] == int(generators)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from lab.cli.common.options import renamed
+from lab.cli.common.options import count_option, file_option, renamed, shown
 from lab.cli.common.stopping import stopped_code
 from lab.record.errors import LabError, NoAnswer, Refused
 from lab.run import generators
@@ -136,28 +136,25 @@ def wait_all(workers: list[procs.Proc]) -> list[int]:
     metavar="HOST:PORT",
     help="The lab run's generator master (its --master), e.g. 127.0.0.1:5557.",
 )
-@click.option(
+@count_option(
     "--generators",
     "processes",
-    type=click.IntRange(min=1),
+    least=1,
     default=1,
-    show_default=True,
     help="Load-generator processes (locust workers) on this machine, each pinned to its own "
     "core; they count toward the run's --remote-generators.",
 )
 @renamed("--processes", "processes")
-@click.option(
+@count_option(
     "--steps",
-    type=click.IntRange(min=0),
+    least=0,
     default=0,
-    show_default=True,
     help="Stop after serving this many measured steps; warm-ups are served but not counted "
     "(0: until no master comes, or Ctrl-C).",
 )
-@click.option(
+@file_option(
     "--log",
     "log_path",
-    type=click.Path(dir_okay=False, path_type=Path),
     default=Path("lab-generator.log"),
     show_default=True,
     help="Where the workers' own messages go.",
@@ -167,12 +164,11 @@ def wait_all(workers: list[procs.Proc]) -> list[int]:
     is_flag=True,
     help="Allow a master that is not on loopback. Only for machines you own.",
 )
-@click.option(
+@shown(
     "--master-timeout",
     "timeout_s",
     type=click.FloatRange(min=0, max=86400),
     default=300.0,
-    show_default=True,
     help="Seconds to wait for a master before giving up: before the first step exit 3, after "
     "a served step the end.",
 )

@@ -31,7 +31,7 @@ from typing import cast
 import click
 
 from lab.backends.base import CpuLayout, NativeBackend
-from lab.cli.common.options import max_users_option, port_option, renamed
+from lab.cli.common.options import choice_option, max_users_option, port_option, renamed, shown
 from lab.cli.common.stopping import foreground, standalone
 from lab.cli.measure.run_options import FRONT_OPTIONS, MODELS_FILE
 from lab.cli.upstream import DEFAULT_UPSTREAM_PORT
@@ -68,10 +68,9 @@ def serve_argv(
 
 @click.command("serve")
 @click.argument("model")
-@click.option(
+@shown(
     "--host",
     default="127.0.0.1",
-    show_default=True,
     help="Address to listen on; non-loopback needs --allow-remote (a container: 0.0.0.0).",
 )
 @click.option(
@@ -92,26 +91,23 @@ def serve_argv(
 # The old name: "concurrency" is the per-process knob only (--knob concurrency=N).
 @renamed("--max-concurrency", "max_users")
 @MODELS_FILE
-@click.option(
+@shown(
     "--meter-port",
     default=0,
-    show_default=True,
     type=click.IntRange(0, 65535),
     help="Serve the server's CPU, RSS and PSS on this port (lab.webui.meter); 0: no meter.",
 )
-@click.option(
+@shown(
     "--upstream-url",
     envvar="LAB_UPSTREAM_URL",
     default=DEFAULT_UPSTREAM_URL,
-    show_default=True,
     help="Base URL of the mock upstream (env LAB_UPSTREAM_URL): by default `lab upstream`'s on "
     "this machine; in containers compose.yaml sets http://upstream:8080.",
 )
-@click.option(
+@choice_option(
     "--front",
-    type=click.Choice(["bare", "nginx"]),
+    choices=("bare", "nginx"),
     default="bare",
-    show_default=True,
     help="nginx: the server behind nginx, as deployed and as `lab run --front nginx` starts it "
     "(one server, one front: `lab run --front bare,nginx` measures both side by side); bare: "
     "the server alone.",

@@ -21,7 +21,14 @@ from typing import cast
 import click
 
 from lab.backends.base import HOST, Backend, CpuLayout, LocalServer, NativeBackend
-from lab.cli.common.options import delay_ms_option, max_users_option, port_option, renamed
+from lab.cli.common.options import (
+    delay_ms_option,
+    dir_option,
+    max_users_option,
+    port_option,
+    renamed,
+    shown,
+)
 from lab.cli.measure.run_options import FRONT_OPTIONS
 from lab.config.models import load_registry
 from lab.config.scenario import UpstreamSpec, load_scenario
@@ -111,10 +118,9 @@ def start_all(
 
 @click.command("ui")
 @port_option(8089, "Port of the locust web UI on 127.0.0.1.")
-@click.option(
+@shown(
     "--models",
     default=DEFAULT_MODELS,
-    show_default=True,
     help="Models to start, comma separated (see `lab models`); the default is the quick "
     "scenario's, every model its answer can recommend.",
 )
@@ -122,11 +128,10 @@ def start_all(
 @renamed("--concurrency", "concurrency")
 @renamed("--workers", "concurrency")  # older still: gunicorn's word for processes
 @delay_ms_option("The upstream's default delay (the UI's start form sets each request's).")
-@click.option(
+@dir_option(
     "--out",
     default="results",
     show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
     help="Where the lab page's Save button writes result directories.",
 )
 @FRONT_OPTIONS[0]

@@ -14,7 +14,14 @@ import sys
 
 import click
 
-from lab.cli.common.options import delay_ms_option, port_option, renamed
+from lab.cli.common.options import (
+    choice_option,
+    delay_ms_option,
+    port_option,
+    renamed,
+    share_option,
+    shown,
+)
 from lab.cli.common.stopping import foreground
 from lab.config import upstreamroute
 from lab.config.scenario import LIMITS
@@ -28,53 +35,43 @@ DEFAULT_UPSTREAM_PORT = 18081
 
 @click.command("upstream")
 @port_option(DEFAULT_UPSTREAM_PORT, "Port to listen on.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@shown("--host", default="127.0.0.1", help="Address to listen on.")
 @delay_ms_option("Mean delay of /delay in milliseconds when a request does not give ?ms=N.")
-@click.option(
+@choice_option(
     "--distribution",
-    type=click.Choice(DISTRIBUTIONS),
+    choices=DISTRIBUTIONS,
     default="fixed",
-    show_default=True,
     help="How each delay is drawn around --delay-ms (every one with that mean): fixed, uniform "
     "on [0, twice it], exponential or lognormal.",
 )
-@click.option(
+@share_option(
     "--error-rate",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(0, 1),
     help="Share of requests answered 500, after their delay (the scenario's error_rate).",
 )
-@click.option(
+@share_option(
     "--stall-rate",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(0, 1),
     help="Share of requests that wait --stall-ms more.",
 )
-@click.option(
+@shown(
     "--stall-ms",
     default=0.0,
-    show_default=True,
     type=click.FloatRange(0, LIMITS["stall_ms"]),
     help="Extra wait of a stalled request, in milliseconds.",
 )
-@click.option(
+@shown(
     "--upstream-processes",
     "processes",
     default=1,
-    show_default=True,
     type=click.IntRange(1, 256),
     help="Upstream processes sharing the port (SO_REUSEPORT): add one per core the upstream "
     "may use.",
 )
 @renamed("--processes", "processes")
-@click.option(
+@choice_option(
     "--upstream-engine",
     "engine",
-    type=click.Choice(ENGINES),
+    choices=ENGINES,
     default="auto",
-    show_default=True,
     help="fast: asyncio protocol on uvloop + httptools; aiohttp: the fallback; auto: fast if "
     "installed.",
 )

@@ -90,11 +90,7 @@ def assessed(record: StepRecord, capacity: Capacity) -> StepRecord:
             x for x in dict.fromkeys(r.limit for r, _ in v.secondary) if x != v.rule.limit
         ),
         server_cores=capacity.cores,
-        server_cpu_ms_per_req=spent.server_cpu_ms_per_req,
-        apparatus_cpu_ms_per_req=spent.apparatus_cpu_ms_per_req,
-        server_rss_kb_per_conn=spent.server_rss_kb_per_conn,
-        front_cpu_ms_per_req=spent.front_cpu_ms_per_req,
-        database_cpu_ms_per_req=spent.database_cpu_ms_per_req,
+        **vars(spent),  # the cost per request, field for field: Cost's names are the record's
     )
 
 

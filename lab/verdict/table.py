@@ -7,8 +7,11 @@ host, then caps, then failed requests, then the rest. Adding a rule is one entry
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lab.record.thresholds import T
 from lab.verdict.caps import app_pool, hidden_cap, knob_cap
+from lab.verdict.facts import Facts
 from lab.verdict.held import (
     apparatus,
     connections,
@@ -22,6 +25,7 @@ from lab.verdict.rules import (
     COMPARED,
     EXCLUDED,
     TAIL,
+    Finding,
     Rule,
     both_full,
     database,
@@ -50,41 +54,52 @@ _CAP_WHEN = (
     f"{T.queueing_delays:g} d (seen by the upstream) or {T.queueing_inferred_delays:g} d "
     f"(inferred), server CPU under {T.server_cpu_idle_share:.0%} of its cores, nothing disturbing"
 )
+
+
+def _rule(
+    check: Callable[[Facts], Finding | None],
+    limit: str,
+    effect: str,
+    when: str,
+    advice: str,
+    flag: str | None = None,
+) -> Rule:
+    """A rule named after its check: the name the record and the docs show is the function's,
+    so the two cannot drift apart."""
+    return Rule(check.__name__, limit, effect, when, advice, check, flag)
+
+
 RULES: tuple[Rule, ...] = (
-    Rule(
-        name="nothing_measured",
+    _rule(
+        nothing_measured,
         limit="errors",
         effect=EXCLUDED,
         when="no request was answered, or the step was skipped",
         advice="see the step's flags: the server did not start, answered wrongly or failed",
-        check=nothing_measured,
     ),
-    Rule(
-        name="upstream_down",
+    _rule(
+        upstream_down,
         limit="upstream",
         effect=EXCLUDED,
         when="the upstream exited or stalled during the step",
         advice="see the upstream's log",
-        check=upstream_down,
     ),
-    Rule(
-        name="fault",
+    _rule(
+        fault,
         limit="fault",
         effect=EXCLUDED,
         when="the server died or hung, the generator failed, or the step was interrupted",
         advice="`lab run --resume` measures an owed step again",
-        check=fault,
     ),
-    Rule(
-        name="serialized",
+    _rule(
+        serialized,
         limit="concurrency_cap",
         effect=EXCLUDED,
         when="the concurrency probe saw served requests run one at a time",
         advice="patch before imports (gevent's early monkey-patch), or a driver the loop can see",
-        check=serialized,
     ),
-    Rule(
-        name="front",
+    _rule(
+        front,
         limit="front",
         effect=COMPARED,
         when="nginx in front (`--front nginx`) said in its error log that it ran out "
@@ -98,18 +113,16 @@ RULES: tuple[Rule, ...] = (
         advice="more nginx workers (--front-knob workers=N), connections or keepalive (its pool "
         "of idle server connections), or cores for the front; the model behind it did not "
         "limit this step",
-        check=front,
     ),
-    Rule(
-        name="memory",
+    _rule(
+        memory,
         limit="memory",
         effect=COMPARED,
         when=f"the server's memory at {T.server_memory_share:.0%} of the machine's or more",
         advice="fewer connections, or less memory per connection",
-        check=memory,
     ),
-    Rule(
-        name="both_full",
+    _rule(
+        both_full,
         limit="server_cpu",
         effect=EXCLUDED,
         when=f"the server's CPU at {_CPU} of the cores it can use while the lab's apparatus "
@@ -117,21 +130,19 @@ RULES: tuple[Rule, ...] = (
         f"{T.mostly_failed_share:.0%} of requests failed",
         advice="more server cores or less CPU per request first, then more generators: "
         "the figure is the lower of two limits and cannot say which",
-        check=both_full,
         flag=_LAB,
     ),
-    Rule(
-        name="server_cpu",
+    _rule(
+        server_cpu,
         limit="server_cpu",
         effect=COMPARED,
         when=f"the server's CPU at {_CPU} of the cores it can use, the lab's apparatus not "
         f"full, where fewer than {T.mostly_failed_share:.0%} of requests failed (else the "
         "failures used the CPU)",
         advice="more cores (processes) or less CPU per request; more concurrency cannot help",
-        check=server_cpu,
     ),
-    Rule(
-        name="database",
+    _rule(
+        database,
         limit="database",
         effect=COMPARED,
         when=f"below {_IDEAL}, nothing of the lab's disturbing, while a database the lab "
@@ -139,42 +150,38 @@ RULES: tuple[Rule, ...] = (
         f"or more, where fewer than {T.mostly_failed_share:.0%} of requests failed",
         advice="fewer or cheaper queries per request (an index, a cache), or a database with "
         "more cores; the server's model does not change what the database must do",
-        check=database,
     ),
-    Rule(
-        name="connections",
+    _rule(
+        connections,
         limit="connections",
         effect=EXCLUDED,
         when=f"the generator full while the server closed {T.connections_per_request:g} "
         "connections or more per request",
         advice="a server that keeps connections alive, or a front that does; more generators "
         "share the work but do not remove it",
-        check=connections,
         flag=_LAB,
     ),
-    Rule(
-        name="host_cpu",
+    _rule(
+        host_cpu,
         limit="host_cpu",
         effect=EXCLUDED,
         when=f"the generator full (one process at {_GEN} of its core) on a host whose cores "
         f"were all {T.host_full_share:.0%} busy",
         advice="run generators on another machine (--remote-generators): more on this one "
         "cannot help",
-        check=host_cpu,
         flag=_LAB,
     ),
-    Rule(
-        name="upstream_late",
+    _rule(
+        upstream_late,
         limit="upstream",
         effect=EXCLUDED,
         when=f"the upstream's loop late on average by {T.upstream_lag_ms:g} ms or "
         f"{T.upstream_lag_delay_share:.0%} of d, whichever is larger",
         advice="give the upstream more processes or a core of its own",
-        check=upstream_late,
         flag=_LAB,
     ),
-    Rule(
-        name="apparatus",
+    _rule(
+        apparatus,
         limit="apparatus",
         effect=EXCLUDED,
         when=f"a generator process at {_GEN} of its core, a core of the apparatus "
@@ -183,11 +190,10 @@ RULES: tuple[Rule, ...] = (
         f"{T.apparatus_queued_pct:g}% of the window for a CPU, or the generator's loop late "
         f"(p99 {T.generator_lag_throughput_delays:g} d or more) with throughput below {_IDEAL}",
         advice="more generators (--generators), fewer users, or a machine with more cores",
-        check=apparatus,
         flag=_LAB,
     ),
-    Rule(
-        name="host_busy",
+    _rule(
+        host_busy,
         limit="host_busy",
         effect=EXCLUDED,
         when=f"other processes using {T.host_busy_pct:g}% of a core (on the machine, or on "
@@ -195,11 +201,10 @@ RULES: tuple[Rule, ...] = (
         f"{T.server_cpu_wait_pct:g}% of the window for a CPU it was not using, or the "
         f"apparatus {T.apparatus_cpu_wait_pct:g}%, with throughput below {_IDEAL}",
         advice="measure again on a quiet machine",
-        check=host_busy,
         flag=_LAB,
     ),
-    Rule(
-        name="cpu_taken",
+    _rule(
+        cpu_taken,
         limit="host_busy",
         effect=EXCLUDED,
         when=f"the server's threads waited for a CPU {T.server_wait_named_pct:.0f}% of the window "
@@ -208,11 +213,10 @@ RULES: tuple[Rule, ...] = (
         f"(they are named), with throughput below {_IDEAL}",
         advice="stop the processes named or move them off the server's cores (`taskset`); a run "
         "with `--no-pin` shares every core: run without it",
-        check=cpu_taken,
         flag=_LAB,
     ),
-    Rule(
-        name="stalled",
+    _rule(
+        stalled,
         limit="stall",
         effect=TAIL,
         when=f"a measured second with at most {T.outage_second_share:.0%} of the step's median "
@@ -221,79 +225,71 @@ RULES: tuple[Rule, ...] = (
         f"requests waited, the generator's own loop late by less than "
         f"{T.outage_generator_lag_share * 1000:g} ms that second",
         advice="find the pause: the server's log, its GC, a lock, a worker that restarted",
-        check=stalled,
         flag="stalled",
     ),
-    Rule(
-        name="knob_cap",
+    _rule(
+        knob_cap,
         limit="concurrency_cap",
         effect=COMPARED,
         when=f"{_CAP_WHEN}, and the knobs allow about the plateau (neither more nor less, "
         f"within {T.knob_cap_tolerance_share:.0%} + 1)",
         advice="a larger pool (the knob named)",
-        check=knob_cap,
         flag="capped",
     ),
-    Rule(
-        name="app_pool",
+    _rule(
+        app_pool,
         limit="concurrency_cap",
         effect=COMPARED,
         when=f"{_CAP_WHEN}, where the knobs allow more or less, and the user's app's processes "
         "held about as many connections to the lab's PostgreSQL, Redis or upstream (within "
         f"{T.knob_cap_tolerance_share:.0%} + 1)",
         advice="a larger pool in the app (the knob named), or fewer users per process",
-        check=app_pool,
         flag="capped",
     ),
-    Rule(
-        name="hidden_cap",
+    _rule(
+        hidden_cap,
         limit="concurrency_cap",
         effect=EXCLUDED,
         when=f"{_CAP_WHEN}, where the knobs allow more or less; failed requests never lift it",
         advice="find the pool, lock or semaphore in the app or what it calls",
-        check=hidden_cap,
         flag="capped_unexplained",
     ),
-    Rule(
-        name="upstream_slow",
+    _rule(
+        upstream_slow,
         limit="upstream",
         effect=EXCLUDED,
         when="the step's load through the upstream, its own event loop late by "
         f"{T.upstream_slow_delays:g} d or more at its worst, throughput below {_IDEAL}",
         advice="a faster upstream",
-        check=upstream_slow,
         flag=_LAB,
     ),
-    Rule(
-        name="server_busy",
+    _rule(
+        server_busy,
         limit="server_cpu",
         effect=COMPARED,
         when=f"the server's CPU at {T.server_cpu_busy_share:.0%} of its cores or more (under "
         f"{_CPU}), p50 {T.queueing_delays:g} d or more, throughput below {_IDEAL}, nothing "
         "disturbing, most requests answered",
         advice="more cores (processes) or less CPU per request: requests queue for a busy core",
-        check=server_busy,
     ),
-    Rule(
-        name="errors",
+    _rule(
+        errors,
         limit="errors",
         effect=TAIL,
         when=f"failed, dropped or unfinished requests more than {T.errors_share:.0%} of all: "
         "the p99 of the answered ones leaves them out",
         advice="read the error kinds: refusals and timeouts mean a queue or a pool overflowed",
-        check=errors,
         flag="failed_tail",
     ),
-    Rule(
-        name="tracks_ideal",
+    _rule(
+        tracks_ideal,
         limit="none",
         effect=COMPARED,
         when=f"throughput at {_IDEAL} or more",
         advice="",
-        check=tracks_ideal,
     ),
-    Rule(
-        name="paused",
+    _rule(
+        paused,
         limit="pause",
         effect=COMPARED,
         when="the answers per 100 ms at most "
@@ -303,25 +299,22 @@ RULES: tuple[Rule, ...] = (
         "waiting half that or more, the generator's own loop late by less than half that",
         advice="find the pause: a GC, a lock, a blocking call in an event loop, a worker that "
         "restarted; its count, lengths and period are in the evidence",
-        check=paused,
         flag="paused",
     ),
-    Rule(
-        name="cpu_queued",
+    _rule(
+        cpu_queued,
         limit="server_cpu",
         effect=COMPARED,
         when=f"the server's threads waited for a CPU {T.server_wait_named_pct:.0f}% of the window "
         "(summed over them) or "
         f"more, throughput below {_IDEAL}, no process outside the run seen on its cores",
         advice="fewer threads or processes per core, or more cores",
-        check=cpu_queued,
     ),
-    Rule(
-        name="not_found",
+    _rule(
+        not_found,
         limit="unknown",
         effect=COMPARED,
         when="none of the above fired",
         advice="read the reason's figures",
-        check=not_found,
     ),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,47 @@ def _out_dir(_: click.Context, __: click.Parameter, value: str) -> Path:
     return path
 
 
-def results_dir_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]  # what click.option returns
+
+
+def shown(*decls: str, default: Any, help: str, type: Any = None, **attrs: Any) -> Decorator:
+    """An option whose default `--help` shows: every `lab` command shows the value an option
+    takes when it is not given, so neither the help nor docs/running.md leave it to guess."""
+    return click.option(*decls, type=type, default=default, show_default=True, help=help, **attrs)
+
+
+def choice_option(*decls: str, choices: Iterable[str], default: str, help: str) -> Decorator:
+    """One of a few names (--front, --backend, --db-durability, ...), the default shown."""
+    return shown(*decls, type=click.Choice(list(choices)), default=default, help=help)
+
+
+def count_option(*decls: str, least: int, default: int, help: str) -> Decorator:
+    """A whole number of something (generator processes, steps), at least `least`, the default
+    shown."""
+    return shown(*decls, type=click.IntRange(min=least), default=default, help=help)
+
+
+def share_option(*decls: str, help: str) -> Decorator:
+    """A share of requests from 0 to 1 (of errors, of stalls, of failures allowed), 0 unless
+    given."""
+    return shown(*decls, type=click.FloatRange(0, 1), default=0.0, help=help)
+
+
+def file_option(*decls: str, help: str, **attrs: Any) -> Decorator:
+    """An option naming a FILE, given to the command as a Path; whether it must exist is the
+    command's own check, so its refusal says what the file was for."""
+    path = click.Path(dir_okay=False, path_type=Path)
+    return click.option(*decls, type=path, metavar="FILE", help=help, **attrs)
+
+
+def dir_option(*decls: str, help: str, **attrs: Any) -> Decorator:
+    """An option naming a directory, given to the command as a Path (checked as file_option)."""
+    return click.option(
+        *decls, type=click.Path(file_okay=False, path_type=Path), help=help, **attrs
+    )
+
+
+def results_dir_option(help: str) -> Decorator:
     """`--out DIR`: where run directories go (and where leftovers of dead runs are looked for)."""
     return click.option(
         "--out",
@@ -44,14 +84,14 @@ def results_dir_option(help: str) -> Callable[[Callable[..., Any]], Callable[...
     )
 
 
-def port_option(default: int, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def port_option(default: int, help: str) -> Decorator:
     """`--port N`: where a command's own listener binds (lab serve, lab ui, lab upstream)."""
     return click.option(
         "--port", default=default, show_default=True, type=click.IntRange(1, 65535), help=help
     )
 
 
-def max_users_option(dest: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def max_users_option(dest: str) -> Decorator:
     """`--max-users N` (lab serve, lab ui): the one name of the level "auto" knobs resolve to,
     into the command's parameter `dest`."""
     return click.option(
@@ -65,7 +105,7 @@ def max_users_option(dest: str) -> Callable[[Callable[..., Any]], Callable[..., 
     )
 
 
-def delay_ms_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def delay_ms_option(help: str) -> Decorator:
     """`--delay-ms MS` of an upstream a command starts (lab upstream, lab ui): 100 ms unless
     given, within the upstream's own limit."""
     return click.option(
@@ -77,7 +117,7 @@ def delay_ms_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., A
     )
 
 
-def resume_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def resume_option(help: str) -> Decorator:
     """`--resume DIR`: an existing run directory to continue (lab run, lab advise)."""
     return click.option(
         "--resume",
@@ -163,7 +203,7 @@ UPSTREAM_ROUTE = click.option(
     "'POST /v1/charges=250ms' or '/v1/users/*=30ms 404' (repeatable; in `lab run`, "
     "replaces its scenario's [upstream] routes); every other path waits --delay-ms.",
 )
-DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+DB_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--db-url",
         "db_urls",
@@ -182,17 +222,15 @@ DB_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         "'flask db upgrade' or 'psql {postgres_url} -f seed.sql'; every model then starts from "
         "a fresh copy of the result.",
     ),
-    click.option(
+    file_option(
         "--db-seed",
-        type=click.Path(dir_okay=False, path_type=Path),
         help="With --app: a plain SQL file or a pg_dump custom archive loaded after --db-setup "
         "[default: none].",
     ),
-    click.option(
+    choice_option(
         "--db-durability",
-        type=click.Choice(["production", "fast"]),
+        choices=("production", "fast"),
         default="production",
-        show_default=True,
         help="The lab's PostgreSQL: production keeps fsync and synchronous commit on; fast turns "
         "them and full-page writes off (writes cost less than in production; named in the "
         "record and the summary).",
@@ -264,19 +302,16 @@ LOGIN_OPTIONS = (
 
 # The app's own environment (`lab run`, `lab advise`, `lab routes`): where it is imported and run.
 APP_ENVIRONMENT = (
-    click.option(
+    file_option(
         "--app-requirements",
-        type=click.Path(dir_okay=False, path_type=Path),
-        metavar="FILE",
         help="With --app: the app's own pins (a requirements, constraints or `pip freeze` "
         "file). The import check (and `lab routes`) and the setup commands run in a venv of "
         "these, each model in one of these plus its server's packages, built once and cached "
         "(LAB_CACHE_DIR); a pin a server cannot live with is refused, named [default: the "
         "lab's own environment].",
     ),
-    click.option(
+    dir_option(
         "--app-venv",
-        type=click.Path(file_okay=False, path_type=Path),
         metavar="DIR",
         help="With --app: the app's existing venv. The import check (and `lab routes`) and the "
         "setup commands run in it, each model in a venv of its `pip freeze` plus the server's "
@@ -322,7 +357,7 @@ class Renamed(click.Option):
         return super().handle_parse_result(ctx, opts, args)
 
 
-def renamed(old: str, to: str, **attrs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def renamed(old: str, to: str, **attrs: Any) -> Decorator:
     """`old`, a retired spelling of the option whose parameter is `to` (see Renamed); `attrs`
     (is_flag, multiple) as the new option parses its value."""
     name = "renamed_" + old.lstrip("-").replace("-", "_")

@@ -24,12 +24,15 @@ from lab.cli.common.options import (
     DB_OPTIONS,
     ENGINE,
     UPSTREAM_ROUTE,
+    Decorator,
     console,
     ensure_writable,
     positive,
     renamed,
     results_dir_option,
     resume_option,
+    share_option,
+    shown,
 )
 from lab.cli.common.stopping import clean_leftovers, exit_when_stopped, stop_signals
 from lab.cli.measure.app import check_user_app
@@ -64,7 +67,7 @@ BASE_SCENARIO = "quick"  # step durations, upstream and models unless the option
 # model's knob limits refuse the base before its search has sized anything.
 BASE_KNOBS = {"processes": 1, "concurrency": 1}
 
-ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+ADVISE_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--rps",
         type=float,
@@ -77,12 +80,9 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
         callback=positive,
         help="Target p99 latency (ms), open loop [required, unless --resume DIR].",
     ),
-    click.option(
+    share_option(
         "--max-error-rate",
         "error_rate",
-        type=click.FloatRange(0, 1),
-        default=0.0,
-        show_default=True,
         help="Largest share of failed requests a configuration may have (dropped and unanswered "
         "ones count).",
     ),
@@ -93,12 +93,11 @@ ADVISE_OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] =
     ENGINE,
     ADVISE_DURATION,
     ADVISE_WARMUP,
-    click.option(
+    shown(
         "--budget-min",
         type=float,
         callback=positive,
         default=10.0,
-        show_default=True,
         help="Minutes the whole search may take; each model gets an equal share of what is left.",
     ),
     results_dir_option("Directory that receives the run directory."),

@@ -4,6 +4,7 @@ the log's or the HAR file's mix and what it left out, as tables."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,14 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lab.cli.common.options import APP_ENVIRONMENT, LOGIN_OPTIONS, name_list, positive
+from lab.cli.common.options import (
+    APP_ENVIRONMENT,
+    LOGIN_OPTIONS,
+    dir_option,
+    file_option,
+    name_list,
+    positive,
+)
 from lab.config import accesslog, appenv, har, mixfile, userapp
 from lab.config.accesslog import LogMix
 from lab.config.har import HarMix
@@ -39,21 +47,17 @@ TRAFFIC_OPTIONS = (
         help="--app route to probe [default: the mix's slowest route]; without a mix, also the "
         "one loaded [default: last --path].",
     ),
-    click.option(
+    file_option(
         "--mix",
         "mix_file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        metavar="FILE",
         help="With --app: the traffic mix as a TOML file, one [[route]] table per route "
         "(method, path, weight, headers, body or body_file, expect, login); bodies and paths "
         "may hold placeholders filled per request ({uuid}, {n}, {user}, {choice:a|b}, "
         "{line:FILE}); `lab routes --app X` writes a starting one from the app's routes; see "
         "docs/your-traffic.md [default: none].",
     ),
-    click.option(
+    file_option(
         "--access-log",
-        type=click.Path(dir_okay=False, path_type=Path),
-        metavar="FILE",
         help="With --app: a production access log (nginx/Apache combined or common format, "
         "gunicorn's, uWSGI's default; .gz read too) whose top routes by share are the mix; "
         "what it leaves out (4xx/5xx, methods that change data, static files, lines that do "
@@ -74,10 +78,8 @@ TRAFFIC_OPTIONS = (
         help="With --access-log: methods that change data to keep in the mix (sent with "
         "--body) [default: none: GET only].",
     ),
-    click.option(
+    file_option(
         "--har",
-        type=click.Path(dir_okay=False, path_type=Path),
-        metavar="FILE",
         help="With --app: a HAR file (a browser's or a proxy's export) whose requests to one "
         "host are the mix, weighted by count, with their headers and bodies; what it leaves "
         "out (other hosts, static files, websockets, failed or 4xx/5xx entries) is counted "
@@ -107,9 +109,8 @@ APP_CORE = (  # --app and how it is run and checked (`lab run`, `lab advise`)
         "swept on its load route or its traffic mix (weighted --path, or --access-log) "
         "[default: none: the lab's own app].",
     ),
-    click.option(
+    dir_option(
         "--app-dir",
-        type=click.Path(file_okay=False, path_type=Path),
         help="Directory to import --app from; the import check and every server run in it"
         " [default: the current directory].",
     ),
@@ -245,28 +246,35 @@ def weights(load: Traffic) -> dict[str, float]:
     return {m.label: m.weight for m in load.mix}
 
 
-def _log(opts: dict[str, Any], weighted: bool) -> LogMix | None:
-    """--access-log read into its mix (None: not given); its options only with it."""
-    if not opts.get("access_log"):
-        if given := [o for o in ("log_top", "log_methods") if opts.get(o)]:
+def _given(
+    opts: dict[str, Any], source: str, own: tuple[str, ...], weighted: bool, what: str
+) -> bool:
+    """Whether the mix's `source` (access_log, har) is given. Its `own` options mean nothing
+    without it, and --path weights nothing beside it (`what`, the file, gives the weights):
+    both refused, rather than silently ignored."""
+    flag = f"--{source.replace('_', '-')}"
+    if not opts.get(source):
+        if given := [o for o in own if opts.get(o)]:
             said = ", ".join(f"--{o.replace('_', '-')}" for o in given)
-            raise LabError(f"{said}: only with --access-log FILE")
-        return None
+            raise LabError(f"{said}: only with {flag} FILE")
+        return False
     if weighted:
-        raise LabError("--path weights and --access-log: the log gives the weights; drop #N")
+        raise LabError(f"--path weights and {flag}: {what} gives the weights; drop #N")
+    return True
+
+
+def _log(opts: dict[str, Any], weighted: bool) -> LogMix | None:
+    """--access-log read into its mix (None: not given)."""
+    if not _given(opts, "access_log", ("log_top", "log_methods"), weighted, "the log"):
+        return None
     top = opts.get("log_top") or accesslog.TOP_ROUTES
     return accesslog.read_file(Path(opts["access_log"]), top, _allowed(opts), _login_path(opts))
 
 
 def _har(opts: dict[str, Any], weighted: bool) -> HarMix | None:
-    """--har read into its mix (None: not given); its options only with it."""
-    if not opts.get("har"):
-        if given := [o for o in ("har_host", "har_keep") if opts.get(o)]:
-            said = ", ".join(f"--{o.replace('_', '-')}" for o in given)
-            raise LabError(f"{said}: only with --har FILE")
+    """--har read into its mix (None: not given)."""
+    if not _given(opts, "har", ("har_host", "har_keep"), weighted, "the HAR file"):
         return None
-    if weighted:
-        raise LabError("--path weights and --har: the HAR file gives the weights; drop #N")
     keep = tuple(k.lower() for k in opts.get("har_keep") or ())
     return har.read_file(Path(opts["har"]), opts.get("har_host") or "", keep, _login_path(opts))
 
@@ -322,6 +330,18 @@ def render_mix(mix: tuple[MixRoute, ...], solo: dict[str, float], d_ms: float) -
     return table
 
 
+def _left_out(path: str, unit: str, reasons: Mapping[str, str], counts: Mapping[str, int]) -> Table:
+    """What a captured mix's file (a log, a HAR file) left out, counted by reason in the order
+    its reader names them, reasons that left nothing out not shown."""
+    left = Table(title=f"{path}: left out of the mix")
+    left.add_column("why")
+    left.add_column(unit, justify="right")
+    for key, words in reasons.items():
+        if counts.get(key):
+            left.add_row(words, str(counts[key]))
+    return left
+
+
 def render_log(log: LogMix) -> list[Table]:
     """The log's top routes by share, and every line left out by its reason."""
     share = shares(log.mix())
@@ -330,12 +350,7 @@ def render_log(log: LogMix) -> list[Table]:
         kept.add_column(column, justify="left" if column != "lines" else "right")
     for route, m in zip(log.routes, log.mix(), strict=True):
         kept.add_row(route.shape, m.label, str(route.requests), f"{100 * share[m.label]:.1f}%")
-    left = Table(title=f"{log.path}: left out of the mix")
-    left.add_column("why")
-    left.add_column("lines", justify="right")
-    for key, words in accesslog.REASONS.items():
-        if log.left_out.get(key):
-            left.add_row(words, str(log.left_out[key]))
+    left = _left_out(log.path, "lines", accesslog.REASONS, log.left_out)
     formats = ", ".join(f"{n} {k}" for k, n in log.formats.items()) or "none"
     left.caption = f"formats read: {formats}"
     return [kept, left]
@@ -368,10 +383,4 @@ def render_har(found: HarMix) -> list[Table]:
         names = _header_names(route.headers)
         body = f"{len(route.body.encode())} B" if route.body else "-"
         kept.add_row(route.label, f"{n:g}", f"{100 * share[route.label]:.1f}%", names, body)
-    left = Table(title=f"{found.path}: left out of the mix")
-    left.add_column("why")
-    left.add_column("entries", justify="right")
-    for key, words in har.REASONS.items():
-        if found.left_out.get(key):
-            left.add_row(words, str(found.left_out[key]))
-    return [kept, left]
+    return [kept, _left_out(found.path, "entries", har.REASONS, found.left_out)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from lab.cli.common.options import app_environment_options
+from lab.cli.common.options import app_environment_options, dir_option, file_option, shown
 from lab.cli.measure.app import app_pins
 from lab.config import appenv, userapp
 from lab.record.errors import LabError
@@ -32,9 +32,8 @@ INERT = {  # what a placeholder of --env names when `lab routes` starts nothing:
     help="Your app, as `lab run --app` takes it (myapp.web:app, or 'myapp:create_app()'): "
     "a Flask, Django or Starlette/FastAPI app.",
 )
-@click.option(
+@dir_option(
     "--app-dir",
-    type=click.Path(file_okay=False, path_type=Path),
     help="Directory to import --app from, as `lab run --app-dir` [default: here].",
 )
 @click.option(
@@ -46,18 +45,16 @@ INERT = {  # what a placeholder of --env names when `lab routes` starts nothing:
     "DJANGO_SETTINGS_MODULE=mysite.settings; a placeholder ({postgres_url}) names a closed "
     "port: reading the routes starts no database and no upstream.",
 )
-@click.option(
+@file_option(
     "--mix",
     "out",
-    type=click.Path(dir_okay=False, path_type=Path),
     help="Write the mix file here, then use it with `lab run --app ... --mix FILE` "
     "[default: print it].",
 )
-@click.option(
+@shown(
     "--import-timeout",
     type=float,
     default=userapp.IMPORT_TIMEOUT_S,
-    show_default=True,
     help="Seconds importing the app may take.",
 )
 @app_environment_options

@@ -4,7 +4,6 @@ a resumed run reuses."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -16,6 +15,10 @@ from lab.cli.common.options import (
     LOGIN_ONLY,
     LOGIN_OPTIONS,
     UPSTREAM_ROUTE,
+    Decorator,
+    choice_option,
+    count_option,
+    file_option,
     from_scenario,
     int_list,
     knob_pairs,
@@ -24,6 +27,7 @@ from lab.cli.common.options import (
     rate_list,
     results_dir_option,
     resume_option,
+    shown,
 )
 from lab.cli.measure.appmix import APP_CORE, TRAFFIC_OPTIONS
 from lab.config.scenario import PROFILES, ROUTES, builtin_names, load_scenario
@@ -106,10 +110,7 @@ RESUMABLE = (
 QUICK = load_scenario("quick")  # the default scenario of `lab run`, the base of `lab advise`
 
 
-Option = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-
-def scenario_options(command: str) -> tuple[Option, Option, Option, Option]:
+def scenario_options(command: str) -> tuple[Decorator, Decorator, Decorator, Decorator]:
     """--models, --delay-ms, --duration, --warmup, which `lab advise` shares with `lab run`
     (declared once; click makes a fresh option per use). Said per command: `lab run`'s defaults
     are its --scenario's and it measures levels; `lab advise` has no --scenario (its base is the
@@ -145,9 +146,8 @@ def scenario_options(command: str) -> tuple[Option, Option, Option, Option]:
 
 
 MODELS, DELAY_MS, DURATION, WARMUP = scenario_options("run")
-MODELS_FILE = click.option(
+MODELS_FILE = file_option(
     "--models-file",
-    type=click.Path(dir_okay=False, path_type=Path),
     help="A TOML file of extra models (same shape as servers/models.toml) "
     "[default: none: servers/models.toml alone].",
 )
@@ -161,11 +161,10 @@ GENERATOR_OPTIONS = (  # `lab run` and `lab advise`: where the load comes from
         "its own core [default: automatic: closed loop, the client half's cores minus one (1 on "
         "2 cores); open loop, as many as each rate needs, at most those].",
     ),
-    click.option(
+    count_option(
         "--remote-generators",
-        type=click.IntRange(min=0),
+        least=0,
         default=0,
-        show_default=True,
         help="Also wait for this many load-generator processes started elsewhere with "
         "`lab generator --connect`.",
     ),
@@ -199,11 +198,10 @@ FRONT_OPTIONS = (  # `lab run`, `lab advise` and `lab ui`: nginx in front of eac
 )
 
 
-SCENARIO = click.option(
+SCENARIO = shown(
     "--scenario",
     "scenario_name",
     default="quick",
-    show_default=True,
     help=f"Built-in scenario ({', '.join(builtin_names())}) or path to a TOML file.",
 )
 LOAD_OPTIONS = (  # how much load, for how long, how often
@@ -281,11 +279,10 @@ SERVER_OPTIONS = (  # the models and how each server is run
         "greenlets or coroutines per process), --knob processes=2 (server processes).",
     ),
     *FRONT_OPTIONS,
-    click.option(
+    choice_option(
         "--backend",
-        type=click.Choice(["native", "docker"]),
+        choices=("native", "docker"),
         default="native",
-        show_default=True,
         help="native: servers as local processes; docker: each in its own container "
         "(image from docker/build-image.sh, limits from tuning/).",
     ),
@@ -346,7 +343,7 @@ CHECK_ONLY = click.option(
 
 # Every option of `lab run`, in the groups `--help` lists them under (cloup's option groups):
 # a newcomer's own app first, then the load, the servers, and the rest.
-RUN_GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
+RUN_GROUPS: tuple[tuple[str, tuple[Decorator, ...]], ...] = (
     ("Your app (without --app: the lab's own)", (*APP_CORE, CHECK_ONLY)),
     ("Its traffic: routes, a mix file, an access log or a HAR", TRAFFIC_OPTIONS),
     ("Its login: a session per simulated user", LOGIN_OPTIONS),
