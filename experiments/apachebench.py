@@ -6,6 +6,7 @@ bound of its own on a connect (its `-s` aborts the run only after that long with
 event), and it exits on the first receive error (no `-r` in the blog's command). The lab's client
 (experiments/abclient.py) is kept as the default because it needs nothing installed and reports
 errors by kind; a case can ask for `ab` to see whether the client is what makes the difference.
+`lab_client` runs that client in a child, for every experiment that uses it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from experiments.common import run_child
 from lab.system import procs
 from lab.system.procs import pinned
 
@@ -81,6 +83,30 @@ def run(
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     result = parse(proc.stdout, proc.stderr, n, c, started, elapsed)
     return {**result, "client_cpu_pct": 100 * cpu_s / elapsed if elapsed else 0.0}
+
+
+def lab_client(
+    url: str,
+    n: int,
+    c: int,
+    timeout_s: float,
+    deadline_s: float,
+    cpus: Sequence[int] = (),
+    *,
+    connect_timeout_s: float | None = None,
+    expect: str = "",
+    hlog: str = "",
+) -> dict[str, Any]:
+    """Run the lab's own ab-style client (`experiments.abclient`) once in a child, pinned to
+    `cpus` and killed 60 s past its deadline; its result has the shape of `run`'s. `expect`, the
+    body every answer must carry; `hlog`, where it writes its HdrHistogram ("": none)."""
+    args = [url, "-n", str(n), "-c", str(c), "--timeout", str(timeout_s)]
+    args += ["--deadline", str(deadline_s)]
+    args += ["--connect-timeout", str(connect_timeout_s)] if connect_timeout_s is not None else []
+    args += ["--expect", expect] if expect else []
+    args += ["--hlog", hlog] if hlog else []
+    (result,) = run_child("experiments.abclient", args, deadline_s + 60, cpus or None)
+    return result
 
 
 def fields(report: str) -> dict[str, str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from experiments.apachebench import lab_client
 from experiments.common import (
     REPRODUCED_WITHIN,
     Reproduction,
@@ -31,7 +32,6 @@ from experiments.common import (
     RunDir,
     free_port,
     load_published,
-    run_child,
     serving,
     within,
 )
@@ -123,11 +123,10 @@ def level(p: Protocol, run: RunDir, model: str, c: int) -> dict[str, Any]:
     with serving(argv, url, run.path / f"logs/{model}.log", cpus=p.server_cpus) as proc:
         server = psutil.Process(proc.pid)
         cpu0 = server.cpu_times()
-        client_args = [
-            *[url, "-n", str(p.requests), "-c", str(c), "--timeout", str(p.timeout_s)],
-            *["--deadline", str(p.deadline_s), "--expect", BODY, "--hlog", str(run.path / rel)],
-        ]
-        (r,) = run_child("experiments.abclient", client_args, p.deadline_s + 60, p.client_cpus)
+        hlog = str(run.path / rel)
+        r = lab_client(
+            url, p.requests, c, p.timeout_s, p.deadline_s, p.client_cpus, expect=BODY, hlog=hlog
+        )
         cpu1 = server.cpu_times()
         rss_mb = server.memory_info().rss / 2**20
     server_cpu = (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / r["time_taken_s"] * 100

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments import apachebench, netns
-from experiments.common import free_port, run_child, serving
+from experiments.common import free_port, serving
 from lab.backends.containers import connect
 from lab.backends.published import exec_text, image_or_why, port_path, published
 from lab.front import nginx
@@ -113,13 +113,17 @@ def load(spec: CaseSpec, base: str) -> dict[str, Any]:
         return apachebench.run(
             url, spec.n, spec.c, spec.timeout_s, spec.deadline_s, spec.client_cpus
         )
-    args = [
-        *[url, "-n", str(spec.n), "-c", str(spec.c), "--timeout", str(spec.timeout_s)],
-        *["--connect-timeout", str(spec.connect_timeout_s), "--deadline", str(spec.deadline_s)],
-        *(["--expect", spec.expect] if spec.expect else []),
-        *(["--hlog", spec.hlog] if spec.hlog else []),
-    ]
-    (r,) = run_child("experiments.abclient", args, spec.deadline_s + 60, spec.client_cpus or None)
+    r = apachebench.lab_client(
+        url,
+        spec.n,
+        spec.c,
+        spec.timeout_s,
+        spec.deadline_s,
+        spec.client_cpus,
+        connect_timeout_s=spec.connect_timeout_s,
+        expect=spec.expect,
+        hlog=spec.hlog,
+    )
     return {**r, "client": "lab"}
 
 

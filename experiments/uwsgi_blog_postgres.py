@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.apachebench import lab_client
 from experiments.common import (
     REPRODUCED_WITHIN,
     Reproduction,
@@ -27,7 +28,6 @@ from experiments.common import (
     free_port,
     load_published,
     no_answer,
-    run_child,
     serving,
 )
 from lab.backends import databases
@@ -110,20 +110,9 @@ def measure(
         env=server_env,
         timeout_s=60,
     ):
-        args = [
-            f"http://127.0.0.1:{port}{path}",
-            "-n",
-            str(p.n),
-            "-c",
-            str(p.c),
-            "--timeout",
-            str(p.deadline_s),
-            "--deadline",
-            str(p.deadline_s),
-            "--expect",
-            expected_body(path).decode(),
-        ]
-        (r,) = run_child("experiments.abclient", args, p.deadline_s + 60)
+        url = f"http://127.0.0.1:{port}{path}"
+        expect = expected_body(path).decode()
+        r = lab_client(url, p.n, p.c, p.deadline_s, p.deadline_s, expect=expect)
     ideal = math.ceil(p.n / p.c) * p.delay_s
     out = {
         "case": case.name,
