@@ -45,6 +45,21 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"  # the tutorial's app and files (docs/tutorial.md)
 
 
+# A mix file's first route: /health at weight 0, which the app's check asks and the sweep never
+# sends (the routes after it carry the traffic).
+MIX_HEALTH_ROUTE = """
+[[route]]
+path = "/health"
+weight = 0
+"""
+
+
+def flask_app(body: str) -> str:
+    """A Flask app's module source for `lab run --app`: Flask, its `request` and the `app` object,
+    then `body` (the module's own imports and its views, written against `app`)."""
+    return f"from flask import Flask, request\n\napp = Flask(__name__)\n{body}"
+
+
 def lab_cli(*args: str) -> list[str]:
     """argv running the `lab` CLI in a subprocess with this interpreter."""
     return [sys.executable, "-c", "from lab.cli.main import entry; entry()", *args]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from lab.config import accesslog
 from lab.record.errors import LabError
 from lab.system import http_client, procs
+from tests.helpers import flask_app
 
 NGINX = '127.0.0.1 - - [26/Nov/2026:13:55:36 +0000] "{m} {t} HTTP/1.1" {s} 612 "-" "curl/8.5"'
 APACHE_COMMON = '10.0.0.7 - frank [10/Oct/2000:13:55:36 -0700] "{m} {t} HTTP/1.0" {s} 2326'
@@ -128,16 +129,13 @@ def test_any_bytes_never_raise_and_every_line_is_counted_once(lines: list[bytes]
         assert not any(c.isspace() for c in route.target)
 
 
-LOG_APP = """
-from flask import Flask
-
-app = Flask(__name__)
+LOG_APP = flask_app("""
 
 
 @app.route("/items/<int:n>", methods=["GET", "POST"])
 def item(n):
     return {"n": n}
-"""
+""")
 ASKED = [("GET", "/items/4?x=1")] * 3 + [("GET", "/items/5"), ("POST", "/items/5")]
 ASKED += [("GET", "/nope"), ("GET", "/items/6.css")]
 NGINX_CONF = """

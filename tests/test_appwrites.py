@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import lab_cli, step_rows
+from tests.helpers import MIX_HEALTH_ROUTE, flask_app, lab_cli, step_rows
 
-APP = """
-from flask import Flask, request
-
-app = Flask(__name__)
+APP = flask_app("""
 emails = set()
 
 
@@ -38,12 +35,10 @@ def item(n):
     if request.headers.get("X-Token") != "t":
         return "no token", 403
     return {"n": n, "name": request.form["name"]}
-"""
-MIX = """
-[[route]]
-path = "/health"
-weight = 0
-
+""")
+MIX = (
+    MIX_HEALTH_ROUTE
+    + """
 [[route]]
 method = "POST"
 path = "/users"
@@ -57,6 +52,7 @@ path = "/items/{{n}}"
 headers = {{ X-Token = "t", Content-Type = "application/x-www-form-urlencoded" }}
 body = "name=user{{user}}"
 """
+)
 
 
 def run(root: Path, email: str, *more: str) -> subprocess.CompletedProcess[str]:

@@ -46,21 +46,34 @@ def bulk(n: int, d: float, rng: random.Random) -> list[float]:
     return [d * rng.uniform(0.8, 1.5) for _ in range(n)]
 
 
+class Bulk:
+    """A generated step's bulk: `n` answers about d (`bulk`), drawn by a generator seeded with
+    `seed`, which then draws the test's own slow answers."""
+
+    def __init__(self, d: float, n: int, seed: int) -> None:
+        self.d = d
+        self.rng = random.Random(seed)
+        self.samples = bulk(n, d, self.rng)
+        self.shown = f"Bulk(d={d!r}, n={n}, seed={seed})"  # not its thousands of samples
+
+    def __repr__(self) -> str:
+        return self.shown
+
+
+def bulks(least_n: int) -> st.SearchStrategy[Bulk]:
+    """Bulks of `least_n` to 3000 answers about a d of 2 to 200 ms."""
+    return st.builds(Bulk, st.floats(2, 200), st.integers(least_n, 3000), st.integers(0, 2**16))
+
+
 @settings(max_examples=150, deadline=None)
-@given(
-    d=st.floats(2, 200),
-    n=st.integers(20, 3000),
-    k=st.integers(1, 6),
-    over=st.floats(1.1, 20),
-    seed=st.integers(0, 2**16),
-)
+@given(step=bulks(20), k=st.integers(1, 6), over=st.floats(1.1, 20))
 def test_requests_held_far_above_the_bulk_are_a_cluster_of_their_count_and_length(
-    d: float, n: int, k: int, over: float, seed: int
+    step: Bulk, k: int, over: float
 ) -> None:
-    rng = random.Random(seed)
+    d = step.d
     pause = over * least_pause_ms(d)
-    slow = [pause + rng.uniform(0, d) for _ in range(k)]  # held from the pause's start
-    c = cluster_of(spread(bulk(n, d, rng) + slow), least_pause_ms(d))
+    slow = [pause + step.rng.uniform(0, d) for _ in range(k)]  # held from the pause's start
+    c = cluster_of(spread(step.samples + slow), least_pause_ms(d))
     assert c is not None
     assert c.count == k
     assert pause / BIN**0.5 <= c.median_ms <= (pause + d) * BIN**0.5 * 1.001
@@ -68,20 +81,14 @@ def test_requests_held_far_above_the_bulk_are_a_cluster_of_their_count_and_lengt
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    d=st.floats(2, 200),
-    n=st.integers(1, 3000),
-    tail=st.lists(st.floats(0, 1), max_size=20),
-    seed=st.integers(0, 2**16),
-)
+@given(step=bulks(1), tail=st.lists(st.floats(0, 1), max_size=20))
 def test_no_cluster_within_the_bulk_s_spread_or_below_the_least_pause(
-    d: float, n: int, tail: list[float], seed: int
+    step: Bulk, tail: list[float]
 ) -> None:
     """Answers anywhere from 0.8 d to one bin under the least pause: never a cluster."""
-    rng = random.Random(seed)
-    least = least_pause_ms(d)
+    d, least = step.d, least_pause_ms(step.d)
     slow = [1.5 * d + x * (least / BIN**2 - 1.5 * d) for x in tail]
-    assert cluster_of(spread(bulk(n, d, rng) + slow), least) is None
+    assert cluster_of(spread(step.samples + slow), least) is None
 
 
 def test_a_group_that_is_half_the_answers_is_the_bulk_not_a_cluster() -> None:

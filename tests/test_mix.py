@@ -18,13 +18,10 @@ from lab.config.mix import MixRoute, split_weight, weighted_ms
 from lab.config.scenario import load_scenario
 from lab.record import hist
 from lab.record.errors import LabError
-from tests.helpers import lab_cli, step_rows
+from tests.helpers import flask_app, lab_cli, step_rows
 
-MIX_APP = """
+MIX_APP = flask_app("""
 import time
-from flask import Flask
-
-app = Flask(__name__)
 
 
 @app.get("/health")
@@ -41,7 +38,7 @@ def fast(n):
 def slow():
     time.sleep(0.1)
     return "slow"
-"""
+""")
 LINE = '127.0.0.1 - - [26/Nov/2026:13:55:36 +0000] "{} HTTP/1.1" {} 5 "-" "curl/8"'
 
 

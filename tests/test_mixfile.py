@@ -25,13 +25,11 @@ from lab.run.generator import run_step
 from loadgen.protocol import Start
 from loadgen.request import Picker
 from loadgen.shares import share_out, split
-from tests.helpers import QuietHandler
+from tests.helpers import MIX_HEALTH_ROUTE, QuietHandler
 
-MIX = """
-[[route]]
-path = "/health"
-weight = 0
-
+MIX = (
+    MIX_HEALTH_ROUTE
+    + """
 [[route]]
 method = "POST"
 path = "/orders"
@@ -52,6 +50,7 @@ path = "/login"
 login = true
 body_file = "login.json"
 """
+)
 
 
 def opts(**more: Any) -> dict[str, Any]:

@@ -15,15 +15,12 @@ from pathlib import Path
 import pytest
 
 from lab.system import outbound
-from tests.helpers import lab_cli
+from tests.helpers import flask_app, lab_cli
 
 REMOTE = "10.77.0.1"
 REMOTE_PORT = 8080
-CALLER_APP = """
+CALLER_APP = flask_app("""
 import os, urllib.request
-from flask import Flask
-
-app = Flask(__name__)
 
 
 @app.get("/hello")
@@ -34,7 +31,7 @@ def hello():
 @app.get("/call")
 def call():
     return urllib.request.urlopen(os.environ["API_URL"] + "/delay", timeout=10).read()
-"""
+""")
 # In a new network namespace: REMOTE on its loopback device, a slow listener there, then each
 # `lab run` of argv[2] (a JSON list of argument lists); prints [[exit code, stderr], ...].
 IN_NAMESPACE = f"""

@@ -5,6 +5,7 @@ a disturbance never read as the app's cap. Hand-built records, 10 ms service tim
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -41,6 +42,9 @@ LAG = Raised("generator_lag", {"lag_p99_ms": 40.0})
 SHORT_LAG = Raised("generator_lag", {"lag_p99_ms": 4.0})
 HOST = Raised("host_busy", "other processes used 80% of a core")
 LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms": 8.0})
+# The figures of a case that another case repeats with one more figure (its point):
+UPSTREAM_LATE: dict[str, Any] = {"p50": 20, "cpu": 30, "raised": (LATE,), "upstream_lag_ms": 8.0}
+HOST_WAITED: dict[str, Any] = {"p50": 25, "cpu": 45, "raised": (HOST,), "server_wait_pct": 35.0}
 
 
 @pytest.mark.parametrize(
@@ -63,48 +67,16 @@ LATE = Raised("apparatus_saturated", {"causes": ["late"], "upstream_loop_lag_ms"
         ),
         (step(50, 2500, p50=20, cpu=85), "server_cpu", "yes", CAPS),
         # 3: the upstream's loop was late: the upstream's advice, whatever the server closes
-        (
-            step(50, 2500, p50=20, cpu=30, raised=(LATE,), upstream_lag_ms=8.0),
-            "upstream",
-            "no",
-            CAPS,
-        ),
-        (
-            step(
-                50,
-                2500,
-                p50=20,
-                cpu=30,
-                raised=(LATE,),
-                upstream_lag_ms=8.0,
-                server_connections=25000,
-            ),
-            "upstream",
-            "no",
-            CAPS,
-        ),
+        (step(50, 2500, **UPSTREAM_LATE), "upstream", "no", CAPS),
+        (step(50, 2500, **UPSTREAM_LATE, server_connections=25000), "upstream", "no", CAPS),
         # 4: other processes took the server's core: the machine, not the app
-        (
-            step(50, 2000, p50=25, cpu=45, raised=(HOST,), server_wait_pct=35.0),
-            "host_busy",
-            "no",
-            CAPS,
-        ),
+        (step(50, 2000, **HOST_WAITED), "host_busy", "no", CAPS),
         # ... other processes busy, but nothing of the run waited: no cap, no blame, not found
         (step(50, 2000, p50=25, cpu=45, raised=(HOST,)), "unknown", "yes", CAPS),
         # ... a server that waited on its own threads, nothing else busy: its own queue, as usual
         (step(50, 2000, p50=25, cpu=45, server_wait_pct=40.0), "concurrency_cap", "no", set()),
         (
-            step(
-                50,
-                2000,
-                p50=25,
-                cpu=45,
-                raised=(HOST,),
-                server_wait_pct=35.0,
-                upstream_max_inflight=50,
-                upstream_served=20000,
-            ),
+            step(50, 2000, **HOST_WAITED, upstream_max_inflight=50, upstream_served=20000),
             "host_busy",
             "no",
             CAPS,
@@ -178,7 +150,7 @@ def test_the_secondary_evidence_is_kept() -> None:
 
 
 def test_the_upstream_late_advice_is_the_upstreams() -> None:
-    r = step(50, 2500, p50=20, cpu=30, raised=(LATE,), upstream_lag_ms=8.0)
+    r = step(50, 2500, **UPSTREAM_LATE)
     assert "give the upstream more processes" in r.evidence.limit_reason
 
 
@@ -195,12 +167,35 @@ def test_assessing_twice_gives_the_same_verdict() -> None:
 OBSERVED = ["client_saturated", "generator_lag", "host_busy", "apparatus_saturated", "serialized"]
 
 
+@dataclass(frozen=True)
+class Load:
+    """A generated step's load: its users, the share of the ideal throughput they got, its p50
+    in delays and the server's CPU (%)."""
+
+    users: int
+    share: float
+    p50_delays: float
+    cpu: float
+
+    @property
+    def rps(self) -> float:
+        return self.share * self.users / (D_MS / 1000)
+
+    def step(self, **figures: Any) -> StepRecord:
+        """`step` at this load, with more `figures`."""
+        return step(self.users, self.rps, p50=self.p50_delays * D_MS, cpu=self.cpu, **figures)
+
+
+def loads(least_users: int = 1, least_share: float = 0.0) -> st.SearchStrategy[Load]:
+    """Loads of `least_users` to 400 users at `least_share` to 1.2 of the ideal, a p50 of 0.5
+    to 20 delays and a server's CPU of 0-110%: the space every generated step here is drawn from."""
+    users, share = st.integers(least_users, 400), st.floats(least_share, 1.2)
+    return st.builds(Load, users, share, st.floats(0.5, 20.0), st.floats(0.0, 110.0))
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    users=st.integers(1, 400),
-    share=st.floats(0.0, 1.2),
-    p50_delays=st.floats(0.5, 20.0),
-    cpu=st.floats(0.0, 110.0),
+    load=loads(),
     inflight=st.integers(-1, 400),
     failed=st.integers(0, 500),
     flags=st.lists(st.sampled_from(OBSERVED), unique=True),
@@ -208,27 +203,13 @@ OBSERVED = ["client_saturated", "generator_lag", "host_busy", "apparatus_saturat
     lag=st.floats(-1.0, 20.0),
 )
 def test_the_table_invariants(
-    users: int,
-    share: float,
-    p50_delays: float,
-    cpu: float,
-    inflight: int,
-    failed: int,
-    flags: list[str],
-    wait: float,
-    lag: float,
+    load: Load, inflight: int, failed: int, flags: list[str], wait: float, lag: float
 ) -> None:
-    rps = share * users / (D_MS / 1000)
-    raised = tuple(Raised(f, {}) for f in flags)
-    r = step(
-        users,
-        rps,
-        p50=p50_delays * D_MS,
-        cpu=cpu,
-        raised=raised,
+    r = load.step(
+        raised=tuple(Raised(f, {}) for f in flags),
         errors={"timeout": failed} if failed else None,
         upstream_max_inflight=inflight,
-        upstream_served=round(rps * 10),
+        upstream_served=round(load.rps * 10),
         server_wait_pct=wait,
         upstream_lag_ms=lag,
     )
@@ -237,7 +218,9 @@ def test_the_table_invariants(
     # the record names one rule of the table, which fires on the step's own facts, and its limit
     assert named.check(facts) and r.evidence.limited_by == named.limit, r.evidence.limit_reason
     # nothing limits a step only where its answers track the ideal
-    assert r.evidence.limited_by != "none" or share >= T.tracks_ideal_share, r.evidence.limit_reason
+    assert r.evidence.limited_by != "none" or load.share >= T.tracks_ideal_share, (
+        r.evidence.limit_reason
+    )
     # compared (on anything) only where the primary rule allows it
     assert bool(excluding(r.evidence.flags)) == (named.effect == "excluded"), (
         r.evidence.flags,
@@ -296,27 +279,23 @@ def test_failures_never_make_a_step_more_comparable(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    users=st.integers(2, 400),
-    share=st.floats(0.05, 1.2),
-    p50_delays=st.floats(0.5, 20.0),
-    cpu=st.floats(0.0, 110.0),
+    load=loads(least_users=2, least_share=0.05),
     seen=st.floats(0.0, 1.0) | st.none(),
     failed=st.integers(1, 50_000),
 )
 def test_failed_requests_never_lift_an_exclusion(
-    users: int, share: float, p50_delays: float, cpu: float, seen: float | None, failed: int
+    load: Load, seen: float | None, failed: int
 ) -> None:
     """With the upstream's counter or without it (an in-flight count from outside), adding
     failed requests to a step never makes it more comparable than the same step without them."""
-    rps = share * users / (D_MS / 1000)
-    figures: dict[str, Any] = {"p50": p50_delays * D_MS, "cpu": cpu}
+    figures: dict[str, Any] = {}
     if seen is not None:  # 0: the load did not pass it
         figures |= {
-            "upstream_max_inflight": max(1, round(seen * users)),
-            "upstream_served": round(rps * 10),
+            "upstream_max_inflight": max(1, round(seen * load.users)),
+            "upstream_served": round(load.rps * 10),
         }
-    clean = step(users, rps, **figures)
-    failing = step(users, rps, errors={"timeout": failed}, **figures)
+    clean = load.step(**figures)
+    failing = load.step(errors={"timeout": failed}, **figures)
     assert excluding(failing.evidence.flags) or not excluding(clean.evidence.flags), (
         failing.evidence.limit_reason
     )
