@@ -11,6 +11,9 @@ On several generators (`loadgen.shares`) the master sends each worker its own sh
 common start and, after its drain, sends what is left (`DRAINED`): the drain's interval and its
 own open- or closed-loop figures.
 
+A step on oha (`loadgen.oha.remote`) sends its remote generators their shares the same way;
+each runs its own oha and, once it exits, sends its records whole (`OHA_RECORDS`): no rolls.
+
 The web UI's lab page uses the same roll with locust's own workers (Compose): each answers
 (`MODELS_INTERVAL`) with one interval per model, since one UI run loads several models at once.
 """
@@ -33,6 +36,9 @@ ROLL = "lab_roll"  # master -> workers: {"seq": n}, end your interval now
 INTERVAL = "lab_interval"  # worker -> master: a Report
 DRAINED = "lab_drained"  # worker -> master, after its drain: a Drained
 MODELS_INTERVAL = "lab_models_interval"  # web-UI worker -> master: a ModelsReport
+# worker -> master, a step on oha: {"blob": its share's records (`loadgen.oha.wire`), "failed":
+# why there are none, or ""}
+OHA_RECORDS = "lab_oha_records"
 REPORT_TIMEOUT_S = 5.0  # a worker silent this long for one roll reports at the next one instead
 
 

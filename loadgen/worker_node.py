@@ -19,9 +19,12 @@ monkey.patch_all()  # before anything imports socket; locust would do this on im
 import argparse  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gevent  # noqa: E402
@@ -44,9 +47,18 @@ LEAVE_GRACE_S = 15.0
 
 def step_end(start: Start, now: float) -> float:
     """When the step's work is over at the latest (wall clock): its schedule's start, the settle,
-    the window and the longest drain."""
+    the window and the longest drain (on oha: its wait for its last requests and its exit)."""
+    if start.engine == "oha":
+        return max(now, start.begin_at) + oha_bound_s(start)
     drain = min(start.timeout_s, DRAIN_MAX_S)
     return max(now, start.begin_at) + start.settle_s + start.duration_s + drain
+
+
+def oha_bound_s(start: Start) -> float:
+    """How long a share on oha may take once begun: the settle, the window, its requests'
+    timeout and its start, its store and its exit (`loadgen.oha.driver.bound_s`, with room to
+    spare for a remote machine's own Python)."""
+    return start.settle_s + start.duration_s + start.timeout_s + 20.0
 
 
 class Node:
@@ -73,6 +85,9 @@ class Node:
         start = self.served = Start.from_json(msg.data)
         quiet_gc()
         gevent.spawn_later(step_end(start, time.time()) + LEAVE_GRACE_S - time.time(), self.leave)
+        if start.engine == "oha":  # its own oha; no rolls, its records once it exits
+            gevent.spawn(self.run_oha, start)
+            return
         self.recorder.loop_lag.greenlet.kill()  # the share's recorder probes the loop now
         if start.mode == "open":
             self.open = OpenLoop(start)
@@ -119,6 +134,31 @@ class Node:
         login = loop.recorder.login_figures()
         drained = fanout.Drained(self.last_report(), closed=loop.share(drain_s), login=login)
         self.runner.send_message(fanout.DRAINED, drained.to_data())
+
+    def run_oha(self, start: Start) -> None:
+        """This worker's share on its own oha (`python -m loadgen.oha --share`), then its records
+        to the master, or why there are none."""
+        bound = max(0.0, start.begin_at - time.time()) + oha_bound_s(start)
+        with tempfile.TemporaryDirectory(prefix="lab-oha-share-") as workdir:
+            out = Path(workdir) / "records.npz"
+            argv = [sys.executable, "-m", "loadgen.oha", "--share", str(out), start.to_json()]
+            try:
+                ran = subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    timeout=bound,
+                    check=False,
+                )
+                err = ran.stderr.decode(errors="replace").strip().splitlines()
+                why = err[-1] if err else f"its oha's share exited {ran.returncode}"
+                failed = "" if ran.returncode == 0 else why
+            except subprocess.TimeoutExpired:
+                failed = f"its oha still ran {bound:.0f} s after the step began: stopped"
+            blob = out.read_bytes() if not failed and out.exists() else b""
+        sent = {"blob": blob, "failed": failed or ("" if blob else "its oha wrote no records")}
+        self.runner.send_message(fanout.OHA_RECORDS, sent)
 
     def leave(self) -> None:
         """The step is long over and no quit came: leave as if it had."""

@@ -158,12 +158,12 @@ CLOSED = {"rate_rps": None, "max_outstanding": 0, "users": 3}
     [
         ({"mix": [{"label": "/a", "method": "GET", "path": "/a", "weight": 1}] * 2}, "mix of 2"),
         ({"arrival": "poisson"}, "poisson arrivals"),
-        ({"remote_generators": 1}, "other machines"),
+        ({"remote_generators": 2, "max_outstanding": 2}, "over 3 generator processes"),
         ({"login": Login()}, "a login per user (POST /login): oha keeps no session"),
         ({**CLOSED, "login": Login()}, "a login per user (POST /login): oha keeps no session"),
         ({**CLOSED, "path": "/items/{n}"}, "placeholders ({uuid}, {n}, ...) filled per request"),
         ({**CLOSED, "mix": [{"label": "/a", "path": "/a", "weight": 1}] * 3}, "mix of 3"),
-        ({**CLOSED, "remote_generators": 1}, "other machines"),
+        ({**CLOSED, "remote_generators": 3}, "3 users over 4 generator processes"),
     ],
     ids=["mix", "poisson", "remote", "login", "closed-login", "closed-placeholders"]
     + ["closed-mix", "closed-remote"],

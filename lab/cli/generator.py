@@ -8,7 +8,9 @@ command starts a fresh one for the next step, until `--steps` measured steps are
 model's warm-up is served too but not counted: the user counts the steps they asked for), no
 master answered for `--master-timeout` seconds, or Ctrl-C. It says where it waits and for how
 long; no master at all is this machine's state, not the arguments' (exit 3,
-docs/failures-and-stops.md).
+docs/failures-and-stops.md). A step on oha (the lab's default engine where it can) runs each
+worker's share on this machine's own oha (`scripts/setup.sh` builds it), which hands its records
+over after the window (`loadgen.oha.remote`).
 """
 
 from __future__ import annotations

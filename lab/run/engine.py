@@ -9,8 +9,10 @@ were the first thing to run out (the apparatus rules excluded 3 to 5 of 7 models
 Why the lab's own still: a step that needs what oha cannot do falls back to it, saying why in one
 line: a weighted mix of routes with their own bodies and headers, or placeholders filled per
 request (oha sends one fixed request), a login per user (oha keeps no cookies), Poisson arrivals
-(oha spaces them evenly), generators on other machines (they run the lab's engine), or oha not
-installed. `--engine lab` (or `engine = "lab"` in a scenario) asks for the lab's own everywhere.
+(oha spaces them evenly), fewer users than generator processes where some are remote, or oha
+not installed. Generators on other machines (`lab generator --connect`) run their share on
+their own oha and hand its records over after the window (`loadgen.oha.remote`). `--engine lab`
+(or `engine = "lab"` in a scenario) asks for the lab's own everywhere.
 Both engines speak the same protocol and fill the same record (`loadgen.oha`); the record names
 the engine and its version, and where the lab's ran, why (`evidence.details.engine`).
 """
@@ -63,8 +65,13 @@ def cannot(start: Start) -> str | None:
         return f"a login per user ({start.login.label}): oha keeps no session of its own"
     if start.rate_rps is not None and start.arrival != "constant":
         return f"{start.arrival} arrivals: oha's -q spaces requests evenly"
-    if start.remote_generators:
-        return "generators on other machines run the lab's engine"
+    cap = start.users if start.rate_rps is None else start.max_outstanding
+    if start.remote_generators and cap < start.generators + start.remote_generators:
+        return (
+            f"{cap} {'users' if start.rate_rps is None else 'requests in flight'} over "
+            f"{start.generators + start.remote_generators} generator processes: oha needs a "
+            "connection in each"
+        )
     return oha_missing()
 
 

@@ -331,10 +331,11 @@ def _users(point: Point) -> int | None:
 
 def _elsewhere_cpu(outcome: Outcome) -> float:
     """The CPU of the step's generators on other machines (named `generator-i@<host>` by the
-    master, `loadgen.master`), 100 = one core."""
+    master, `loadgen.master`, or `remote-i@<host>` on oha, `loadgen.oha.remote`; oha's processes
+    here are `oha-i`), 100 = one core."""
     parts = outcome.done.parts if outcome.done is not None else []
     here = socket.gethostname()
-    return sum(p.cpu_pct for p in parts if p.source.rsplit("@", 1)[-1] != here)
+    return sum(p.cpu_pct for p in parts if "@" in p.source and p.source.rsplit("@", 1)[1] != here)
 
 
 def _fleet(outcome: Outcome) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ import numpy as np
 import psutil
 
 from lab.record import hist
-from loadgen.oha import figures, summary
+from loadgen.oha import figures, summary, wire
 from loadgen.protocol import Failed, Histogram, Measuring, Message, Sample, Start, encode
 from loadgen.shares import spread
 
@@ -71,14 +72,25 @@ class Share:
     cpu: int | None
 
 
+def local_count(start: Start) -> int:
+    """oha processes on this machine: the step's `generators`, at least one unless remote
+    generators take the whole step (an open loop's automatic count may leave none here)."""
+    return start.generators if start.remote_generators else max(1, start.generators)
+
+
 def shares_of(start: Start) -> list[Share]:
-    """The rate and the cap (closed loop: the users, each a connection) split evenly over
-    `generators` processes, one core each."""
-    n = max(1, start.generators)
+    """The rate and the cap (closed loop: the users, each a connection) split evenly over the
+    step's processes, the `generators` here first (one core each), then one per remote
+    generator."""
+    local = local_count(start)
+    n = local + start.remote_generators
     caps = spread(start.users if start.rate_rps is None else start.max_outstanding, n)
     rate = (start.rate_rps or 0.0) / n
     cpus = start.generator_cpus
-    return [Share(i, rate, caps[i], cpus[i % len(cpus)] if cpus else None) for i in range(n)]
+    return [
+        Share(i, rate, caps[i], cpus[i % len(cpus)] if cpus and i < local else None)
+        for i in range(n)
+    ]
 
 
 def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path]) -> list[str]:
@@ -105,8 +117,8 @@ def argv(start: Start, share: Share, seconds: float, files: tuple[Path, Path]) -
 class Fleet:
     """The oha processes of one phase, and their CPU."""
 
-    def __init__(self, start: Start, seconds: float, workdir: Path) -> None:
-        self.shares = shares_of(start)
+    def __init__(self, start: Start, shares: list[Share], seconds: float, workdir: Path) -> None:
+        self.shares = shares
         self.files = [_files(workdir, s) for s in self.shares]
         self.errs = [workdir / f"oha-{s.index}.err" for s in self.shares]
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -172,16 +184,17 @@ def emit(message: Message) -> None:
 
 
 def watch(fleet: Fleet, settle_s: float, window_s: float, bound_s: float) -> list[float]:
-    """Wait for the fleet to end (at most `bound_s`): a `Sample` each second of the settle, then
-    `Measuring` as the window opens and a `Sample` each second of it; returns the CPU of each of
-    the window's seconds."""
+    """Wait for the fleet to end (at most `bound_s`; a fleet of none here, every share remote:
+    the settle and the window): a `Sample` each second of the settle, then `Measuring` as the
+    window opens and a `Sample` each second of it; returns the CPU of each of the window's
+    seconds."""
     cpu: list[float] = []
     ticks = [("settle", float(t), float(t)) for t in range(1, math.ceil(settle_s - 1e-9))]
     ticks.append(("open", settle_s, 0.0))
     ends = [min(float(t), window_s) for t in range(1, math.ceil(window_s - 1e-9) + 1)]
     ticks += [("measure", settle_s + e, e) for e in ends]
     last = 0.0
-    while fleet.running():
+    while fleet.running() or (not fleet.procs and ticks):
         elapsed = time.monotonic() - fleet.began
         if elapsed > bound_s:
             fleet.kill()
@@ -252,14 +265,10 @@ def window_runs(fleet: Fleet, spec: figures.Spec) -> list[figures.OhaRun]:
     return runs
 
 
-def run(start: Start, workdir: Path) -> None:
-    """The step: settle and window on one fleet, then the figures; every message on stdout."""
-    whole_s = start.settle_s + start.duration_s
-    fleet = Fleet(start, whole_s, workdir)
-    began = datetime.now(UTC) + timedelta(seconds=start.settle_s)
-    cpu = watch(fleet, start.settle_s, start.duration_s, whole_s + start.timeout_s + END_GRACE_S)
+def spec_of(start: Start) -> figures.Spec:
+    """What the step asks for, as oha's records are read."""
     expected = start.expected_body
-    spec = figures.Spec(
+    return figures.Spec(
         start.rate_rps or 0.0,
         start.settle_s,
         start.duration_s,
@@ -267,12 +276,53 @@ def run(start: Start, workdir: Path) -> None:
         len(expected.encode()) if expected is not None else None,
         closed=start.rate_rps is None,
     )
-    started_at = began.isoformat(timespec="milliseconds")
+
+
+def bound_s(start: Start) -> float:
+    """How long one oha process may run: the settle, the window, a request's timeout, its exit."""
+    return start.settle_s + start.duration_s + start.timeout_s + END_GRACE_S
+
+
+@dataclass
+class Local:
+    """What the shares run here gave: their records, the window's CPU and when it opened."""
+
+    runs: list[figures.OhaRun]
+    cpu: list[float]
+    started_at: str
+
+
+def local_runs(start: Start, shares: list[Share], workdir: Path) -> Local:
+    """These shares run here, settle and window as one."""
+    began = datetime.now(UTC) + timedelta(seconds=start.settle_s)
+    fleet = Fleet(start, shares, start.settle_s + start.duration_s, workdir)
+    cpu = watch(fleet, start.settle_s, start.duration_s, bound_s(start))
     try:
-        runs = window_runs(fleet, spec)
+        runs = window_runs(fleet, spec_of(start))
+        return Local(runs, cpu, began.isoformat(timespec="milliseconds"))
     except (OSError, ValueError, KeyError, sqlite3.Error) as exc:  # ended well, wrote no records
         raise OhaFailed(f"oha's records could not be read: {exc}") from None
-    done, tallied = summary.done(runs, spec, started_at, cpu)
+
+
+def run(start: Start, workdir: Path) -> None:
+    """The step: settle and window on one fleet (its remote shares on `lab generator`s, each
+    running its own oha, `loadgen.oha.remote`), then the figures; every message on stdout."""
+    shares = shares_of(start)
+    local, far = shares[: local_count(start)], shares[local_count(start) :]
+    if far:
+        from loadgen.oha import remote  # locust's master: only where generators are remote
+
+        try:
+            with remote.Far(start) as fleet:
+                fleet.send(start, [(s.rate_rps, s.cap) for s in far])
+                here = local_runs(start, local, workdir)
+                here.runs += fleet.runs(start.timeout_s + END_GRACE_S)
+        except remote.RemoteFailed as exc:
+            raise OhaFailed(str(exc)) from None
+    else:
+        here = local_runs(start, local, workdir)
+    spec = spec_of(start)
+    done, tallied = summary.done(here.runs, spec, here.started_at, here.cpu)
     for begin, end, h, drain in figures.intervals(tallied, start.duration_s):
         emit(Histogram(round(begin, 3), round(end, 3), hist.encode(h), "", drain))
     emit(done)
@@ -286,25 +336,57 @@ def check(start: Start) -> str | None:
         return f"a closed loop of {start.users} users: it needs 1 or more"
     if not start.engine_path or not os.access(start.engine_path, os.X_OK):
         return f"oha not found at {start.engine_path!r}"
-    if start.mix or start.remote_generators or start.login or start.arrival != "constant":
-        return "a mix, a login, remote generators or Poisson arrivals need the lab's engine"
+    if start.mix or start.login or start.arrival != "constant":
+        return "a mix, a login or Poisson arrivals need the lab's engine"
     return None
 
 
+def here(start: Start) -> Start:
+    """A remote share's start with this machine's oha: the path the lab sent where it runs
+    here, else oha on PATH or where cargo installs it."""
+    if start.engine_path and os.access(start.engine_path, os.X_OK):
+        return start
+    cargo = Path.home() / ".cargo" / "bin" / "oha"
+    found = shutil.which("oha") or (str(cargo) if os.access(cargo, os.X_OK) else "")
+    return replace(start, engine_path=found)
+
+
+def share(start: Start, out: Path, workdir: Path) -> None:
+    """A remote generator's share (`--share OUT`): run at the step's common moment, its records
+    written to OUT for the master (`loadgen.oha.wire`)."""
+    time.sleep(max(0.0, start.begin_at - time.time()))
+    ran = local_runs(start, shares_of(start), workdir)
+    out.write_bytes(wire.encode(ran.runs))
+
+
 def main(args: Sequence[str]) -> int:
+    """`START` (the step, its messages on stdout) or `--share OUT START` (a remote share, its
+    records into OUT, its failure on stderr)."""
+    out = Path(args[2]) if len(args) > 2 and args[1] == "--share" else None
     try:
-        start = Start.from_json(args[1])
+        start = Start.from_json(args[-1] if out is not None else args[1])
     except (IndexError, ValueError, TypeError) as exc:
         emit(Failed(f"bad start message: {exc}"))
         return 2
+    start = here(start) if out is not None else start
     if (why := check(start)) is not None:
-        emit(Failed(why))
-        return 1
+        return _failed(why, out)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the work directory is removed
     with tempfile.TemporaryDirectory(prefix="lab-oha-") as workdir:
         try:
-            run(start, Path(workdir))
+            if out is None:
+                run(start, Path(workdir))
+            else:
+                share(start, out, Path(workdir))
         except OhaFailed as exc:
-            emit(Failed(str(exc)))
-            return 1
+            return _failed(str(exc), out)
     return 0
+
+
+def _failed(why: str, out: Path | None) -> int:
+    """The step's `Failed`, or a remote share's reason on stderr (its worker sends it on)."""
+    if out is None:
+        emit(Failed(why))
+    else:
+        print(why, file=sys.stderr)
+    return 1

@@ -85,8 +85,13 @@ def closed_loop(t: Tally, latency: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A remote generator's share (`loadgen.oha.remote`): a part of its own even where it is the only
+# one, since its CPU is another machine's.
+REMOTE = "remote-"
+
+
 def part(run: OhaRun, t: Tally, spec: Spec) -> Part:
-    """One oha process's share of a step run by several."""
+    """One oha process's share of a step run by several, or by one elsewhere."""
     _, open_loop = figures(t, replace(spec, rate_rps=spec.rate_rps_of(run)))
     c = t.counts
     own = None if spec.closed else vars(open_loop)
@@ -120,7 +125,7 @@ def done(
         client_cpu_pct=round(mean_cpu, 1),
         timeseries=timeseries,
         answers_100ms=list(t.ticks),
-        parts=parts if len(runs) > 1 else [],
+        parts=parts if len(runs) > 1 or any(r.source.startswith(REMOTE) for r in runs) else [],
         **loop,
         **latency,
     ), t

@@ -192,7 +192,8 @@ ENGINE = click.option(
     type=click.Choice(list(ENGINES)),
     help="What sends a step's requests, open or closed loop: oha where it can run the step (one "
     "fixed request), else the lab's own, saying why (a mix, placeholders, a login, Poisson "
-    "arrivals, remote generators, oha missing); lab: the lab's own everywhere [default: oha].",
+    "arrivals, fewer users than generator processes, oha missing); remote generators run their "
+    "share on their own oha; lab: the lab's own everywhere [default: oha].",
 )
 UPSTREAM_ROUTE = click.option(
     "--upstream-route",
