@@ -116,10 +116,16 @@ def test_headless_locust_writes_the_same_result_directory(
     _saved_steps(tmp_path / "results")
 
 
-def test_a_master_saves_what_its_workers_measured(start_model, upstream, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("report_wait_s", ["1", "0"], ids=["reports-in-time", "reports-late"])
+def test_a_master_saves_what_its_workers_measured(
+    start_model, upstream, tmp_path: Path, report_wait_s: str
+) -> None:  # noqa: ANN001
     """Distributed, as under Compose: the master makes no requests; its two workers send theirs
-    per model at each roll, so the saved steps hold the workers' requests and server CPU."""
+    per model at each roll, so the saved steps hold the workers' requests and server CPU. The
+    master waits `report_wait_s` (locust's default: 1 s) for its workers to report the users they
+    started; on a slow machine they report later (here: always), and the steps are the same."""
     env = _model_env(start_model, upstream)
+    env["LOCUST_WAIT_FOR_WORKERS_REPORT_AFTER_RAMP_UP"] = report_wait_s
     port = procs.free_port()
     master = _locust(*HEADLESS, "--master", "--master-bind-host", "127.0.0.1")
     master += ["--master-bind-port", str(port), "--expect-workers", "2"]

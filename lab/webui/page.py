@@ -47,6 +47,7 @@ from loadgen.runparams import RunParams, request_for
 UPSTREAM_ENV = "LAB_UPSTREAM_URL"
 HISTORY_S = 120  # seconds of throughput the page's chart shows
 HOST_RESULTS_ENV = "LAB_HOST_RESULTS"  # Compose: where --lab-out is mounted from, on the host
+SETTLE_WAIT_S = 10.0  # a master's segment waits this long at most for its workers' user reports
 SAVE_HINT = (
     "The results directory must be writable by locust (under Compose: export LAB_UID=$(id -u) "
     "LAB_GID=$(id -g) before docker compose up, or make ./results writable for uid 10001)"
@@ -75,6 +76,7 @@ class LabPage:
         self.upstream_url = os.environ.get(UPSTREAM_ENV, "http://upstream:8080")
         self.upstream: dict[str, float] = {}
         self.saved: list[str] = []
+        self.settling: tuple[dict[str, int], float] | None = None  # a master's users, since when
 
     @property
     def params(self) -> RunParams:
@@ -93,10 +95,56 @@ class LabPage:
         except (OSError, ValueError):
             self.upstream = {}
         self.recorder.roll(self._extra)
+        self._begin_when_reported()
         self.history.append(self._moment())
         if isinstance(self.env.runner, MasterRunner):  # their answers go into the next roll
             self.rolls += 1
             self.env.runner.send_message(fanout.ROLL, {"seq": self.rolls})
+
+    def settled(self) -> None:
+        """locust's spawning_complete: a segment begins with the users now running. A master
+        fires it after waiting a second at most (LOCUST_WAIT_FOR_WORKERS_REPORT_AFTER_RAMP_UP)
+        for its workers to report the users they started: on a slow machine the reports come
+        later, and a segment begun with what they had reported by then holds too few users or
+        no model at all (nothing to save). So a master's segment begins at the first tick whose
+        reports match the users it dispatched."""
+        runner = self.env.runner
+        if not isinstance(runner, MasterRunner):
+            self.recorder.begin(self.users())
+            return
+        self.settling = (_running(runner.target_user_classes_count), time.monotonic())
+        self._begin_when_reported()
+
+    def _begin_when_reported(self) -> None:
+        """Begin the segment a master settled on once its workers report those users (after
+        SETTLE_WAIT_S: with what they report, and a warning)."""
+        if self.settling is None:
+            return
+        dispatched, since = self.settling
+        reported = _running(self.users())
+        if reported != dispatched:
+            if time.monotonic() - since < SETTLE_WAIT_S:
+                return
+            log.warning("lab: workers report %s of the users dispatched, %s", reported, dispatched)
+        self.settling = None
+        self.recorder.begin(reported)
+
+    def stopped(self) -> None:
+        """locust's test_stop: the running segment ends (one still waiting for reports never
+        begins)."""
+        self.settling = None
+        self.recorder.finish()
+
+    def nothing_measured(self) -> str:
+        """Why there is nothing to save yet, in one line."""
+        if self.settling is None:
+            return "nothing measured yet: start a swarm first"
+        dispatched, _ = self.settling
+        reported = sum(_running(self.users()).values())
+        return (
+            f"nothing measured yet: locust's workers have reported {reported} of the "
+            f"{sum(dispatched.values())} users started; save again in a few seconds"
+        )
 
     def _moment(self) -> dict[str, Any]:
         """This second for the chart: each model's live rps and its ideal (None: no ideal)."""
@@ -197,6 +245,11 @@ class LabPage:
         return run_dir
 
 
+def _running(users: dict[str, int]) -> dict[str, int]:
+    """The models with users, and how many."""
+    return {model: n for model, n in users.items() if n > 0}
+
+
 def _sample(meters: dict[str, Meter], into: dict[str, Reading]) -> None:
     """Each meter's reading into `into`; a gone process shows nothing rather than stop the page."""
     for model, meter in meters.items():
@@ -233,13 +286,17 @@ def blueprint(page: LabPage, out: Path) -> Blueprint:
         return jsonify({"model": model, **frames.of_meter(meter, seconds)}), 200
 
     @bp.post("/save")
-    def save() -> Response:
+    def save() -> Response | tuple[Response, int]:
         if not any(page.recorder.done) and not page.recorder.snapshot():
-            return jsonify({"ok": False, "message": "nothing measured yet: start a swarm first"})
+            return jsonify({"ok": False, "message": page.nothing_measured()})
         try:
             saved = page.save(out)
         except (LabError, OSError) as e:
             return jsonify({"ok": False, "message": f"not saved: {e}. {SAVE_HINT}"})
+        except Exception as e:  # a bug: said in one line (the page shows it), traced in the log
+            log.exception("lab: saving the run failed")
+            said = " ".join(f"not saved: {type(e).__name__}: {e}".split())
+            return jsonify({"ok": False, "message": said}), 500
         host_dir = os.environ.get(HOST_RESULTS_ENV, "")
         host_path = str(Path(host_dir) / saved.name) if host_dir else ""
         return jsonify({"ok": True, "path": str(saved), "host_path": host_path})
@@ -317,13 +374,13 @@ def _ticker(page: LabPage) -> None:
 @events.spawning_complete.add_listener
 def _settled(user_count: int, **_: Any) -> None:
     if _page is not None:
-        _page.recorder.begin(_page.users())
+        _page.settled()
 
 
 @events.test_stop.add_listener
 def _stopped(**_: Any) -> None:
     if _page is not None:
-        _page.recorder.finish()
+        _page.stopped()
 
 
 @events.quitting.add_listener
