@@ -17,10 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lab.run import engine
+from lab.run.generators import Generators
 from lab.system import procs
 from loadgen.oha import wire
 from loadgen.oha.figures import OhaRun
-from loadgen.protocol import Done
+from loadgen.protocol import Done, Start
 from tests.helpers import lab_cli
 from tests.ohastep import calm, needs_oha, oha_step
 
@@ -67,6 +69,9 @@ def test_a_remote_generator_runs_its_users_on_its_own_oha(
     assert all(p.requests > 0 and p.ok > 0 for p in done.parts), done.parts
     assert sum(p.ok for p in done.parts) == done.ok and done.errors == {}
     assert done.requests == done.ok + done.closed_loop["unfinished"]
+    start = Start("http://127.0.0.1:1", "/", 0.3, 2.0, 5.0, users=5, remote_generators=1)
+    said = engine.evidence("oha", engine.applied(start, "oha", Generators()))
+    assert said["name"] == "oha" and (said["processes"], said["remote_processes"]) == (1, 1)
 
 
 @needs_oha

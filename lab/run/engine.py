@@ -88,14 +88,17 @@ def applied(start: Start, asked: str, fleet: Generators) -> Start:
 
 
 def evidence(asked: str, start: Start, done: Done | None = None) -> dict[str, Any]:
-    """What the record says of its engine: its name and version, and where a step that could
-    have run on oha did not, why; in closed loop on oha, the window's reconnects (requests sent
-    on a connection the server had closed after its last answer, as uWSGI's `--http-socket`
-    does: never requests nor errors, each followed by a fresh connection)."""
+    """What the record says of its engine: its name and version (on oha: its processes here and
+    on remote generators), and where a step that could have run on oha did not, why; in closed
+    loop on oha, the window's reconnects (requests sent on a connection the server had closed
+    after its last answer, as uWSGI's `--http-socket` does: never requests nor errors, each
+    followed by a fresh connection)."""
     if start.engine != "oha":
         why = "asked for (--engine lab)" if asked == "lab" else cannot(start)
         return {"name": "lab", "version": f"concurrency-lab {lab.__version__}", "why": why}
     out: dict[str, Any] = {"name": "oha", "version": oha_version(), "processes": start.generators}
+    if start.remote_generators:  # each runs one oha process of its own (`loadgen.oha.remote`)
+        out["remote_processes"] = start.remote_generators
     if done is not None and done.closed_loop.get("reconnects"):
         out["reconnects"] = done.closed_loop["reconnects"]
     return out
